@@ -1,0 +1,22 @@
+"""What each rank runs when `rdmabench run --np N` starts the job itself: python -m rdmabench._rank CONFIG_JSON."""
+
+from __future__ import annotations
+
+import sys
+
+from .config import RunConfig
+from .errors import RdmabenchError
+from .job import error_line, run_job
+
+
+def main(argv: list[str]) -> int:
+    try:
+        config = RunConfig.from_json(argv[1])
+    except (IndexError, ValueError, TypeError, RdmabenchError) as exc:
+        print(error_line(f"bad rank configuration: {exc}"), file=sys.stderr)
+        return 2
+    return run_job(config)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

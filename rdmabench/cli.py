@@ -1,0 +1,167 @@
+"""The command line: a thin click layer over the library. Library errors become one line and an exit code."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+from typing import Any
+
+import click
+
+from . import __version__
+from .config import DEFAULT_SIZES, RunConfig
+from .errors import ConfigError, RdmabenchError
+from .measure import TESTS
+from .memory import MemoryMode
+from .units import parse_sizes
+
+_MODES = "|".join(m.value for m in MemoryMode)
+
+
+def _fail(exc: RdmabenchError) -> None:
+    click.echo(f"rdmabench: error: {exc}", err=True)
+    sys.exit(exc.exit_code)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+@click.version_option(__version__, prog_name="rdmabench")
+def main() -> None:
+    """Measure how fast data really moves between GPUs, host memory and nodes, over UCX.
+
+    Every bandwidth is in GB/s = 1e9 bytes/s, timed until the receiver has every byte, with every
+    payload checked, and with the transport UCX actually chose recorded beside it.
+    """
+
+
+@main.command(context_settings={"show_default": True})
+@click.option(
+    "--np",
+    "np_",
+    type=int,
+    default=None,
+    help="Start this many local ranks with mpiexec. [default: 2 when not launched by mpirun/srun]",
+)
+@click.option(
+    "--test",
+    default="bw",
+    metavar="|".join(TESTS),
+    help="bw: one direction, a window of messages in flight; bibw: both directions at once; lat: ping-pong, half round trip.",
+)
+@click.option(
+    "--mode",
+    default="pageable",
+    metavar=_MODES,
+    help="Memory of both sides: pageable host, pinned (page-locked) host, or CUDA device memory.",
+)
+@click.option("--src-mode", default=None, metavar=_MODES, help="Memory of the sending rank (0); overrides --mode.")
+@click.option("--dst-mode", default=None, metavar=_MODES, help="Memory of the receiving rank (1); overrides --mode.")
+@click.option(
+    "--sizes",
+    default=DEFAULT_SIZES,
+    help="Message sizes: a list (8,1MiB,64MiB), a power-of-two range (1:64MiB), or a range with a step (1:64MiB:x4). KiB/MiB/GiB (or K/M/G) are binary; kB/MB/GB are decimal.",
+)
+@click.option(
+    "--window",
+    type=int,
+    default=None,
+    help="Messages in flight per step for bw/bibw. [default: up to 64, at most 512 MiB in flight]",
+)
+@click.option(
+    "--iters",
+    "iterations",
+    type=int,
+    default=None,
+    help="Steps (windows or round trips) per sample. [default: calibrated so a sample lasts --sample-time]",
+)
+@click.option("--warmup", type=int, default=None, help="Untimed steps before sampling. [default: by test and size]")
+@click.option("--samples", type=int, default=5, help="Timed samples per size; the table shows their median.")
+@click.option(
+    "--sample-time",
+    type=float,
+    default=0.05,
+    help="Target seconds of timed transfer per sample, when --iters is not given.",
+)
+@click.option(
+    "--timeout",
+    type=float,
+    default=None,
+    help="Seconds one step may take before the job is stopped as stuck. [default: 60 s plus 1 s per 50 MB in flight]",
+)
+@click.option(
+    "--validate/--no-validate",
+    default=True,
+    help="Check every byte of every message at the receiver (outside the timed region).",
+)
+@click.option(
+    "--output",
+    "-o",
+    default=None,
+    type=click.Path(dir_okay=False),
+    help="Results file (JSON). [default: results/rdmabench-<test>-<modes>-<time>.json]",
+)
+@click.option("--force", is_flag=True, help="Overwrite --output if it exists.")
+@click.option(
+    "--format",
+    "output_format",
+    default="table",
+    metavar="table|json",
+    help="What rank 0 prints: a table as sizes complete, or the results document at the end.",
+)
+def run(np_: int | None, **options: Any) -> None:
+    """Run a point-to-point test between ranks 0 and 1.
+
+    \b
+    Locally:         rdmabench run                  (two ranks on this machine)
+                     rdmabench run --np 2 --mode pinned --test bibw
+    In a cluster:    mpirun -n 2 rdmabench run --mode device
+                     srun -n 2 --gpus-per-task 1 rdmabench run --mode device
+    """
+    from .world import launched_by_mpi
+
+    try:
+        config = _config(options)
+        if launched_by_mpi():
+            if np_ is not None:
+                raise ConfigError("--np starts ranks itself; leave it out under mpirun or srun")
+            from .job import run_job
+
+            sys.exit(run_job(config))
+        _run_local(np_ if np_ is not None else 2, config)
+    except RdmabenchError as exc:
+        _fail(exc)
+
+
+def _config(options: dict[str, Any]) -> RunConfig:
+    mode = MemoryMode.parse(options.pop("mode"))
+    src_mode = options.pop("src_mode")
+    dst_mode = options.pop("dst_mode")
+    sizes = parse_sizes(options.pop("sizes"))
+    return RunConfig(
+        src_mode=MemoryMode.parse(src_mode) if src_mode else mode,
+        dst_mode=MemoryMode.parse(dst_mode) if dst_mode else mode,
+        sizes=sizes,
+        command_line=shlex.join(["rdmabench", *sys.argv[1:]]),
+        **options,
+    ).check()
+
+
+def _run_local(np_: int, config: RunConfig) -> None:
+    from . import results
+    from .gpu import gpu_unavailable_reason, visible_gpu_count
+    from .launch import run_local
+
+    if np_ < 2:
+        raise ConfigError(f"--np must be at least 2 for a point-to-point test, not {np_}")
+    if config.needs_gpu and visible_gpu_count() == 0:
+        raise ConfigError(f"--mode device: {gpu_unavailable_reason()}")
+    if config.output is None:
+        config.output = results.default_output_path(config.test, config.src_mode.value, config.dst_mode.value)
+    config.output = os.path.abspath(config.output)
+    results.check_writable(config.output, config.force)
+    code = run_local(np_, config)
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,86 @@
+"""What a run measures: every option, checked before any rank starts."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from .errors import ConfigError
+from .measure import TESTS
+from .memory import MemoryMode
+from .units import parse_sizes
+
+DEFAULT_SIZES = "1:64MiB:x4"
+OUTPUT_FORMATS = ("table", "json")
+
+# field: (option, lowest, highest)
+_LIMITS = {
+    "window": ("--window", 1, 65536),
+    "iterations": ("--iters", 1, 10_000_000),
+    "warmup": ("--warmup", 0, 1_000_000),
+    "samples": ("--samples", 1, 10_000),
+}
+
+
+@dataclass
+class RunConfig:
+    test: str = "bw"
+    src_mode: MemoryMode = MemoryMode.PAGEABLE
+    dst_mode: MemoryMode = MemoryMode.PAGEABLE
+    sizes: list[int] = field(default_factory=lambda: parse_sizes(DEFAULT_SIZES))
+    window: int | None = None
+    iterations: int | None = None
+    warmup: int | None = None
+    samples: int = 5
+    sample_time: float = 0.05
+    timeout: float | None = None
+    validate: bool = True
+    output: str | None = None
+    force: bool = False
+    output_format: str = "table"
+    command_line: str = ""
+
+    def check(self) -> RunConfig:
+        if self.test not in TESTS:
+            raise ConfigError(f"unknown test {self.test!r}: choose one of {', '.join(TESTS)}")
+        if self.output_format not in OUTPUT_FORMATS:
+            raise ConfigError(f"unknown format {self.output_format!r}: choose table or json")
+        for name, (option, low, high) in _LIMITS.items():
+            value = getattr(self, name)
+            if value is not None and not low <= value <= high:
+                raise ConfigError(f"{option} must be between {low} and {high}, not {value}")
+        if not 0 < self.sample_time <= 3600:
+            raise ConfigError(f"--sample-time must be above 0 and at most 3600 seconds, not {self.sample_time}")
+        if self.timeout is not None and not 0 < self.timeout <= 86400:
+            raise ConfigError(f"--timeout must be above 0 and at most 86400 seconds, not {self.timeout}")
+        if not self.sizes:
+            raise ConfigError("no message sizes given")
+        return self
+
+    @property
+    def modes(self) -> tuple[MemoryMode, MemoryMode]:
+        return self.src_mode, self.dst_mode
+
+    @property
+    def needs_gpu(self) -> bool:
+        return MemoryMode.DEVICE in self.modes
+
+    def to_json(self) -> str:
+        data = asdict(self)
+        data["src_mode"], data["dst_mode"] = self.src_mode.value, self.dst_mode.value
+        return json.dumps(data)
+
+    @classmethod
+    def from_json(cls, text: str) -> RunConfig:
+        data: dict[str, Any] = json.loads(text)
+        data["src_mode"] = MemoryMode.parse(data["src_mode"])
+        data["dst_mode"] = MemoryMode.parse(data["dst_mode"])
+        return cls(**data).check()
+
+    def summary(self) -> dict[str, Any]:
+        """The settings as recorded in a results file."""
+        data = json.loads(self.to_json())
+        data.pop("command_line")
+        data.pop("force")
+        return data

@@ -1,0 +1,35 @@
+"""Exceptions raised by the library. The CLI turns each into one line and a non-zero exit."""
+
+from __future__ import annotations
+
+
+class RdmabenchError(Exception):
+    """Base of every error a user can cause or fix; its message is a complete sentence."""
+
+    exit_code = 1
+
+
+class ConfigError(RdmabenchError):
+    """A bad option value or combination, found before any rank starts."""
+
+    exit_code = 2
+
+
+class ResourceError(RdmabenchError):
+    """Memory, GPU or pinning not available for the requested run."""
+
+
+class LaunchError(RdmabenchError):
+    """The ranks could not be started, or the job they form is unusable."""
+
+
+class TransportError(RdmabenchError):
+    """UCX failed, or a transfer did not complete in time."""
+
+
+class ValidationError(RdmabenchError):
+    """A received payload differs from what the sender wrote."""
+
+
+class ResultsFileError(RdmabenchError):
+    """A results file cannot be written, or one that was read is not valid."""

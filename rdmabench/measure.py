@@ -1,0 +1,384 @@
+"""The point-to-point tests: bw, bibw and lat between two ranks, each run by both ranks of the pair.
+
+Every test is built the same way. Each timed step (a window of messages, or one round trip) is
+preceded by an untimed handshake: the receiver posts its receives, then says READY. The timer runs
+on the sender from the first send until the receiver's acknowledgement arrives, so a figure is never
+a sender-side estimate. Between steps, outside the timer, the sender writes a fresh pattern into
+every message and the receiver checks every byte it got, so each transfer is validated without
+timing the checks.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from . import faults
+from .errors import ConfigError, ValidationError
+from .memory import Buffer, MemoryMode, allocate, synchronize
+from .pattern import Pattern, message_key
+from .stats import summarize
+from .transport import Request, Transport, describe_path
+from .units import format_size, gbps
+
+TESTS = ("bw", "bibw", "lat")
+
+# Tag layout: kind in the top byte, sender rank in the next three, message slot below.
+_DATA, _READY, _ACK = 1, 2, 3
+_MAX_SLOTS = 1 << 32
+_MAX_ITERATIONS = 10_000_000
+_WINDOW_BUDGET_BYTES = 512 << 20  # default window keeps at most this much in flight
+
+
+def tag(kind: int, sender: int, slot: int = 0) -> int:
+    return (kind << 56) | (sender << 32) | slot
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How much to run for one size. `iterations` None means: calibrate from the warm-up so that
+    one sample takes about `sample_time` seconds."""
+
+    window: int
+    iterations: int | None
+    warmup: int
+    samples: int
+    sample_time: float
+    timeout: float
+
+
+def default_window(size: int) -> int:
+    return max(1, min(64, _WINDOW_BUDGET_BYTES // size))
+
+
+def default_warmup(test: str, size: int) -> int:
+    if test == "lat":
+        return 20 if size <= 65536 else 3
+    return 2
+
+
+def default_timeout(window_bytes: int) -> float:
+    """Seconds a single step may take before it counts as stuck: generous, even at 50 MB/s."""
+    return 60.0 + window_bytes / 50e6
+
+
+def make_plan(
+    test: str,
+    size: int,
+    window: int | None,
+    iterations: int | None,
+    warmup: int | None,
+    samples: int,
+    sample_time: float,
+    timeout: float | None,
+) -> Plan:
+    win = 1 if test == "lat" else (window or default_window(size))
+    warm = default_warmup(test, size) if warmup is None else warmup
+    if iterations is None:
+        warm = max(warm, 1)  # the warm-up is what calibrates the iteration count
+    return Plan(
+        window=win,
+        iterations=iterations,
+        warmup=warm,
+        samples=samples,
+        sample_time=sample_time,
+        timeout=timeout if timeout is not None else default_timeout(win * size),
+    )
+
+
+def calibrated_iterations(step_seconds: float, plan: Plan) -> int:
+    if plan.iterations is not None:
+        return plan.iterations
+    per_step = max(step_seconds, 1e-7)
+    return max(1, min(_MAX_ITERATIONS, math.ceil(plan.sample_time / per_step)))
+
+
+@dataclass(frozen=True)
+class Pair:
+    test: str
+    src: int
+    dst: int
+    src_mode: MemoryMode
+    dst_mode: MemoryMode
+    size: int
+    validate: bool
+
+
+class Side:
+    """One rank's half of a pair measurement: its buffers, its peer and the handshake messages."""
+
+    def __init__(self, transport: Transport, comm: Any, pair: Pair, plan: Plan, have_gpu: bool):
+        self.transport = transport
+        self.comm = comm
+        self.pair = pair
+        self.plan = plan
+        self.rank = transport.rank
+        self.is_src = self.rank == pair.src
+        self.peer = pair.dst if self.is_src else pair.src
+        self.mode = pair.src_mode if self.is_src else pair.dst_mode
+        self.have_gpu = have_gpu
+        self._buffers: list[Buffer] = []
+        self._signal = np.zeros(8, dtype=np.uint8)
+        self._signal_in = np.zeros(8, dtype=np.uint8)
+        self._ack_in = np.zeros(8, dtype=np.uint8)
+        self.signal = transport.backend.wrap(self._signal)
+        self.signal_in = transport.backend.wrap(self._signal_in)
+        self.ack_in = transport.backend.wrap(self._ack_in)
+        self.corrupt_at = faults.corrupt_window()
+
+    def buffers(self, count: int) -> tuple[list[Buffer], list[Any]]:
+        buffers = [allocate(self.mode, self.pair.size, self.have_gpu) for _ in range(count)]
+        self._buffers.extend(buffers)
+        return buffers, [self.transport.message(b, self.pair.size) for b in buffers]
+
+    def pattern(self, sender: int) -> Pattern | None:
+        if not self.pair.validate:
+            return None
+        xp = self._buffers[0].xp
+        return Pattern(xp, self.pair.size, sender)
+
+    def link_name(self) -> str:
+        p = self.pair
+        return (
+            f"rank {p.src} -> rank {p.dst} ({p.test}, {format_size(p.size)}, {p.src_mode.value} -> {p.dst_mode.value})"
+        )
+
+    def wait(self, requests: list[Request], what: str) -> None:
+        self.transport.wait(requests, self.plan.timeout, f"{what} on {self.link_name()}")
+
+    def send(self, message: Any, kind: int, slot: int = 0) -> Request:
+        return self.transport.send(self.peer, message, tag(kind, self.rank, slot))
+
+    def recv(self, message: Any, kind: int, slot: int = 0) -> Request:
+        return self.transport.recv(message, tag(kind, self.peer, slot))
+
+    def fill(self, pattern: Pattern | None, buffers: list[Buffer], step: int) -> None:
+        if pattern is None:
+            return
+        for slot, buffer in enumerate(buffers):
+            pattern.fill(buffer, message_key(step, slot))
+        if self.corrupt_at == step:
+            buffers[0].array[self.pair.size // 2] ^= 0xFF
+        synchronize(self.mode)
+
+    def check(self, pattern: Pattern | None, buffers: list[Buffer], step: int) -> None:
+        if pattern is None:
+            return
+        for slot, buffer in enumerate(buffers):
+            wrong = pattern.wrong_bytes(buffer, message_key(step, slot))
+            if wrong:
+                raise ValidationError(
+                    f"rank {self.rank} received {wrong} wrong byte(s) of {self.pair.size} in message {slot} "
+                    f"of step {step} from rank {self.peer} on {self.link_name()}"
+                )
+
+    def agree_iterations(self, warmup_seconds: float) -> int:
+        """The src rank calibrates; its peer follows, so both run the same number of steps."""
+        if self.is_src:
+            iterations = calibrated_iterations(warmup_seconds, self.plan)
+            self.comm.send(iterations, dest=self.peer, tag=7)
+            return iterations
+        return int(self.comm.recv(source=self.peer, tag=7))
+
+    def release(self) -> None:
+        for buffer in self._buffers:
+            buffer.release()
+        self._buffers.clear()
+
+
+def _run_steps(side: Side, step: Callable[[int], float]) -> tuple[list[list[float]], int]:
+    """Warm up, calibrate, then run `samples` x `iterations` steps; returns each sample's step times."""
+    plan = side.plan
+    warm_times = [step(index) for index in range(plan.warmup)]
+    iterations = side.agree_iterations(warm_times[-1] if warm_times else 0.0)
+    index = plan.warmup
+    samples: list[list[float]] = []
+    for _ in range(plan.samples):
+        times = []
+        for _ in range(iterations):
+            times.append(step(index))
+            index += 1
+        samples.append(times)
+    return samples, iterations
+
+
+def _bw(side: Side) -> dict[str, Any] | None:
+    window = side.plan.window
+    buffers, messages = side.buffers(window)
+    if side.is_src:
+        pattern = side.pattern(side.rank)
+
+        def step(index: int) -> float:
+            side.fill(pattern, buffers, index)
+            ack = side.recv(side.ack_in, _ACK)
+            side.wait([side.recv(side.signal_in, _READY)], "the receiver's READY")
+            start = time.perf_counter()
+            requests = [side.send(message, _DATA, slot) for slot, message in enumerate(messages)]
+            requests.append(ack)
+            side.wait(requests, "a window of messages and its acknowledgement")
+            return time.perf_counter() - start
+
+    else:
+        pattern = side.pattern(side.peer)
+
+        def step(index: int) -> float:
+            requests = [side.recv(message, _DATA, slot) for slot, message in enumerate(messages)]
+            requests.append(side.send(side.signal, _READY))
+            side.wait(requests, "a window of messages")
+            side.wait([side.send(side.signal, _ACK)], "sending the acknowledgement")
+            side.check(pattern, buffers, index)
+            return 0.0
+
+    samples, iterations = _run_steps(side, step)
+    if not side.is_src:
+        return None
+    moved = side.pair.size * window * iterations
+    values = [gbps(moved, sum(times)) for times in samples]
+    return _entry(side, iterations, values, "bandwidth_gbps", "GB/s", scope="unidirectional")
+
+
+def _bibw(side: Side) -> dict[str, Any] | None:
+    window = side.plan.window
+    send_buffers, send_messages = side.buffers(window)
+    recv_buffers, recv_messages = side.buffers(window)
+    own_pattern = side.pattern(side.rank)
+    peer_pattern = side.pattern(side.peer)
+
+    def step(index: int) -> float:
+        side.fill(own_pattern, send_buffers, index)
+        incoming = [side.recv(message, _DATA, slot) for slot, message in enumerate(recv_messages)]
+        ack = side.recv(side.ack_in, _ACK)
+        ready = side.recv(side.signal_in, _READY)
+        side.wait([ready, side.send(side.signal, _READY)], "the peer's READY")
+        start = time.perf_counter()
+        outgoing = [side.send(message, _DATA, slot) for slot, message in enumerate(send_messages)]
+        acked: Request | None = None
+        acked_at = 0.0
+
+        # Acknowledge the peer's window as soon as it has landed, and stop this direction's clock
+        # when the peer's acknowledgement of ours arrives: each direction is timed on its own.
+        def finished() -> bool:
+            nonlocal acked, acked_at
+            if acked is None and all(request.completed for request in incoming):
+                acked = side.send(side.signal, _ACK)
+            if not acked_at and ack.completed:
+                acked_at = time.perf_counter()
+            return acked is not None and acked.completed and bool(acked_at) and all(r.completed for r in outgoing)
+
+        side.transport.poll_until(finished, side.plan.timeout, f"both windows on {side.link_name()}")
+        assert acked is not None
+        side.transport.check(incoming + outgoing + [ack, acked], f"bidirectional window on {side.link_name()}")
+        elapsed = acked_at - start
+        side.check(peer_pattern, recv_buffers, index)
+        return elapsed
+
+    samples, iterations = _run_steps(side, step)
+    peer_samples = side.comm.sendrecv(samples, dest=side.peer, sendtag=8, source=side.peer, recvtag=8)
+    moved = side.pair.size * window * iterations
+    values = [gbps(moved, sum(times)) for times in samples]
+    # Aggregate: both directions' bytes over the time the slower direction took, step by step.
+    aggregate = [
+        gbps(2 * moved, sum(max(a, b) for a, b in zip(mine, theirs, strict=True)))
+        for mine, theirs in zip(samples, peer_samples, strict=True)
+    ]
+    entry = _entry(side, iterations, values, "bandwidth_gbps", "GB/s", scope="per-direction")
+    entry["src_rank"], entry["dst_rank"] = side.rank, side.peer
+    entry["src_mode"] = side.mode.value
+    entry["dst_mode"] = (side.pair.dst_mode if side.is_src else side.pair.src_mode).value
+    entry["aggregate_gbps"] = summarize(aggregate)["median"]
+    entry["aggregate_samples"] = aggregate
+    return entry
+
+
+def _lat(side: Side) -> dict[str, Any] | None:
+    buffers, messages = side.buffers(2)  # [0] outgoing, [1] incoming
+    own_pattern = side.pattern(side.rank)
+    peer_pattern = side.pattern(side.peer)
+    out_buf, in_buf = buffers[:1], buffers[1:]
+    out_msg, in_msg = messages
+
+    if side.is_src:
+
+        def step(index: int) -> float:
+            side.fill(own_pattern, out_buf, index)
+            pong = side.recv(in_msg, _DATA)
+            side.wait([side.recv(side.signal_in, _READY)], "the peer's READY")
+            start = time.perf_counter()
+            side.wait([side.send(out_msg, _DATA), pong], "a ping-pong round trip")
+            elapsed = time.perf_counter() - start
+            side.check(peer_pattern, in_buf, index)
+            return elapsed
+
+    else:
+
+        def step(index: int) -> float:
+            ping = side.recv(in_msg, _DATA)
+            side.fill(own_pattern, out_buf, index)
+            side.wait([side.send(side.signal, _READY)], "sending READY")
+            side.wait([ping], "a ping")
+            side.wait([side.send(out_msg, _DATA)], "a pong")
+            side.check(peer_pattern, in_buf, index)
+            return 0.0
+
+    samples, iterations = _run_steps(side, step)
+    if not side.is_src:
+        return None
+    values = [sum(times) / (2 * len(times)) * 1e6 for times in samples]
+    return _entry(side, iterations, values, "latency_us", "us", scope="half round trip")
+
+
+def _entry(side: Side, iterations: int, values: list[float], field: str, unit: str, scope: str) -> dict[str, Any]:
+    pair = side.pair
+    stats = summarize(values)
+    per_step = side.plan.window if pair.test != "lat" else 1
+    entry: dict[str, Any] = {
+        "test": pair.test,
+        "src_rank": pair.src,
+        "dst_rank": pair.dst,
+        "src_mode": pair.src_mode.value,
+        "dst_mode": pair.dst_mode.value,
+        "size_bytes": pair.size,
+        field: stats["median"],
+        "unit": unit,
+        "scope": scope,
+        "stats": stats,
+        "samples": values,
+        "window": side.plan.window if pair.test != "lat" else None,
+        "iterations": iterations,
+        "warmup": side.plan.warmup,
+        "messages_per_sample": iterations * per_step,
+        "validated": pair.validate,
+        "wrong_bytes": 0 if pair.validate else None,
+    }
+    return entry
+
+
+_RUNNERS: dict[str, Callable[[Side], dict[str, Any] | None]] = {"bw": _bw, "bibw": _bibw, "lat": _lat}
+
+
+def measure_pair(transport: Transport, comm: Any, pair: Pair, plan: Plan, have_gpu: bool) -> dict[str, Any] | None:
+    """Run one test between pair.src and pair.dst; call on both ranks of the pair. Returns the result
+    entry on the rank that timed it (src; both ranks for bibw), else None."""
+    runner = _RUNNERS.get(pair.test)
+    if runner is None:
+        raise ConfigError(f"unknown test {pair.test!r}: choose one of {', '.join(TESTS)}")
+    side = Side(transport, comm, pair, plan, have_gpu)
+    try:
+        transport.endpoint(side.peer)
+        entry = runner(side)
+    finally:
+        side.release()
+    # Which transport carried the bytes needs both ends' UCX reports: the sender's choice for eager
+    # messages, the receiver's or sender's rendezvous data table for large ones.
+    memory = "cuda" if side.mode.on_device else "host"
+    peer_mode = pair.dst_mode if side.is_src else pair.src_mode
+    mine = transport.path_rows(side.peer, memory, "cuda" if peer_mode.on_device else "host", pair.size)
+    theirs = comm.sendrecv(mine, dest=side.peer, sendtag=9, source=side.peer, recvtag=9)
+    if entry is not None:
+        entry.update(describe_path(mine, theirs))
+    return entry

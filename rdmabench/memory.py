@@ -1,0 +1,152 @@
+"""The memory a message lives in: pageable host, pinned (page-locked) host, or CUDA device memory."""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import mmap
+import os
+from enum import Enum
+from typing import Any
+
+import numpy as np
+
+from .errors import ConfigError, ResourceError
+from .gpu import gpu_unavailable_reason, import_cupy
+from .units import format_size
+
+
+class MemoryMode(str, Enum):
+    PAGEABLE = "pageable"
+    PINNED = "pinned"
+    DEVICE = "device"
+
+    @classmethod
+    def parse(cls, text: str) -> MemoryMode:
+        try:
+            return cls(text.strip().lower())
+        except ValueError:
+            choices = ", ".join(m.value for m in cls)
+            raise ConfigError(f"unknown memory mode {text!r}: choose one of {choices}") from None
+
+    @property
+    def on_device(self) -> bool:
+        return self is MemoryMode.DEVICE
+
+
+# How pinned memory was obtained; the results record it because the two differ in what the GPU can DMA.
+PIN_CUDA = "cudaHostAlloc"
+PIN_MLOCK = "mlock"
+
+
+class Buffer:
+    """One message buffer: `.array` is a 1-D uint8 NumPy (host) or CuPy (device) array of `nbytes`,
+    backed by `capacity` bytes (rounded up to whole 64-bit words so patterns work on words)."""
+
+    def __init__(self, array: Any, mode: MemoryMode, pinned_method: str | None, keepalive: Any = None):
+        self.array = array
+        self.mode = mode
+        self.pinned_method = pinned_method
+        self._keepalive = keepalive
+        self._unlock: Any = None
+
+    @property
+    def xp(self) -> Any:
+        if self.mode.on_device:
+            return import_cupy()
+        return np
+
+    def release(self) -> None:
+        if self._unlock is not None:
+            self._unlock()
+            self._unlock = None
+        self.array = None
+        self._keepalive = None
+
+
+def word_capacity(nbytes: int) -> int:
+    return (nbytes + 7) // 8 * 8
+
+
+def allocate(mode: MemoryMode, nbytes: int, have_gpu: bool) -> Buffer:
+    """Allocate a zeroed buffer of at least `nbytes` in `mode`.
+
+    Pinned memory comes from cudaHostAlloc where a GPU is present (so the GPU can DMA it) and from
+    mlock otherwise; both are page-locked, but only the first is registered with the CUDA driver.
+    """
+    capacity = word_capacity(nbytes)
+    if mode is MemoryMode.PAGEABLE:
+        return Buffer(np.zeros(capacity, dtype=np.uint8), mode, None)
+    if mode is MemoryMode.DEVICE:
+        cupy = import_cupy()
+        if cupy is None or not have_gpu:
+            raise ResourceError(f"device memory needs a GPU: {gpu_unavailable_reason()}")
+        try:
+            return Buffer(cupy.zeros(capacity, dtype=cupy.uint8), mode, None)
+        except cupy.cuda.memory.OutOfMemoryError:
+            raise ResourceError(
+                f"out of GPU memory allocating {format_size(nbytes)}; use smaller sizes or a smaller --window"
+            ) from None
+    if have_gpu:
+        return _allocate_cuda_pinned(capacity)
+    return _allocate_mlocked(capacity)
+
+
+def _allocate_cuda_pinned(capacity: int) -> Buffer:
+    cupy = import_cupy()
+    assert cupy is not None
+    try:
+        memory = cupy.cuda.PinnedMemory(capacity)
+    except Exception as exc:
+        raise ResourceError(f"cudaHostAlloc of {format_size(capacity)} failed: {exc}") from None
+    pointer = cupy.cuda.PinnedMemoryPointer(memory, 0)
+    array = np.frombuffer(pointer, dtype=np.uint8, count=capacity)
+    array[:] = 0
+    return Buffer(array, MemoryMode.PINNED, PIN_CUDA, keepalive=(memory, pointer))
+
+
+_libc: Any = None
+
+
+def _load_libc() -> Any:
+    global _libc
+    if _libc is None:
+        _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    return _libc
+
+
+def _allocate_mlocked(capacity: int) -> Buffer:
+    region = mmap.mmap(-1, capacity, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    array = np.frombuffer(region, dtype=np.uint8, count=capacity)
+    address = array.ctypes.data
+    libc = _load_libc()
+    if libc.mlock(ctypes.c_void_p(address), ctypes.c_size_t(capacity)) != 0:
+        err = ctypes.get_errno()
+        del array
+        region.close()
+        raise ResourceError(
+            f"cannot pin {format_size(capacity)} with mlock ({os.strerror(err)}); "
+            f"raise the memlock limit (ulimit -l, now {memlock_limit_text()}) or use smaller sizes"
+        )
+    buffer = Buffer(array, MemoryMode.PINNED, PIN_MLOCK, keepalive=region)
+
+    def unlock() -> None:
+        libc.munlock(ctypes.c_void_p(address), ctypes.c_size_t(capacity))
+
+    buffer._unlock = unlock
+    return buffer
+
+
+def memlock_limit_text() -> str:
+    import resource
+
+    soft, _hard = resource.getrlimit(resource.RLIMIT_MEMLOCK)
+    return "unlimited" if soft == resource.RLIM_INFINITY else format_size(soft)
+
+
+def synchronize(mode: MemoryMode) -> None:
+    """Wait for GPU work that wrote a device buffer before UCX reads it."""
+    if mode.on_device:
+        cupy = import_cupy()
+        assert cupy is not None
+        cupy.cuda.get_current_stream().synchronize()

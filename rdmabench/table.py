@@ -1,0 +1,72 @@
+"""The table rank 0 prints as each size completes."""
+
+from __future__ import annotations
+
+from typing import Any, TextIO
+
+from .units import format_size
+
+
+def _transport(entry: dict[str, Any]) -> str:
+    transport = entry.get("transport") or "unreported"
+    protocol = entry.get("protocol")
+    return f"{transport} ({protocol})" if protocol else transport
+
+
+class ProgressTable:
+    def __init__(self, test: str, out: TextIO):
+        self.test = test
+        self.out = out
+
+    def header(self, src: int, dst: int, src_mode: str, dst_mode: str, validate: bool) -> None:
+        check = "every byte of every message checked" if validate else "payload NOT validated (--no-validate)"
+        lines = [
+            f"# rdmabench {self.test}: rank {src} ({src_mode}) -> rank {dst} ({dst_mode}); {check}",
+        ]
+        if self.test == "lat":
+            lines.append("# latency in microseconds: half a round trip, median of samples")
+            lines.append(
+                f"{'size':>8} {'iters':>8} {'median us':>10} {'min us':>9} {'p95 us':>9}  transport (UCX protocol)"
+            )
+        elif self.test == "bibw":
+            lines.append(
+                "# GB/s = 1e9 bytes/s; each direction timed to its receiver's acknowledgement; aggregate = both directions' bytes / slower time"
+            )
+            lines.append(
+                f"{'size':>8} {'window':>6} {'iters':>7} {f'{src}->{dst} GB/s':>12} {f'{dst}->{src} GB/s':>12} {'aggregate':>10}  transport (UCX protocol)"
+            )
+        else:
+            lines.append(
+                "# GB/s = 1e9 bytes/s, unidirectional, timed until the receiver acknowledged every message; median of samples"
+            )
+            lines.append(
+                f"{'size':>8} {'window':>6} {'iters':>7} {'median GB/s':>11} {'min':>8} {'max':>8}  transport (UCX protocol)"
+            )
+        self._emit("\n".join(lines))
+
+    def row(self, entries: list[dict[str, Any]]) -> None:
+        first = entries[0]
+        size = format_size(first["size_bytes"])
+        if self.test == "lat":
+            s = first["stats"]
+            line = f"{size:>8} {first['iterations']:>8} {s['median']:>10.2f} {s['min']:>9.2f} {s['p95']:>9.2f}  {_transport(first)}"
+        elif self.test == "bibw":
+            forward = next(e for e in entries if e["src_rank"] == first["src_rank"])
+            backward = next((e for e in entries if e is not forward), forward)
+            line = (
+                f"{size:>8} {forward['window']:>6} {forward['iterations']:>7} {forward['bandwidth_gbps']:>12.3f} "
+                f"{backward['bandwidth_gbps']:>12.3f} {forward['aggregate_gbps']:>10.3f}  {_transport(forward)}"
+            )
+        else:
+            s = first["stats"]
+            line = (
+                f"{size:>8} {first['window']:>6} {first['iterations']:>7} {s['median']:>11.3f} {s['min']:>8.3f} "
+                f"{s['max']:>8.3f}  {_transport(first)}"
+            )
+        self._emit(line)
+
+    def note(self, text: str) -> None:
+        self._emit(f"# {text}")
+
+    def _emit(self, text: str) -> None:
+        print(text, file=self.out, flush=True)

@@ -1,0 +1,241 @@
+"""The UCX data plane: one worker per rank, endpoints built from worker addresses exchanged over MPI.
+
+Endpoints come from worker addresses (not a listener and sockaddr): that is the wire-up under which
+UCX offers shared memory (cma, sysv) and CUDA IPC between ranks of one node; a listener connection
+went over TCP loopback instead. Endpoint error handling is off for the same reason: it excludes the
+shared-memory transports. Requests are polled from the calling thread with no asyncio task per
+message, so Python adds little to each transfer.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from . import protoinfo, ucx_env
+from .errors import TransportError
+from .memory import Buffer
+
+# Check the deadline once per this many progress calls: reading the clock on every poll costs more
+# than a small message.
+_POLLS_PER_CLOCK_READ = 64
+
+
+class Request(Protocol):
+    @property
+    def completed(self) -> bool: ...
+
+    def check_error(self) -> None: ...
+
+
+class Backend(Protocol):
+    name: str
+    version: str
+
+    def worker_address(self) -> bytes: ...
+
+    def connect(self, address: bytes) -> Any: ...
+
+    def wrap(self, array: Any) -> Any: ...
+
+    def send(self, endpoint: Any, message: Any, tag: int) -> Request: ...
+
+    def recv(self, message: Any, tag: int) -> Request: ...
+
+    def progress(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class UcxxBackend:
+    """UCXX's synchronous core API (ucxx._lib.libucxx)."""
+
+    name = "ucxx"
+
+    def __init__(self) -> None:
+        import ucxx
+        import ucxx._lib.libucxx as api
+        from ucxx._lib.arr import Array
+
+        self._api = api
+        self._array = Array
+        self.version = str(getattr(ucxx, "__version__", "unknown"))
+        self.ucx_version = ".".join(str(part) for part in api.get_ucx_version())
+        self._context = api.UCXContext(feature_flags=(api.Feature.TAG,))
+        self._worker = api.UCXWorker(self._context)
+        self._endpoints: list[Any] = []
+
+    def worker_address(self) -> bytes:
+        return bytes(self._worker.address.tobytes())
+
+    def connect(self, address: bytes) -> Any:
+        ucx_address = self._api.UCXAddress.create_from_buffer(address)
+        endpoint = self._api.UCXEndpoint.create_from_worker_address(self._worker, ucx_address, False)
+        self._endpoints.append(endpoint)
+        return endpoint
+
+    def wrap(self, array: Any) -> Any:
+        return self._array(array)
+
+    def send(self, endpoint: Any, message: Any, tag: int) -> Request:
+        return endpoint.tag_send(message, self._api.UCXXTag(tag))  # type: ignore[no-any-return]
+
+    def recv(self, message: Any, tag: int) -> Request:
+        return self._worker.tag_recv(message, self._api.UCXXTag(tag))  # type: ignore[no-any-return]
+
+    def progress(self) -> None:
+        self._worker.progress()
+
+    def close(self) -> None:
+        self._endpoints.clear()
+
+
+def load_backend() -> Backend:
+    try:
+        return UcxxBackend()
+    except ImportError as exc:
+        raise TransportError(f"UCXX is not installed ({exc}); install rdmabench with the cu12 or cu13 extra") from None
+
+
+def describe_path(sender_rows: dict[str, Any], receiver_rows: dict[str, Any]) -> dict[str, Any]:
+    """Result fields for one direction of a link: the transport and protocol UCX used, and the rows
+    of its report that say so (from the sender's and the receiver's UCX)."""
+    row, source = protoinfo.resolve(sender_rows["tag"], sender_rows["send"], receiver_rows["fetch"])
+
+    def text(r: protoinfo.ProtoRow | None) -> str | None:
+        return f"{r.protocol} | {r.transport}" if r else None
+
+    return {
+        "transport": row.transport if row else None,
+        "protocol": row.protocol if row else None,
+        "ucx_locality": sender_rows["locality"],
+        "ucx_report": {
+            "decided_by": source if row else None,
+            "sender_tag_send": text(sender_rows["tag"]),
+            "sender_rndv_send": text(sender_rows["send"]),
+            "receiver_rndv_fetch": text(receiver_rows["fetch"]),
+        },
+    }
+
+
+class Transport:
+    """This rank's UCX worker and its endpoints to every other rank."""
+
+    def __init__(self, comm: Any, log_dir: str | None, backend: Backend | None = None):
+        self.backend = backend or load_backend()
+        self.rank = comm.Get_rank()
+        self._addresses: list[bytes] = comm.allgather(self.backend.worker_address())
+        self._endpoints: dict[int, Any] = {}
+        self._log_dir = log_dir
+        self._tables_at_connect: dict[int, int] = {}
+        self._endpoint_config: dict[int, int] = {}
+
+    def endpoint(self, peer: int) -> Any:
+        endpoint = self._endpoints.get(peer)
+        if endpoint is None:
+            self._tables_at_connect[peer] = len(self._tables())
+            endpoint = self.backend.connect(self._addresses[peer])
+            self._endpoints[peer] = endpoint
+        return endpoint
+
+    def message(self, buffer: Buffer, nbytes: int) -> Any:
+        """Wrap the first `nbytes` of a buffer once, so the hot loop reuses it."""
+        return self.backend.wrap(buffer.array[:nbytes])
+
+    def send(self, peer: int, message: Any, tag: int) -> Request:
+        return self.backend.send(self.endpoint(peer), message, tag)
+
+    def recv(self, message: Any, tag: int) -> Request:
+        return self.backend.recv(message, tag)
+
+    def wait(self, requests: list[Request], timeout: float, what: str) -> None:
+        """Progress until every request completes; raise TransportError after `timeout` seconds."""
+        pending = [request for request in requests if not request.completed]
+
+        def done() -> bool:
+            nonlocal pending
+            pending = [request for request in pending if not request.completed]
+            return not pending
+
+        if pending:
+            self.poll_until(done, timeout, what)
+        self.check(requests, what)
+
+    def poll_until(self, done: Callable[[], bool], timeout: float, what: str) -> None:
+        """Progress the worker until `done()` is true; raise TransportError after `timeout` seconds."""
+        progress = self.backend.progress
+        deadline = time.monotonic() + timeout
+        polls = 0
+        while True:
+            progress()
+            if done():
+                return
+            polls += 1
+            if polls % _POLLS_PER_CLOCK_READ == 0 and time.monotonic() > deadline:
+                raise TransportError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+    @staticmethod
+    def check(requests: list[Request], what: str) -> None:
+        for request in requests:
+            try:
+                request.check_error()
+            except Exception as exc:
+                raise TransportError(f"UCX failed {what}: {exc}") from None
+
+    def _config(self, peer: int, tables: list[protoinfo.ProtoTable]) -> int | None:
+        """UCX's configuration index of the endpoint to `peer`: the one whose tag-send table UCX
+        printed first after that endpoint was created."""
+        config = self._endpoint_config.get(peer)
+        if config is None and peer in self._endpoints:
+            since_connect = tables[self._tables_at_connect.get(peer, 0) :]
+            first = next((t for t in since_connect if protoinfo.is_plain_tag_send(t)), None)
+            if first is not None:
+                config = self._endpoint_config[peer] = first.config
+        return config
+
+    def _row(
+        self, tables: list[protoinfo.ProtoTable], config: int, operation: str, memory: str, peer_memory: str | None, nbytes: int
+    ) -> protoinfo.ProtoRow | None:
+        for table in reversed(tables):
+            if table.config == config and table.operation == operation and table.memory == memory:
+                if peer_memory is None or table.peer_memory in (None, peer_memory):
+                    row = table.lookup(nbytes)
+                    if row is not None:
+                        return row
+        return None
+
+    def path_rows(self, peer: int, memory: str, peer_memory: str, nbytes: int) -> dict[str, Any]:
+        """What this rank's UCX reported for `nbytes` messages to and from `peer`: as a sender, its
+        tag-send and rendezvous-push rows; as a receiver, its rendezvous-fetch row. `memory` is this
+        rank's memory type ("host" or "cuda"), `peer_memory` the peer's."""
+        tables = self._tables()
+        config = self._config(peer, tables)
+        rows: dict[str, Any] = {"tag": None, "send": None, "fetch": None, "locality": None}
+        if config is None:
+            return rows
+        rows["tag"] = self._row(tables, config, protoinfo.TAG_SEND, memory, None, nbytes)
+        rows["send"] = self._row(tables, config, protoinfo.RNDV_SEND, memory, peer_memory, nbytes)
+        rows["fetch"] = self._row(tables, config, protoinfo.RNDV_FETCH, memory, peer_memory, nbytes)
+        rows["locality"] = next((t.locality for t in tables if t.config == config), None)
+        return rows
+
+    def ucx_warnings(self) -> list[str]:
+        return ucx_env.forward_warnings(self._log_text())
+
+    def _log_text(self) -> str:
+        if not self._log_dir:
+            return ""
+        ucx_env.flush_c_streams()
+        log_file = ucx_env.own_log_file(self._log_dir)
+        if not log_file:
+            return ""
+        with open(log_file, errors="replace") as handle:
+            return handle.read()
+
+    def _tables(self) -> list[protoinfo.ProtoTable]:
+        return protoinfo.parse_tables(self._log_text())
+
+    def close(self) -> None:
+        self._endpoints.clear()
+        self.backend.close()

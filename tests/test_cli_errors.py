@@ -1,0 +1,96 @@
+"""Bad input gets one clear line on stderr and a non-zero exit: no traceback, no hang, no lost file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from .conftest import rdmabench_env, run_cli
+
+
+def _one_line_error(args: list[str], expected: str, code: int | None = None, **kwargs: object) -> str:
+    proc = run_cli(args, timeout=120, **kwargs)  # type: ignore[arg-type]
+    assert proc.returncode != 0
+    if code is not None:
+        assert proc.returncode == code
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("rdmabench: error:") and expected in lines[0], lines[0]
+    assert "Traceback" not in proc.stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["run", "--mode", "gpu"], "unknown memory mode 'gpu'"),
+        (["run", "--src-mode", "hbm"], "unknown memory mode 'hbm'"),
+        (["run", "--test", "alltoall"], "unknown test 'alltoall'"),
+        (["run", "--sizes", "0"], "at least 1 byte"),
+        (["run", "--sizes", "-8"], "bad size '-8'"),
+        (["run", "--sizes", "1.5MiB"], "bad size '1.5MiB'"),
+        (["run", "--sizes", "64:8"], "larger than"),
+        (["run", "--sizes", "1TiB"], "unknown suffix"),
+        (["run", "--np", "1"], "--np must be at least 2"),
+        (["run", "--window", "0"], "--window must be between 1 and"),
+        (["run", "--iters", "-3"], "--iters must be between"),
+        (["run", "--iters", "100000000000"], "--iters must be between"),
+        (["run", "--samples", "0"], "--samples must be between"),
+        (["run", "--sample-time", "0"], "--sample-time must be above 0"),
+        (["run", "--timeout", "-1"], "--timeout must be above 0"),
+        (["run", "--format", "xml"], "unknown format 'xml'"),
+    ],
+)
+def test_bad_options(args: list[str], expected: str) -> None:
+    _one_line_error(args, expected, code=2)
+
+
+def test_unwritable_output() -> None:
+    _one_line_error(["run", "-o", "/proc/nope/r.json"], "cannot write results to /proc/nope/r.json")
+
+
+def test_device_mode_without_gpu() -> None:
+    from rdmabench.gpu import visible_gpu_count
+
+    if visible_gpu_count():
+        pytest.skip("this machine has a GPU")
+    _one_line_error(["run", "--mode", "device"], "--mode device:", code=2)
+    _one_line_error(["run", "--dst-mode", "device"], "--mode device:", code=2)
+
+
+def test_existing_output_is_kept(tmp_path: Path) -> None:
+    path = tmp_path / "precious.json"
+    path.write_text("{}")
+    _one_line_error(["run", "-o", str(path)], "already exists", code=1)
+    assert path.read_text() == "{}"
+
+
+def test_np_inside_a_launched_job() -> None:
+    env = rdmabench_env(OMPI_COMM_WORLD_SIZE="2")
+    _one_line_error(["run", "--np", "2"], "leave it out under mpirun or srun", env=env)
+
+
+def test_missing_mpiexec(tmp_path: Path) -> None:
+    env = rdmabench_env(RDMABENCH_MPIEXEC=str(tmp_path / "no-such-mpiexec"))
+    _one_line_error(["run", "--sizes", "8", "-o", str(tmp_path / "r.json")], "is not an executable", env=env)
+
+
+def test_help_lists_every_option() -> None:
+    proc = run_cli(["run", "--help"])
+    assert proc.returncode == 0
+    for option in [
+        "--np",
+        "--mode",
+        "--src-mode",
+        "--dst-mode",
+        "--test",
+        "--sizes",
+        "--window",
+        "--iters",
+        "--warmup",
+        "--no-validate",
+        "--output",
+        "--format",
+    ]:
+        assert option in proc.stdout

@@ -1,0 +1,56 @@
+"""Device and CUDA-pinned paths. They need a CUDA GPU and CuPy, so CI (no GPU) skips them; they run on
+the GPU machine with `pytest -m gpu` (see the README)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rdmabench.gpu import visible_gpu_count
+from rdmabench.results import load as load_results
+
+from .conftest import QUICK, rdmabench_env, run_cli
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(visible_gpu_count() == 0, reason="needs a CUDA GPU and CuPy"),
+]
+
+
+def _run(args: list[str], results_path: Path, **env: str) -> dict:  # type: ignore[type-arg]
+    proc = run_cli(["run", "--np", "2", "-o", str(results_path), *QUICK, *args], env=rdmabench_env(**env))
+    assert proc.returncode == 0, proc.stderr
+    return load_results(str(results_path))
+
+
+@pytest.mark.parametrize("test", ["bw", "bibw", "lat"])
+def test_device_to_device(test: str, results_path: Path) -> None:
+    doc = _run(["--test", test, "--mode", "device", "--sizes", "8,1MiB"], results_path)
+    gpus = [rank["gpu"] for rank in doc["metadata"]["ranks"]]
+    assert all(gpu is not None and gpu["uuid"] for gpu in gpus)
+    if visible_gpu_count() >= 2:
+        assert gpus[0]["index"] != gpus[1]["index"]  # one GPU per local rank
+    big = [e for e in doc["results"] if e["size_bytes"] == 1 << 20]
+    assert big and all(e["validated"] and e["wrong_bytes"] == 0 for e in big)
+    assert all("cuda" in (e["transport"] or "") for e in big), [e["transport"] for e in big]
+
+
+def test_pinned_uses_cuda_host_allocation(results_path: Path) -> None:
+    doc = _run(["--mode", "pinned", "--sizes", "1MiB"], results_path)
+    (entry,) = doc["results"]
+    assert entry["src_pinned_method"] == entry["dst_pinned_method"] == "cudaHostAlloc"
+
+
+@pytest.mark.parametrize(("src", "dst"), [("device", "pinned"), ("pinned", "device"), ("pageable", "device")])
+def test_mixed_modes(src: str, dst: str, results_path: Path) -> None:
+    doc = _run(["--src-mode", src, "--dst-mode", dst, "--sizes", "64KiB,4MiB"], results_path)
+    assert [(e["src_mode"], e["dst_mode"]) for e in doc["results"]] == [(src, dst)] * 2
+
+
+def test_device_corruption_is_caught(results_path: Path) -> None:
+    proc = run_cli(
+        ["run", "--np", "2", "--mode", "device", "--sizes", "1MiB", "--warmup", "1", "-o", str(results_path), *QUICK],
+        env=rdmabench_env(RDMABENCH_FAULT="corrupt:1"),
+    )
+    assert proc.returncode != 0 and "wrong byte(s) of 1048576" in proc.stderr

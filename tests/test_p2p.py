@@ -1,0 +1,159 @@
+"""Point-to-point tests with real MPI ranks exchanging real payloads over real UCX endpoints."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rdmabench.results import load as load_results
+
+from .conftest import QUICK, mpiexec, rdmabench_env, run_cli
+
+SHARED_MEMORY = {"sysv/memory", "posix/memory", "cma/memory", "xpmem/memory", "knem/memory"}
+
+
+def _run_ok(args: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
+    proc = run_cli(args, **kwargs)  # type: ignore[arg-type]
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr
+    return proc
+
+
+@pytest.mark.parametrize("test", ["bw", "bibw", "lat"])
+@pytest.mark.parametrize("mode", ["pageable", "pinned"])
+def test_each_test_and_host_mode(test: str, mode: str, results_path: Path) -> None:
+    sizes = [8, 65536, 1 << 20]
+    proc = _run_ok(
+        ["run", "--np", "2", "--test", test, "--mode", mode, "--sizes", "8,64KiB,1MiB", "-o", str(results_path), *QUICK]
+    )
+    doc = load_results(str(results_path))
+    assert doc["complete"] is True
+    entries = doc["results"]
+    per_size = 2 if test == "bibw" else 1
+    assert len(entries) == per_size * len(sizes)
+    assert sorted({e["size_bytes"] for e in entries}) == sizes
+    for entry in entries:
+        assert entry["test"] == test
+        assert entry["src_mode"] == entry["dst_mode"] == mode
+        assert entry["validated"] is True and entry["wrong_bytes"] == 0
+        assert len(entry["samples"]) == 2
+        assert entry["transport"] in SHARED_MEMORY, entry["transport"]
+        assert entry["ucx_locality"] == "intra-node" and entry["link"] == "same host"
+        assert entry["stats"]["min"] <= entry["stats"]["median"] <= entry["stats"]["max"]
+        if mode == "pinned":
+            assert entry["src_pinned_method"] == entry["dst_pinned_method"] == "mlock"
+        if test == "lat":
+            assert entry["latency_us"] > 0 and entry["unit"] == "us" and "bandwidth_gbps" not in entry
+        else:
+            assert entry["bandwidth_gbps"] > 0 and entry["unit"] == "GB/s"
+            assert entry["window"] >= 1
+    if test == "bibw":
+        for size in sizes:
+            both = [e for e in entries if e["size_bytes"] == size]
+            assert {(e["src_rank"], e["dst_rank"]) for e in both} == {(0, 1), (1, 0)}
+            assert all(e["scope"] == "per-direction" for e in both)
+            # Aggregate counts each direction's bytes once, over the slower direction's time.
+            assert both[0]["aggregate_gbps"] == both[1]["aggregate_gbps"]
+            assert both[0]["aggregate_gbps"] <= both[0]["bandwidth_gbps"] + both[1]["bandwidth_gbps"] + 1e-9
+    # The table shows each size as it completes, with the unit spelled out.
+    assert "GB/s = 1e9 bytes/s" in proc.stdout or "microseconds" in proc.stdout
+    assert "64KiB" in proc.stdout and "1MiB" in proc.stdout
+
+
+def test_bandwidth_figure_is_bytes_over_time_of_samples(results_path: Path) -> None:
+    _run_ok(
+        ["run", "--sizes", "4KiB", "--window", "4", "--iters", "3", "--warmup", "1", "-o", str(results_path), *QUICK]
+    )
+    (entry,) = load_results(str(results_path))["results"]
+    assert (entry["window"], entry["iterations"], entry["warmup"], entry["messages_per_sample"]) == (4, 3, 1, 12)
+    assert entry["bandwidth_gbps"] == pytest.approx(sorted(entry["samples"])[0] / 2 + sorted(entry["samples"])[1] / 2)
+
+
+def test_mixed_modes_and_metadata(results_path: Path) -> None:
+    _run_ok(
+        ["run", "--src-mode", "pageable", "--dst-mode", "pinned", "--sizes", "1MiB", "-o", str(results_path), *QUICK]
+    )
+    doc = load_results(str(results_path))
+    (entry,) = doc["results"]
+    assert (entry["src_mode"], entry["dst_mode"]) == ("pageable", "pinned")
+    assert entry["src_pinned_method"] is None and entry["dst_pinned_method"] == "mlock"
+    meta = doc["metadata"]
+    assert meta["world_size"] == 2 and [r["local_rank"] for r in meta["ranks"]] == [0, 1]
+    assert meta["versions"]["ucx"] and meta["versions"]["mpi_library"] and meta["versions"]["rdmabench"]
+    assert meta["units"]["bandwidth"] == "GB/s = 1e9 bytes/s"
+    assert "--dst-mode pinned" in meta["command_line"]
+    assert meta["config"]["sizes"] == [1 << 20]
+
+
+def test_forced_tcp_is_recorded_as_tcp(results_path: Path) -> None:
+    env = rdmabench_env(UCX_TLS="tcp,self")
+    _run_ok(["run", "--sizes", "8,1MiB", "-o", str(results_path), *QUICK], env=env)
+    doc = load_results(str(results_path))
+    assert all(e["transport"].startswith("tcp/") for e in doc["results"])
+    assert doc["metadata"]["ucx_env"]["UCX_TLS"] == "tcp,self"
+
+
+def test_under_mpiexec_with_an_idle_third_rank(results_path: Path) -> None:
+    """The cluster way: the launcher starts the ranks, `rdmabench run` uses the world it finds."""
+    command = [mpiexec(), "-n", "3"]
+    if "openmpi" in mpiexec_flavor():
+        command.append("--oversubscribe")
+    command += [sys.executable, "-m", "rdmabench", "run", "--sizes", "64KiB", "-o", str(results_path), *QUICK]
+    env = rdmabench_env(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=180, env=env)
+    assert proc.returncode == 0, proc.stderr
+    doc = load_results(str(results_path))
+    assert doc["metadata"]["world_size"] == 3 and len(doc["results"]) == 1
+    assert "ranks 2..2 stay idle" in proc.stdout
+
+
+def mpiexec_flavor() -> str:
+    from rdmabench.launch import mpiexec_flavor as flavor
+
+    return flavor(mpiexec())
+
+
+def test_corrupted_payload_fails_the_run_and_keeps_earlier_sizes(results_path: Path) -> None:
+    env = rdmabench_env(RDMABENCH_FAULT="corrupt:2")
+    # 8 B runs clean; the fault hits the third step of every size, so 64 KiB is the first bad one.
+    proc = run_cli(["run", "--sizes", "64KiB", "--warmup", "1", "-o", str(results_path), *QUICK], env=env)
+    assert proc.returncode != 0
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("rdmabench: error:")]
+    assert len(errors) == 1, proc.stderr
+    assert "1 wrong byte(s) of 65536" in errors[0] and "rank 0 -> rank 1" in errors[0]
+    assert "Traceback" not in proc.stderr and "MPI_ABORT" not in proc.stderr
+    doc = load_results(str(results_path))
+    assert doc["complete"] is False and doc["results"] == []
+
+
+@pytest.mark.parametrize("test", ["bibw", "lat"])
+def test_corruption_is_caught_in_every_test(test: str, results_path: Path) -> None:
+    env = rdmabench_env(RDMABENCH_FAULT="corrupt:1")
+    proc = run_cli(["run", "--test", test, "--sizes", "100", "--warmup", "1", "-o", str(results_path), *QUICK], env=env)
+    assert proc.returncode != 0
+    assert "wrong byte(s) of 100" in proc.stderr
+
+
+def test_no_validate_records_it(results_path: Path) -> None:
+    env = rdmabench_env(RDMABENCH_FAULT="corrupt:1")  # ignored: nothing is checked
+    proc = _run_ok(["run", "--no-validate", "--sizes", "8", "-o", str(results_path), *QUICK], env=env)
+    (entry,) = load_results(str(results_path))["results"]
+    assert entry["validated"] is False and entry["wrong_bytes"] is None
+    assert "NOT validated" in proc.stdout
+
+
+def test_json_format_prints_the_document(results_path: Path) -> None:
+    import json
+
+    proc = _run_ok(["run", "--format", "json", "--sizes", "8", "-o", str(results_path), *QUICK])
+    assert json.loads(proc.stdout) == load_results(str(results_path))
+
+
+def test_default_output_goes_under_results(tmp_path: Path) -> None:
+    _run_ok(["run", "--sizes", "8", *QUICK], cwd=tmp_path)
+    _run_ok(["run", "--sizes", "8", *QUICK], cwd=tmp_path)
+    files = sorted((tmp_path / "results").glob("rdmabench-bw-pageable-*.json"))
+    assert len(files) == 2  # the second run did not overwrite the first

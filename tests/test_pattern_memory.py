@@ -1,0 +1,67 @@
+"""Payload patterns and buffers, on real pageable and page-locked (mlock) host memory."""
+
+import numpy as np
+import pytest
+
+from rdmabench.errors import ConfigError, ResourceError
+from rdmabench.memory import PIN_MLOCK, MemoryMode, allocate, word_capacity
+from rdmabench.pattern import Pattern, message_key
+
+
+@pytest.mark.parametrize("nbytes", [1, 7, 8, 9, 4097, 1 << 16])
+@pytest.mark.parametrize("mode", [MemoryMode.PAGEABLE, MemoryMode.PINNED])
+def test_fill_then_check_round_trip(nbytes: int, mode: MemoryMode) -> None:
+    sent, received = allocate(mode, nbytes, have_gpu=False), allocate(mode, nbytes, have_gpu=False)
+    pattern = Pattern(np, nbytes, src_rank=0)
+    key = message_key(3, 1)
+    pattern.fill(sent, key)
+    received.array[:nbytes] = sent.array[:nbytes]  # what a transfer of nbytes delivers
+    assert pattern.wrong_bytes(received, key) == 0
+    assert pattern.wrong_bytes(received, message_key(4, 1)) > 0  # a stale message is caught
+    sent.release()
+    received.release()
+
+
+def test_wrong_bytes_are_counted_exactly() -> None:
+    nbytes = 1000
+    buffer = allocate(MemoryMode.PAGEABLE, nbytes, have_gpu=False)
+    pattern = Pattern(np, nbytes, src_rank=1)
+    pattern.fill(buffer, 42)
+    buffer.array[[0, 500, 999]] ^= 0x01
+    assert pattern.wrong_bytes(buffer, 42) == 3
+    buffer.array[999] ^= 0x01
+    assert pattern.wrong_bytes(buffer, 42) == 2
+
+
+def test_pattern_depends_on_sender_size_and_message() -> None:
+    a = allocate(MemoryMode.PAGEABLE, 64, have_gpu=False)
+    Pattern(np, 64, src_rank=0).fill(a, message_key(0, 0))
+    assert Pattern(np, 64, src_rank=1).wrong_bytes(a, message_key(0, 0)) > 0
+    assert Pattern(np, 64, src_rank=0).wrong_bytes(a, message_key(0, 1)) > 0
+    assert Pattern(np, 64, src_rank=0).wrong_bytes(a, message_key(0, 0)) == 0
+
+
+def test_message_keys_are_distinct_and_non_zero() -> None:
+    keys = {message_key(step, slot) for step in range(200) for slot in range(64)}
+    assert len(keys) == 200 * 64 and 0 not in keys
+
+
+def test_pinned_without_gpu_is_mlocked_and_resident() -> None:
+    buffer = allocate(MemoryMode.PINNED, 1 << 20, have_gpu=False)
+    assert buffer.pinned_method == PIN_MLOCK
+    assert buffer.array.size == word_capacity(1 << 20)
+    assert not buffer.array.any()
+    with open("/proc/self/status") as status:
+        locked_kib = next(int(line.split()[1]) for line in status if line.startswith("VmLck:"))
+    assert locked_kib >= 1024
+    buffer.release()
+
+
+def test_device_mode_without_gpu_is_a_clear_error() -> None:
+    with pytest.raises(ResourceError, match="device memory needs a GPU"):
+        allocate(MemoryMode.DEVICE, 8, have_gpu=False)
+
+
+def test_unknown_mode() -> None:
+    with pytest.raises(ConfigError, match="unknown memory mode 'gpu'"):
+        MemoryMode.parse("gpu")

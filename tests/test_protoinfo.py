@@ -1,0 +1,82 @@
+"""Parsing the protocol-selection report that UCX printed in real runs (files under tests/data)."""
+
+from pathlib import Path
+
+from rdmabench.protoinfo import is_plain_tag_send, parse_tables
+
+DATA = Path(__file__).parent / "data"
+
+
+def test_shared_memory_report() -> None:
+    tables = parse_tables((DATA / "ucx_proto_info_shm.log").read_text())
+    plain = [t for t in tables if is_plain_tag_send(t)]
+    assert len(tables) == 3 and len(plain) == 1
+    table = plain[0]
+    assert (table.locality, table.config, table.memory) == ("intra-node", 0, "host")
+    assert table.lookup(8).transport == "sysv/memory"  # type: ignore[union-attr]
+    assert table.lookup(92).protocol == "eager short"  # type: ignore[union-attr]
+    assert table.lookup(93).protocol == "eager copy-in copy-out"  # type: ignore[union-attr]
+    big = table.lookup(64 << 20)
+    assert big is not None and big.transport == "cma/memory" and "rendezvous" in big.protocol
+    assert table.lookup(8192) == big  # "8K..inf" starts at 8 KiB
+
+
+def test_tcp_report_with_single_size_row() -> None:
+    tables = [t for t in parse_tables((DATA / "ucx_proto_info_tcp.log").read_text()) if is_plain_tag_send(t)]
+    table = tables[0]
+    assert table.lookup(0).protocol == "eager short"  # type: ignore[union-attr]
+    assert table.lookup(16352).protocol == "(?) rendezvous zero-copy"  # type: ignore[union-attr]
+    assert table.lookup(1 << 20).transport == "tcp/lo"  # type: ignore[union-attr]
+
+
+def test_text_without_tables() -> None:
+    assert parse_tables("[1] [vm:1 :0] parser.c:2355 UCX  WARN  something\n| not | a table |\n") == []
+
+
+def _rows(name: str, side: str, operation: str, memory: str, peer: str | None, nbytes: int):  # type: ignore[no-untyped-def]
+    from rdmabench.protoinfo import parse_tables
+
+    for table in parse_tables((DATA / f"h200_{name}.{side}.log").read_text()):
+        if table.operation == operation and table.memory == memory and table.peer_memory in (None, peer):
+            return table.lookup(nbytes)
+    return None
+
+
+def _resolve(name: str, src: str, dst: str, nbytes: int):  # type: ignore[no-untyped-def]
+    from rdmabench.protoinfo import RNDV_FETCH, RNDV_SEND, TAG_SEND, resolve
+
+    return resolve(
+        _rows(name, "sender", TAG_SEND, src, None, nbytes),
+        _rows(name, "sender", RNDV_SEND, src, dst, nbytes),
+        _rows(name, "receiver", RNDV_FETCH, dst, src, nbytes),
+    )
+
+
+def test_gpu_to_gpu_reads_over_cuda_ipc() -> None:
+    """Real report from two H200s: the receiver reads the sender's GPU memory with CUDA IPC."""
+    row, source = _resolve("device_to_device", "cuda", "cuda", 64 << 20)
+    assert row is not None and row.transport == "cuda_ipc/cuda" and source == "rendezvous data fetch"
+    assert row.protocol == "zero-copy read from remote"
+    small, source = _resolve("device_to_device", "cuda", "cuda", 100)
+    assert small is not None and small.protocol == "eager copy-in copy-out" and source == "tag send"
+
+
+def test_host_to_gpu_is_pushed_by_the_sender() -> None:
+    """The receiver's fetch rows are tentative; the sender's push through its GPU is what ran."""
+    row, source = _resolve("pinned_to_device", "host", "cuda", 1 << 20)
+    assert source == "rendezvous data send"
+    assert row is not None and row.transport == "cuda_ipc/cuda" and "cuda_copy" in row.protocol
+
+
+def test_gpu_to_host_is_read_then_copied_by_the_receiver() -> None:
+    row, source = _resolve("device_to_pinned", "cuda", "host", 64 << 20)
+    assert source == "rendezvous data fetch"
+    assert row is not None and row.protocol.startswith("pipeline read from remote, cuda_copy")
+
+
+def test_host_to_host_rendezvous_keeps_the_tag_send_choice() -> None:
+    from rdmabench.protoinfo import TAG_SEND, parse_tables, resolve
+
+    (table,) = [t for t in parse_tables((DATA / "ucx_proto_info_shm.log").read_text()) if t.operation == TAG_SEND]
+    row, source = resolve(table.lookup(1 << 20), None, None)
+    assert row is not None and row.transport == "cma/memory" and source == "tag send"
