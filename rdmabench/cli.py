@@ -163,5 +163,34 @@ def _run_local(np_: int, config: RunConfig) -> None:
     sys.exit(code)
 
 
+@main.command(context_settings={"show_default": True})
+@click.option(
+    "--mode", default="host", metavar="host|device", help="Memory on both sides: host, or device (GPUs 0 and 1)."
+)
+@click.option("--sizes", default="8,1MiB,64MiB", help="Message sizes, as for run.")
+@click.option("--tests", default="bw,lat", help="Comma-separated: bw (vs tag_bw) and lat (vs tag_lat).")
+@click.option("--output", "-o", default=None, type=click.Path(dir_okay=False), help="Also write the rows as JSON here.")
+def anchor(mode: str, sizes: str, tests: str, output: str | None) -> None:
+    """Compare rdmabench with ucx_perftest (the C anchor) on this machine, side by side.
+
+    Runs ucx_perftest and `rdmabench run --np 2` on the same memory type and sizes, then prints both
+    figures and their ratio, with and without payload validation, and the extra time per message.
+    """
+    import json
+
+    from . import anchor as anchor_module
+
+    try:
+        if output is not None and os.path.exists(output):
+            raise ConfigError(f"output file {output} already exists")
+        rows = anchor_module.compare(mode, parse_sizes(sizes), [t.strip() for t in tests.split(",") if t.strip()])
+    except RdmabenchError as exc:
+        _fail(exc)
+    click.echo(anchor_module.format_rows(rows))
+    if output is not None:
+        with open(output, "w") as handle:
+            json.dump(rows, handle, indent=1)
+
+
 if __name__ == "__main__":
     main()

@@ -63,6 +63,11 @@ class RunConfig:
         return self.src_mode, self.dst_mode
 
     @property
+    def device_only(self) -> bool:
+        """Both ends in GPU memory: no host buffer whose cache would shape the default window."""
+        return self.src_mode is MemoryMode.DEVICE and self.dst_mode is MemoryMode.DEVICE
+
+    @property
     def needs_gpu(self) -> bool:
         return MemoryMode.DEVICE in self.modes
 

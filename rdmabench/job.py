@@ -15,7 +15,7 @@ from . import results, ucx_env
 from .config import RunConfig
 from .errors import RdmabenchError
 from .gpu import gpu_unavailable_reason
-from .measure import Pair, make_plan, measure_pair
+from .measure import Pair, default_window, make_plan, measure_pair
 from .memory import PIN_CUDA, PIN_MLOCK, MemoryMode, word_capacity
 from .table import ProgressTable
 from .units import format_size
@@ -76,9 +76,7 @@ def _preflight(world: World, config: RunConfig) -> str | None:
 def _memory_problem(world: World, config: RunConfig, modes: list[MemoryMode]) -> str | None:
     """Refuse sizes that cannot fit, before allocating: an out-of-memory kill mid-run helps nobody."""
     largest = max(config.sizes)
-    window = (
-        1 if config.test == "lat" else (config.window or make_plan(config.test, largest, None, None, 0, 1, 1, 1).window)
-    )
+    window = 1 if config.test == "lat" else (config.window or default_window(largest, config.device_only))
     buffers = 2 if config.test == "lat" else window * (2 if config.test == "bibw" else 1)
     need = buffers * word_capacity(largest) + 2 * word_capacity(largest)  # + pattern and scratch
     for mode in modes:
@@ -166,6 +164,7 @@ def _sweep(world: World, config: RunConfig, out: TextIO, log_dir: str | None) ->
         plan = make_plan(
             config.test,
             size,
+            config.device_only,
             config.window,
             config.iterations,
             config.warmup,

@@ -107,7 +107,9 @@ def is_tentative(row: ProtoRow) -> bool:
     return row.protocol.startswith(TENTATIVE)
 
 
-def resolve(tag_row: ProtoRow | None, send_row: ProtoRow | None, fetch_row: ProtoRow | None) -> tuple[ProtoRow | None, str]:
+def resolve(
+    tag_row: ProtoRow | None, send_row: ProtoRow | None, fetch_row: ProtoRow | None
+) -> tuple[ProtoRow | None, str]:
     """The row that describes how a message's bytes moved, and which table it came from.
 
     Eager messages travel as the sender's tag-send row says. A rendezvous message's bytes move as the

@@ -39,9 +39,11 @@ class Backend(Protocol):
 
     def wrap(self, array: Any) -> Any: ...
 
-    def send(self, endpoint: Any, message: Any, tag: int) -> Request: ...
+    def tag(self, value: int) -> Any: ...
 
-    def recv(self, message: Any, tag: int) -> Request: ...
+    def send(self, endpoint: Any, message: Any, tag: Any) -> Request: ...
+
+    def recv(self, message: Any, tag: Any) -> Request: ...
 
     def progress(self) -> None: ...
 
@@ -78,11 +80,14 @@ class UcxxBackend:
     def wrap(self, array: Any) -> Any:
         return self._array(array)
 
-    def send(self, endpoint: Any, message: Any, tag: int) -> Request:
-        return endpoint.tag_send(message, self._api.UCXXTag(tag))  # type: ignore[no-any-return]
+    def tag(self, value: int) -> Any:
+        return self._api.UCXXTag(value)
 
-    def recv(self, message: Any, tag: int) -> Request:
-        return self._worker.tag_recv(message, self._api.UCXXTag(tag))  # type: ignore[no-any-return]
+    def send(self, endpoint: Any, message: Any, tag: Any) -> Request:
+        return endpoint.tag_send(message, tag)  # type: ignore[no-any-return]
+
+    def recv(self, message: Any, tag: Any) -> Request:
+        return self._worker.tag_recv(message, tag)  # type: ignore[no-any-return]
 
     def progress(self) -> None:
         self._worker.progress()
@@ -143,23 +148,35 @@ class Transport:
         """Wrap the first `nbytes` of a buffer once, so the hot loop reuses it."""
         return self.backend.wrap(buffer.array[:nbytes])
 
-    def send(self, peer: int, message: Any, tag: int) -> Request:
+    def send(self, peer: int, message: Any, tag: Any) -> Request:
+        """Post a tagged send; `tag` comes from backend.tag() (made once, reused every step)."""
         return self.backend.send(self.endpoint(peer), message, tag)
 
-    def recv(self, message: Any, tag: int) -> Request:
+    def recv(self, message: Any, tag: Any) -> Request:
         return self.backend.recv(message, tag)
 
     def wait(self, requests: list[Request], timeout: float, what: str) -> None:
-        """Progress until every request completes; raise TransportError after `timeout` seconds."""
-        pending = [request for request in requests if not request.completed]
+        """Progress until every request completes; raise TransportError after `timeout` seconds.
 
-        def done() -> bool:
-            nonlocal pending
-            pending = [request for request in pending if not request.completed]
-            return not pending
-
-        if pending:
-            self.poll_until(done, timeout, what)
+        A cursor walks the list in order, so a poll costs one completion check however long the
+        window is (requests mostly complete in the order they were posted)."""
+        progress = self.backend.progress
+        count = len(requests)
+        index = 0
+        polls = 0
+        deadline = 0.0
+        while index < count:
+            if requests[index].completed:
+                index += 1
+                continue
+            progress()
+            polls += 1
+            if polls % _POLLS_PER_CLOCK_READ == 0:
+                now = time.monotonic()
+                if not deadline:
+                    deadline = now + timeout
+                elif now > deadline:
+                    raise TransportError(f"timed out after {timeout:.0f} s waiting for {what}")
         self.check(requests, what)
 
     def poll_until(self, done: Callable[[], bool], timeout: float, what: str) -> None:
@@ -195,7 +212,13 @@ class Transport:
         return config
 
     def _row(
-        self, tables: list[protoinfo.ProtoTable], config: int, operation: str, memory: str, peer_memory: str | None, nbytes: int
+        self,
+        tables: list[protoinfo.ProtoTable],
+        config: int,
+        operation: str,
+        memory: str,
+        peer_memory: str | None,
+        nbytes: int,
     ) -> protoinfo.ProtoRow | None:
         for table in reversed(tables):
             if table.config == config and table.operation == operation and table.memory == memory:

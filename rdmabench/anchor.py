@@ -1,0 +1,170 @@
+"""Side-by-side comparison with the C anchor: ucx_perftest (from the libucx wheel) and rdmabench on
+the same pair of local processes, memory type and sizes, in one go. A benchmark, not a test: it
+prints ratios measured in the same run, because these machines are too noisy for absolute targets.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import ConfigError, LaunchError
+from .units import format_size
+
+# ucx_perftest labels its bandwidth columns MB/s but computes them in MiB/s (2**20 bytes).
+_PERFTEST_MB = 1 << 20
+_FINAL_RE = re.compile(r"^Final:\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)")
+
+
+@dataclass(frozen=True)
+class PerftestResult:
+    latency_us: float  # overall average; for tag_lat this is half a round trip
+    bandwidth_gbps: float  # 1e9 bytes/s, converted from perftest's MiB/s
+    message_rate: float  # messages per second, overall
+
+
+def perftest_paths() -> tuple[str, str]:
+    """The ucx_perftest binary of the libucx wheel that UCXX loads, and its library directory."""
+    try:
+        import libucx
+    except ImportError:
+        raise LaunchError("the libucx wheel (which carries ucx_perftest) is not installed") from None
+    root = os.path.dirname(libucx.__file__)
+    binary = os.path.join(root, "bin", "ucx_perftest")
+    if not os.access(binary, os.X_OK):
+        raise LaunchError(f"no ucx_perftest at {binary}")
+    return binary, os.path.join(root, "lib")
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def parse_final(text: str) -> PerftestResult:
+    for line in text.splitlines():
+        match = _FINAL_RE.match(line.strip())
+        if match:
+            fields = [float(v) for v in match.groups()]
+            return PerftestResult(
+                latency_us=fields[3],
+                bandwidth_gbps=fields[5] * _PERFTEST_MB / 1e9,
+                message_rate=fields[7],
+            )
+    raise LaunchError(f"ucx_perftest printed no Final line:\n{text[-2000:]}")
+
+
+def run_perftest(test: str, size: int, device: bool, iterations: int, timeout: float = 120) -> PerftestResult:
+    """One ucx_perftest server/client pair on this machine; GPUs 0 and 1 for device memory."""
+    binary, libdir = perftest_paths()
+    env = dict(os.environ)
+    env["LD_LIBRARY_PATH"] = libdir + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
+    for key in ("UCX_PROTO_INFO", "UCX_LOG_FILE"):
+        env.pop(key, None)
+    port = _free_port()
+    common = ["-t", test, "-s", str(size), "-n", str(iterations), "-w", str(max(10, iterations // 10)), "-p", str(port)]
+    if device:
+        common += ["-m", "cuda"]
+    server_env, client_env = dict(env), dict(env)
+    if device:
+        server_env["CUDA_VISIBLE_DEVICES"], client_env["CUDA_VISIBLE_DEVICES"] = "1", "0"
+    server = subprocess.Popen([binary, *common], env=server_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _attempt in range(20):
+            time.sleep(0.25)
+            try:
+                client = subprocess.run(
+                    [binary, "127.0.0.1", *common], env=client_env, capture_output=True, text=True, timeout=timeout
+                )
+            except subprocess.TimeoutExpired:
+                raise LaunchError(
+                    f"ucx_perftest {test} {format_size(size)} did not finish in {timeout:.0f} s"
+                ) from None
+            if client.returncode == 0:
+                return parse_final(client.stdout)
+        raise LaunchError(f"ucx_perftest client failed: {client.stderr.strip()[-500:]}")
+    finally:
+        server.kill()  # its server does not always exit after a test (seen on the GPU node)
+        server.wait()
+
+
+def run_rdmabench(test: str, sizes: list[int], mode: str, validate: bool) -> dict[int, dict[str, Any]]:
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "r.json")
+        command = [sys.executable, "-m", "rdmabench", "run", "--np", "2", "--test", test, "--mode", mode]
+        command += ["--sizes", ",".join(str(s) for s in sizes), "--samples", "5", "--sample-time", "0.2", "-o", out]
+        if not validate:
+            command.append("--no-validate")
+        proc = subprocess.run(command, capture_output=True, text=True, timeout=1800)
+        if proc.returncode != 0:
+            raise LaunchError(f"rdmabench run failed: {proc.stderr.strip()[-500:]}")
+        with open(out) as handle:
+            entries = json.load(handle)["results"]
+    return {e["size_bytes"]: e for e in entries if e["src_rank"] == 0}
+
+
+def _perftest_iterations(test: str, size: int) -> int:
+    if test == "tag_lat":
+        return 20000 if size <= 65536 else max(50, (256 << 20) // size)
+    return max(50, min(1_000_000, (4 << 30) // size))
+
+
+def compare(mode: str, sizes: list[int], tests: list[str]) -> list[dict[str, Any]]:
+    """Rows of (test, size, anchor figure, rdmabench figures with and without validation, ratios)."""
+    if mode not in ("host", "device"):
+        raise ConfigError(f"unknown anchor mode {mode!r}: choose host or device")
+    device = mode == "device"
+    rd_mode = "device" if device else "pageable"
+    rows: list[dict[str, Any]] = []
+    for test in tests:
+        if test not in ("bw", "lat"):
+            raise ConfigError(f"unknown anchor test {test!r}: choose bw or lat")
+        perf_test = "tag_bw" if test == "bw" else "tag_lat"
+        checked = run_rdmabench(test, sizes, rd_mode, validate=True)
+        unchecked = run_rdmabench(test, sizes, rd_mode, validate=False)
+        for size in sizes:
+            anchor = run_perftest(perf_test, size, device, _perftest_iterations(perf_test, size))
+            row: dict[str, Any] = {"test": test, "size_bytes": size, "mode": mode}
+            if test == "bw":
+                row["anchor"] = anchor.bandwidth_gbps
+                row["validated"] = checked[size]["bandwidth_gbps"]
+                row["unvalidated"] = unchecked[size]["bandwidth_gbps"]
+                row["ratio_validated"] = row["validated"] / row["anchor"]
+                row["ratio_unvalidated"] = row["unvalidated"] / row["anchor"]
+                row["anchor_msg_rate"] = anchor.message_rate
+                row["rdmabench_msg_rate"] = row["unvalidated"] * 1e9 / size
+                # Extra time rdmabench spends per message, beyond what UCX itself needs.
+                row["overhead_us_per_msg"] = (1 / row["rdmabench_msg_rate"] - 1 / anchor.message_rate) * 1e6
+            else:
+                row["anchor"] = anchor.latency_us
+                row["validated"] = checked[size]["latency_us"]
+                row["unvalidated"] = unchecked[size]["latency_us"]
+                row["ratio_validated"] = row["validated"] / row["anchor"]
+                row["ratio_unvalidated"] = row["unvalidated"] / row["anchor"]
+                row["overhead_us_per_msg"] = row["unvalidated"] - anchor.latency_us
+            row["transport"] = checked[size].get("transport")
+            rows.append(row)
+    return rows
+
+
+def format_rows(rows: list[dict[str, Any]]) -> str:
+    lines = [
+        "# ratios measured side by side in this run; bw in GB/s (1e9 B/s), lat in us (half round trip)",
+        "# anchor: ucx_perftest tag_bw/tag_lat; rdmabench checked = default (every byte validated), unchecked = --no-validate",
+        f"{'test':<4} {'mode':<6} {'size':>7} {'anchor':>10} {'checked':>10} {'ratio':>6} {'unchecked':>10} {'ratio':>6} {'+us/msg':>8}  transport",
+    ]
+    for r in rows:
+        lines.append(
+            f"{r['test']:<4} {r['mode']:<6} {format_size(r['size_bytes']):>7} {r['anchor']:>10.3f} {r['validated']:>10.3f} "
+            f"{r['ratio_validated']:>6.2f} {r['unvalidated']:>10.3f} {r['ratio_unvalidated']:>6.2f} {r['overhead_us_per_msg']:>8.2f}  {r['transport']}"
+        )
+    return "\n".join(lines)
