@@ -112,6 +112,38 @@ def run_rdmabench(test: str, sizes: list[int], mode: str, validate: bool) -> dic
     return {e["size_bytes"]: e for e in entries if e["src_rank"] == 0}
 
 
+def peer_copy_gbps(size: int, repeats: int = 20) -> float | None:
+    """GPU 0 -> GPU 1 copy-engine bandwidth (cudaMemcpyPeerAsync, CUDA events, median), the ceiling
+    a device-to-device transfer between those GPUs can approach. None with fewer than two GPUs."""
+    from .gpu import import_cupy, visible_gpu_count
+
+    cupy = import_cupy()
+    if cupy is None or visible_gpu_count() < 2:
+        return None
+    runtime = cupy.cuda.runtime
+    with cupy.cuda.Device(1):
+        dst = cupy.empty(size, dtype=cupy.uint8)
+    with cupy.cuda.Device(0):
+        src = cupy.ones(size, dtype=cupy.uint8)
+        if runtime.deviceCanAccessPeer(0, 1):
+            try:
+                runtime.deviceEnablePeerAccess(1)
+            except cupy.cuda.runtime.CUDARuntimeError:
+                pass  # already enabled
+        stream = cupy.cuda.Stream(non_blocking=True)
+        start, end = cupy.cuda.Event(), cupy.cuda.Event()
+        times = []
+        for index in range(repeats + 3):
+            start.record(stream)
+            runtime.memcpyPeerAsync(dst.data.ptr, 1, src.data.ptr, 0, size, stream.ptr)
+            end.record(stream)
+            end.synchronize()
+            if index >= 3:
+                times.append(cupy.cuda.get_elapsed_time(start, end) / 1e3)
+    times.sort()
+    return size / times[len(times) // 2] / 1e9
+
+
 def _perftest_iterations(test: str, size: int) -> int:
     if test == "tag_lat":
         return 20000 if size <= 65536 else max(50, (256 << 20) // size)
@@ -144,6 +176,9 @@ def compare(mode: str, sizes: list[int], tests: list[str]) -> list[dict[str, Any
                 row["rdmabench_msg_rate"] = row["unvalidated"] * 1e9 / size
                 # Extra time rdmabench spends per message, beyond what UCX itself needs.
                 row["overhead_us_per_msg"] = (1 / row["rdmabench_msg_rate"] - 1 / anchor.message_rate) * 1e6
+                peer = peer_copy_gbps(size) if device else None
+                row["peer_copy"] = peer
+                row["ratio_peer_copy"] = row["validated"] / peer if peer else None
             else:
                 row["anchor"] = anchor.latency_us
                 row["validated"] = checked[size]["latency_us"]
@@ -167,4 +202,12 @@ def format_rows(rows: list[dict[str, Any]]) -> str:
             f"{r['test']:<4} {r['mode']:<6} {format_size(r['size_bytes']):>7} {r['anchor']:>10.3f} {r['validated']:>10.3f} "
             f"{r['ratio_validated']:>6.2f} {r['unvalidated']:>10.3f} {r['ratio_unvalidated']:>6.2f} {r['overhead_us_per_msg']:>8.2f}  {r['transport']}"
         )
+    peers = [r for r in rows if r.get("peer_copy")]
+    if peers:
+        lines.append("# device bw against the copy engine's GPU0 -> GPU1 peer copy (cudaMemcpyPeerAsync), same run:")
+        for r in peers:
+            lines.append(
+                f"{'bw':<4} {'device':<6} {format_size(r['size_bytes']):>7} peer copy {r['peer_copy']:>9.3f}  "
+                f"rdmabench checked {r['validated']:>9.3f}  ratio {r['ratio_peer_copy']:.2f}"
+            )
     return "\n".join(lines)
