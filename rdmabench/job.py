@@ -1,14 +1,19 @@
 """One benchmark job, run by every rank: checks, the size sweep, gathering and the results file.
 
 Any exception in any rank after the checks aborts the whole MPI job with one line naming the rank,
-its host and the reason, so no rank is left waiting on a peer that will never answer.
+its host and the reason, so no rank is left waiting on a peer that will never answer. SIGINT and
+SIGTERM (Ctrl-C, or Slurm before the time limit) stop the job too. Either way rank 0 first turns
+what was measured into the results file, marked incomplete.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import signal
 import sys
 import traceback
+from types import FrameType
 from typing import Any, TextIO
 
 from . import results, ucx_env
@@ -16,7 +21,7 @@ from .config import RunConfig
 from .errors import RdmabenchError
 from .gpu import gpu_unavailable_reason
 from .measure import Pair, default_window, make_plan, measure_pair
-from .memory import PIN_CUDA, PIN_MLOCK, MemoryMode, word_capacity
+from .memory import PIN_CUDA, PIN_MLOCK, MemoryMode, mlock_problem, word_capacity
 from .table import ProgressTable
 from .units import format_size
 from .world import World, import_ucx_first
@@ -28,12 +33,27 @@ def error_line(message: str) -> str:
     return f"rdmabench: error: {message}"
 
 
+class Stopped(BaseException):
+    """A signal asked the job to stop (BaseException: no `except Exception` may swallow it)."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _raise_stopped(signum: int, _frame: FrameType | None) -> None:
+    raise Stopped(signum)
+
+
 def run_job(config: RunConfig, out: TextIO | None = None) -> int:
     """Entry point of every rank. Returns the process exit code (0 on success)."""
     out = out or sys.stdout
     log_dir = ucx_env.prepare()
     import_ucx_first()
     world = World()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, _raise_stopped)
+    job = _Job(world, config, out, log_dir)
     try:
         problem = _preflight(world, config)
         problems = world.comm.allgather(problem)
@@ -42,9 +62,17 @@ def run_job(config: RunConfig, out: TextIO | None = None) -> int:
             if world.rank == 0:
                 print(error_line(first), file=sys.stderr, flush=True)
             return 2
-        return _sweep(world, config, out, log_dir)
+        return job.sweep()
+    except Stopped as stop:
+        job.stop(f"stopped by {stop}")
+        # The launcher is ending the job (or the user is): leave quietly, without MPI_Finalize,
+        # which would wait for ranks that are gone.
+        sys.stdout.flush()
+        os._exit(128 + stop.signum)
     except BaseException as exc:
-        _abort(world, exc)
+        _report(world, exc)
+        job.stop(f"failed on rank {world.rank} ({world.me.host}): {_describe(exc)[0]}")
+        world.abort(_describe(exc)[1])
         return 1  # not reached: Abort ends the process
     finally:
         ucx_env.cleanup(log_dir)
@@ -93,6 +121,10 @@ def _memory_problem(world: World, config: RunConfig, modes: list[MemoryMode]) ->
                     "use smaller --sizes or --window"
                 )
         else:
+            if mode is MemoryMode.PINNED and world.me.gpu is None:
+                problem = mlock_problem(buffers * word_capacity(largest))
+                if problem:
+                    return f"rank {world.rank} ({world.me.host}): {problem}"
             available = _host_memory_available()
             if available is not None and need * world.me.local_size > 0.9 * available:
                 return (
@@ -135,67 +167,93 @@ def _annotate(world: World, entry: dict[str, Any]) -> dict[str, Any]:
     return entry
 
 
-def _sweep(world: World, config: RunConfig, out: TextIO, log_dir: str | None) -> int:
-    from . import metadata
-    from .transport import Transport
+class _Job:
+    """The sweep on one rank, and on rank 0 the results stream it feeds."""
 
-    transport = Transport(world.comm, log_dir)
-    backend = transport.backend
-    is_root = world.rank == 0
-    table = ProgressTable(config.test, out) if is_root and config.output_format == "table" else None
-    meta: dict[str, Any] = {}
-    entries: list[dict[str, Any]] = []
-    output = config.output
-    if is_root:
-        meta = metadata.collect(
-            world, config, backend.name, backend.version, getattr(backend, "ucx_version", "unknown")
-        )
-        if output is None:
-            output = results.default_output_path(config.test, config.src_mode.value, config.dst_mode.value)
-            results.check_writable(output, force=False)
-        results.write(output, results.document(meta, entries, complete=False))
-    if table:
-        table.header(SRC_RANK, DST_RANK, config.src_mode.value, config.dst_mode.value, config.validate)
-        if world.size > 2:
-            table.note(f"ranks 2..{world.size - 1} stay idle: the pair test uses ranks 0 and 1")
-    in_pair = world.rank in (SRC_RANK, DST_RANK)
-    for size in config.sizes:
-        pair = Pair(config.test, SRC_RANK, DST_RANK, config.src_mode, config.dst_mode, size, config.validate)
-        plan = make_plan(
-            config.test,
-            size,
-            config.device_only,
-            config.window,
-            config.iterations,
-            config.warmup,
-            config.samples,
-            config.sample_time,
-            config.timeout,
-        )
-        entry = measure_pair(transport, world.comm, pair, plan, world.me.gpu is not None) if in_pair else None
-        gathered = world.comm.gather(entry, root=0)
-        _release_device_pool(config)
+    def __init__(self, world: World, config: RunConfig, out: TextIO, log_dir: str | None):
+        self.world = world
+        self.config = config
+        self.out = out
+        self.log_dir = log_dir
+        self.stream: results.ResultsStream | None = None
+
+    def stop(self, reason: str) -> None:
+        """Rank 0: write what was measured as the results file, marked incomplete."""
+        stream, self.stream = self.stream, None
+        if stream is None:
+            return
+        try:
+            stream.finish(complete=False, stopped=reason)
+            print(
+                f"rdmabench: {reason.split(':')[0]}; {len(stream.entries)} result(s) measured before that kept in {stream.path} (incomplete)",
+                file=sys.stderr,
+                flush=True,
+            )
+        except OSError as exc:
+            print(
+                error_line(f"could not write {stream.path}: {exc}; the stream is {results.stream_path(stream.path)}"),
+                file=sys.stderr,
+            )
+
+    def sweep(self) -> int:
+        from . import metadata
+        from .transport import Transport
+
+        world, config, out = self.world, self.config, self.out
+        transport = Transport(world.comm, self.log_dir, world.local_peer_pids())
+        backend = transport.backend
+        is_root = world.rank == 0
+        table = ProgressTable(config.test, out) if is_root and config.output_format == "table" else None
         if is_root:
-            new = [_annotate(world, e) for e in gathered or [] if e is not None]
-            entries.extend(new)
-            results.write(output, results.document(meta, entries, complete=False))  # type: ignore[arg-type]
-            if table:
-                table.row(new)
-    warnings = transport.ucx_warnings()
-    all_warnings = world.comm.gather(warnings, root=0)
-    world.comm.Barrier()
-    transport.close()
-    if is_root:
-        meta["ucx_warnings"] = sorted({w for ws in all_warnings or [] for w in ws})
-        doc = results.document(meta, entries, complete=True)
-        results.write(output, doc)  # type: ignore[arg-type]
-        if config.output_format == "json":
-            import json
-
-            print(json.dumps(doc, indent=1), file=out, flush=True)
-        else:
-            print(f"# results written to {output}", file=out, flush=True)
-    return 0
+            meta = metadata.collect(
+                world, config, backend.name, backend.version, getattr(backend, "ucx_version", "unknown")
+            )
+            output = config.output
+            if output is None:
+                output = results.default_output_path(config.test, config.src_mode.value, config.dst_mode.value)
+                results.check_writable(output, force=False)
+            self.stream = results.ResultsStream(output, meta)
+        if table:
+            table.header(SRC_RANK, DST_RANK, config.src_mode.value, config.dst_mode.value, config.validate)
+            if world.size > 2:
+                table.note(f"ranks 2..{world.size - 1} stay idle: the pair test uses ranks 0 and 1")
+        in_pair = world.rank in (SRC_RANK, DST_RANK)
+        for size in config.sizes:
+            pair = Pair(config.test, SRC_RANK, DST_RANK, config.src_mode, config.dst_mode, size, config.validate)
+            plan = make_plan(
+                config.test,
+                size,
+                config.device_only,
+                config.window,
+                config.iterations,
+                config.warmup,
+                config.samples,
+                config.sample_time,
+                config.timeout,
+            )
+            entry = measure_pair(transport, world.comm, pair, plan, world.me.gpu is not None) if in_pair else None
+            world.wait_for_all()
+            gathered = world.comm.gather(entry, root=0)
+            _release_device_pool(config)
+            if self.stream is not None:
+                new = [_annotate(world, e) for e in gathered or [] if e is not None]
+                self.stream.append(new)
+                if table:
+                    table.row(new)
+        warnings = transport.ucx_warnings()
+        world.wait_for_all()
+        all_warnings = world.comm.gather(warnings, root=0)
+        transport.close()
+        if self.stream is not None:
+            stream, self.stream = self.stream, None
+            stream.metadata["ucx_warnings"] = sorted({w for ws in all_warnings or [] for w in ws})
+            doc = stream.finish(complete=True)
+            if config.output_format == "json":
+                print(json.dumps(doc, indent=1), file=out, flush=True)
+            else:
+                print(f"# results written to {stream.path}", file=out, flush=True)
+        world.wait_for_all()
+        return 0
 
 
 def _release_device_pool(config: RunConfig) -> None:
@@ -207,15 +265,13 @@ def _release_device_pool(config: RunConfig) -> None:
             cupy.get_default_memory_pool().free_all_blocks()
 
 
-def _abort(world: World, exc: BaseException) -> None:
+def _describe(exc: BaseException) -> tuple[str, int]:
     if isinstance(exc, RdmabenchError):
-        message = str(exc)
-        code = exc.exit_code
-    elif isinstance(exc, KeyboardInterrupt):
-        message, code = "interrupted", 130
-    else:
-        message, code = f"{type(exc).__name__}: {exc}", 1
+        return str(exc), exc.exit_code
+    return f"{type(exc).__name__}: {exc}", 1
+
+
+def _report(world: World, exc: BaseException) -> None:
     if os.environ.get("RDMABENCH_DEBUG"):
         traceback.print_exc()
-    print(error_line(f"rank {world.rank} on {world.me.host}: {message}"), file=sys.stderr, flush=True)
-    world.abort(code)
+    print(error_line(f"rank {world.rank} on {world.me.host}: {_describe(exc)[0]}"), file=sys.stderr, flush=True)

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
 import sys
 import threading
-from typing import TextIO
+from typing import IO, TextIO
 
+from . import results
 from .config import RunConfig
-from .errors import LaunchError
+from .errors import LaunchError, RdmabenchError
 
 MPIEXEC_ENV = "RDMABENCH_MPIEXEC"
 
@@ -63,7 +65,8 @@ def local_command(np: int, config: RunConfig) -> tuple[list[str], dict[str, str]
 
 
 def run_local(np: int, config: RunConfig) -> int:
-    """Run the job on `np` local ranks; return its exit status. Ctrl-C reaches the ranks and ends them."""
+    """Run the job on `np` local ranks; return its exit status. Ctrl-C reaches the ranks and ends
+    them; whatever happens, results measured before the end are kept in the results file."""
     if np < 2:
         raise LaunchError(f"--np must be at least 2 for a point-to-point test, not {np}")
     command, env = local_command(np, config)
@@ -72,50 +75,124 @@ def run_local(np: int, config: RunConfig) -> int:
     except OSError as exc:
         raise LaunchError(f"cannot start {command[0]}: {exc.strerror or exc}") from None
     assert process.stderr is not None
-    relay = threading.Thread(target=relay_stderr, args=(process.stderr, sys.stderr), daemon=True)
-    relay.start()
+    relay = StderrRelay(process.stderr, sys.stderr)
+    thread = threading.Thread(target=relay.run, daemon=True)
+    thread.start()
+    received: list[int] = []
+
+    def forward(signum: int, _frame: object) -> None:
+        received.append(signum)
+        process.send_signal(signum)
+
+    # Ctrl-C, a batch system's SIGTERM or a closed terminal: pass it to the ranks, which keep what
+    # they measured, and wait for them; never leave them running behind us.
+    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     try:
-        code = process.wait()
-    except KeyboardInterrupt:
-        process.send_signal(signal.SIGINT)
         try:
-            code = process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
+            code = process.wait(timeout=None)
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+        if received:
+            code = 128 + received[0]
+    finally:
+        if process.poll() is None:
             process.kill()
-            code = process.wait()
-    relay.join(timeout=5)
+            process.wait()
+    interrupted = bool(received)
+    thread.join(timeout=5)
+    if code != 0 and config.output and not relay.kept_note:
+        reason = (
+            f"stopped by {signal.Signals(received[0]).name}"
+            if interrupted
+            else relay.first_error or f"the job ended with exit status {code}"
+        )
+        _keep_partial(config.output, reason)
     return code
 
 
-# Open MPI follows an abort with boxed help texts that repeat what rdmabench's one-line error said.
-_LAUNCHER_NOISE = ("MPI_ABORT was invoked", "has exited due to process rank", "NOTE: invoking MPI_ABORT")
+def _keep_partial(output: str, reason: str) -> None:
+    """Say where the results measured before the end are; if rank 0 died before it could write
+    the results file, build that file from the stream it left."""
+    try:
+        doc = results.salvage(output, reason)
+        if doc is None and os.path.exists(output):
+            doc = results.load(output)
+    except RdmabenchError as exc:
+        print(f"rdmabench: error: the partial results could not be read: {exc}", file=sys.stderr)
+        return
+    if doc is not None and not doc.get("complete"):
+        print(
+            f"rdmabench: {len(doc['results'])} result(s) measured before the end kept in {output} (incomplete)",
+            file=sys.stderr,
+        )
 
 
-def relay_stderr(source: TextIO, sink: TextIO) -> None:
-    """Copy the ranks' stderr through, dropping the launcher's boxed abort notices once rdmabench
-    has printed its own error line."""
-    box: list[str] | None = None
-    saw_error = False
-    for line in source:
-        if line.startswith("-----"):
-            if box is None:
-                box = [line]
+# Launcher notices that only repeat, at length, what rdmabench's own lines already said.
+_LAUNCHER_NOISE = (
+    "MPI_ABORT was invoked",
+    "has exited due to process rank",
+    "NOTE: invoking MPI_ABORT",
+    "exited with non-zero status",
+    "noticed that process rank",
+)
+# Open MPI's word that a rank died: "... noticed that process rank 1 with PID 77 on node n1 exited on
+# signal 9 (Killed)." (wrapped over lines in its box).
+_DIED_RE = re.compile(r"process rank (\d+) with PID (\d+) on node (\S+) exited on\s+signal (\d+) \(([^)]*)\)")
+
+
+class StderrRelay:
+    """Copies the ranks' stderr through. The launcher's boxed notices that repeat what rdmabench
+    said are held back and dropped; a rank that died without a word becomes one error line."""
+
+    def __init__(self, source: IO[str], sink: TextIO):
+        self.source = source
+        self.sink = sink
+        self.first_error: str | None = None
+        self.kept_note = False  # rank 0 already said where the partial results are
+        self._held: list[str] = []
+
+    def _emit(self, text: str) -> None:
+        self.sink.write(text)
+        self.sink.flush()
+
+    def _box(self, text: str) -> None:
+        died = _DIED_RE.search(" ".join(text.split()))
+        if died and self.first_error is None:
+            rank, pid, host, signum, name = died.groups()
+            self._error(f"rdmabench: error: rank {rank} (pid {pid} on {host}) died: signal {signum} ({name})")
+        elif any(marker in text for marker in _LAUNCHER_NOISE):
+            self._held.append(text)  # printed at the end only if rdmabench said nothing itself
+        else:
+            self._emit(text)
+
+    def _error(self, line: str) -> None:
+        if self.first_error is None:
+            self.first_error = line.removeprefix("rdmabench: error: ")
+            self._emit(line + "\n")
+
+    def run(self) -> None:
+        box: list[str] | None = None
+        for line in self.source:
+            if line.startswith("-----"):
+                if box is None:
+                    box = [line]
+                else:
+                    box.append(line)
+                    self._box("".join(box))
+                    box = None
                 continue
-            box.append(line)
-            text = "".join(box)
-            if not (saw_error and any(marker in text for marker in _LAUNCHER_NOISE)):
-                sink.write(text)
-                sink.flush()
-            box = None
-            continue
-        if box is not None:
-            box.append(line)
-            continue
-        if saw_error and not line.strip():
-            continue
-        saw_error = saw_error or line.startswith("rdmabench: error:")
-        sink.write(line)
-        sink.flush()
-    if box:
-        sink.write("".join(box))
-        sink.flush()
+            if box is not None:
+                box.append(line)
+                continue
+            text = line.strip(" \t\r\n\x00")  # Open MPI prefixes some forwarded lines with a NUL
+            if text.startswith("rdmabench: error:"):
+                self._error(text)
+            elif text:
+                self.kept_note = self.kept_note or ("kept in" in text and text.startswith("rdmabench:"))
+                self._emit(text + "\n")
+        if box:
+            self._box("".join(box))
+        if self.first_error is None:
+            for text in self._held:
+                self._emit(text)

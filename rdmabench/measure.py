@@ -25,12 +25,13 @@ from .pattern import Pattern, message_key
 from .stats import summarize
 from .transport import Request, Transport, describe_path
 from .units import format_size, gbps
+from .world import exchange
 
 TESTS = ("bw", "bibw", "lat")
 
 # Tag layout: kind in the top byte, sender rank in the next three, message slot below.
 _DATA, _READY, _ACK = 1, 2, 3
-_MAX_SLOTS = 1 << 32
+_TAG_ITERATIONS, _TAG_SAMPLES, _TAG_PATH = 7, 8, 9  # MPI tags of the pair's control messages
 _MAX_ITERATIONS = 10_000_000
 # The default window keeps at most this much in flight. Host memory gets a budget that stays within
 # a CPU's last-level cache: beyond it, a host-to-host figure measures DRAM, not the transport (and
@@ -136,7 +137,8 @@ class Side:
         self.signal = transport.backend.wrap(self._signal)
         self.signal_in = transport.backend.wrap(self._signal_in)
         self.ack_in = transport.backend.wrap(self._ack_in)
-        self.corrupt_at = faults.corrupt_window()
+        self.corrupt_at = faults.corrupt_step()
+        self.stall_at = None if self.is_src else faults.stall_step()
         make = transport.backend.tag
         # UCX tags made once: kind and sender in the high bits, message slot in the low ones.
         self._tags_out = {
@@ -165,7 +167,7 @@ class Side:
         )
 
     def wait(self, requests: list[Request], what: str) -> None:
-        self.transport.wait(requests, self.plan.timeout, f"{what} on {self.link_name()}")
+        self.transport.wait(requests, self.plan.timeout, f"{what} on {self.link_name()}", self.peer)
 
     def send(self, message: Any, kind: int, slot: int = 0) -> Request:
         return self.transport.send(self.peer, message, self._tags_out[kind][slot])
@@ -197,9 +199,9 @@ class Side:
         """The src rank calibrates; its peer follows, so both run the same number of steps."""
         if self.is_src:
             iterations = calibrated_iterations(warmup_seconds, self.plan)
-            self.comm.send(iterations, dest=self.peer, tag=7)
+            exchange(self.comm, iterations, self.peer, _TAG_ITERATIONS)
             return iterations
-        return int(self.comm.recv(source=self.peer, tag=7))
+        return int(exchange(self.comm, None, self.peer, _TAG_ITERATIONS))
 
     def release(self) -> None:
         for buffer in self._buffers:
@@ -210,6 +212,14 @@ class Side:
 def _run_steps(side: Side, step: Callable[[int], float]) -> tuple[list[list[float]], int]:
     """Warm up, calibrate, then run `samples` x `iterations` steps; returns each sample's step times."""
     plan = side.plan
+    if side.stall_at is not None:
+        planted, stall_at = step, side.stall_at
+
+        def step(index: int) -> float:
+            if index == stall_at:
+                faults.stall_forever()
+            return planted(index)
+
     warm_times = [step(index) for index in range(plan.warmup)]
     iterations = side.agree_iterations(warm_times[-1] if warm_times else 0.0)
     index = plan.warmup
@@ -294,7 +304,7 @@ def _bibw(side: Side) -> dict[str, Any] | None:
         return elapsed
 
     samples, iterations = _run_steps(side, step)
-    peer_samples = side.comm.sendrecv(samples, dest=side.peer, sendtag=8, source=side.peer, recvtag=8)
+    peer_samples = exchange(side.comm, samples, side.peer, _TAG_SAMPLES)
     moved = side.pair.size * window * iterations
     values = [gbps(moved, sum(times)) for times in samples]
     # Aggregate: both directions' bytes over the time the slower direction took, step by step.
@@ -394,7 +404,7 @@ def measure_pair(transport: Transport, comm: Any, pair: Pair, plan: Plan, have_g
     memory = "cuda" if side.mode.on_device else "host"
     peer_mode = pair.dst_mode if side.is_src else pair.src_mode
     mine = transport.path_rows(side.peer, memory, "cuda" if peer_mode.on_device else "host", pair.size)
-    theirs = comm.sendrecv(mine, dest=side.peer, sendtag=9, source=side.peer, recvtag=9)
+    theirs = exchange(comm, mine, side.peer, _TAG_PATH)
     if entry is not None:
         entry.update(describe_path(mine, theirs))
     return entry

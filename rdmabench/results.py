@@ -2,10 +2,15 @@
 
 {
   "schema":   {"name": "rdmabench-results", "version": 1},
-  "complete": true,             # false while the run is going, or if it died
+  "complete": true,             # false if the run stopped early ("stopped" then says why)
   "metadata": {...},            # command line, date, hosts, ranks and GPUs, versions, UCX_* settings
   "results":  [ {...}, ... ]    # one entry per (test, src_rank, dst_rank, src_mode, dst_mode, size_bytes)
 }
+
+While a run goes, its results stream into PATH.partial, one JSON line per record (a header with the
+schema and metadata, then one entry per line), flushed to disk as each size completes. The finished
+file is assembled from the stream; if the run dies, the stream is what is left, and load() reads it
+as a partial document.
 """
 
 from __future__ import annotations
@@ -21,6 +26,9 @@ from .errors import ResultsFileError
 SCHEMA_NAME = "rdmabench-results"
 SCHEMA_VERSION = 1
 RESULTS_DIR = "results"
+
+STREAM_SUFFIX = ".partial"
+MAX_FILE_BYTES = 256 << 20  # a results file larger than this is not one rdmabench wrote
 
 ENTRY_KEY = ("test", "src_rank", "dst_rank", "src_mode", "dst_mode", "size_bytes")
 _REQUIRED_ENTRY_FIELDS = {*ENTRY_KEY, "samples", "validated", "transport", "unit"}
@@ -78,17 +86,118 @@ def write(path: str, doc: dict[str, Any]) -> None:
         raise
 
 
+def stream_path(path: str) -> str:
+    return path + STREAM_SUFFIX
+
+
+class ResultsStream:
+    """The results of a running job, appended to PATH.partial as they are measured."""
+
+    def __init__(self, path: str, metadata: dict[str, Any]):
+        self.path = path
+        self.metadata = metadata
+        self.entries: list[dict[str, Any]] = []
+        self._handle = open(stream_path(path), "w")
+        self._write_line({"schema": {"name": SCHEMA_NAME, "version": SCHEMA_VERSION}, "metadata": metadata})
+
+    def _write_line(self, record: dict[str, Any]) -> None:
+        self._handle.write(json.dumps(record) + "\n")
+
+    def append(self, entries: list[dict[str, Any]]) -> None:
+        for entry in entries:
+            self._write_line(entry)
+        self._handle.flush()
+        os.fsync(self._handle.fileno())
+        self.entries.extend(entries)
+
+    def finish(self, complete: bool, stopped: str | None = None) -> dict[str, Any]:
+        """Write the results file from what was measured and drop the stream."""
+        doc = document(self.metadata, self.entries, complete)
+        if stopped:
+            doc["stopped"] = stopped
+        write(self.path, doc)
+        self._handle.close()
+        os.unlink(stream_path(self.path))
+        return doc
+
+
+def salvage(path: str, stopped: str) -> dict[str, Any] | None:
+    """Turn the stream of a run that died into its results file, marked incomplete; None if there
+    is no stream (the run never started measuring, or it finished)."""
+    partial = stream_path(path)
+    if not os.path.exists(partial):
+        return None
+    doc = load(partial)
+    doc["stopped"] = stopped
+    write(path, doc)
+    os.unlink(partial)
+    return doc
+
+
 def load(path: str) -> dict[str, Any]:
-    """Read a results file and check its shape; raise ResultsFileError naming the file otherwise."""
+    """Read a results file (or the .partial stream of a run that did not finish) and check its
+    shape; raise ResultsFileError naming the file otherwise."""
     try:
-        with open(path) as handle:
-            doc = json.load(handle)
+        size = os.path.getsize(path)
+        if size > MAX_FILE_BYTES:
+            raise ResultsFileError(
+                f"{path}: {size} bytes, larger than any results file rdmabench writes ({MAX_FILE_BYTES})"
+            )
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
     except OSError as exc:
         raise ResultsFileError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
+    except UnicodeDecodeError as exc:
         raise ResultsFileError(f"{path}: not valid JSON ({exc})") from None
+    doc = _parse_stream(text, path) if path.endswith(STREAM_SUFFIX) else _parse_json(text, path)
     validate(doc, path)
     return doc  # type: ignore[no-any-return]
+
+
+def _parse_json(text: str, path: str) -> Any:
+    try:
+        return json.loads(text)
+    except (json.JSONDecodeError, RecursionError) as exc:
+        raise ResultsFileError(f"{path}: not valid JSON ({exc})") from None
+
+
+def _parse_stream(text: str, path: str) -> dict[str, Any]:
+    lines = text.splitlines()
+    records = []
+    for number, line in enumerate(lines):
+        try:
+            records.append(json.loads(line))
+        except (json.JSONDecodeError, RecursionError):
+            if number == len(lines) - 1:
+                break  # the line being written when the run died
+            raise ResultsFileError(f"{path}: line {number + 1} is not valid JSON") from None
+    if not records or not isinstance(records[0], dict) or "schema" not in records[0]:
+        raise ResultsFileError(f"{path}: not an rdmabench results stream (no header line)")
+    header = records[0]
+    return {
+        "schema": header.get("schema"),
+        "complete": False,
+        "stopped": "the run did not finish; read from its stream",
+        "metadata": header.get("metadata"),
+        "results": records[1:],
+    }
+
+
+_NUMBER = (int, float)
+_ENTRY_TYPES: dict[str, tuple[type, ...]] = {
+    "test": (str,),
+    "src_rank": (int,),
+    "dst_rank": (int,),
+    "src_mode": (str,),
+    "dst_mode": (str,),
+    "size_bytes": (int,),
+    "samples": (list,),
+    "validated": (bool,),
+    "transport": (str, type(None)),
+    "unit": (str,),
+    "bandwidth_gbps": _NUMBER,
+    "latency_us": _NUMBER,
+}
 
 
 def validate(doc: Any, path: str = "<results>") -> None:
@@ -98,7 +207,7 @@ def validate(doc: Any, path: str = "<results>") -> None:
     if schema.get("name") != SCHEMA_NAME:
         raise ResultsFileError(f"{path}: not an rdmabench results file (schema {schema.get('name')!r})")
     version = schema.get("version")
-    if not isinstance(version, int) or version < 1:
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
         raise ResultsFileError(f"{path}: bad schema version {version!r}")
     if version > SCHEMA_VERSION:
         raise ResultsFileError(
@@ -107,10 +216,24 @@ def validate(doc: Any, path: str = "<results>") -> None:
     if not isinstance(doc.get("metadata"), dict) or not isinstance(doc.get("results"), list):
         raise ResultsFileError(f"{path}: metadata must be an object and results a list")
     for index, entry in enumerate(doc["results"]):
-        if not isinstance(entry, dict):
-            raise ResultsFileError(f"{path}: results[{index}] is not an object")
-        missing = _REQUIRED_ENTRY_FIELDS - entry.keys()
-        if missing:
-            raise ResultsFileError(f"{path}: results[{index}] lacks {', '.join(sorted(missing))}")
-        if "bandwidth_gbps" not in entry and "latency_us" not in entry:
-            raise ResultsFileError(f"{path}: results[{index}] has neither bandwidth_gbps nor latency_us")
+        _validate_entry(entry, f"{path}: results[{index}]")
+
+
+def _validate_entry(entry: Any, where: str) -> None:
+    if not isinstance(entry, dict):
+        raise ResultsFileError(f"{where} is not an object")
+    missing = _REQUIRED_ENTRY_FIELDS - entry.keys()
+    if missing:
+        raise ResultsFileError(f"{where} lacks {', '.join(sorted(missing))}")
+    if "bandwidth_gbps" not in entry and "latency_us" not in entry:
+        raise ResultsFileError(f"{where} has neither bandwidth_gbps nor latency_us")
+    for field, types in _ENTRY_TYPES.items():
+        if field in entry:
+            value = entry[field]
+            bad_bool = isinstance(value, bool) and bool not in types
+            if bad_bool or not isinstance(value, types):
+                raise ResultsFileError(f"{where}.{field} has the wrong type ({type(value).__name__})")
+    if entry["size_bytes"] < 1 or entry["src_rank"] < 0 or entry["dst_rank"] < 0:
+        raise ResultsFileError(f"{where} has a negative rank or a size below 1 byte")
+    if not all(isinstance(v, _NUMBER) and not isinstance(v, bool) for v in entry["samples"]):
+        raise ResultsFileError(f"{where}.samples must be a list of numbers")

@@ -9,6 +9,7 @@ message, so Python adds little to each transfer.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -20,6 +21,8 @@ from .memory import Buffer
 # Check the deadline once per this many progress calls: reading the clock on every poll costs more
 # than a small message.
 _POLLS_PER_CLOCK_READ = 64
+# How often a long wait checks its deadline and whether a peer on this host still lives.
+_LIVENESS_PERIOD = 0.25
 
 
 class Request(Protocol):
@@ -127,9 +130,10 @@ def describe_path(sender_rows: dict[str, Any], receiver_rows: dict[str, Any]) ->
 class Transport:
     """This rank's UCX worker and its endpoints to every other rank."""
 
-    def __init__(self, comm: Any, log_dir: str | None, backend: Backend | None = None):
-        self.backend = backend or load_backend()
+    def __init__(self, comm: Any, log_dir: str | None, local_peer_pids: dict[int, int] | None = None):
+        self.backend = load_backend()
         self.rank = comm.Get_rank()
+        self._local_peer_pids = local_peer_pids or {}
         self._addresses: list[bytes] = comm.allgather(self.backend.worker_address())
         self._endpoints: dict[int, Any] = {}
         self._log_dir = log_dir
@@ -155,8 +159,9 @@ class Transport:
     def recv(self, message: Any, tag: Any) -> Request:
         return self.backend.recv(message, tag)
 
-    def wait(self, requests: list[Request], timeout: float, what: str) -> None:
-        """Progress until every request completes; raise TransportError after `timeout` seconds.
+    def wait(self, requests: list[Request], timeout: float, what: str, peer: int | None = None) -> None:
+        """Progress until every request completes. Raise TransportError after `timeout` seconds, or
+        as soon as `peer`, if it runs on this host, is seen to have died.
 
         A cursor walks the list in order, so a poll costs one completion check however long the
         window is (requests mostly complete in the order they were posted)."""
@@ -164,7 +169,7 @@ class Transport:
         count = len(requests)
         index = 0
         polls = 0
-        deadline = 0.0
+        started = next_check = 0.0
         while index < count:
             if requests[index].completed:
                 index += 1
@@ -173,11 +178,25 @@ class Transport:
             polls += 1
             if polls % _POLLS_PER_CLOCK_READ == 0:
                 now = time.monotonic()
-                if not deadline:
-                    deadline = now + timeout
-                elif now > deadline:
-                    raise TransportError(f"timed out after {timeout:.0f} s waiting for {what}")
+                if not started:
+                    started, next_check = now, now + _LIVENESS_PERIOD
+                elif now > next_check:
+                    next_check = now + _LIVENESS_PERIOD
+                    if now - started > timeout:
+                        raise TransportError(f"timed out after {timeout:.0f} s waiting for {what}")
+                    self._check_alive(peer, what)
         self.check(requests, what)
+
+    def _check_alive(self, peer: int | None, what: str) -> None:
+        pid = self._local_peer_pids.get(peer) if peer is not None else None
+        if pid is None:
+            return
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            raise TransportError(f"rank {peer} (pid {pid} on this host) died while waiting for {what}") from None
+        except PermissionError:
+            pass  # alive, owned by someone else
 
     def poll_until(self, done: Callable[[], bool], timeout: float, what: str) -> None:
         """Progress the worker until `done()` is true; raise TransportError after `timeout` seconds."""

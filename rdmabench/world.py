@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,6 +36,18 @@ def import_ucx_first() -> None:
     except ImportError:
         return  # reported with advice when the transport starts
     ucx_env.note_import_defaults(before)
+
+
+def exchange(comm: Any, obj: Any, peer: int, tag: int) -> Any:
+    """Send `obj` to `peer` and return what `peer` sent with the same tag, polling so that a
+    signal can still stop this rank while it waits."""
+    send = comm.isend(obj, dest=peer, tag=tag)
+    # A matched probe sizes the receive to the message (irecv's fixed default buffer does not).
+    while (message := comm.improbe(source=peer, tag=tag)) is None:
+        time.sleep(0.0002)
+    value = message.recv()
+    send.wait()
+    return value
 
 
 @dataclass(frozen=True)
@@ -74,6 +87,17 @@ class World:
         gpu = select_gpu(local_rank)
         self.me = RankInfo(self.rank, socket.gethostname(), local_rank, local_size, os.getpid(), gpu)
         self.ranks: list[RankInfo] = self.comm.allgather(self.me)
+
+    def local_peer_pids(self) -> dict[int, int]:
+        """Process ids of the other ranks on this host: a dead one can be noticed at once."""
+        return {info.rank: info.pid for info in self.ranks if info.host == self.me.host and info.rank != self.rank}
+
+    def wait_for_all(self) -> None:
+        """A barrier that keeps this rank responsive to signals while slower ranks catch up
+        (a blocking MPI_Barrier would hold off SIGTERM until every rank arrived)."""
+        request = self.comm.Ibarrier()
+        while not request.Test():
+            time.sleep(0.0005)
 
     @property
     def hosts(self) -> list[str]:

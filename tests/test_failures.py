@@ -1,0 +1,192 @@
+"""What happens when things go wrong, with real ranks: a peer killed mid-run, Ctrl-C, SIGTERM, a
+stuck peer, impossible memory requests. The job must end quickly, say why in one line, and keep
+every result measured before the failure."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from rdmabench.results import STREAM_SUFFIX
+from rdmabench.results import load as load_results
+
+from .conftest import rdmabench_env, run_cli
+
+# Many small sizes with many samples: a sweep long enough to interrupt in the middle.
+LONG_SWEEP = ["run", "--sizes", "8:8KiB", "--samples", "30", "--sample-time", "0.02"]
+
+
+def _start(results_path: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "rdmabench", *LONG_SWEEP, "-o", str(results_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=rdmabench_env(),
+    )
+
+
+def _wait_for_results(results_path: Path, count: int, timeout: float = 90) -> dict:  # type: ignore[type-arg]
+    """The stream's header (with every rank's pid) once `count` results have streamed in."""
+    stream = Path(str(results_path) + STREAM_SUFFIX)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if stream.exists():
+            lines = stream.read_text().splitlines()
+            if len(lines) > count:
+                return json.loads(lines[0])  # type: ignore[no-any-return]
+        time.sleep(0.05)
+    raise AssertionError("no results streamed in time")
+
+
+def _errors(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.startswith("rdmabench: error:")]
+
+
+def _assert_partial(results_path: Path, at_least: int) -> dict:  # type: ignore[type-arg]
+    doc = load_results(str(results_path))
+    assert doc["complete"] is False and doc["stopped"]
+    assert len(doc["results"]) >= at_least
+    assert all(e["validated"] and e["bandwidth_gbps"] > 0 for e in doc["results"])
+    assert not Path(str(results_path) + STREAM_SUFFIX).exists()  # the stream became the file
+    return doc
+
+
+def test_peer_killed_with_sigkill(results_path: Path) -> None:
+    proc = _start(results_path)
+    header = _wait_for_results(results_path, 2)
+    victim = header["metadata"]["ranks"][1]["pid"]
+    killed_at = time.monotonic()
+    os.kill(victim, signal.SIGKILL)
+    _out, err = proc.communicate(timeout=60)
+    assert time.monotonic() - killed_at < 20
+    assert proc.returncode != 0
+    errors = _errors(err)
+    assert len(errors) == 1, err
+    assert "rank 1" in errors[0] and ("died" in errors[0] or "signal 9" in errors[0])
+    assert "Traceback" not in err and "MPI_ABORT" not in err
+    _assert_partial(results_path, at_least=2)
+
+
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_interrupt_keeps_partial_results(results_path: Path, signum: int, code: int) -> None:
+    proc = _start(results_path)
+    _wait_for_results(results_path, 2)
+    stopped_at = time.monotonic()
+    proc.send_signal(signum)
+    _out, err = proc.communicate(timeout=60)
+    assert time.monotonic() - stopped_at < 20
+    assert proc.returncode == code
+    assert "Traceback" not in err and _errors(err) == []
+    assert "kept in" in err and "(incomplete)" in err
+    doc = _assert_partial(results_path, at_least=2)
+    assert "SIG" in doc["stopped"]
+
+
+def test_stuck_peer_trips_the_watchdog(results_path: Path) -> None:
+    env = rdmabench_env(RDMABENCH_FAULT="stall:3")
+    started = time.monotonic()
+    proc = run_cli(
+        ["run", "--sizes", "64KiB", "--timeout", "2", "--samples", "2", "-o", str(results_path)], env=env, timeout=60
+    )
+    assert time.monotonic() - started < 30
+    assert proc.returncode != 0
+    errors = _errors(proc.stderr)
+    assert len(errors) == 1, proc.stderr
+    assert "timed out after 2 s" in errors[0] and "rank 0 -> rank 1 (bw, 64KiB" in errors[0]
+    doc = load_results(str(results_path))
+    assert doc["complete"] is False and doc["results"] == []
+
+
+def test_more_host_memory_than_exists_fails_before_any_transfer(results_path: Path) -> None:
+    proc = run_cli(["run", "--sizes", "8,16GiB", "-o", str(results_path)])
+    assert proc.returncode == 2
+    errors = _errors(proc.stderr)
+    assert len(errors) == 1 and "of host memory" in errors[0]
+    assert not results_path.exists()
+
+
+@pytest.mark.skipif(not (shutil.which("prlimit") and shutil.which("setpriv")), reason="needs prlimit and setpriv")
+def test_pinned_beyond_the_memlock_limit(results_path: Path) -> None:
+    from rdmabench.gpu import visible_gpu_count
+
+    if visible_gpu_count():
+        pytest.skip("with a GPU, pinned memory comes from cudaHostAlloc, not mlock")
+    command = ["prlimit", "--memlock=1048576"]
+    if os.geteuid() == 0:  # root may lock beyond the limit unless it gives up CAP_IPC_LOCK
+        command += ["setpriv", "--inh-caps=-ipc_lock", "--bounding-set=-ipc_lock"]
+    command += [
+        sys.executable,
+        "-m",
+        "rdmabench",
+        "run",
+        "--mode",
+        "pinned",
+        "--sizes",
+        "8,4MiB",
+        "-o",
+        str(results_path),
+    ]
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=120, env=rdmabench_env())
+    if "setpriv" in proc.stderr and proc.returncode != 2:
+        pytest.skip(f"setpriv refused here: {proc.stderr.strip()}")
+    assert proc.returncode == 2, proc.stderr
+    errors = _errors(proc.stderr)
+    assert len(errors) == 1 and "memlock limit of 1MiB" in errors[0]
+
+
+def test_stream_of_a_dead_run_reads_as_partial(tmp_path: Path) -> None:
+    stream = tmp_path / ("r.json" + STREAM_SUFFIX)
+    header = {"schema": {"name": "rdmabench-results", "version": 1}, "metadata": {"command_line": "x"}}
+    entry = {
+        "test": "bw", "src_rank": 0, "dst_rank": 1, "src_mode": "pageable", "dst_mode": "pageable", "size_bytes": 8,
+        "bandwidth_gbps": 0.1, "samples": [0.1], "validated": True, "transport": "sysv/memory", "unit": "GB/s",
+    }  # fmt: skip
+    stream.write_text(json.dumps(header) + "\n" + json.dumps(entry) + "\n" + json.dumps(entry)[:30])
+    doc = load_results(str(stream))
+    assert doc["complete"] is False and len(doc["results"]) == 1  # the torn last line is dropped
+
+
+@pytest.mark.parametrize(
+    ("mutation", "message"),
+    [
+        ({"size_bytes": "8"}, "size_bytes has the wrong type"),
+        ({"src_rank": -1}, "negative rank"),
+        ({"samples": ["fast"]}, "samples must be a list of numbers"),
+        ({"samples": {"a": 1}}, "samples has the wrong type"),
+        ({"validated": "yes"}, "validated has the wrong type"),
+        ({"bandwidth_gbps": True}, "bandwidth_gbps has the wrong type"),
+    ],
+)
+def test_entries_with_wrong_types_are_rejected(tmp_path: Path, mutation: dict, message: str) -> None:  # type: ignore[type-arg]
+    from rdmabench.errors import ResultsFileError
+
+    entry = {
+        "test": "bw", "src_rank": 0, "dst_rank": 1, "src_mode": "pageable", "dst_mode": "pageable", "size_bytes": 8,
+        "bandwidth_gbps": 0.1, "samples": [0.1], "validated": True, "transport": None, "unit": "GB/s",
+    }  # fmt: skip
+    entry.update(mutation)
+    path = tmp_path / "r.json"
+    path.write_text(
+        json.dumps({"schema": {"name": "rdmabench-results", "version": 1}, "metadata": {}, "results": [entry]})
+    )
+    with pytest.raises(ResultsFileError, match=message):
+        load_results(str(path))
+
+
+def test_huge_file_is_refused_without_reading_it(tmp_path: Path) -> None:
+    from rdmabench.errors import ResultsFileError
+
+    path = tmp_path / "huge.json"
+    with open(path, "wb") as handle:
+        handle.truncate(1 << 30)  # sparse: costs no disk
+    with pytest.raises(ResultsFileError, match="larger than any results file"):
+        load_results(str(path))
