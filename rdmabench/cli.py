@@ -102,6 +102,17 @@ def main() -> None:
 )
 @click.option("--force", is_flag=True, help="Overwrite --output if it exists.")
 @click.option(
+    "--units",
+    default="GB/s",
+    metavar="GB/s|GiB/s|Gb/s",
+    help="Bandwidth unit of the table (results files always hold GB/s = 1e9 bytes/s).",
+)
+@click.option(
+    "--require-gdr",
+    is_flag=True,
+    help="Fail, instead of warning, when device memory is staged through host memory (and make UCX fail rather than fall back).",
+)
+@click.option(
     "--format",
     "output_format",
     default="table",
@@ -190,6 +201,34 @@ def anchor(mode: str, sizes: str, tests: str, output: str | None) -> None:
     if output is not None:
         with open(output, "w") as handle:
             json.dump(rows, handle, indent=1)
+
+
+@main.command(context_settings={"show_default": True})
+@click.option("--format", "output_format", default="table", metavar="table|json", help="A table for people, or JSON.")
+def doctor(output_format: str) -> None:
+    """Check this machine for what helps or hurts transfers: GPUs and their links, GPUDirect RDMA,
+    gdrcopy, the memlock limit, UCX and its transports, UCX_* settings, MPI, NUMA placement, CPU
+    governor, transparent huge pages. Each check has a verdict and advice.
+
+    Exit status: 0 when nothing blocks a device-direct run (or there is no GPU to run one on), 1 when
+    a check fails, 2 for bad options.
+    """
+    import json
+
+    from . import doctor as doctor_module
+
+    if output_format not in ("table", "json"):
+        _fail(ConfigError(f"unknown format {output_format!r}: choose table or json"))
+    findings = doctor_module.run_checks()
+    if output_format == "json":
+        payload = {
+            "device_direct": doctor_module.device_direct(findings),
+            "findings": [f.to_dict() for f in findings],
+        }
+        click.echo(json.dumps(payload, indent=1))
+    else:
+        click.echo(doctor_module.format_table(findings))
+    sys.exit(1 if doctor_module.device_direct(findings) == "blocked" else 0)
 
 
 if __name__ == "__main__":

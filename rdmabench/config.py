@@ -9,10 +9,11 @@ from typing import Any
 from .errors import ConfigError
 from .measure import TESTS
 from .memory import MemoryMode
-from .units import parse_sizes
+from .units import DISPLAY_UNITS, parse_sizes
 
 DEFAULT_SIZES = "1:64MiB:x4"
 OUTPUT_FORMATS = ("table", "json")
+UNITS = tuple(DISPLAY_UNITS)
 
 # field: (option, lowest, highest)
 _LIMITS = {
@@ -39,11 +40,15 @@ class RunConfig:
     output: str | None = None
     force: bool = False
     output_format: str = "table"
+    units: str = "GB/s"
+    require_gdr: bool = False
     command_line: str = ""
 
     def check(self) -> RunConfig:
         if self.test not in TESTS:
             raise ConfigError(f"unknown test {self.test!r}: choose one of {', '.join(TESTS)}")
+        if self.units not in UNITS:
+            raise ConfigError(f"unknown units {self.units!r}: choose {', '.join(UNITS)}")
         if self.output_format not in OUTPUT_FORMATS:
             raise ConfigError(f"unknown format {self.output_format!r}: choose table or json")
         for name, (option, low, high) in _LIMITS.items():

@@ -16,12 +16,13 @@ import traceback
 from types import FrameType
 from typing import Any, TextIO
 
-from . import results, ucx_env
+from . import limits, results, ucx_env
 from .config import RunConfig
-from .errors import RdmabenchError
+from .errors import RdmabenchError, TransportError
 from .gpu import gpu_unavailable_reason
 from .measure import Pair, default_window, make_plan, measure_pair
 from .memory import PIN_CUDA, PIN_MLOCK, MemoryMode, mlock_problem, word_capacity
+from .pathcheck import is_device_path_warning, path_warnings
 from .table import ProgressTable
 from .units import format_size
 from .world import World, import_ucx_first
@@ -48,6 +49,9 @@ def _raise_stopped(signum: int, _frame: FrameType | None) -> None:
 def run_job(config: RunConfig, out: TextIO | None = None) -> int:
     """Entry point of every rank. Returns the process exit code (0 on success)."""
     out = out or sys.stdout
+    if config.require_gdr:
+        # UCX then fails instead of quietly staging GPU memory through host memory between nodes.
+        os.environ.setdefault("UCX_IB_GPU_DIRECT_RDMA", "yes")
     log_dir = ucx_env.prepare()
     import_ucx_first()
     world = World()
@@ -150,8 +154,9 @@ def _pinned_method(info: Any) -> str:
     return PIN_CUDA if info.gpu is not None else PIN_MLOCK
 
 
-def _annotate(world: World, entry: dict[str, Any]) -> dict[str, Any]:
-    """Add where each end ran: host, GPU, and how pinned memory was pinned."""
+def _annotate(world: World, topologies: list[limits.RankTopology], entry: dict[str, Any]) -> dict[str, Any]:
+    """Add where each end ran (host, GPU, how pinned memory was pinned), whether the path UCX took
+    fits the modes, and the link's physical limit with the figure's share of it."""
     for end in ("src", "dst"):
         info = world.ranks[entry[f"{end}_rank"]]
         entry[f"{end}_host"] = info.host
@@ -159,12 +164,28 @@ def _annotate(world: World, entry: dict[str, Any]) -> dict[str, Any]:
         entry[f"{end}_pinned_method"] = (
             _pinned_method(info) if entry[f"{end}_mode"] == MemoryMode.PINNED.value else None
         )
-    entry["link"] = "same host" if entry["src_host"] == entry["dst_host"] else "inter-node"
-    warnings = []
-    if entry.get("transport") is None:
-        warnings.append("UCX did not report the transport it used (UCX_PROTO_INFO disabled or UCX_LOG_FILE set)")
-    entry["warnings"] = warnings
+    same_host = entry["src_host"] == entry["dst_host"]
+    entry["link"] = "same host" if same_host else "inter-node"
+    entry["warnings"] = path_warnings(entry, same_host)
+    if entry["test"] != "lat":
+        src, dst = topologies[entry["src_rank"]], topologies[entry["dst_rank"]]
+        host_copy = next((t.host_copy_gbps for t in topologies if t.host == src.host and t.host_copy_gbps), None)
+        limit, reason = limits.link_limit(src, dst, entry["src_mode"], entry["dst_mode"], host_copy)
+        limits.judge(entry, limit, reason)
+        if limit is not None and "aggregate_gbps" in entry:
+            entry["aggregate_share_of_limit"] = entry["aggregate_gbps"] / (2 * limit.gbps)
     return entry
+
+
+def _check_gdr(config: RunConfig, entries: list[dict[str, Any]]) -> None:
+    if not config.require_gdr:
+        return
+    for entry in entries:
+        for warning in entry["warnings"]:
+            if is_device_path_warning(warning):
+                raise TransportError(
+                    f"--require-gdr: {format_size(entry['size_bytes'])} {entry['src_mode']} -> {entry['dst_mode']}: {warning}"
+                )
 
 
 class _Job:
@@ -196,18 +217,26 @@ class _Job:
             )
 
     def sweep(self) -> int:
-        from . import metadata
+        from . import doctor, metadata
         from .transport import Transport
 
         world, config, out = self.world, self.config, self.out
         transport = Transport(world.comm, self.log_dir, world.local_peer_pids())
         backend = transport.backend
         is_root = world.rank == 0
-        table = ProgressTable(config.test, out) if is_root and config.output_format == "table" else None
+        peer_gpus = [
+            i.gpu.pci_bus_id for i in world.ranks if i.host == world.me.host and i.gpu and i.rank != world.rank
+        ]
+        mine = limits.collect(world.rank, world.me.host, world.me.local_rank, world.me.gpu, peer_gpus)
+        topologies: list[limits.RankTopology] = world.comm.allgather(mine)
+        table = ProgressTable(config.test, out, config.units) if is_root and config.output_format == "table" else None
         if is_root:
             meta = metadata.collect(
                 world, config, backend.name, backend.version, getattr(backend, "ucx_version", "unknown")
             )
+            meta["topology"] = [t.to_dict() for t in topologies]
+            meta["doctor"] = [f.to_dict() for f in doctor.run_checks()]
+            meta["placement_warnings"] = _placement_warnings(topologies)
             output = config.output
             if output is None:
                 output = results.default_output_path(config.test, config.src_mode.value, config.dst_mode.value)
@@ -217,6 +246,8 @@ class _Job:
             table.header(SRC_RANK, DST_RANK, config.src_mode.value, config.dst_mode.value, config.validate)
             if world.size > 2:
                 table.note(f"ranks 2..{world.size - 1} stay idle: the pair test uses ranks 0 and 1")
+            for warning in _placement_warnings(topologies):
+                table.note(f"warning: {warning}")
         in_pair = world.rank in (SRC_RANK, DST_RANK)
         for size in config.sizes:
             pair = Pair(config.test, SRC_RANK, DST_RANK, config.src_mode, config.dst_mode, size, config.validate)
@@ -236,10 +267,11 @@ class _Job:
             gathered = world.comm.gather(entry, root=0)
             _release_device_pool(config)
             if self.stream is not None:
-                new = [_annotate(world, e) for e in gathered or [] if e is not None]
+                new = [_annotate(world, topologies, e) for e in gathered or [] if e is not None]
                 self.stream.append(new)
                 if table:
                     table.row(new)
+                _check_gdr(config, new)
         warnings = transport.ucx_warnings()
         world.wait_for_all()
         all_warnings = world.comm.gather(warnings, root=0)
@@ -254,6 +286,15 @@ class _Job:
                 print(f"# results written to {stream.path}", file=out, flush=True)
         world.wait_for_all()
         return 0
+
+
+def _placement_warnings(topologies: list[limits.RankTopology]) -> list[str]:
+    return [
+        f"rank {t.rank} on {t.host} runs on NUMA node(s) {t.cpu_numa_nodes} but its GPU {t.gpu.index} sits on node "
+        f"{t.gpu.numa_node}: host-device traffic crosses the socket link (bind ranks to their GPU's node)"
+        for t in topologies
+        if t.gpu is not None and t.gpu_numa_local is False
+    ]
 
 
 def _release_device_pool(config: RunConfig) -> None:

@@ -8,6 +8,13 @@ from .errors import ConfigError
 
 GB = 1e9  # bandwidth unit: GB/s = 1e9 bytes per second, never 2**30
 
+# Units a table may show bandwidth in: factor from GB/s, and how the unit is spelled out.
+DISPLAY_UNITS = {
+    "GB/s": (1.0, "GB/s = 1e9 bytes/s"),
+    "GiB/s": (1e9 / 2**30, "GiB/s = 2^30 bytes/s"),
+    "Gb/s": (8.0, "Gb/s = 1e9 bits/s"),
+}
+
 _SUFFIXES = {
     "": 1,
     "B": 1,

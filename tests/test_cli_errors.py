@@ -40,6 +40,7 @@ def _one_line_error(args: list[str], expected: str, code: int | None = None, **k
         (["run", "--sample-time", "0"], "--sample-time must be above 0"),
         (["run", "--timeout", "-1"], "--timeout must be above 0"),
         (["run", "--format", "xml"], "unknown format 'xml'"),
+        (["run", "--units", "MB/s"], "unknown units 'MB/s'"),
     ],
 )
 def test_bad_options(args: list[str], expected: str) -> None:

@@ -36,6 +36,41 @@ def test_device_to_device(test: str, results_path: Path) -> None:
     assert all("cuda" in (e["transport"] or "") for e in big), [e["transport"] for e in big]
 
 
+def test_device_link_limit_and_share(results_path: Path) -> None:
+    if visible_gpu_count() < 2:
+        pytest.skip("needs two GPUs")
+    doc = _run(["--mode", "device", "--sizes", "64MiB"], results_path)
+    (entry,) = doc["results"]
+    assert entry["transport"] == "cuda_ipc/cuda" and entry["warnings"] == []
+    limit = entry["link_limit"]
+    assert limit["kind"] in ("NVLink", "PCIe")
+    assert 0 < entry["share_of_limit"] <= 1.02
+
+
+def test_host_to_device_shows_the_pcie_limit(results_path: Path) -> None:
+    doc = _run(["--src-mode", "pinned", "--dst-mode", "device", "--sizes", "64MiB"], results_path)
+    (entry,) = doc["results"]
+    assert entry["link_limit"]["kind"] == "PCIe" and "PCIe Gen" in entry["link_limit"]["detail"]
+    assert 0 < entry["share_of_limit"] <= 1.02
+
+
+def test_more_device_memory_than_exists(results_path: Path) -> None:
+    proc = run_cli(
+        ["run", "--np", "2", "--mode", "device", "--sizes", "16GiB", "--window", "64", "-o", str(results_path)]
+    )
+    assert proc.returncode == 2 and "of GPU memory" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_doctor_sees_the_gpus() -> None:
+    import json
+
+    proc = run_cli(["doctor", "--format", "json"])
+    payload = json.loads(proc.stdout)
+    checks = {f["check"]: f for f in payload["findings"]}
+    assert checks["GPUs"]["verdict"] == "ok"
+    assert checks["UCX CUDA memory"]["verdict"] == "ok"
+
+
 def test_pinned_uses_cuda_host_allocation(results_path: Path) -> None:
     doc = _run(["--mode", "pinned", "--sizes", "1MiB"], results_path)
     (entry,) = doc["results"]

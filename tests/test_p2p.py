@@ -88,12 +88,36 @@ def test_mixed_modes_and_metadata(results_path: Path) -> None:
     assert meta["config"]["sizes"] == [1 << 20]
 
 
-def test_forced_tcp_is_recorded_as_tcp(results_path: Path) -> None:
+def test_forced_tcp_is_recorded_as_tcp_and_flagged(results_path: Path) -> None:
     env = rdmabench_env(UCX_TLS="tcp,self")
-    _run_ok(["run", "--sizes", "8,1MiB", "-o", str(results_path), *QUICK], env=env)
+    proc = _run_ok(["run", "--sizes", "8,1MiB", "-o", str(results_path), *QUICK], env=env)
     doc = load_results(str(results_path))
     assert all(e["transport"].startswith("tcp/") for e in doc["results"])
     assert doc["metadata"]["ucx_env"]["UCX_TLS"] == "tcp,self"
+    for entry in doc["results"]:
+        assert any("not shared memory" in w for w in entry["warnings"])
+    assert "warning: host memory between ranks of one host went over tcp/" in proc.stdout
+
+
+def test_default_run_uses_shared_memory_with_its_limit(results_path: Path) -> None:
+    _run_ok(["run", "--sizes", "8,1MiB", "-o", str(results_path), *QUICK])
+    doc = load_results(str(results_path))
+    for entry in doc["results"]:
+        assert entry["transport"] in SHARED_MEMORY and entry["warnings"] == []
+        assert entry["link_limit"]["kind"] == "host memory copy" and entry["link_limit"]["measured"] is True
+        assert 0 < entry["share_of_limit"] <= 1.25
+    topo = doc["metadata"]["topology"]
+    assert len(topo) == 2 and topo[0]["host_copy_gbps"] > 0
+    assert any(f["check"] == "UCX" for f in doc["metadata"]["doctor"])
+
+
+def test_units_change_the_table_not_the_file(results_path: Path) -> None:
+    proc = _run_ok(["run", "--sizes", "1MiB", "--units", "Gb/s", "-o", str(results_path), *QUICK])
+    (entry,) = load_results(str(results_path))["results"]
+    assert entry["unit"] == "GB/s"
+    assert "Gb/s = 1e9 bits/s" in proc.stdout
+    row = next(line for line in proc.stdout.splitlines() if line.strip().startswith("1MiB"))
+    assert float(row.split()[3]) == pytest.approx(entry["bandwidth_gbps"] * 8, rel=1e-3)
 
 
 def test_under_mpiexec_with_an_idle_third_rank(results_path: Path) -> None:

@@ -1,0 +1,249 @@
+"""What the hardware allows: PCIe links of GPUs, NVLinks between GPUs, NIC port rates, NUMA nodes, and
+a host memory copy measured on the spot. Everything is read from NVML and sysfs; what cannot be read
+is None, never guessed."""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+# Usable bandwidth of one PCIe lane per direction, GB/s, after line encoding (8b/10b up to Gen2,
+# 128b/130b from Gen3; Gen6 FLIT mode counted at its 242/256 payload share).
+PCIE_LANE_GBPS = {1: 0.25, 2: 0.5, 3: 0.9846, 4: 1.9692, 5: 3.9385, 6: 7.5636}
+# One NVLink's bandwidth per direction, GB/s, by NVLink generation (NVML's link version).
+NVLINK_GBPS = {1: 20.0, 2: 25.0, 3: 25.0, 4: 26.5625, 5: 50.0}
+_PCI_ROOT = "/sys/bus/pci/devices"
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path) as handle:
+            return handle.read().strip()
+    except OSError:
+        return None
+
+
+@dataclass(frozen=True)
+class PcieLink:
+    generation: int
+    width: int
+    max_generation: int | None = None
+    max_width: int | None = None
+
+    @property
+    def gbps(self) -> float:
+        return PCIE_LANE_GBPS.get(self.generation, 0.0) * self.width
+
+    def describe(self) -> str:
+        text = f"PCIe Gen{self.generation} x{self.width}"
+        if (self.max_generation and self.max_generation > self.generation) or (
+            self.max_width and self.max_width > self.width
+        ):
+            text += f" (capable of Gen{self.max_generation} x{self.max_width}: running below its best)"
+        return text
+
+
+@dataclass(frozen=True)
+class NvLink:
+    links: int
+    version: int
+
+    @property
+    def gbps(self) -> float:
+        return self.links * NVLINK_GBPS.get(self.version, 0.0)
+
+    def describe(self) -> str:
+        return f"{self.links} x NVLink{self.version} at {NVLINK_GBPS.get(self.version, 0.0):g} GB/s each"
+
+
+@dataclass
+class GpuTopology:
+    """One GPU as its rank sees it."""
+
+    index: int
+    pci_bus_id: str
+    pcie: PcieLink | None = None
+    numa_node: int | None = None
+    nvlinks: dict[str, NvLink] = field(default_factory=dict)  # peer PCI bus id -> links to it
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["pcie_gbps"] = self.pcie.gbps if self.pcie else None
+        return data
+
+
+def normalize_bus_id(bus_id: str) -> str:
+    """'00000000:19:00.0' (NVML) and '0000:19:00.0' (sysfs) name the same device."""
+    match = re.match(r"^(?:([0-9a-fA-F]+):)?([0-9a-fA-F]+):([0-9a-fA-F]+)\.([0-7])$", bus_id.strip())
+    if not match:
+        return bus_id.strip().lower()
+    domain, bus, device, function = match.groups()
+    return f"{int(domain or '0', 16):04x}:{int(bus, 16):02x}:{int(device, 16):02x}.{function}"
+
+
+def _nvml() -> Any:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        return pynvml
+    except Exception:
+        return None
+
+
+def _sysfs_pcie(bus_id: str) -> PcieLink | None:
+    base = os.path.join(_PCI_ROOT, normalize_bus_id(bus_id))
+    speed, width = _read(f"{base}/current_link_speed"), _read(f"{base}/current_link_width")
+    if not speed or not width:
+        return None
+    rate = re.match(r"([\d.]+)\s*GT/s", speed)
+    by_rate = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
+    if not rate or not width.isdigit():
+        return None
+    generation = by_rate.get(float(rate.group(1)))
+    return PcieLink(generation, int(width)) if generation else None
+
+
+def numa_node_of(bus_id: str) -> int | None:
+    value = _read(os.path.join(_PCI_ROOT, normalize_bus_id(bus_id), "numa_node"))
+    if value is None or not value.lstrip("-").isdigit() or int(value) < 0:
+        return None
+    return int(value)
+
+
+def gpu_topology(index: int, bus_id: str, peer_bus_ids: list[str]) -> GpuTopology:
+    """PCIe link, NUMA node and NVLinks (to each of `peer_bus_ids`) of this process's GPU `index`."""
+    topo = GpuTopology(index=index, pci_bus_id=normalize_bus_id(bus_id), numa_node=numa_node_of(bus_id))
+    nvml = _nvml()
+    if nvml is None:
+        topo.pcie = _sysfs_pcie(bus_id)
+        return topo
+    try:
+        handle = nvml.nvmlDeviceGetHandleByPciBusId(normalize_bus_id(bus_id).encode())
+    except Exception:
+        try:
+            handle = nvml.nvmlDeviceGetHandleByIndex(index)
+        except Exception:
+            topo.pcie = _sysfs_pcie(bus_id)
+            return topo
+    try:
+        topo.pcie = PcieLink(
+            nvml.nvmlDeviceGetCurrPcieLinkGeneration(handle),
+            nvml.nvmlDeviceGetCurrPcieLinkWidth(handle),
+            nvml.nvmlDeviceGetMaxPcieLinkGeneration(handle),
+            nvml.nvmlDeviceGetMaxPcieLinkWidth(handle),
+        )
+    except Exception:
+        topo.pcie = _sysfs_pcie(bus_id)
+    peers = {normalize_bus_id(b) for b in peer_bus_ids}
+    counts: dict[str, list[int]] = {}
+    for link in range(getattr(nvml, "NVML_NVLINK_MAX_LINKS", 18)):
+        try:
+            if nvml.nvmlDeviceGetNvLinkState(handle, link) != 1:
+                continue
+            remote_info = nvml.nvmlDeviceGetNvLinkRemotePciInfo_v2(handle, link)
+            remote = remote_info.busId
+            remote = normalize_bus_id(remote.decode() if isinstance(remote, bytes) else str(remote))
+            version = int(nvml.nvmlDeviceGetNvLinkVersion(handle, link))
+        except Exception:
+            continue
+        counts.setdefault(remote, []).append(version)
+    for remote, versions in counts.items():
+        if remote in peers:
+            topo.nvlinks[remote] = NvLink(len(versions), max(versions))
+    switch_links = [v for remote, vs in counts.items() if remote not in peers for v in vs]
+    if switch_links:
+        # Links to a device that is no GPU of this job are NVSwitch ports: every peer is behind them.
+        for peer in peers - set(topo.nvlinks):
+            topo.nvlinks[peer] = NvLink(len(switch_links), max(switch_links))
+    return topo
+
+
+def host_copy_gbps() -> float:
+    """The fastest one memory copy on this host goes (bytes copied once per second), measured now:
+    the better of a cache-sized copy (1 MiB) and a memory-sized one (64 MiB), since a transfer
+    between two processes of one host is such a copy, cached or not."""
+    return max(_copy_rate(1 << 20, repeats=64), _copy_rate(64 << 20, repeats=5))
+
+
+def _copy_rate(nbytes: int, repeats: int) -> float:
+    src = np.ones(nbytes, dtype=np.uint8)
+    dst = np.empty_like(src)
+    np.copyto(dst, src)
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        np.copyto(dst, src)
+        times.append(time.perf_counter() - start)
+    times.sort()
+    return nbytes / times[len(times) // 2] / 1e9
+
+
+@dataclass(frozen=True)
+class NicPort:
+    name: str
+    kind: str  # "infiniband" or "ethernet"
+    gbps: float  # per direction, GB/s
+    rate_text: str
+    numa_node: int | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def nic_ports() -> list[NicPort]:
+    """Active InfiniBand/RoCE ports (sysfs rate) and Ethernet interfaces (speed), loopback excluded."""
+    ports: list[NicPort] = []
+    ib_root = "/sys/class/infiniband"
+    for device in sorted(os.listdir(ib_root)) if os.path.isdir(ib_root) else []:
+        numa = _read(f"{ib_root}/{device}/device/numa_node")
+        for port in sorted(os.listdir(f"{ib_root}/{device}/ports")):
+            state = _read(f"{ib_root}/{device}/ports/{port}/state") or ""
+            rate = _read(f"{ib_root}/{device}/ports/{port}/rate") or ""
+            match = re.match(r"([\d.]+)\s*Gb/sec", rate)
+            if "ACTIVE" in state and match:
+                node = int(numa) if numa and numa.lstrip("-").isdigit() and int(numa) >= 0 else None
+                ports.append(NicPort(f"{device}:{port}", "infiniband", float(match.group(1)) / 8, rate, node))
+    net_root = "/sys/class/net"
+    for name in sorted(os.listdir(net_root)) if os.path.isdir(net_root) else []:
+        if name == "lo" or not os.path.exists(f"{net_root}/{name}/device"):
+            continue  # virtual interfaces (bridges, veth) have no rate of their own
+        speed = _read(f"{net_root}/{name}/speed")
+        if speed and speed.lstrip("-").isdigit() and int(speed) > 0:
+            numa = _read(f"{net_root}/{name}/device/numa_node")
+            node = int(numa) if numa and numa.lstrip("-").isdigit() and int(numa) >= 0 else None
+            ports.append(NicPort(name, "ethernet", int(speed) / 8000, f"{speed} Mb/s", node))
+    return ports
+
+
+def cpu_numa_nodes() -> list[int]:
+    """NUMA nodes of the CPUs this process may run on."""
+    try:
+        cpus = os.sched_getaffinity(0)
+    except AttributeError:
+        return []
+    nodes = []
+    root = "/sys/devices/system/node"
+    for entry in sorted(os.listdir(root)) if os.path.isdir(root) else []:
+        if not re.fullmatch(r"node\d+", entry):
+            continue
+        listed = _parse_cpulist(_read(f"{root}/{entry}/cpulist") or "")
+        if listed & cpus:
+            nodes.append(int(entry[4:]))
+    return nodes
+
+
+def _parse_cpulist(text: str) -> set[int]:
+    cpus: set[int] = set()
+    for part in text.split(","):
+        if "-" in part:
+            low, high = part.split("-")
+            cpus.update(range(int(low), int(high) + 1))
+        elif part.strip().isdigit():
+            cpus.add(int(part))
+    return cpus
