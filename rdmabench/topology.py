@@ -15,8 +15,10 @@ import numpy as np
 # Usable bandwidth of one PCIe lane per direction, GB/s, after line encoding (8b/10b up to Gen2,
 # 128b/130b from Gen3; Gen6 FLIT mode counted at its 242/256 payload share).
 PCIE_LANE_GBPS = {1: 0.25, 2: 0.5, 3: 0.9846, 4: 1.9692, 5: 3.9385, 6: 7.5636}
-# One NVLink's bandwidth per direction, GB/s, by NVLink generation (NVML's link version).
-NVLINK_GBPS = {1: 20.0, 2: 25.0, 3: 25.0, 4: 26.5625, 5: 50.0}
+# NVML's NVLink version codes (nvmlNvlinkVersion_t: 1 = 1.0, 2 = 2.0, 3 = 2.2, 4 = 3.0, 5 = 3.1,
+# 6 = 4.0, 7 = 5.0), their names, and one link's bandwidth per direction in GB/s. An H100 or H200
+# reports 6: NVLink 4 at 26.5625 GB/s, 18 links = 478 GB/s.
+NVLINK_GENERATIONS = {1: ("1", 20.0), 2: ("2", 25.0), 3: ("2.2", 25.0), 4: ("3", 25.0), 5: ("3.1", 25.0), 6: ("4", 26.5625), 7: ("5", 50.0)}
 _PCI_ROOT = "/sys/bus/pci/devices"
 
 
@@ -51,14 +53,19 @@ class PcieLink:
 @dataclass(frozen=True)
 class NvLink:
     links: int
-    version: int
+    version: int  # NVML's version code, not the generation: see NVLINK_GENERATIONS
+
+    @property
+    def per_link_gbps(self) -> float:
+        return NVLINK_GENERATIONS.get(self.version, ("?", 0.0))[1]
 
     @property
     def gbps(self) -> float:
-        return self.links * NVLINK_GBPS.get(self.version, 0.0)
+        return self.links * self.per_link_gbps
 
     def describe(self) -> str:
-        return f"{self.links} x NVLink{self.version} at {NVLINK_GBPS.get(self.version, 0.0):g} GB/s each"
+        name = NVLINK_GENERATIONS.get(self.version, (f"(NVML version {self.version})", 0.0))[0]
+        return f"{self.links} x NVLink {name} at {self.per_link_gbps:g} GB/s each"
 
 
 @dataclass
@@ -140,28 +147,47 @@ def gpu_topology(index: int, bus_id: str, peer_bus_ids: list[str]) -> GpuTopolog
         )
     except Exception:
         topo.pcie = _sysfs_pcie(bus_id)
-    peers = {normalize_bus_id(b) for b in peer_bus_ids}
-    counts: dict[str, list[int]] = {}
+    topo.nvlinks = _nvlinks(nvml, handle, [normalize_bus_id(b) for b in peer_bus_ids])
+    return topo
+
+
+def _nvlinks(nvml: Any, handle: Any, peers: list[str]) -> dict[str, NvLink]:
+    """Active NVLinks of a GPU, grouped by the GPU of this job they reach."""
+    remote_info = getattr(nvml, "nvmlDeviceGetNvLinkRemotePciInfo_v2", None) or getattr(
+        nvml, "nvmlDeviceGetNvLinkRemotePciInfo", None
+    )
+    groups: dict[str, list[int]] = {}
     for link in range(getattr(nvml, "NVML_NVLINK_MAX_LINKS", 18)):
         try:
             if nvml.nvmlDeviceGetNvLinkState(handle, link) != 1:
                 continue
-            remote_info = nvml.nvmlDeviceGetNvLinkRemotePciInfo_v2(handle, link)
-            remote = remote_info.busId
-            remote = normalize_bus_id(remote.decode() if isinstance(remote, bytes) else str(remote))
             version = int(nvml.nvmlDeviceGetNvLinkVersion(handle, link))
+            remote = remote_info(handle, link).busId if remote_info else b"?"
         except Exception:
             continue
-        counts.setdefault(remote, []).append(version)
-    for remote, versions in counts.items():
-        if remote in peers:
-            topo.nvlinks[remote] = NvLink(len(versions), max(versions))
-    switch_links = [v for remote, vs in counts.items() if remote not in peers for v in vs]
-    if switch_links:
-        # Links to a device that is no GPU of this job are NVSwitch ports: every peer is behind them.
-        for peer in peers - set(topo.nvlinks):
-            topo.nvlinks[peer] = NvLink(len(switch_links), max(switch_links))
-    return topo
+        groups.setdefault(normalize_bus_id(remote.decode() if isinstance(remote, bytes) else str(remote)), []).append(
+            version
+        )
+    found = {peer: NvLink(len(groups[peer]), max(groups[peer])) for peer in peers if peer in groups}
+    unmatched = [v for remote, versions in groups.items() if remote not in peers for v in versions]
+    if not unmatched:
+        return found
+    # Links whose far end is no GPU of this job by its bus id: NVSwitch ports (every peer is behind
+    # them), or, in a virtual machine, GPUs named by their host's bus ids. NVML's peer-to-peer status
+    # says which peers they reach.
+    connected = [peer for peer in peers if peer not in found and _nvlink_p2p(nvml, handle, peer)]
+    for peer in connected:
+        found[peer] = NvLink(len(unmatched), max(unmatched))
+    return found
+
+
+def _nvlink_p2p(nvml: Any, handle: Any, peer: str) -> bool:
+    try:
+        other = nvml.nvmlDeviceGetHandleByPciBusId(peer.encode())
+        status = nvml.nvmlDeviceGetP2PStatus(handle, other, getattr(nvml, "NVML_P2P_CAPS_INDEX_NVLINK", 2))
+    except Exception:
+        return False
+    return bool(status == getattr(nvml, "NVML_P2P_STATUS_OK", 0))
 
 
 def host_copy_gbps() -> float:

@@ -19,7 +19,7 @@ def _rank(
     if gpu_bus:
         gpu = topology.GpuTopology(index=rank, pci_bus_id=gpu_bus, pcie=topology.PcieLink(5, 16, 5, 16), numa_node=0)
         if nvlink_to:
-            gpu.nvlinks[nvlink_to] = topology.NvLink(18, 4)
+            gpu.nvlinks[nvlink_to] = topology.NvLink(18, 6)  # NVML code 6 = NVLink 4
     return limits.RankTopology(rank=rank, host=host, gpu=gpu, cpu_numa_nodes=[0], nics=list(nics))
 
 
@@ -32,7 +32,8 @@ def _entry(**fields: Any) -> dict[str, Any]:
 def test_units_of_links() -> None:
     assert topology.PcieLink(5, 16).gbps == pytest.approx(63.0, abs=0.1)
     assert topology.PcieLink(4, 16).gbps == pytest.approx(31.5, abs=0.1)
-    assert topology.NvLink(18, 4).gbps == pytest.approx(478.1, abs=0.1)  # H100/H200: NV18
+    assert topology.NvLink(18, 6).gbps == pytest.approx(478.1, abs=0.1)  # H100/H200: NV18, NVML code 6
+    assert "18 x NVLink 4 at 26.5625" in topology.NvLink(18, 6).describe()
     assert "below its best" in topology.PcieLink(4, 8, 5, 16).describe()
     assert topology.normalize_bus_id("00000000:19:00.0") == "0000:19:00.0"
 
@@ -41,7 +42,7 @@ def test_device_to_device_over_nvlink() -> None:
     a, b = _rank(0, "n1", GPU0, nvlink_to=GPU1), _rank(1, "n1", GPU1, nvlink_to=GPU0)
     limit, reason = limits.link_limit(a, b, "device", "device", host_copy=10.0)
     assert reason is None and limit is not None
-    assert limit.kind == "NVLink" and "18 x NVLink4" in limit.detail
+    assert limit.kind == "NVLink" and "18 x NVLink 4" in limit.detail
     entry = _entry()
     limits.judge(entry, limit, reason)
     assert entry["share_of_limit"] == pytest.approx(370.0 / limit.gbps)
