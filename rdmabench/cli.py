@@ -49,6 +49,26 @@ def main() -> None:
     help="bw: one direction, a window of messages in flight; bibw: both directions at once; lat: ping-pong, half round trip.",
 )
 @click.option(
+    "--pattern",
+    default="pair",
+    metavar="pair|all-pairs|ring|incast|fan-out|bisection",
+    help="Which links: ranks 0 and 1; every ordered pair, one at a time; every rank to the next at once; "
+    "all to --root; --root to all; the two halves of the job at once.",
+)
+@click.option(
+    "--links",
+    "link_class",
+    default="all",
+    metavar="all|intra-node|inter-node",
+    help="For all-pairs: only links within a node, or only between nodes.",
+)
+@click.option(
+    "--concurrent",
+    is_flag=True,
+    help="For all-pairs: measure disjoint pairs at once, in N-1 rounds per direction, instead of one link at a time.",
+)
+@click.option("--root", default=0, help="The rank incast sends to and fan-out sends from.")
+@click.option(
     "--mode",
     default="pageable",
     metavar=_MODES,

@@ -9,6 +9,7 @@ from typing import Any
 from .errors import ConfigError
 from .measure import TESTS
 from .memory import MemoryMode
+from .patterns import LINK_CLASSES, PATTERNS
 from .units import DISPLAY_UNITS, parse_sizes
 
 DEFAULT_SIZES = "1:64MiB:x4"
@@ -41,12 +42,29 @@ class RunConfig:
     force: bool = False
     output_format: str = "table"
     units: str = "GB/s"
+    pattern: str = "pair"
+    link_class: str = "all"
+    concurrent: bool = False
+    root: int = 0
     require_gdr: bool = False
     command_line: str = ""
 
     def check(self) -> RunConfig:
         if self.test not in TESTS:
             raise ConfigError(f"unknown test {self.test!r}: choose one of {', '.join(TESTS)}")
+        if self.pattern not in PATTERNS:
+            raise ConfigError(f"unknown pattern {self.pattern!r}: choose one of {', '.join(PATTERNS)}")
+        if self.link_class not in LINK_CLASSES:
+            raise ConfigError(f"unknown link class {self.link_class!r}: choose one of {', '.join(LINK_CLASSES)}")
+        concurrent = self.pattern not in ("pair", "all-pairs") or self.concurrent
+        if concurrent and self.test != "bw":
+            raise ConfigError(
+                f"--test {self.test} measures one link at a time: use it with --pattern pair or all-pairs without --concurrent"
+            )
+        if self.concurrent and self.pattern != "all-pairs":
+            raise ConfigError("--concurrent schedules all-pairs; the other patterns are concurrent already")
+        if self.root < 0:
+            raise ConfigError(f"--root must be a rank, not {self.root}")
         if self.units not in UNITS:
             raise ConfigError(f"unknown units {self.units!r}: choose {', '.join(UNITS)}")
         if self.output_format not in OUTPUT_FORMATS:

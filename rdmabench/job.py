@@ -12,17 +12,20 @@ import json
 import os
 import signal
 import sys
+import time
 import traceback
+from dataclasses import replace
 from types import FrameType
 from typing import Any, TextIO
 
-from . import limits, results, ucx_env
+from . import limits, patterns, results, ucx_env
 from .config import RunConfig
-from .errors import RdmabenchError, TransportError
+from .errors import ConfigError, RdmabenchError, TransportError
 from .gpu import gpu_unavailable_reason
-from .measure import Pair, default_window, make_plan, measure_pair
+from .measure import Pair, default_window, make_plan, measure_pair, measure_round, round_aggregate
 from .memory import PIN_CUDA, PIN_MLOCK, MemoryMode, mlock_problem, word_capacity
 from .pathcheck import is_device_path_warning, path_warnings
+from .stats import summarize
 from .table import ProgressTable
 from .units import format_size
 from .world import World, import_ucx_first
@@ -84,17 +87,24 @@ def run_job(config: RunConfig, out: TextIO | None = None) -> int:
 
 def _preflight(world: World, config: RunConfig) -> str | None:
     """This rank's reason the run cannot start, or None. Checked on every rank before any transfer."""
-    if world.size < 2:
-        return "a point-to-point test needs at least 2 ranks (use --np 2, or mpirun -n 2)"
+    try:
+        rounds = _schedule(world, config)
+    except RdmabenchError as exc:
+        return str(exc)
+    sends, receives = patterns.roles(rounds, world.rank)
     my_modes = []
-    if world.rank == SRC_RANK:
+    if sends:
         my_modes.append(config.src_mode)
-    if world.rank == DST_RANK:
+    if receives:
         my_modes.append(config.dst_mode)
     if MemoryMode.DEVICE in my_modes and world.me.gpu is None:
         return f"device mode on rank {world.rank} ({world.me.host}): {gpu_unavailable_reason()}"
     if my_modes:
-        problem = _memory_problem(world, config, my_modes)
+        fan = max(
+            max(sum(1 for s, d in links if s == world.rank), sum(1 for s, d in links if d == world.rank))
+            for links in rounds
+        )
+        problem = _memory_problem(world, config, my_modes, max(fan, 1))
         if problem:
             return problem
     if world.rank == 0 and config.output is not None:
@@ -105,11 +115,23 @@ def _preflight(world: World, config: RunConfig) -> str | None:
     return None
 
 
-def _memory_problem(world: World, config: RunConfig, modes: list[MemoryMode]) -> str | None:
-    """Refuse sizes that cannot fit, before allocating: an out-of-memory kill mid-run helps nobody."""
+def _schedule(world: World, config: RunConfig) -> list[list[tuple[int, int]]]:
+    rounds = patterns.schedule(
+        config.pattern, [info.host for info in world.ranks], config.link_class, config.concurrent, config.root
+    )
+    if not rounds:
+        raise ConfigError(
+            f"no {config.link_class} links to measure among {world.size} ranks on {len(world.hosts)} host(s)"
+        )
+    return rounds
+
+
+def _memory_problem(world: World, config: RunConfig, modes: list[MemoryMode], links: int) -> str | None:
+    """Refuse sizes that cannot fit, before allocating: an out-of-memory kill mid-run helps nobody.
+    `links`: the most links this rank serves at once in one direction."""
     largest = max(config.sizes)
     window = 1 if config.test == "lat" else (config.window or default_window(largest, config.device_only))
-    buffers = 2 if config.test == "lat" else window * (2 if config.test == "bibw" else 1)
+    buffers = 2 if config.test == "lat" else window * (2 if config.test == "bibw" else 1) * links
     need = buffers * word_capacity(largest) + 2 * word_capacity(largest)  # + pattern and scratch
     for mode in modes:
         if mode is MemoryMode.DEVICE:
@@ -188,6 +210,23 @@ def _check_gdr(config: RunConfig, entries: list[dict[str, Any]]) -> None:
                 )
 
 
+class _Progress:
+    """Rounds done, and an estimate of the time left from the pace so far."""
+
+    def __init__(self, total: int):
+        self.total = total
+        self.done = 0
+        self.started = time.monotonic()
+
+    def advance(self) -> None:
+        self.done += 1
+
+    def eta(self) -> float:
+        if not self.done:
+            return float("nan")
+        return (time.monotonic() - self.started) / self.done * (self.total - self.done)
+
+
 class _Job:
     """The sweep on one rank, and on rank 0 the results stream it feeds."""
 
@@ -221,7 +260,7 @@ class _Job:
         from .transport import Transport
 
         world, config, out = self.world, self.config, self.out
-        transport = Transport(world.comm, self.log_dir, world.local_peer_pids())
+        transport = Transport(world.comm, self.log_dir, world.local_peer_pids(), [i.host for i in world.ranks])
         backend = transport.backend
         is_root = world.rank == 0
         peer_gpus = [
@@ -242,15 +281,22 @@ class _Job:
                 output = results.default_output_path(config.test, config.src_mode.value, config.dst_mode.value)
                 results.check_writable(output, force=False)
             self.stream = results.ResultsStream(output, meta)
+        rounds = _schedule(world, config)
+        progress = _Progress(len(rounds) * len(config.sizes))
         if table:
-            table.header(SRC_RANK, DST_RANK, config.src_mode.value, config.dst_mode.value, config.validate)
-            if world.size > 2:
-                table.note(f"ranks 2..{world.size - 1} stay idle: the pair test uses ranks 0 and 1")
+            if config.pattern == "pair":
+                table.header(SRC_RANK, DST_RANK, config.src_mode.value, config.dst_mode.value, config.validate)
+                if world.size > 2:
+                    table.note(f"ranks 2..{world.size - 1} stay idle: the pair test uses ranks 0 and 1")
+            else:
+                links = sum(len(r) for r in rounds)
+                table.pattern_header(
+                    config.pattern, links, len(rounds), config.src_mode.value, config.dst_mode.value, config.validate
+                )
             for warning in _placement_warnings(topologies):
                 table.note(f"warning: {warning}")
-        in_pair = world.rank in (SRC_RANK, DST_RANK)
+        have_gpu = world.me.gpu is not None
         for size in config.sizes:
-            pair = Pair(config.test, SRC_RANK, DST_RANK, config.src_mode, config.dst_mode, size, config.validate)
             plan = make_plan(
                 config.test,
                 size,
@@ -262,16 +308,44 @@ class _Job:
                 config.sample_time,
                 config.timeout,
             )
-            entry = measure_pair(transport, world.comm, pair, plan, world.me.gpu is not None) if in_pair else None
-            world.wait_for_all()
-            gathered = world.comm.gather(entry, root=0)
-            _release_device_pool(config)
-            if self.stream is not None:
-                new = [_annotate(world, topologies, e) for e in gathered or [] if e is not None]
-                self.stream.append(new)
-                if table:
-                    table.row(new)
-                _check_gdr(config, new)
+            for round_links in rounds:
+                round_started = time.monotonic()
+                if len(round_links) == 1:
+                    src, dst = round_links[0]
+                    pair = Pair(config.test, src, dst, config.src_mode, config.dst_mode, size, config.validate)
+                    measured = (
+                        [measure_pair(transport, world.comm, pair, plan, have_gpu)] if world.rank in (src, dst) else []
+                    )
+                else:
+                    fan = max(
+                        max(sum(1 for s, _ in round_links if s == r), sum(1 for _, d in round_links if d == r))
+                        for r in range(world.size)
+                    )
+                    shared = replace(plan, window=max(1, plan.window // fan)) if config.window is None else plan
+                    template = Pair(config.test, -1, -1, config.src_mode, config.dst_mode, size, config.validate)
+                    measured = list(measure_round(transport, world.comm, round_links, template, shared, have_gpu))
+                world.wait_for_all()
+                gathered = world.comm.gather(measured, root=0)
+                _release_device_pool(config)
+                progress.advance()
+                if self.stream is not None:
+                    new = [e for part in gathered or [] for e in part if e is not None]
+                    if len(round_links) > 1:
+                        aggregate = round_aggregate(new)
+                        for entry in new:
+                            entry.pop("_step_times")
+                            entry["pattern_aggregate_gbps"] = summarize(aggregate)["median"] if aggregate else None
+                    new = [_annotate(world, topologies, e) for e in new]
+                    for entry in new:
+                        entry["pattern"] = config.pattern
+                        entry["round_seconds"] = time.monotonic() - round_started
+                    self.stream.append(new)
+                    if table and new:
+                        if config.pattern == "pair":
+                            table.row(new)
+                        else:
+                            table.link_rows(new, progress.done, progress.total, progress.eta())
+                    _check_gdr(config, new)
         warnings = transport.ucx_warnings()
         world.wait_for_all()
         all_warnings = world.comm.gather(warnings, root=0)
@@ -280,6 +354,8 @@ class _Job:
             stream, self.stream = self.stream, None
             stream.metadata["ucx_warnings"] = sorted({w for ws in all_warnings or [] for w in ws})
             doc = stream.finish(complete=True)
+            if table and config.pattern != "pair":
+                table.matrices(doc.get("matrices", []))
             if config.output_format == "json":
                 print(json.dumps(doc, indent=1), file=out, flush=True)
             else:

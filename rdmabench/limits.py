@@ -25,6 +25,7 @@ class RankTopology:
     host: str
     gpu: topology.GpuTopology | None
     cpu_numa_nodes: list[int]
+    cpu_affinity: str = ""
     nics: list[topology.NicPort] = field(default_factory=list)
     host_copy_gbps: float | None = None  # measured by one rank per host
 
@@ -33,6 +34,7 @@ class RankTopology:
             "rank": self.rank,
             "host": self.host,
             "gpu": self.gpu.to_dict() if self.gpu else None,
+            "cpu_affinity": self.cpu_affinity,
             "cpu_numa_nodes": self.cpu_numa_nodes,
             "gpu_numa_local": self.gpu_numa_local,
             "nics": [n.to_dict() for n in self.nics],
@@ -56,6 +58,7 @@ def collect(rank: int, host: str, local_rank: int, gpu: Any, peer_bus_ids: list[
         host=host,
         gpu=gpu_topo,
         cpu_numa_nodes=topology.cpu_numa_nodes(),
+        cpu_affinity=topology.cpu_affinity_text(),
         nics=topology.nic_ports(),
         host_copy_gbps=topology.host_copy_gbps() if local_rank == 0 else None,
     )

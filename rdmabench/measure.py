@@ -359,10 +359,21 @@ def _lat(side: Side) -> dict[str, Any] | None:
 
 
 def _entry(side: Side, iterations: int, values: list[float], field: str, unit: str, scope: str) -> dict[str, Any]:
-    pair = side.pair
+    return _link_entry(side.pair, side.plan, iterations, values, field, unit, scope)
+
+
+def _link_entry(
+    pair: Pair,
+    plan: Plan,
+    iterations: int,
+    values: list[float],
+    field: str = "bandwidth_gbps",
+    unit: str = "GB/s",
+    scope: str = "unidirectional",
+) -> dict[str, Any]:
     stats = summarize(values)
-    per_step = side.plan.window if pair.test != "lat" else 1
-    entry: dict[str, Any] = {
+    lat = pair.test == "lat"
+    return {
         "test": pair.test,
         "src_rank": pair.src,
         "dst_rank": pair.dst,
@@ -374,14 +385,13 @@ def _entry(side: Side, iterations: int, values: list[float], field: str, unit: s
         "scope": scope,
         "stats": stats,
         "samples": values,
-        "window": side.plan.window if pair.test != "lat" else None,
+        "window": None if lat else plan.window,
         "iterations": iterations,
-        "warmup": side.plan.warmup,
-        "messages_per_sample": iterations * per_step,
+        "warmup": plan.warmup,
+        "messages_per_sample": iterations * (1 if lat else plan.window),
         "validated": pair.validate,
         "wrong_bytes": 0 if pair.validate else None,
     }
-    return entry
 
 
 _RUNNERS: dict[str, Callable[[Side], dict[str, Any] | None]] = {"bw": _bw, "bibw": _bibw, "lat": _lat}
@@ -408,3 +418,148 @@ def measure_pair(transport: Transport, comm: Any, pair: Pair, plan: Plan, have_g
     if entry is not None:
         entry.update(describe_path(mine, theirs))
     return entry
+
+
+def measure_round(
+    transport: Transport,
+    comm: Any,
+    links: list[tuple[int, int]],
+    template: Pair,
+    plan: Plan,
+    have_gpu: bool,
+) -> list[dict[str, Any]]:
+    """`bw` over several links at once; every rank of the job calls it. Each rank posts windows to
+    all its targets together; each link's clock stops at its own receiver's acknowledgement.
+    Returns the entries of the links this rank sends on, with their per-step times under
+    "_step_times" for the round's aggregate (computed on rank 0)."""
+    me = transport.rank
+    targets = [dst for src, dst in links if src == me]
+    sources = [src for src, dst in links if dst == me]
+    window, size = plan.window, template.size
+    backend = transport.backend
+    make = backend.tag
+    allocated: list[Buffer] = []
+
+    def buffers(mode: MemoryMode) -> tuple[list[Buffer], list[Any]]:
+        made = [allocate(mode, size, have_gpu) for _ in range(window)]
+        allocated.extend(made)
+        return made, [transport.message(b, size) for b in made]
+
+    def signal() -> Any:
+        return backend.wrap(np.zeros(8, dtype=np.uint8))
+
+    out = {d: buffers(template.src_mode) for d in targets}
+    inc = {s: buffers(template.dst_mode) for s in sources}
+    own_pattern = Pattern(out[targets[0]][0][0].xp, size, me) if targets and template.validate else None
+    peer_patterns = {s: Pattern(inc[s][0][0].xp, size, s) for s in sources} if template.validate else {}
+    data_out = [make(tag(_DATA, me, k)) for k in range(window)]
+    data_in = {s: [make(tag(_DATA, s, k)) for k in range(window)] for s in sources}
+    ready_out, ack_out = make(tag(_READY, me)), make(tag(_ACK, me))
+    ready_in = {d: make(tag(_READY, d)) for d in targets}
+    ack_in = {d: make(tag(_ACK, d)) for d in targets}
+    ready_bufs = {d: signal() for d in targets}
+    ack_bufs = {d: signal() for d in targets}
+    outgoing_signal = signal()
+    what = f"a round of {len(links)} concurrent links ({template.test}, {format_size(size)})"
+
+    def step(index: int) -> dict[int, float]:
+        incoming = {s: [transport.recv(m, data_in[s][k]) for k, m in enumerate(inc[s][1])] for s in sources}
+        readies_sent = [transport.send(s, outgoing_signal, ready_out) for s in sources]
+        if own_pattern is not None:
+            for d in targets:
+                for slot, buffer in enumerate(out[d][0]):
+                    own_pattern.fill(buffer, message_key(index, slot, d))
+            synchronize(template.src_mode)
+        acks = {d: transport.recv(ack_bufs[d], ack_in[d]) for d in targets}
+        readies = [transport.recv(ready_bufs[d], ready_in[d]) for d in targets]
+        transport.wait(readies + readies_sent, plan.timeout, f"READY on {what}")
+        start = time.perf_counter()
+        sends = [transport.send(d, m, data_out[k]) for d in targets for k, m in enumerate(out[d][1])]
+        acked_at: dict[int, float] = {}
+        acks_sent: dict[int, Request] = {}
+
+        def finished() -> bool:
+            for s in sources:
+                if s not in acks_sent and all(r.completed for r in incoming[s]):
+                    acks_sent[s] = transport.send(s, outgoing_signal, ack_out)
+            for d in targets:
+                if d not in acked_at and acks[d].completed:
+                    acked_at[d] = time.perf_counter()
+            return (
+                len(acked_at) == len(targets)
+                and len(acks_sent) == len(sources)
+                and all(r.completed for r in acks_sent.values())
+                and all(r.completed for r in sends)
+            )
+
+        transport.poll_until(finished, plan.timeout, what)
+        transport.check(sends + list(acks.values()) + list(acks_sent.values()), what)
+        for s in sources:
+            transport.check(incoming[s], what)
+            pattern = peer_patterns.get(s)
+            if pattern is None:
+                continue
+            for slot, buffer in enumerate(inc[s][0]):
+                wrong = pattern.wrong_bytes(buffer, message_key(index, slot, me))
+                if wrong:
+                    raise ValidationError(
+                        f"rank {me} received {wrong} wrong byte(s) of {size} in message {slot} of step {index} "
+                        f"from rank {s} on {what}"
+                    )
+        return {d: acked_at[d] - start for d in targets}
+
+    try:
+        warm = [step(index) for index in range(plan.warmup)]
+        slowest = max((max(t.values(), default=0.0) for t in warm[-1:]), default=0.0)
+        slowest = comm.allreduce(slowest, op=_mpi_max())
+        iterations = calibrated_iterations(slowest, plan)
+        index = plan.warmup
+        samples: dict[int, list[list[float]]] = {d: [] for d in targets}
+        for _ in range(plan.samples):
+            times: dict[int, list[float]] = {d: [] for d in targets}
+            for _ in range(iterations):
+                for d, seconds in step(index).items():
+                    times[d].append(seconds)
+                index += 1
+            for d in targets:
+                samples[d].append(times[d])
+    finally:
+        for buffer in allocated:
+            buffer.release()
+    entries = []
+    memory = "cuda" if template.src_mode.on_device else "host"
+    peer_memory = "cuda" if template.dst_mode.on_device else "host"
+    rows = {d: transport.path_rows(d, memory, peer_memory, size) for d in targets}
+    fetch_rows = {s: transport.path_rows(s, peer_memory, memory, size) for s in sources}
+    gathered_fetch = comm.allgather({s: fetch_rows[s]["fetch"] for s in sources})
+    moved = size * window * iterations
+    for d in targets:
+        values = [gbps(moved, sum(t)) for t in samples[d]]
+        pair = Pair(template.test, me, d, template.src_mode, template.dst_mode, size, template.validate)
+        side_plan = Plan(window, iterations, plan.warmup, plan.samples, plan.sample_time, plan.timeout)
+        entry = _link_entry(pair, side_plan, iterations, values)
+        entry.update(describe_path(rows[d], {"fetch": gathered_fetch[d].get(me)}))
+        entry["concurrent_links"] = len(links)
+        entry["_step_times"] = samples[d]
+        entries.append(entry)
+    return entries
+
+
+def _mpi_max() -> Any:
+    from mpi4py import MPI
+
+    return MPI.MAX
+
+
+def round_aggregate(entries: list[dict[str, Any]]) -> list[float]:
+    """Per sample: all links' bytes over the time the slowest link took, step by step."""
+    if not entries:
+        return []
+    per_step = entries[0]["size_bytes"] * entries[0]["window"]
+    aggregate = []
+    for sample in range(len(entries[0]["_step_times"])):
+        steps = zip(*(e["_step_times"][sample] for e in entries), strict=True)
+        slowest = sum(max(times) for times in steps)
+        moved = per_step * len(entries) * len(entries[0]["_step_times"][sample])
+        aggregate.append(gbps(moved, slowest))
+    return aggregate

@@ -40,7 +40,61 @@ def document(metadata: dict[str, Any], entries: list[dict[str, Any]], complete: 
         "complete": complete,
         "metadata": metadata,
         "results": entries,
+        "matrices": build_matrices(metadata, entries, complete),
     }
+
+
+def build_matrices(metadata: dict[str, Any], entries: list[dict[str, Any]], complete: bool) -> list[dict[str, Any]]:
+    """One N x N matrix per (test, src_mode, dst_mode, size): row = sender rank, column = receiver,
+    the entry's figure where the link was measured, else null with the reason in `reasons`."""
+    ranks = metadata.get("ranks") or []
+    size = int(metadata.get("world_size") or len(ranks) or 0)
+    if size == 0:
+        return []
+    hosts = [r.get("host") for r in ranks] if len(ranks) == size else [None] * size
+    config = metadata.get("config") or {}
+    pattern, link_class = config.get("pattern", "pair"), config.get("link_class", "all")
+    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for entry in entries:
+        key = (entry["test"], entry["src_mode"], entry["dst_mode"], entry["size_bytes"])
+        groups.setdefault(key, []).append(entry)
+    matrices = []
+    for (test, src_mode, dst_mode, nbytes), members in groups.items():
+        field = "latency_us" if test == "lat" else "bandwidth_gbps"
+        values: list[list[float | None]] = [[None] * size for _ in range(size)]
+        for entry in members:
+            if 0 <= entry["src_rank"] < size and 0 <= entry["dst_rank"] < size:
+                values[entry["src_rank"]][entry["dst_rank"]] = entry.get(field)
+        reasons: list[list[str | None]] = [[None] * size for _ in range(size)]
+        for i in range(size):
+            for j in range(size):
+                if values[i][j] is not None:
+                    continue
+                if i == j:
+                    reasons[i][j] = "same rank"
+                elif (
+                    link_class != "all"
+                    and hosts[i] is not None
+                    and (hosts[i] == hosts[j]) != (link_class == "intra-node")
+                ):
+                    reasons[i][j] = f"excluded by --links {link_class}"
+                elif complete:
+                    reasons[i][j] = f"not a link of the {pattern} pattern"
+                else:
+                    reasons[i][j] = "not measured: the run stopped first"
+        matrices.append(
+            {
+                "test": test,
+                "src_mode": src_mode,
+                "dst_mode": dst_mode,
+                "size_bytes": nbytes,
+                "field": field,
+                "unit": "us" if test == "lat" else "GB/s",
+                "values": values,
+                "reasons": reasons,
+            }
+        )
+    return matrices
 
 
 def default_output_path(test: str, src_mode: str, dst_mode: str, directory: str = RESULTS_DIR) -> str:
@@ -129,6 +183,7 @@ def salvage(path: str, stopped: str) -> dict[str, Any] | None:
         return None
     doc = load(partial)
     doc["stopped"] = stopped
+    doc["matrices"] = build_matrices(doc["metadata"], doc["results"], complete=False)
     write(path, doc)
     os.unlink(partial)
     return doc
@@ -174,13 +229,19 @@ def _parse_stream(text: str, path: str) -> dict[str, Any]:
     if not records or not isinstance(records[0], dict) or "schema" not in records[0]:
         raise ResultsFileError(f"{path}: not an rdmabench results stream (no header line)")
     header = records[0]
-    return {
+    doc = {
         "schema": header.get("schema"),
         "complete": False,
         "stopped": "the run did not finish; read from its stream",
         "metadata": header.get("metadata"),
         "results": records[1:],
     }
+    if isinstance(doc["metadata"], dict) and all(isinstance(e, dict) for e in records[1:]):
+        try:
+            doc["matrices"] = build_matrices(doc["metadata"], records[1:], complete=False)
+        except (KeyError, TypeError, ValueError):
+            pass  # validate() names what is wrong with the entries
+    return doc
 
 
 _NUMBER = (int, float)

@@ -80,6 +80,48 @@ class ProgressTable:
         for warning in sorted({w for e in entries for w in e.get("warnings", [])}):
             self._emit(f"#   warning: {warning}")
 
+    def pattern_header(
+        self, pattern: str, links: int, rounds: int, src_mode: str, dst_mode: str, validate: bool
+    ) -> None:
+        check = "every byte of every message checked" if validate else "payload NOT validated (--no-validate)"
+        at_once = "one link at a time" if links == rounds else f"{links} links in {rounds} concurrent round(s)"
+        self._emit(
+            f"# rdmabench {self.test} {pattern}: {links} links ({at_once}), senders {src_mode}, receivers {dst_mode}; {check}\n"
+            f"# {self.unit_text}; each link timed to its own receiver's acknowledgement; share = of the link's physical limit"
+        )
+
+    def link_rows(self, entries: list[dict[str, Any]], done: int, total: int, eta: float) -> None:
+        f = self.factor
+        for entry in sorted(entries, key=lambda e: (e["src_rank"], e["dst_rank"])):
+            if self.test == "lat":
+                figure = f"{entry['latency_us']:>10.2f} us"
+            else:
+                figure = f"{entry['bandwidth_gbps'] * f:>10.3f} {self.units}"
+            self._emit(
+                f"{format_size(entry['size_bytes']):>8}  {entry['src_rank']:>4} -> {entry['dst_rank']:<4} {figure} "
+                f"{_share(entry):>14}  {entry['link']:<10} {_transport(entry)}"
+            )
+            for warning in entry.get("warnings", []):
+                self._emit(f"#   warning: {warning}")
+        aggregate = entries[0].get("pattern_aggregate_gbps")
+        if aggregate is not None:
+            self._emit(f"#   all {len(entries)} links together: {aggregate * f:.3f} {self.units} aggregate")
+        left = "" if eta != eta else f", about {eta:.0f} s left"  # eta is NaN before the first round ends
+        self._emit(f"#   [{done}/{total} rounds done{left}]")
+
+    def matrices(self, matrices: list[dict[str, Any]]) -> None:
+        for matrix in matrices:
+            values = matrix["values"]
+            unit = matrix["unit"] if matrix["unit"] == "us" else self.units
+            factor = 1.0 if matrix["unit"] == "us" else self.factor
+            self._emit(
+                f"# {matrix['test']} matrix, {format_size(matrix['size_bytes'])}, {unit} (row: sender, column: receiver; N/A: not measured)"
+            )
+            self._emit("        " + "".join(f"{j:>10}" for j in range(len(values))))
+            for i, row in enumerate(values):
+                cells = "".join(f"{v * factor:>10.3f}" if v is not None else f"{'N/A':>10}" for v in row)
+                self._emit(f"{i:>8}{cells}")
+
     def note(self, text: str) -> None:
         self._emit(f"# {text}")
 

@@ -18,7 +18,15 @@ PCIE_LANE_GBPS = {1: 0.25, 2: 0.5, 3: 0.9846, 4: 1.9692, 5: 3.9385, 6: 7.5636}
 # NVML's NVLink version codes (nvmlNvlinkVersion_t: 1 = 1.0, 2 = 2.0, 3 = 2.2, 4 = 3.0, 5 = 3.1,
 # 6 = 4.0, 7 = 5.0), their names, and one link's bandwidth per direction in GB/s. An H100 or H200
 # reports 6: NVLink 4 at 26.5625 GB/s, 18 links = 478 GB/s.
-NVLINK_GENERATIONS = {1: ("1", 20.0), 2: ("2", 25.0), 3: ("2.2", 25.0), 4: ("3", 25.0), 5: ("3.1", 25.0), 6: ("4", 26.5625), 7: ("5", 50.0)}
+NVLINK_GENERATIONS = {
+    1: ("1", 20.0),
+    2: ("2", 25.0),
+    3: ("2.2", 25.0),
+    4: ("3", 25.0),
+    5: ("3.1", 25.0),
+    6: ("4", 26.5625),
+    7: ("5", 50.0),
+}
 _PCI_ROOT = "/sys/bus/pci/devices"
 
 
@@ -262,6 +270,24 @@ def cpu_numa_nodes() -> list[int]:
         if listed & cpus:
             nodes.append(int(entry[4:]))
     return nodes
+
+
+def cpu_affinity_text() -> str:
+    """The CPUs this process may run on, as a cpulist ("0-3,8")."""
+    try:
+        cpus = sorted(os.sched_getaffinity(0))
+    except AttributeError:
+        return ""
+    ranges: list[str] = []
+    start = previous = None
+    for cpu in [*cpus, None]:
+        if cpu is not None and previous is not None and cpu == previous + 1:
+            previous = cpu
+            continue
+        if start is not None:
+            ranges.append(str(start) if start == previous else f"{start}-{previous}")
+        start = previous = cpu
+    return ",".join(ranges)
 
 
 def _parse_cpulist(text: str) -> set[int]:

@@ -130,9 +130,16 @@ def describe_path(sender_rows: dict[str, Any], receiver_rows: dict[str, Any]) ->
 class Transport:
     """This rank's UCX worker and its endpoints to every other rank."""
 
-    def __init__(self, comm: Any, log_dir: str | None, local_peer_pids: dict[int, int] | None = None):
+    def __init__(
+        self,
+        comm: Any,
+        log_dir: str | None,
+        local_peer_pids: dict[int, int] | None = None,
+        hosts: list[str] | None = None,
+    ):
         self.backend = load_backend()
         self.rank = comm.Get_rank()
+        self._hosts = hosts
         self._local_peer_pids = local_peer_pids or {}
         self._addresses: list[bytes] = comm.allgather(self.backend.worker_address())
         self._endpoints: dict[int, Any] = {}
@@ -228,7 +235,22 @@ class Transport:
             first = next((t for t in since_connect if protoinfo.is_plain_tag_send(t)), None)
             if first is not None:
                 config = self._endpoint_config[peer] = first.config
+            else:
+                # UCX prints a configuration once: an endpoint that reuses one (a second peer on the same
+                # node, say) printed nothing new. It shares the configuration of a peer placed alike.
+                config = self._alike_config(peer)
+                if config is not None:
+                    self._endpoint_config[peer] = config
         return config
+
+    def _alike_config(self, peer: int) -> int | None:
+        if self._hosts is None:
+            return None
+        same_host = self._hosts[peer] == self._hosts[self.rank]
+        for other, config in self._endpoint_config.items():
+            if (self._hosts[other] == self._hosts[self.rank]) == same_host:
+                return config
+        return None
 
     def _row(
         self,
