@@ -220,7 +220,7 @@ def anchor(mode: str, sizes: str, tests: str, output: str | None) -> None:
     click.echo(anchor_module.format_rows(rows))
     if output is not None:
         with open(output, "w") as handle:
-            json.dump(rows, handle, indent=1)
+            json.dump({"schema": {"name": "rdmabench-anchor", "version": 1}, "rows": rows}, handle, indent=1)
 
 
 @main.command(context_settings={"show_default": True})
@@ -249,6 +249,179 @@ def doctor(output_format: str) -> None:
     else:
         click.echo(doctor_module.format_table(findings))
     sys.exit(1 if doctor_module.device_direct(findings) == "blocked" else 0)
+
+
+def _filter_options(command: Any) -> Any:
+    options = [
+        click.option("--test", "tests", multiple=True, help="Only this test (repeatable)."),
+        click.option(
+            "--mode", "modes", multiple=True, help="Only entries with this memory mode at either end (repeatable)."
+        ),
+        click.option("--size", "sizes", default=None, help="Only these sizes (same syntax as run --sizes)."),
+        click.option("--host", "hosts", multiple=True, help="Only links with an end on this host (repeatable)."),
+        click.option(
+            "--link-class",
+            "link_classes",
+            multiple=True,
+            metavar="same GPU|intra-node|inter-node",
+            help="Only this class of link (repeatable).",
+        ),
+        click.option("--since", default=None, help="Only runs from this date on (YYYY-MM-DD)."),
+        click.option("--until", default=None, help="Only runs up to this date (YYYY-MM-DD)."),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def _filters(
+    tests: tuple[str, ...],
+    modes: tuple[str, ...],
+    sizes: str | None,
+    hosts: tuple[str, ...],
+    link_classes: tuple[str, ...],
+    since: str | None,
+    until: str | None,
+) -> Any:
+    from .report import LINK_CLASSES, Filters
+
+    for cls in link_classes:
+        if cls not in LINK_CLASSES:
+            raise ConfigError(f"unknown link class {cls!r}: choose one of {', '.join(LINK_CLASSES)}")
+    return Filters(tests, modes, tuple(parse_sizes(sizes)) if sizes else (), hosts, link_classes, since, until)
+
+
+def _write_or_print(text: str, output: str | None, force: bool) -> None:
+    if output is None:
+        click.echo(text, nl=not text.endswith("\n"))
+        return
+    from . import results
+
+    results.check_writable(output, force)
+    with open(output, "w") as handle:
+        handle.write(text)
+    click.echo(f"# report written to {output}", err=True)
+
+
+def _load(paths: tuple[str, ...]) -> Any:
+    from .report import load_all
+
+    loaded = load_all(paths)
+    for problem in loaded.problems:
+        click.echo(f"rdmabench: warning: skipped {problem}", err=True)
+    if not loaded.documents:
+        raise ConfigError("no usable results files among " + ", ".join(paths))
+    return loaded
+
+
+@main.command(context_settings={"show_default": True})
+@click.argument("paths", nargs=-1, required=True)
+@click.option(
+    "--format",
+    "output_format",
+    default="table",
+    metavar="table|markdown|csv|html|json",
+    help="Output format; html is one self-contained page with plots.",
+)
+@click.option(
+    "--output", "-o", default=None, type=click.Path(dir_okay=False), help="Write here instead of standard output."
+)
+@click.option("--force", is_flag=True, help="Overwrite --output if it exists.")
+@click.option("--by", default="none", metavar="none|host|link-class|mode|size|date", help="Group the rows.")
+@click.option("--outlier-fraction", default=0.2, help="List links this much worse than the median of their class.")
+@_filter_options
+def report(
+    paths: tuple[str, ...],
+    output_format: str,
+    output: str | None,
+    force: bool,
+    by: str,
+    outlier_fraction: float,
+    **filters: Any,
+) -> None:
+    """Aggregate results files (or directories of them): per link and per (test, modes, size), the
+    median over runs, the spread and the count; outliers first."""
+    import json
+
+    from . import report as report_module
+
+    try:
+        if by not in report_module.GROUPINGS:
+            raise ConfigError(f"unknown grouping {by!r}: choose one of {', '.join(report_module.GROUPINGS)}")
+        if output_format not in ("table", "markdown", "csv", "html", "json"):
+            raise ConfigError(f"unknown format {output_format!r}: choose table, markdown, csv, html or json")
+        if not 0 < outlier_fraction < 1:
+            raise ConfigError(f"--outlier-fraction must be between 0 and 1, not {outlier_fraction}")
+        if output is not None:
+            from . import results
+
+            results.check_writable(output, force)
+        loaded = _load(paths)
+        rows = report_module.aggregate(loaded.documents, _filters(**filters))
+        if not rows:
+            raise ConfigError("no results match the filters")
+        if output_format == "table":
+            text = report_module.format_table(rows, by, outlier_fraction)
+        elif output_format == "markdown":
+            text = report_module.format_markdown(rows, by, outlier_fraction)
+        elif output_format == "csv":
+            text = report_module.format_csv(rows)
+        elif output_format == "json":
+            found = report_module.outliers(rows, outlier_fraction)
+            text = json.dumps(
+                {
+                    "rows": [r.to_dict() for r in rows],
+                    "outliers": [
+                        {"link": r.link, "test": r.test, "size_bytes": r.size_bytes, "modes": r.modes, "off": off}
+                        for r, off in found
+                    ],
+                    "skipped": loaded.problems,
+                },
+                indent=1,
+            )
+        else:
+            from .html_report import render
+
+            text = render(rows, [path for path, _ in loaded.documents], loaded.problems, outlier_fraction)
+        _write_or_print(text, output, force)
+    except RdmabenchError as exc:
+        _fail(exc)
+
+
+@main.command(context_settings={"show_default": True})
+@click.argument("base", nargs=1)
+@click.argument("new", nargs=1)
+@click.option(
+    "--threshold", default=0.05, help="A change for the worse beyond this fraction, if significant, is a regression."
+)
+@click.option("--format", "output_format", default="table", metavar="table|json", help="Output format.")
+@_filter_options
+def compare(base: str, new: str, threshold: float, output_format: str, **filters: Any) -> None:
+    """Compare two results files (or directories): per link and size, the change of the median and
+    whether it is beyond run-to-run noise (Mann-Whitney U over the samples). Exit status 1 when a
+    regression is found, for use in a cluster's CI."""
+    import json
+
+    from . import report as report_module
+
+    try:
+        if not 0 < threshold < 1:
+            raise ConfigError(f"--threshold must be between 0 and 1, not {threshold}")
+        if output_format not in ("table", "json"):
+            raise ConfigError(f"unknown format {output_format!r}: choose table or json")
+        chosen = _filters(**filters)
+        base_rows = report_module.aggregate(_load((base,)).documents, chosen)
+        new_rows = report_module.aggregate(_load((new,)).documents, chosen)
+        changes, unmatched = report_module.compare(base_rows, new_rows, threshold)
+        if not changes:
+            raise ConfigError("BASE and NEW have no link and size in common")
+    except RdmabenchError as exc:
+        _fail(exc)
+    if output_format == "json":
+        click.echo(json.dumps({"changes": [c.to_dict() for c in changes], "unmatched": unmatched}, indent=1))
+    else:
+        click.echo(report_module.format_changes(changes, unmatched, threshold))
+    sys.exit(1 if any(c.regression for c in changes) else 0)
 
 
 if __name__ == "__main__":

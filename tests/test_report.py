@@ -1,0 +1,161 @@
+"""Reports and comparisons over results files made by real runs (three CPU ranks, all pairs)."""
+
+from __future__ import annotations
+
+import copy
+import csv
+import io
+import json
+import shutil
+import statistics
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rdmabench.report import mann_whitney_p
+
+from .conftest import run_cli
+
+SIZES = "4KiB,64KiB"
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Two real all-pairs runs over three ranks, in one directory."""
+    directory = tmp_path_factory.mktemp("runs")
+    for name in ("first.json", "second.json"):
+        # Six samples per link: enough for the significance test of `compare` to tell a change from noise.
+        command = ["run", "--np", "3", "--pattern", "all-pairs", "--sizes", SIZES, "-o", str(directory / name)]
+        proc = run_cli([*command, "--samples", "6", "--sample-time", "0.005"], timeout=300)
+        assert proc.returncode == 0, proc.stderr
+    return directory
+
+
+def _docs(directory: Path) -> list[dict[str, Any]]:
+    return [json.loads((directory / name).read_text()) for name in ("first.json", "second.json")]
+
+
+def _report(*args: str) -> subprocess.CompletedProcess[str]:
+    return run_cli(["report", *args])
+
+
+def test_aggregates_match_the_inputs(runs: Path) -> None:
+    proc = _report(str(runs), "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    rows = json.loads(proc.stdout)["rows"]
+    assert len(rows) == 6 * 2  # six ordered pairs of three ranks, two sizes
+    figures: dict[tuple[int, int, int], list[float]] = {}
+    for doc in _docs(runs):
+        for entry in doc["results"]:
+            figures.setdefault((entry["src_rank"], entry["dst_rank"], entry["size_bytes"]), []).append(
+                entry["bandwidth_gbps"]
+            )
+    for row in rows:
+        src, dst = (int(end.split("rank")[1]) for end in row["link"].split(" -> "))
+        values = figures[(src, dst, row["size_bytes"])]
+        assert row["runs"] == 2
+        assert row["median"] == pytest.approx(statistics.median(values))
+        assert (row["min"], row["max"]) == (pytest.approx(min(values)), pytest.approx(max(values)))
+        assert row["link_class"] == "intra-node" and row["transports"]
+
+
+def test_formats_filters_and_grouping(runs: Path) -> None:
+    table = _report(str(runs), "--by", "size")
+    assert table.returncode == 0 and "== size: 4KiB" in table.stdout and "outlier" in table.stdout
+    markdown = _report(str(runs), "--format", "markdown")
+    assert "| test | modes | size |" in markdown.stdout
+    rows = list(csv.DictReader(io.StringIO(_report(str(runs), "--format", "csv").stdout)))
+    assert len(rows) == 12 and {r["size_bytes"] for r in rows} == {"4096", "65536"}
+    filtered = json.loads(_report(str(runs), "--format", "json", "--size", "4KiB").stdout)["rows"]
+    assert len(filtered) == 6
+    nothing = _report(str(runs), "--mode", "device")
+    assert nothing.returncode == 2 and "no results match" in nothing.stderr
+
+
+def test_bad_files_are_named_and_the_rest_reported(runs: Path, tmp_path: Path) -> None:
+    shutil.copy(runs / "first.json", tmp_path / "good.json")
+    (tmp_path / "truncated.json").write_text((runs / "second.json").read_text()[:500])
+    newer = json.loads((runs / "second.json").read_text())
+    newer["schema"]["version"] = 99
+    (tmp_path / "newer.json").write_text(json.dumps(newer))
+    (tmp_path / "foreign.json").write_text('{"osu": "bw"}')
+    proc = _report(str(tmp_path), "--format", "json")
+    assert proc.returncode == 0
+    assert "Traceback" not in proc.stderr
+    for name, why in (
+        ("truncated.json", "not valid JSON"),
+        ("newer.json", "newer than this rdmabench"),
+        ("foreign.json", "no schema"),
+    ):
+        assert any(name in line and why in line for line in proc.stderr.splitlines()), proc.stderr
+    assert all(r["runs"] == 1 for r in json.loads(proc.stdout)["rows"])
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    none = _report(str(empty))
+    assert none.returncode == 2 and "no results files" in none.stderr and "no usable results files" in none.stderr
+
+
+def test_reports_never_overwrite_without_force(runs: Path, tmp_path: Path) -> None:
+    out = tmp_path / "report.md"
+    out.write_text("keep me")
+    proc = _report(str(runs), "--format", "markdown", "-o", str(out))
+    assert proc.returncode != 0 and "already exists" in proc.stderr and out.read_text() == "keep me"
+    assert _report(str(runs), "--format", "markdown", "-o", str(out), "--force").returncode == 0
+    assert out.read_text().startswith("# rdmabench report")
+
+
+def test_compare_finds_a_regression_beyond_noise(runs: Path, tmp_path: Path) -> None:
+    same = run_cli(["compare", str(runs / "first.json"), str(runs / "first.json")])
+    assert same.returncode == 0 and "0 regression(s)" in same.stdout
+    slower = copy.deepcopy(json.loads((runs / "first.json").read_text()))
+    victim = slower["results"][0]
+    victim["samples"] = [v * 0.5 for v in victim["samples"]]
+    victim["bandwidth_gbps"] *= 0.5
+    (tmp_path / "slower.json").write_text(json.dumps(slower))
+    proc = run_cli(["compare", str(runs / "first.json"), str(tmp_path / "slower.json"), "--format", "json"])
+    assert proc.returncode == 1
+    changes = json.loads(proc.stdout)["changes"]
+    regressions = [c for c in changes if c["regression"]]
+    assert len(regressions) == 1
+    assert regressions[0]["change"] == pytest.approx(-0.5) and regressions[0]["size_bytes"] == victim["size_bytes"]
+
+
+def test_mann_whitney() -> None:
+    assert mann_whitney_p([1, 2, 3, 4, 5], [6, 7, 8, 9, 10]) < 0.05
+    assert mann_whitney_p([1, 2, 3, 4, 5], [1, 2, 3, 4, 5]) > 0.5
+    assert mann_whitney_p([], [1.0]) == 1.0
+
+
+def _chromium() -> str | None:
+    return shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+
+
+@pytest.mark.skipif(_chromium() is None, reason="needs a headless Chromium (.ci/run installs Debian's)")
+def test_html_report_renders_in_a_browser(runs: Path, tmp_path: Path) -> None:
+    page = tmp_path / "report.html"
+    proc = _report(str(runs), "--format", "html", "-o", str(page))
+    assert proc.returncode == 0, proc.stderr
+    flags = [
+        "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    ]  # fmt: skip
+    browser = _chromium()
+    assert browser is not None
+    dom = subprocess.run(
+        [browser, *flags, f"--user-data-dir={tmp_path / 'profile1'}", "--virtual-time-budget=10000", "--dump-dom", page.as_uri()],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    sizes = dom.stdout.split('data-image-sizes="')[1].split('"')[0].split(",")
+    assert len(sizes) >= 3  # heatmaps and curves
+    for size in sizes:
+        width, height = (int(v) for v in size.split("x"))
+        assert width > 100 and height > 100
+    assert "<table>" in dom.stdout and "rank0 -&gt; " in dom.stdout.replace("vm:", "")
+    shot = tmp_path / "report.png"
+    subprocess.run(
+        [browser, *flags, f"--user-data-dir={tmp_path / 'profile2'}", f"--screenshot={shot}", "--window-size=1200,2000", page.as_uri()],
+        capture_output=True, timeout=120,
+    )  # fmt: skip
+    assert shot.exists() and shot.stat().st_size > 20_000
