@@ -36,11 +36,11 @@ def _image(title: str, data: str) -> str:
 def heatmaps(rows: list[Row]) -> list[tuple[str, str]]:
     """One heatmap per (test, modes, size) that has more than one link: senders down, receivers across."""
     plt = _pyplot()
-    groups: dict[tuple[str, str, str, int], list[Row]] = {}
+    groups: dict[tuple[str, str, str, int, str], list[Row]] = {}
     for row in rows:
-        groups.setdefault((row.test, row.src_mode, row.dst_mode, row.size_bytes), []).append(row)
+        groups.setdefault((row.test, row.src_mode, row.dst_mode, row.size_bytes, row.load), []).append(row)
     images = []
-    for (test, src_mode, dst_mode, size), members in sorted(groups.items()):
+    for (test, src_mode, dst_mode, size, load), members in sorted(groups.items()):
         if len(members) < 2:
             continue
         sources = sorted({r.link.split(" -> ")[0] for r in members})
@@ -59,7 +59,7 @@ def heatmaps(rows: list[Row]) -> list[tuple[str, str]]:
                 ax.text(j, i, text, ha="center", va="center", color="white", fontsize=7)
         unit = members[0].unit
         fig.colorbar(image, ax=ax, label=unit)
-        title = f"{test} {src_mode} -> {dst_mode}, {format_size(size)}: median {unit} per link (row: sender)"
+        title = f"{test} {src_mode} -> {dst_mode}, {format_size(size)}, links {load}: median {unit} (row: sender)"
         ax.set_title(title, fontsize=9)
         images.append((title, _png(fig)))
     return images
@@ -71,7 +71,9 @@ def curves(rows: list[Row]) -> list[tuple[str, str]]:
     plt = _pyplot()
     images = []
     for test in sorted({r.test for r in rows}):
-        members = [r for r in rows if r.test == test]
+        members = [r for r in rows if r.test == test and r.load == "alone"]
+        if not members:
+            continue
         fig, ax = plt.subplots(figsize=(7, 4))
         for modes in sorted({r.modes for r in members}):
             sizes = sorted({r.size_bytes for r in members if r.modes == modes})

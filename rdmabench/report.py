@@ -83,6 +83,11 @@ def link_name(entry: dict[str, Any]) -> str:
     return f"{_end(entry, 'src')} -> {_end(entry, 'dst')}"
 
 
+def load_of(entry: dict[str, Any]) -> str:
+    links = entry.get("concurrent_links") or 1
+    return "alone" if links == 1 else f"{entry.get('pattern', 'concurrent')}, {links} links"
+
+
 def figure(entry: dict[str, Any]) -> float | None:
     value = entry.get("latency_us") if entry["test"] == "lat" else entry.get("bandwidth_gbps")
     return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
@@ -101,6 +106,7 @@ class Row:
     src_host: str
     dst_host: str
     unit: str
+    load: str = "alone"  # the link measured alone, or with others at once ("ring, 4 links")
     values: list[float] = field(default_factory=list)  # one figure per run
     samples: list[float] = field(default_factory=list)  # every sample of every run
     shares: list[float] = field(default_factory=list)
@@ -110,8 +116,8 @@ class Row:
     limit: str | None = None
 
     @property
-    def key(self) -> tuple[str, str, str, int, str]:
-        return (self.test, self.src_mode, self.dst_mode, self.size_bytes, self.link)
+    def key(self) -> tuple[str, str, str, int, str, str]:
+        return (self.test, self.src_mode, self.dst_mode, self.size_bytes, self.link, self.load)
 
     @property
     def median(self) -> float:
@@ -138,6 +144,7 @@ class Row:
             "size_bytes": self.size_bytes,
             "link": self.link,
             "link_class": self.link_class,
+            "load": self.load,
             "unit": self.unit,
             "runs": len(self.values),
             "median": self.median,
@@ -179,7 +186,7 @@ class Filters:
 
 def aggregate(documents: list[tuple[str, dict[str, Any]]], filters: Filters | None = None) -> list[Row]:
     filters = filters or Filters()
-    rows: dict[tuple[str, str, str, int, str], Row] = {}
+    rows: dict[tuple[str, str, str, int, str, str], Row] = {}
     for _path, doc in documents:
         created = str(doc["metadata"].get("created_utc", ""))
         for entry in doc["results"]:
@@ -196,6 +203,7 @@ def aggregate(documents: list[tuple[str, dict[str, Any]]], filters: Filters | No
                 str(entry.get("src_host")),
                 str(entry.get("dst_host")),
                 entry.get("unit", "GB/s"),
+                load_of(entry),
             )
             row = rows.setdefault(row.key, row)
             row.values.append(value)
@@ -209,15 +217,17 @@ def aggregate(documents: list[tuple[str, dict[str, Any]]], filters: Filters | No
             if isinstance(limit, dict) and limit.get("gbps"):
                 row.limit = f"{limit.get('kind')} {float(limit['gbps']):.1f} GB/s"
             row.dates.add(created[:10])
-    return sorted(rows.values(), key=lambda r: (r.test, r.src_mode, r.dst_mode, r.size_bytes, r.link))
+    return sorted(rows.values(), key=lambda r: (r.test, r.src_mode, r.dst_mode, r.size_bytes, r.load, r.link))
 
 
 def outliers(rows: list[Row], fraction: float) -> list[tuple[Row, float]]:
     """Links worse than their class's median by more than `fraction` (bandwidth below, latency
     above), with how far off they are."""
-    classes: dict[tuple[str, str, str, int, str], list[Row]] = {}
+    classes: dict[tuple[str, str, str, int, str, str], list[Row]] = {}
     for row in rows:
-        classes.setdefault((row.test, row.src_mode, row.dst_mode, row.size_bytes, row.link_class), []).append(row)
+        classes.setdefault((row.test, row.src_mode, row.dst_mode, row.size_bytes, row.link_class, row.load), []).append(
+            row
+        )
     found = []
     for members in classes.values():
         if len(members) < 3:
@@ -245,7 +255,21 @@ def group_key(row: Row, by: str) -> str:
     return ""
 
 
-_COLUMNS = ("test", "modes", "size", "link", "class", "runs", "median", "min", "max", "spread", "share", "transport")
+_COLUMNS = (
+    "test",
+    "modes",
+    "size",
+    "link",
+    "class",
+    "load",
+    "runs",
+    "median",
+    "min",
+    "max",
+    "spread",
+    "share",
+    "transport",
+)
 
 
 def _cells(row: Row) -> list[str]:
@@ -256,6 +280,7 @@ def _cells(row: Row) -> list[str]:
         format_size(row.size_bytes),
         row.link,
         row.link_class,
+        row.load,
         str(len(row.values)),
         f"{row.median:.3f} {row.unit}",
         f"{min(row.values):.3f}",
@@ -411,7 +436,9 @@ def compare(base: list[Row], new: list[Row], threshold: float, alpha: float = 0.
     for row in new:
         old = by_key.get(row.key)
         if old is None:
-            unmatched.append(f"only in NEW: {row.link} {row.test} {row.modes} {format_size(row.size_bytes)}")
+            unmatched.append(
+                f"only in NEW: {row.link} {row.test} {row.modes} {format_size(row.size_bytes)} ({row.load})"
+            )
             continue
         seen.add(row.key)
         change = row.median / old.median - 1 if old.median else 0.0
