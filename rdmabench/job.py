@@ -49,6 +49,11 @@ def _raise_stopped(signum: int, _frame: FrameType | None) -> None:
     raise Stopped(signum)
 
 
+def _ignore_signals() -> None:
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, signal.SIG_IGN)
+
+
 def run_job(config: RunConfig, out: TextIO | None = None) -> int:
     """Entry point of every rank. Returns the process exit code (0 on success)."""
     out = out or sys.stdout
@@ -71,12 +76,14 @@ def run_job(config: RunConfig, out: TextIO | None = None) -> int:
             return 2
         return job.sweep()
     except Stopped as stop:
+        _ignore_signals()  # a second signal must not interrupt the saving of the results
         job.stop(f"stopped by {stop}")
         # The launcher is ending the job (or the user is): leave quietly, without MPI_Finalize,
         # which would wait for ranks that are gone.
         sys.stdout.flush()
         os._exit(128 + stop.signum)
     except BaseException as exc:
+        _ignore_signals()  # the launcher's SIGTERM, which a failure brings, must not cut the saving short
         _report(world, exc)
         job.stop(f"failed on rank {world.rank} ({world.me.host}): {_describe(exc)[0]}")
         world.abort(_describe(exc)[1])
