@@ -14,7 +14,7 @@ from .config import DEFAULT_SIZES, RunConfig
 from .errors import ConfigError, RdmabenchError
 from .measure import TESTS
 from .memory import MemoryMode
-from .units import parse_sizes
+from .units import parse_size, parse_sizes
 
 _MODES = "|".join(m.value for m in MemoryMode)
 
@@ -122,6 +122,12 @@ def main() -> None:
 )
 @click.option("--force", is_flag=True, help="Overwrite --output if it exists.")
 @click.option(
+    "--max-pinned",
+    default=None,
+    metavar="SIZE",
+    help="Most page-locked memory a rank may hold (e.g. 4GiB); pinned buffers are allocated once and reused across sizes.",
+)
+@click.option(
     "--units",
     default="GB/s",
     metavar="GB/s|GiB/s|Gb/s",
@@ -168,6 +174,8 @@ def _config(options: dict[str, Any]) -> RunConfig:
     src_mode = options.pop("src_mode")
     dst_mode = options.pop("dst_mode")
     sizes = parse_sizes(options.pop("sizes"))
+    max_pinned = options.pop("max_pinned")
+    options["max_pinned"] = parse_size(max_pinned) if max_pinned else None
     return RunConfig(
         src_mode=MemoryMode.parse(src_mode) if src_mode else mode,
         dst_mode=MemoryMode.parse(dst_mode) if dst_mode else mode,
@@ -192,6 +200,73 @@ def _run_local(np_: int, config: RunConfig) -> None:
     results.check_writable(config.output, config.force)
     code = run_local(np_, config)
     sys.exit(code)
+
+
+@main.command("copy", context_settings={"show_default": True})
+@click.option("--sizes", default="1MiB,64MiB,256MiB", help="Copy sizes, as for run.")
+@click.option("--directions", default="h2d,d2h,d2d", help="Comma-separated: h2d, d2h, d2d.")
+@click.option(
+    "--host-memory", default="pageable,pinned,write-combined,registered", help="Comma-separated host memory kinds."
+)
+@click.option("--gpus", default="all", help="GPU indices (0,1) or all; each measured on its own.")
+@click.option(
+    "--together/--no-together", default=True, help="Also time every GPU pulling from pinned host memory at once."
+)
+@click.option("--overlap/--no-overlap", default=True, help="Also measure how much of a copy hides behind a kernel.")
+@click.option("--samples", default=5, help="Timed samples per point (each about 20 ms of copies).")
+@click.option(
+    "--output",
+    "-o",
+    default=None,
+    type=click.Path(dir_okay=False),
+    help="Results file. [default: results/rdmabench-copy-<time>.json]",
+)
+@click.option("--force", is_flag=True, help="Overwrite --output if it exists.")
+def copy_command(
+    sizes: str,
+    directions: str,
+    host_memory: str,
+    gpus: str,
+    together: bool,
+    overlap: bool,
+    samples: int,
+    output: str | None,
+    force: bool,
+) -> None:
+    """Host-to-device, device-to-host and device-to-device copy bandwidth per GPU, from pageable,
+    pinned, write-combined and registered host memory (CUDA events, medians, data checked), beside a
+    plain CuPy loop; the cost of pinning; and copy/compute overlap. GB/s = 1e9 bytes/s."""
+    from . import copy as copy_module
+
+    try:
+        size_list = parse_sizes(sizes)
+        direction_list = [d.strip() for d in directions.split(",") if d.strip()]
+        kinds = [k.strip() for k in host_memory.split(",") if k.strip()]
+        for d in direction_list:
+            if d not in copy_module.DIRECTIONS:
+                raise ConfigError(f"unknown direction {d!r}: choose from {', '.join(copy_module.DIRECTIONS)}")
+        for k in kinds:
+            if k not in copy_module.HOST_KINDS:
+                raise ConfigError(f"unknown host memory {k!r}: choose from {', '.join(copy_module.HOST_KINDS)}")
+        if not 1 <= samples <= 1000:
+            raise ConfigError(f"--samples must be between 1 and 1000, not {samples}")
+        cupy = copy_module.require_gpu()
+        from . import results
+        from .gpu import visible_gpu_count
+
+        count = visible_gpu_count()
+        gpu_list = list(range(count)) if gpus == "all" else [int(g) for g in gpus.split(",") if g.strip().isdigit()]
+        if not gpu_list or any(g >= count for g in gpu_list):
+            raise ConfigError(f"--gpus {gpus!r}: this machine has GPUs 0..{count - 1}")
+        if output is None:
+            output = results.default_output_path("copy", "host", "device")
+        results.check_writable(output, force)
+        doc = copy_module.run(cupy, size_list, direction_list, kinds, gpu_list, together, overlap, samples, click.echo)
+        doc["metadata"]["command_line"] = shlex.join(["rdmabench", *sys.argv[1:]])
+        results.write(output, doc)
+        click.echo(f"# results written to {output}")
+    except RdmabenchError as exc:
+        _fail(exc)
 
 
 @main.command(context_settings={"show_default": True})

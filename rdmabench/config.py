@@ -46,6 +46,7 @@ class RunConfig:
     link_class: str = "all"
     concurrent: bool = False
     root: int = 0
+    max_pinned: int | None = None  # bytes of page-locked memory a rank may hold
     require_gdr: bool = False
     command_line: str = ""
 

@@ -23,7 +23,7 @@ from .config import RunConfig
 from .errors import ConfigError, RdmabenchError, TransportError
 from .gpu import gpu_unavailable_reason
 from .measure import Pair, default_window, make_plan, measure_pair, measure_round, round_aggregate
-from .memory import PIN_CUDA, PIN_MLOCK, MemoryMode, mlock_problem, word_capacity
+from .memory import PIN_CUDA, PIN_MLOCK, PINNED_POOL, MemoryMode, mlock_problem, word_capacity
 from .pathcheck import is_device_path_warning, path_warnings
 from .stats import summarize
 from .table import ProgressTable
@@ -66,6 +66,7 @@ def run_job(config: RunConfig, out: TextIO | None = None) -> int:
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, _raise_stopped)
     job = _Job(world, config, out, log_dir)
+    PINNED_POOL.cap = config.max_pinned
     try:
         problem = _preflight(world, config)
         problems = world.comm.allgather(problem)
@@ -89,6 +90,7 @@ def run_job(config: RunConfig, out: TextIO | None = None) -> int:
         world.abort(_describe(exc)[1])
         return 1  # not reached: Abort ends the process
     finally:
+        PINNED_POOL.clear()
         ucx_env.cleanup(log_dir)
 
 
@@ -140,6 +142,12 @@ def _memory_problem(world: World, config: RunConfig, modes: list[MemoryMode], li
     window = 1 if config.test == "lat" else (config.window or default_window(largest, config.device_only))
     buffers = 2 if config.test == "lat" else window * (2 if config.test == "bibw" else 1) * links
     need = buffers * word_capacity(largest) + 2 * word_capacity(largest)  # + pattern and scratch
+    pinned_need = buffers * word_capacity(largest) * modes.count(MemoryMode.PINNED)
+    if config.max_pinned is not None and pinned_need > config.max_pinned:
+        return (
+            f"rank {world.rank} ({world.me.host}) needs {format_size(pinned_need)} of pinned memory for "
+            f"{format_size(largest)} x {buffers} buffers, more than --max-pinned {format_size(config.max_pinned)}"
+        )
     for mode in modes:
         if mode is MemoryMode.DEVICE:
             from .gpu import import_cupy

@@ -45,6 +45,8 @@ class Buffer:
 
     def __init__(self, array: Any, mode: MemoryMode, pinned_method: str | None, keepalive: Any = None):
         self.array = array
+        self.whole = array  # the allocation itself; `array` may be a prefix of it when reused
+        self.capacity = int(array.size)
         self.mode = mode
         self.pinned_method = pinned_method
         self._keepalive = keepalive
@@ -57,11 +59,73 @@ class Buffer:
         return np
 
     def release(self) -> None:
+        """Give the memory back; pinned buffers go back to the pool, to serve the next size."""
+        if self.mode is MemoryMode.PINNED and self.array is not None:
+            PINNED_POOL.give_back(self)
+            self.array = None
+            return
+        self.free()
+
+    def free(self) -> None:
         if self._unlock is not None:
             self._unlock()
             self._unlock = None
         self.array = None
         self._keepalive = None
+
+
+class PinnedPool:
+    """Pinned buffers are allocated once and reused for every later need they are big enough for:
+    pinning costs far more than a malloc, and page-locked memory is scarce. `cap` bounds how much
+    the pool may hold (None: no bound beyond the memlock limit or the CUDA driver's)."""
+
+    def __init__(self) -> None:
+        self.cap: int | None = None
+        self._free: list[Buffer] = []
+        self.pinned_bytes = 0  # in the pool and in use
+        self.allocations = 0  # how many times memory was actually pinned
+
+    def take(self, capacity: int, have_gpu: bool) -> Buffer:
+        fits = [
+            b for b in self._free if b.capacity >= capacity and b.pinned_method == (PIN_CUDA if have_gpu else PIN_MLOCK)
+        ]
+        if fits:
+            buffer = min(fits, key=lambda b: b.capacity)
+            self._free.remove(buffer)
+            buffer.array = buffer.whole[:capacity]
+            buffer.array[:] = 0  # like a new allocation: no bytes of an earlier size survive
+            return buffer
+        if self.cap is not None and self.pinned_bytes + capacity > self.cap:
+            # Smaller buffers no later size can use make room first.
+            for small in sorted((b for b in self._free if b.capacity < capacity), key=lambda b: b.capacity):
+                self._forget(small)
+                if self.pinned_bytes + capacity <= self.cap:
+                    break
+        if self.cap is not None and self.pinned_bytes + capacity > self.cap:
+            raise ResourceError(
+                f"pinning {format_size(capacity)} more would hold {format_size(self.pinned_bytes + capacity)} "
+                f"page-locked, over the --max-pinned cap of {format_size(self.cap)}; raise the cap or use smaller sizes or --window"
+            )
+        buffer = _allocate_cuda_pinned(capacity) if have_gpu else _allocate_mlocked(capacity)
+        self.pinned_bytes += capacity
+        self.allocations += 1
+        return buffer
+
+    def give_back(self, buffer: Buffer) -> None:
+        self._free.append(buffer)
+
+    def _forget(self, buffer: Buffer) -> None:
+        self._free.remove(buffer)
+        self.pinned_bytes -= buffer.capacity
+        buffer.array = buffer.whole
+        buffer.free()
+
+    def clear(self) -> None:
+        for buffer in list(self._free):
+            self._forget(buffer)
+
+
+PINNED_POOL = PinnedPool()
 
 
 def word_capacity(nbytes: int) -> int:
@@ -87,9 +151,7 @@ def allocate(mode: MemoryMode, nbytes: int, have_gpu: bool) -> Buffer:
             raise ResourceError(
                 f"out of GPU memory allocating {format_size(nbytes)}; use smaller sizes or a smaller --window"
             ) from None
-    if have_gpu:
-        return _allocate_cuda_pinned(capacity)
-    return _allocate_mlocked(capacity)
+    return PINNED_POOL.take(capacity, have_gpu)
 
 
 def _allocate_cuda_pinned(capacity: int) -> Buffer:

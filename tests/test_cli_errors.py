@@ -95,3 +95,11 @@ def test_help_lists_every_option() -> None:
         "--format",
     ]:
         assert option in proc.stdout
+
+
+def test_max_pinned_cap_is_checked_before_any_transfer(tmp_path: Path) -> None:
+    _one_line_error(
+        ["run", "--mode", "pinned", "--sizes", "4MiB", "--max-pinned", "1MiB", "-o", str(tmp_path / "r.json")],
+        "more than --max-pinned 1MiB",
+        code=2,
+    )

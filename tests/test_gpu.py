@@ -89,3 +89,16 @@ def test_device_corruption_is_caught(results_path: Path) -> None:
         env=rdmabench_env(RDMABENCH_FAULT="corrupt:1"),
     )
     assert proc.returncode != 0 and "wrong byte(s) of 1048576" in proc.stderr
+
+
+def test_copy_pinned_beats_pageable_and_matches_cupy(tmp_path: Path) -> None:
+    out = tmp_path / "copy.json"
+    proc = run_cli(["copy", "--sizes", "64MiB", "--gpus", "0", "--samples", "3", "-o", str(out)])
+    assert proc.returncode == 0, proc.stderr
+    doc = load_results(str(out))
+    h2d = {e["src_mode"]: e for e in doc["results"] if e["test"] == "copy-h2d"}
+    assert set(h2d) == {"pageable", "pinned", "write-combined", "registered"}
+    assert h2d["pinned"]["bandwidth_gbps"] > h2d["pageable"]["bandwidth_gbps"]
+    assert 0.9 < h2d["pinned"]["ratio_to_reference"] < 1.2
+    assert all(e["validated"] for e in doc["results"])
+    assert {row["host_memory"] for row in doc["overlap"]} == {"pageable", "pinned"}

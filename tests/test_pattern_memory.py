@@ -65,3 +65,39 @@ def test_device_mode_without_gpu_is_a_clear_error() -> None:
 def test_unknown_mode() -> None:
     with pytest.raises(ConfigError, match="unknown memory mode 'gpu'"):
         MemoryMode.parse("gpu")
+
+
+def test_pinned_pool_reuses_and_respects_its_cap() -> None:
+    from rdmabench.memory import PinnedPool
+
+    pool = PinnedPool()
+    pool.cap = 3 << 20
+    first = pool.take(1 << 20, have_gpu=False)
+    first.array[:10] = 9
+    pool.give_back(first)
+    again = pool.take(512 << 10, have_gpu=False)  # a smaller need reuses the pinned megabyte
+    assert again is first and pool.allocations == 1 and again.array.size == 512 << 10
+    assert not again.array.any()  # handed out clean, like a new allocation
+    second = pool.take(2 << 20, have_gpu=False)
+    assert pool.allocations == 2 and pool.pinned_bytes == 3 << 20
+    with pytest.raises(ResourceError, match="over the --max-pinned cap of 3MiB"):
+        pool.take(1 << 20, have_gpu=False)  # everything pinned is in use
+    pool.give_back(again)
+    pool.give_back(second)
+    bigger = pool.take(3 << 20, have_gpu=False)  # the small ones are dropped to make room
+    assert pool.pinned_bytes == 3 << 20 and bigger.capacity == 3 << 20
+    pool.give_back(bigger)
+    pool.clear()
+    assert pool.pinned_bytes == 0
+
+
+def test_copy_needs_a_gpu() -> None:
+    from rdmabench.gpu import visible_gpu_count
+
+    from .conftest import run_cli
+
+    if visible_gpu_count():
+        pytest.skip("this machine has a GPU")
+    proc = run_cli(["copy"])
+    assert proc.returncode == 2 and proc.stderr.strip().startswith("rdmabench: error: rdmabench copy needs a CUDA GPU")
+    assert len(proc.stderr.strip().splitlines()) == 1
