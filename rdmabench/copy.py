@@ -246,10 +246,13 @@ extern "C" __global__ void spin(long long cycles, int *sink) {
 
 
 def overlap(cupy: Any, gpu: int, host_kind: str, size: int, direction: str = "d2h") -> dict[str, Any]:
-    """How much of a copy (d2h or h2d) hides behind a kernel running on another stream.
+    """How much of a copy (d2h or h2d) hides behind a kernel on another stream, in the order a
+    pipeline issues them: the copy first, then the next kernel.
 
     Efficiency = (kernel alone + copy alone - both together) / the shorter of the two: 1 when the
-    copy is hidden entirely, 0 when they serialise (as a pageable copy does, staged by the CPU)."""
+    copy is hidden entirely, 0 when they serialise. A pinned copy returns at once and the kernel
+    starts beside it; a pageable one holds the CPU until the driver has staged it, so the kernel
+    starts late."""
     with cupy.cuda.Device(gpu):
         kernel = cupy.RawKernel(_SPIN_KERNEL, "spin")
         sink = cupy.zeros(1, dtype=cupy.int32)
@@ -285,8 +288,8 @@ def overlap(cupy: Any, gpu: int, host_kind: str, size: int, direction: str = "d2
         compute.synchronize()
         kernel_seconds = time.perf_counter() - start
         start = time.perf_counter()
-        run_kernel()
         copy()
+        run_kernel()
         compute.synchronize()
         copier.synchronize()
         both = time.perf_counter() - start
