@@ -9,6 +9,7 @@ overlap of a copy with a kernel on another stream, which pageable memory cannot 
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -107,6 +108,11 @@ class CopyResult:
             "transport": "cudaMemcpyAsync",
             "protocol": "CUDA events on a dedicated stream",
             "gpu": self.gpu,
+            "src_host": socket.gethostname(),
+            "dst_host": socket.gethostname(),
+            "src_gpu": self.gpu,
+            "dst_gpu": self.gpu,
+            "link": "same host",
             "reference_gbps": self.reference_gbps,
             "ratio_to_reference": stats["median"] / self.reference_gbps if self.reference_gbps else None,
             "host_prepare_seconds": self.prepare_seconds,
@@ -374,9 +380,9 @@ def run(
     infos = [select_gpu(g) for g in gpus]
     metadata = {
         "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "hosts": [__import__("socket").gethostname()],
+        "hosts": [socket.gethostname()],
         "world_size": 1,
-        "ranks": [{"rank": 0, "host": __import__("socket").gethostname(), "gpus": [i.to_dict() for i in infos if i]}],
+        "ranks": [{"rank": 0, "host": socket.gethostname(), "gpus": [i.to_dict() for i in infos if i]}],
         "units": {"bandwidth": "GB/s = 1e9 bytes/s", "size": "bytes"},
         "versions": {"rdmabench": __version__, "cupy": cupy.__version__, "cuda_driver": driver_version()},
         "config": {"test": "copy", "sizes": sizes, "directions": directions, "host_memory": kinds, "samples": samples},
