@@ -242,6 +242,16 @@ def statistics_median(values: list[float]) -> float:
     return summarize(values)["median"]
 
 
+def _warm_then_time(action: Callable[[], None], stream: Any) -> float:
+    """Wall-clock seconds of one `action` on `stream`, after one untimed run."""
+    action()
+    stream.synchronize()
+    start = time.perf_counter()
+    action()
+    stream.synchronize()
+    return time.perf_counter() - start
+
+
 _SPIN_KERNEL = r"""
 extern "C" __global__ void spin(long long cycles, int *sink) {
     long long start = clock64();
@@ -276,23 +286,13 @@ def overlap(cupy: Any, gpu: int, host_kind: str, size: int, direction: str = "d2
         def copy() -> None:
             cupy.cuda.runtime.memcpyAsync(dst, src, size, _MEMCPY_KIND[direction], copier.ptr)
 
-        copy()
-        copier.synchronize()
-        start = time.perf_counter()
-        copy()
-        copier.synchronize()
-        copy_seconds = time.perf_counter() - start
+        copy_seconds = _warm_then_time(copy, copier)
         cycles = int(copy_seconds * rate)  # a kernel about as long as the copy
 
         def run_kernel() -> None:
             kernel((1,), (32,), (cupy.int64(cycles), sink), stream=compute)
 
-        run_kernel()
-        compute.synchronize()
-        start = time.perf_counter()
-        run_kernel()
-        compute.synchronize()
-        kernel_seconds = time.perf_counter() - start
+        kernel_seconds = _warm_then_time(run_kernel, compute)
         start = time.perf_counter()
         copy()
         run_kernel()

@@ -31,14 +31,6 @@ class Finding:
         return asdict(self)
 
 
-def _read(path: str) -> str | None:
-    try:
-        with open(path) as handle:
-            return handle.read().strip()
-    except OSError:
-        return None
-
-
 def check_gpus() -> list[Finding]:
     count = visible_gpu_count()
     if count == 0:
@@ -295,7 +287,7 @@ def check_cpu_governor() -> Finding:
     governors = set()
     root = "/sys/devices/system/cpu"
     for entry in os.listdir(root) if os.path.isdir(root) else []:
-        value = _read(f"{root}/{entry}/cpufreq/scaling_governor")
+        value = topology.read_text(f"{root}/{entry}/cpufreq/scaling_governor")
         if value:
             governors.add(value)
     if not governors:
@@ -311,7 +303,7 @@ def check_cpu_governor() -> Finding:
 
 
 def check_thp() -> Finding:
-    value = _read("/sys/kernel/mm/transparent_hugepage/enabled")
+    value = topology.read_text("/sys/kernel/mm/transparent_hugepage/enabled")
     if value is None:
         return Finding("transparent huge pages", NA, "not exposed")
     chosen = re.search(r"\[(\w+)\]", value)

@@ -30,7 +30,8 @@ NVLINK_GENERATIONS = {
 _PCI_ROOT = "/sys/bus/pci/devices"
 
 
-def _read(path: str) -> str | None:
+def read_text(path: str) -> str | None:
+    """A sysfs or procfs value, stripped; None where it cannot be read."""
     try:
         with open(path) as handle:
             return handle.read().strip()
@@ -113,7 +114,7 @@ def _nvml() -> Any:
 
 def _sysfs_pcie(bus_id: str) -> PcieLink | None:
     base = os.path.join(_PCI_ROOT, normalize_bus_id(bus_id))
-    speed, width = _read(f"{base}/current_link_speed"), _read(f"{base}/current_link_width")
+    speed, width = read_text(f"{base}/current_link_speed"), read_text(f"{base}/current_link_width")
     if not speed or not width:
         return None
     rate = re.match(r"([\d.]+)\s*GT/s", speed)
@@ -125,7 +126,7 @@ def _sysfs_pcie(bus_id: str) -> PcieLink | None:
 
 
 def numa_node_of(bus_id: str) -> int | None:
-    value = _read(os.path.join(_PCI_ROOT, normalize_bus_id(bus_id), "numa_node"))
+    value = read_text(os.path.join(_PCI_ROOT, normalize_bus_id(bus_id), "numa_node"))
     if value is None or not value.lstrip("-").isdigit() or int(value) < 0:
         return None
     return int(value)
@@ -235,10 +236,10 @@ def nic_ports() -> list[NicPort]:
     ports: list[NicPort] = []
     ib_root = "/sys/class/infiniband"
     for device in sorted(os.listdir(ib_root)) if os.path.isdir(ib_root) else []:
-        numa = _read(f"{ib_root}/{device}/device/numa_node")
+        numa = read_text(f"{ib_root}/{device}/device/numa_node")
         for port in sorted(os.listdir(f"{ib_root}/{device}/ports")):
-            state = _read(f"{ib_root}/{device}/ports/{port}/state") or ""
-            rate = _read(f"{ib_root}/{device}/ports/{port}/rate") or ""
+            state = read_text(f"{ib_root}/{device}/ports/{port}/state") or ""
+            rate = read_text(f"{ib_root}/{device}/ports/{port}/rate") or ""
             match = re.match(r"([\d.]+)\s*Gb/sec", rate)
             if "ACTIVE" in state and match:
                 node = int(numa) if numa and numa.lstrip("-").isdigit() and int(numa) >= 0 else None
@@ -247,9 +248,9 @@ def nic_ports() -> list[NicPort]:
     for name in sorted(os.listdir(net_root)) if os.path.isdir(net_root) else []:
         if name == "lo" or not os.path.exists(f"{net_root}/{name}/device"):
             continue  # virtual interfaces (bridges, veth) have no rate of their own
-        speed = _read(f"{net_root}/{name}/speed")
+        speed = read_text(f"{net_root}/{name}/speed")
         if speed and speed.lstrip("-").isdigit() and int(speed) > 0:
-            numa = _read(f"{net_root}/{name}/device/numa_node")
+            numa = read_text(f"{net_root}/{name}/device/numa_node")
             node = int(numa) if numa and numa.lstrip("-").isdigit() and int(numa) >= 0 else None
             ports.append(NicPort(name, "ethernet", int(speed) / 8000, f"{speed} Mb/s", node))
     return ports
@@ -266,7 +267,7 @@ def cpu_numa_nodes() -> list[int]:
     for entry in sorted(os.listdir(root)) if os.path.isdir(root) else []:
         if not re.fullmatch(r"node\d+", entry):
             continue
-        listed = _parse_cpulist(_read(f"{root}/{entry}/cpulist") or "")
+        listed = _parse_cpulist(read_text(f"{root}/{entry}/cpulist") or "")
         if listed & cpus:
             nodes.append(int(entry[4:]))
     return nodes
