@@ -339,7 +339,7 @@ class _Job:
                     shared = replace(plan, window=max(1, plan.window // fan)) if config.window is None else plan
                     template = Pair(config.test, -1, -1, config.src_mode, config.dst_mode, size, config.validate)
                     measured = list(measure_round(transport, world.comm, round_links, template, shared, have_gpu))
-                world.wait_for_all()
+                world.wait_for_all(transport.backend.progress)
                 gathered = world.comm.gather(measured, root=0)
                 _release_device_pool(config)
                 progress.advance()
@@ -362,7 +362,7 @@ class _Job:
                             table.link_rows(new, progress.done, progress.total, progress.eta())
                     _check_gdr(config, new)
         warnings = transport.ucx_warnings()
-        world.wait_for_all()
+        world.wait_for_all(transport.backend.progress)
         all_warnings = world.comm.gather(warnings, root=0)
         transport.close()
         if self.stream is not None:
@@ -375,7 +375,7 @@ class _Job:
                 print(json.dumps(doc, indent=1), file=out, flush=True)
             else:
                 print(f"# results written to {stream.path}", file=out, flush=True)
-        world.wait_for_all()
+        world.wait_for_all(transport.backend.progress)
         return 0
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -92,12 +93,15 @@ class World:
         """Process ids of the other ranks on this host: a dead one can be noticed at once."""
         return {info.rank: info.pid for info in self.ranks if info.host == self.me.host and info.rank != self.rank}
 
-    def wait_for_all(self) -> None:
-        """A barrier that keeps this rank responsive to signals while slower ranks catch up
-        (a blocking MPI_Barrier would hold off SIGTERM until every rank arrived)."""
+    def wait_for_all(self, progress: Callable[[], None] | None = None) -> None:
+        """A barrier that keeps this rank responsive to signals while slower ranks catch up (a
+        blocking MPI_Barrier would hold off SIGTERM until every rank arrived), and keeps `progress`
+        (UCX's) running, so that a peer still finishing a transfer with this rank can complete it."""
         request = self.comm.Ibarrier()
         while not request.Test():
-            time.sleep(0.0005)
+            if progress is not None:
+                progress()
+            time.sleep(0.0002)  # an idle rank must not spin: on a shared node it slows the measured pair
 
     @property
     def hosts(self) -> list[str]:

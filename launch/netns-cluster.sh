@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# A cluster without a cluster: N "hosts" on this machine, each a network namespace with its own
+# hostname and one interface (eth0, 10.213.0.<i+1>/24) on a bridge (10.213.0.254), and Open MPI
+# starting its daemons in them as if over ssh. Links between hosts then cross a real network (veth,
+# through the kernel's TCP stack), and rdmabench labels them inter-node. Needs root.
+#
+#   launch/netns-cluster.sh up 2
+#   UCX_TLS=tcp,self mpiexec -n 4 $(launch/netns-cluster.sh mpiexec-options 2 2) \
+#       "$(command -v python3)" -m rdmabench run --pattern all-pairs
+#   launch/netns-cluster.sh down 2
+#
+# UCX_TLS=tcp,self keeps UCX off shared memory: the namespaces share one kernel, so UCX would
+# otherwise still reach across them with cma. RDMABENCH_NETNS_PREFIX names the namespaces.
+set -euo pipefail
+prefix=${RDMABENCH_NETNS_PREFIX:-rdmb}
+bridge="$prefix-br"
+here=$(cd "$(dirname "$0")" && pwd)
+
+up() {
+  local n=$1 i
+  ip link add "$bridge" type bridge
+  ip addr add 10.213.0.254/24 dev "$bridge"
+  ip link set "$bridge" up
+  for ((i = 0; i < n; i++)); do
+    ip netns add "$prefix-h$i"
+    ip link add "$prefix-v$i" type veth peer name eth0 netns "$prefix-h$i"
+    ip link set "$prefix-v$i" master "$bridge" up
+    ip -n "$prefix-h$i" addr add "10.213.0.$((i + 1))/24" dev eth0
+    ip -n "$prefix-h$i" link set eth0 up
+    ip -n "$prefix-h$i" link set lo up
+  done
+}
+
+down() {
+  local n=$1 i
+  for ((i = 0; i < n; i++)); do
+    ip netns del "$prefix-h$i" 2>/dev/null || true
+    ip link del "$prefix-v$i" 2>/dev/null || true
+  done
+  ip link del "$bridge" 2>/dev/null || true
+}
+
+# Open MPI calls its ssh agent as: AGENT [options] HOST COMMAND; this one enters HOST's namespace
+# (HOST is its address, 10.213.0.<i+1>) under the hostname PREFIX-h<i> and runs COMMAND there.
+agent() {
+  while [[ ${1:-} == -* ]]; do shift; done
+  local host=$1
+  shift
+  local name="$prefix-h$((${host##*.} - 1))"
+  exec ip netns exec "$name" unshare --uts sh -c 'hostname "$0" && exec sh -c "$*"' "$name" "$@"
+}
+
+mpiexec_options() {
+  local n=$1 per_host=$2 i hosts=()
+  for ((i = 0; i < n; i++)); do hosts+=("10.213.0.$((i + 1)):$per_host"); done
+  local joined
+  joined=$(IFS=,; echo "${hosts[*]}")
+  echo "--host $joined --prtemca plm_ssh_agent $here/netns-cluster.sh --prtemca oob_tcp_if_include 10.213.0.0/24" \
+    "--mca btl_tcp_if_include 10.213.0.0/24 -x PATH -x UCX_TLS"
+}
+
+case ${1:-} in
+  up) up "${2:?number of hosts}" ;;
+  down) down "${2:?number of hosts}" ;;
+  mpiexec-options) mpiexec_options "${2:?number of hosts}" "${3:?ranks per host}" ;;
+  -* | 10.213.0.*) agent "$@" ;;
+  *) echo "usage: $0 up N | down N | mpiexec-options N RANKS_PER_HOST" >&2; exit 2 ;;
+esac
