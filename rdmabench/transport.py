@@ -21,8 +21,8 @@ from .memory import Buffer
 # Check the deadline once per this many progress calls: reading the clock on every poll costs more
 # than a small message.
 _POLLS_PER_CLOCK_READ = 64
-# Seconds the endpoints of a finished job get to flush before they are dropped anyway.
-_CLOSE_GRACE = 5.0
+# Progress calls after closing the endpoints, before dropping them.
+_CLOSE_POLLS = 1000
 # How often a long wait checks its deadline and whether a peer on this host still lives.
 _LIVENESS_PERIOD = 0.25
 
@@ -98,25 +98,17 @@ class UcxxBackend:
         self._worker.progress()
 
     def close(self) -> None:
-        """Close every endpoint, progressing the worker while UCX flushes them. A flush needs the
-        peer to progress too, so every rank closes at the same point of the job (and keeps
-        progressing while it waits on MPI); a peer that never answers costs at most the grace period."""
+        """Close every endpoint. Closing flushes, which needs the peer to progress its worker: every
+        rank closes at the same point of the job and keeps progressing while it waits on MPI
+        (World.wait_for_all), so no flush waits on a rank that has stopped listening."""
         for endpoint in self._endpoints:
             try:
                 endpoint.close()
             except Exception:
                 pass  # already closed or failed: nothing left to flush
-        deadline = time.monotonic() + _CLOSE_GRACE
-        while time.monotonic() < deadline and any(self._alive(e) for e in self._endpoints):
+        for _ in range(_CLOSE_POLLS):
             self._worker.progress()
         self._endpoints.clear()
-
-    @staticmethod
-    def _alive(endpoint: Any) -> bool:
-        try:
-            return bool(endpoint.alive)
-        except Exception:
-            return False
 
 
 def load_backend() -> Backend:

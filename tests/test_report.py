@@ -111,15 +111,18 @@ def test_compare_finds_a_regression_beyond_noise(runs: Path, tmp_path: Path) -> 
     assert same.returncode == 0 and "0 regression(s)" in same.stdout
     slower = copy.deepcopy(json.loads((runs / "first.json").read_text()))
     victim = slower["results"][0]
-    victim["samples"] = [v * 0.5 for v in victim["samples"]]
-    victim["bandwidth_gbps"] *= 0.5
+    # Every new sample below the slowest old one: a change no noise explains, whatever the spread.
+    floor = min(victim["samples"]) * 0.5
+    victim["samples"] = [floor * (1 - 0.01 * k) for k in range(len(victim["samples"]))]
+    victim["bandwidth_gbps"] = statistics.median(victim["samples"])
     (tmp_path / "slower.json").write_text(json.dumps(slower))
     proc = run_cli(["compare", str(runs / "first.json"), str(tmp_path / "slower.json"), "--format", "json"])
     assert proc.returncode == 1
     changes = json.loads(proc.stdout)["changes"]
     regressions = [c for c in changes if c["regression"]]
     assert len(regressions) == 1
-    assert regressions[0]["change"] == pytest.approx(-0.5) and regressions[0]["size_bytes"] == victim["size_bytes"]
+    assert regressions[0]["change"] < -0.5 and regressions[0]["p_value"] < 0.05
+    assert regressions[0]["size_bytes"] == victim["size_bytes"]
 
 
 def test_mann_whitney() -> None:
