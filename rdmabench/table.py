@@ -13,12 +13,15 @@ def _transport(entry: dict[str, Any]) -> str:
     return f"{transport} ({protocol})" if protocol else transport
 
 
+_SHORT_KIND = {"host memory copy": "host copy"}
+
+
 def _share(entry: dict[str, Any]) -> str:
     share = entry.get("share_of_limit")
     limit = entry.get("link_limit")
     if share is None or limit is None:
         return "-"
-    return f"{share:.0%} {limit['kind']}"
+    return f"{share:.0%} {_SHORT_KIND.get(limit['kind'], limit['kind'])}"
 
 
 class ProgressTable:
