@@ -185,15 +185,9 @@ class Side:
         synchronize(self.mode)
 
     def check(self, pattern: Pattern | None, buffers: list[Buffer], step: int) -> None:
-        if pattern is None:
-            return
-        for slot, buffer in enumerate(buffers):
-            wrong = pattern.wrong_bytes(buffer, message_key(step, slot))
-            if wrong:
-                raise ValidationError(
-                    f"rank {self.rank} received {wrong} wrong byte(s) of {self.pair.size} in message {slot} "
-                    f"of step {step} from rank {self.peer} on {self.link_name()}"
-                )
+        if pattern is not None:
+            keys = [message_key(step, slot) for slot in range(len(buffers))]
+            check_messages(pattern, buffers, keys, self.rank, self.peer, step, self.link_name())
 
     def agree_iterations(self, warmup_seconds: float) -> int:
         """The src rank calibrates; its peer follows, so both run the same number of steps."""
@@ -207,6 +201,19 @@ class Side:
         for buffer in self._buffers:
             buffer.release()
         self._buffers.clear()
+
+
+def check_messages(
+    pattern: Pattern, buffers: list[Buffer], keys: list[int], receiver: int, sender: int, step: int, where: str
+) -> None:
+    """Raise ValidationError at the first message of a step whose bytes are not what `sender` wrote."""
+    for slot, (buffer, key) in enumerate(zip(buffers, keys, strict=True)):
+        wrong = pattern.wrong_bytes(buffer, key)
+        if wrong:
+            raise ValidationError(
+                f"rank {receiver} received {wrong} wrong byte(s) of {pattern.nbytes} in message {slot} "
+                f"of step {step} from rank {sender} on {where}"
+            )
 
 
 def _run_steps(side: Side, step: Callable[[int], float]) -> tuple[list[list[float]], int]:
@@ -296,7 +303,7 @@ def _bibw(side: Side) -> dict[str, Any] | None:
                 acked_at = time.perf_counter()
             return acked is not None and acked.completed and bool(acked_at) and all(r.completed for r in outgoing)
 
-        side.transport.poll_until(finished, side.plan.timeout, f"both windows on {side.link_name()}")
+        side.transport.poll_until(finished, side.plan.timeout, f"both windows on {side.link_name()}", side.peer)
         assert acked is not None
         side.transport.check(incoming + outgoing + [ack, acked], f"bidirectional window on {side.link_name()}")
         elapsed = acked_at - start
@@ -492,20 +499,14 @@ def measure_round(
                 and all(r.completed for r in sends)
             )
 
-        transport.poll_until(finished, plan.timeout, what)
+        transport.poll_until(finished, plan.timeout, what, sorted(set(targets) | set(sources)))
         transport.check(sends + list(acks.values()) + list(acks_sent.values()), what)
         for s in sources:
             transport.check(incoming[s], what)
             pattern = peer_patterns.get(s)
-            if pattern is None:
-                continue
-            for slot, buffer in enumerate(inc[s][0]):
-                wrong = pattern.wrong_bytes(buffer, message_key(index, slot, me))
-                if wrong:
-                    raise ValidationError(
-                        f"rank {me} received {wrong} wrong byte(s) of {size} in message {slot} of step {index} "
-                        f"from rank {s} on {what}"
-                    )
+            if pattern is not None:
+                keys = [message_key(index, slot, me) for slot in range(window)]
+                check_messages(pattern, inc[s][0], keys, me, s, index, what)
         return {d: acked_at[d] - start for d in targets}
 
     try:

@@ -139,6 +139,28 @@ def describe_path(sender_rows: dict[str, Any], receiver_rows: dict[str, Any]) ->
     }
 
 
+class _Watch:
+    """The deadline of one wait, and the peers on this host whose death ends it early."""
+
+    def __init__(self, transport: Transport, timeout: float, what: str, peers: list[int]):
+        self.transport = transport
+        self.timeout = timeout
+        self.what = what
+        self.peers = peers
+        self.started = time.monotonic()
+        self.next_check = self.started + _LIVENESS_PERIOD
+
+    def check(self) -> None:
+        now = time.monotonic()
+        if now < self.next_check:
+            return
+        self.next_check = now + _LIVENESS_PERIOD
+        if now - self.started > self.timeout:
+            raise TransportError(f"timed out after {self.timeout:.0f} s waiting for {self.what}")
+        for rank in self.peers:
+            self.transport._check_alive(rank, self.what)
+
+
 class Transport:
     """This rank's UCX worker and its endpoints to every other rank."""
 
@@ -179,16 +201,16 @@ class Transport:
         return self.backend.recv(message, tag)
 
     def wait(self, requests: list[Request], timeout: float, what: str, peer: int | None = None) -> None:
-        """Progress until every request completes. Raise TransportError after `timeout` seconds, or
-        as soon as `peer`, if it runs on this host, is seen to have died.
+        """Progress until every request completes (timeout and `peer` as in poll_until).
 
-        A cursor walks the list in order, so a poll costs one completion check however long the
-        window is (requests mostly complete in the order they were posted)."""
+        This is the hot path of every test, so it polls inline rather than through poll_until's
+        callback (a call per poll costs a measurable share of a small message's latency). A cursor
+        walks the list in order: a poll costs one completion check however long the window is."""
         progress = self.backend.progress
         count = len(requests)
         index = 0
         polls = 0
-        started = next_check = 0.0
+        watch: _Watch | None = None
         while index < count:
             if requests[index].completed:
                 index += 1
@@ -196,18 +218,29 @@ class Transport:
             progress()
             polls += 1
             if polls % _POLLS_PER_CLOCK_READ == 0:
-                now = time.monotonic()
-                if not started:
-                    started, next_check = now, now + _LIVENESS_PERIOD
-                elif now > next_check:
-                    next_check = now + _LIVENESS_PERIOD
-                    if now - started > timeout:
-                        raise TransportError(f"timed out after {timeout:.0f} s waiting for {what}")
-                    self._check_alive(peer, what)
+                watch = watch or _Watch(self, timeout, what, [] if peer is None else [peer])
+                watch.check()
         self.check(requests, what)
 
-    def _check_alive(self, peer: int | None, what: str) -> None:
-        pid = self._local_peer_pids.get(peer) if peer is not None else None
+    def poll_until(
+        self, done: Callable[[], bool], timeout: float, what: str, peer: int | list[int] | None = None
+    ) -> None:
+        """Progress the worker until `done()` is true. Raise TransportError after `timeout` seconds,
+        or as soon as a `peer` (a rank, or several) running on this host is seen to have died."""
+        progress = self.backend.progress
+        peers = [peer] if isinstance(peer, int) else (peer or [])
+        watch = _Watch(self, timeout, what, peers)
+        polls = 0
+        while True:
+            progress()
+            if done():
+                return
+            polls += 1
+            if polls % _POLLS_PER_CLOCK_READ == 0:
+                watch.check()
+
+    def _check_alive(self, peer: int, what: str) -> None:
+        pid = self._local_peer_pids.get(peer)
         if pid is None:
             return
         try:
@@ -216,19 +249,6 @@ class Transport:
             raise TransportError(f"rank {peer} (pid {pid} on this host) died while waiting for {what}") from None
         except PermissionError:
             pass  # alive, owned by someone else
-
-    def poll_until(self, done: Callable[[], bool], timeout: float, what: str) -> None:
-        """Progress the worker until `done()` is true; raise TransportError after `timeout` seconds."""
-        progress = self.backend.progress
-        deadline = time.monotonic() + timeout
-        polls = 0
-        while True:
-            progress()
-            if done():
-                return
-            polls += 1
-            if polls % _POLLS_PER_CLOCK_READ == 0 and time.monotonic() > deadline:
-                raise TransportError(f"timed out after {timeout:.0f} s waiting for {what}")
 
     @staticmethod
     def check(requests: list[Request], what: str) -> None:
