@@ -126,7 +126,12 @@ def _preflight(world: World, config: RunConfig) -> str | None:
 
 def _schedule(world: World, config: RunConfig) -> list[list[tuple[int, int]]]:
     rounds = patterns.schedule(
-        config.pattern, [info.host for info in world.ranks], config.link_class, config.concurrent, config.root
+        config.pattern,
+        [info.host for info in world.ranks],
+        config.link_class,
+        config.concurrent,
+        config.root,
+        bidirectional=config.test == "bibw",
     )
     if not rounds:
         raise ConfigError(

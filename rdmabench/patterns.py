@@ -43,9 +43,15 @@ def _wanted(link: Link, hosts: Sequence[str], link_class: str) -> bool:
 
 
 def schedule(
-    pattern: str, hosts: Sequence[str], link_class: str = "all", concurrent: bool = False, root: int = 0
+    pattern: str,
+    hosts: Sequence[str],
+    link_class: str = "all",
+    concurrent: bool = False,
+    root: int = 0,
+    bidirectional: bool = False,
 ) -> list[list[Link]]:
-    """Rounds of (src, dst) links for `pattern` over ranks whose hosts are `hosts`."""
+    """Rounds of (src, dst) links for `pattern` over ranks whose hosts are `hosts`. A bidirectional
+    test measures both directions of a pair at once, so all-pairs then visits each pair once."""
     n = len(hosts)
     if pattern not in PATTERNS:
         raise ConfigError(f"unknown pattern {pattern!r}: choose one of {', '.join(PATTERNS)}")
@@ -67,7 +73,12 @@ def schedule(
                     if links:
                         rounds.append(links)
             return rounds
-        return [[(s, d)] for s in range(n) for d in range(n) if s != d and _wanted((s, d), hosts, link_class)]
+        return [
+            [(s, d)]
+            for s in range(n)
+            for d in range(n)
+            if s != d and (s < d or not bidirectional) and _wanted((s, d), hosts, link_class)
+        ]
     if pattern == "ring":
         return [[(r, (r + 1) % n) for r in range(n)]] if n > 2 else [[(0, 1), (1, 0)]]
     if pattern == "incast":

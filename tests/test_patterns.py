@@ -32,6 +32,7 @@ def test_schedules() -> None:
     concurrent = schedule("all-pairs", one_host, concurrent=True)
     assert len(concurrent) == 6 and all(len(r) == 2 for r in concurrent)
     assert sorted(link for r in concurrent for link in r) == sorted(itertools.permutations(range(4), 2))
+    assert [r for (r,) in schedule("all-pairs", one_host[:3], bidirectional=True)] == [(0, 1), (0, 2), (1, 2)]
     assert schedule("ring", one_host) == [[(0, 1), (1, 2), (2, 3), (3, 0)]]
     assert schedule("incast", one_host, root=2) == [[(0, 2), (1, 2), (3, 2)]]
     assert schedule("fan-out", one_host) == [[(0, 1), (0, 2), (0, 3)]]
@@ -90,6 +91,29 @@ def test_concurrent_patterns_report_links_and_aggregate(results_path: Path) -> N
     reasons = doc["matrices"][0]["reasons"]
     assert reasons[1][0] == "not a link of the incast pattern"
     assert "all 2 links together" in proc.stdout
+
+
+def test_bidirectional_all_pairs_measures_each_pair_once(results_path: Path) -> None:
+    proc = run_cli(
+        [
+            "run",
+            "--np",
+            "3",
+            "--pattern",
+            "all-pairs",
+            "--test",
+            "bibw",
+            "--sizes",
+            "4KiB",
+            "-o",
+            str(results_path),
+            *QUICK,
+        ],
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    links = sorted((e["src_rank"], e["dst_rank"]) for e in load_results(str(results_path))["results"])
+    assert links == sorted(itertools.permutations(range(3), 2))  # both directions of 3 pairs, once each
 
 
 def test_ring_and_bad_combinations(results_path: Path) -> None:
