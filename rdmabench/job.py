@@ -62,7 +62,16 @@ def run_job(config: RunConfig, out: TextIO | None = None) -> int:
         os.environ.setdefault("UCX_IB_GPU_DIRECT_RDMA", "yes")
     log_dir = ucx_env.prepare()
     import_ucx_first()
-    world = World()
+    try:
+        world = World()
+    except ImportError as exc:
+        print(
+            error_line(
+                f"mpi4py cannot load an MPI library ({exc}); install the mpi extra or build mpi4py against your MPI"
+            ),
+            file=sys.stderr,
+        )
+        return 1
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, _raise_stopped)
     job = _Job(world, config, out, log_dir)
