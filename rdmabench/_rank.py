@@ -5,8 +5,8 @@ from __future__ import annotations
 import sys
 
 from .config import RunConfig
-from .errors import RdmabenchError
-from .job import error_line, run_job
+from .errors import RdmabenchError, error_line
+from .job import run_job
 
 
 def main(argv: list[str]) -> int:

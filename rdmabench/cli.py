@@ -11,7 +11,7 @@ import click
 
 from . import __version__
 from .config import DEFAULT_SIZES, RunConfig
-from .errors import ConfigError, RdmabenchError
+from .errors import ConfigError, RdmabenchError, error_line
 from .measure import TESTS
 from .memory import MemoryMode
 from .units import parse_size, parse_sizes
@@ -20,7 +20,7 @@ _MODES = "|".join(m.value for m in MemoryMode)
 
 
 def _fail(exc: RdmabenchError) -> None:
-    click.echo(f"rdmabench: error: {exc}", err=True)
+    click.echo(error_line(str(exc)), err=True)
     sys.exit(exc.exit_code)
 
 

@@ -10,6 +10,7 @@ overlap of a copy with a kernel on another stream, which pageable memory cannot 
 from __future__ import annotations
 
 import socket
+import statistics
 import threading
 import time
 from collections.abc import Callable
@@ -235,11 +236,7 @@ def all_gpus_h2d(cupy: Any, host_kind: str, size: int, samples: int) -> tuple[fl
         raise errors[0]
     total = size * 10 * samples * count
     elapsed = max(end for _, end in spans) - min(start for start, _ in spans)
-    return gbps(total, elapsed), [statistics_median(r) for r in results]
-
-
-def statistics_median(values: list[float]) -> float:
-    return summarize(values)["median"]
+    return gbps(total, elapsed), [statistics.median(r) for r in results]
 
 
 def _warm_then_time(action: Callable[[], None], stream: Any) -> float:

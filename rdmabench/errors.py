@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+ERROR_PREFIX = "rdmabench: error: "
+
+
+def error_line(message: str) -> str:
+    """The one line every failure is reported as (launch.py recognises it in the ranks' stderr)."""
+    return ERROR_PREFIX + message
+
 
 class RdmabenchError(Exception):
     """Base of every error a user can cause or fix; its message is a complete sentence."""
@@ -33,3 +40,7 @@ class ValidationError(RdmabenchError):
 
 class ResultsFileError(RdmabenchError):
     """A results file cannot be written, or one that was read is not valid."""
+
+
+class OtherDocumentError(ResultsFileError):
+    """The file is another kind of rdmabench document (an anchor comparison, say), not results."""

@@ -20,7 +20,7 @@ from typing import Any, TextIO
 
 from . import limits, patterns, results, ucx_env
 from .config import RunConfig
-from .errors import ConfigError, RdmabenchError, TransportError
+from .errors import ConfigError, RdmabenchError, TransportError, error_line
 from .gpu import gpu_unavailable_reason
 from .measure import Pair, default_window, make_plan, measure_pair, measure_round, round_aggregate
 from .memory import PIN_CUDA, PIN_MLOCK, PINNED_POOL, MemoryMode, mlock_problem, word_capacity
@@ -31,10 +31,6 @@ from .units import format_size
 from .world import World, import_ucx_first
 
 SRC_RANK, DST_RANK = 0, 1
-
-
-def error_line(message: str) -> str:
-    return f"rdmabench: error: {message}"
 
 
 class Stopped(BaseException):

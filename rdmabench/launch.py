@@ -13,7 +13,7 @@ from typing import IO, TextIO
 
 from . import results
 from .config import RunConfig
-from .errors import LaunchError, RdmabenchError
+from .errors import ERROR_PREFIX, LaunchError, RdmabenchError, error_line
 
 MPIEXEC_ENV = "RDMABENCH_MPIEXEC"
 
@@ -119,7 +119,7 @@ def _keep_partial(output: str, reason: str) -> None:
         if doc is None and os.path.exists(output):
             doc = results.load(output)
     except RdmabenchError as exc:
-        print(f"rdmabench: error: the partial results could not be read: {exc}", file=sys.stderr)
+        print(error_line(f"the partial results could not be read: {exc}"), file=sys.stderr)
         return
     if doc is not None and not doc.get("complete"):
         print(
@@ -160,7 +160,7 @@ class StderrRelay:
         died = _DIED_RE.search(" ".join(text.split()))
         if died and self.first_error is None:
             rank, pid, host, signum, name = died.groups()
-            self._error(f"rdmabench: error: rank {rank} (pid {pid} on {host}) died: signal {signum} ({name})")
+            self._error(error_line(f"rank {rank} (pid {pid} on {host}) died: signal {signum} ({name})"))
         elif any(marker in text for marker in _LAUNCHER_NOISE):
             self._held.append(text)  # printed at the end only if rdmabench said nothing itself
         else:
@@ -168,7 +168,7 @@ class StderrRelay:
 
     def _error(self, line: str) -> None:
         if self.first_error is None:
-            self.first_error = line.removeprefix("rdmabench: error: ")
+            self.first_error = line.removeprefix(ERROR_PREFIX)
             self._emit(line + "\n")
 
     def run(self) -> None:
@@ -186,7 +186,7 @@ class StderrRelay:
                 box.append(line)
                 continue
             text = line.strip(" \t\r\n\x00")  # Open MPI prefixes some forwarded lines with a NUL
-            if text.startswith("rdmabench: error:"):
+            if text.startswith(ERROR_PREFIX):
                 self._error(text)
             elif text:
                 self.kept_note = self.kept_note or ("kept in" in text and text.startswith("rdmabench:"))

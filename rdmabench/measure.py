@@ -272,7 +272,7 @@ def _bw(side: Side) -> dict[str, Any] | None:
         return None
     moved = side.pair.size * window * iterations
     values = [gbps(moved, sum(times)) for times in samples]
-    return _entry(side, iterations, values, "bandwidth_gbps", "GB/s", scope="unidirectional")
+    return _link_entry(side.pair, side.plan, iterations, values, "bandwidth_gbps", "GB/s", scope="unidirectional")
 
 
 def _bibw(side: Side) -> dict[str, Any] | None:
@@ -319,7 +319,7 @@ def _bibw(side: Side) -> dict[str, Any] | None:
         gbps(2 * moved, sum(max(a, b) for a, b in zip(mine, theirs, strict=True)))
         for mine, theirs in zip(samples, peer_samples, strict=True)
     ]
-    entry = _entry(side, iterations, values, "bandwidth_gbps", "GB/s", scope="per-direction")
+    entry = _link_entry(side.pair, side.plan, iterations, values, "bandwidth_gbps", "GB/s", scope="per-direction")
     entry["src_rank"], entry["dst_rank"] = side.rank, side.peer
     entry["src_mode"] = side.mode.value
     entry["dst_mode"] = (side.pair.dst_mode if side.is_src else side.pair.src_mode).value
@@ -362,11 +362,7 @@ def _lat(side: Side) -> dict[str, Any] | None:
     if not side.is_src:
         return None
     values = [sum(times) / (2 * len(times)) * 1e6 for times in samples]
-    return _entry(side, iterations, values, "latency_us", "us", scope="half round trip")
-
-
-def _entry(side: Side, iterations: int, values: list[float], field: str, unit: str, scope: str) -> dict[str, Any]:
-    return _link_entry(side.pair, side.plan, iterations, values, field, unit, scope)
+    return _link_entry(side.pair, side.plan, iterations, values, "latency_us", "us", scope="half round trip")
 
 
 def _link_entry(

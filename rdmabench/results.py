@@ -21,7 +21,7 @@ import tempfile
 import time
 from typing import Any
 
-from .errors import ResultsFileError
+from .errors import OtherDocumentError, ResultsFileError
 
 SCHEMA_NAME = "rdmabench-results"
 SCHEMA_VERSION = 1
@@ -266,7 +266,8 @@ def validate(doc: Any, path: str = "<results>") -> None:
         raise ResultsFileError(f"{path}: not an rdmabench results file (no schema)")
     schema = doc["schema"]
     if schema.get("name") != SCHEMA_NAME:
-        raise ResultsFileError(f"{path}: not an rdmabench results file (schema {schema.get('name')!r})")
+        kind = OtherDocumentError if str(schema.get("name", "")).startswith("rdmabench-") else ResultsFileError
+        raise kind(f"{path}: not an rdmabench results file (schema {schema.get('name')!r})")
     version = schema.get("version")
     if not isinstance(version, int) or isinstance(version, bool) or version < 1:
         raise ResultsFileError(f"{path}: bad schema version {version!r}")
