@@ -97,11 +97,14 @@ def run_perftest(test: str, size: int, device: bool, iterations: int, timeout: f
         server.wait()
 
 
-def run_rdmabench(test: str, sizes: list[int], mode: str, validate: bool) -> dict[int, dict[str, Any]]:
+def run_rdmabench(
+    test: str, sizes: list[int], mode: str, validate: bool, engine: str = "auto"
+) -> dict[int, dict[str, Any]]:
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "r.json")
         command = [sys.executable, "-m", "rdmabench", "run", "--np", "2", "--test", test, "--mode", mode]
         command += ["--sizes", ",".join(str(s) for s in sizes), "--samples", "5", "--sample-time", "0.2", "-o", out]
+        command += ["--engine", engine]
         if not validate:
             command.append("--no-validate")
         proc = subprocess.run(command, capture_output=True, text=True, timeout=1800)
@@ -163,6 +166,8 @@ def compare(mode: str, sizes: list[int], tests: list[str]) -> list[dict[str, Any
         perf_test = "tag_bw" if test == "bw" else "tag_lat"
         checked = run_rdmabench(test, sizes, rd_mode, validate=True)
         unchecked = run_rdmabench(test, sizes, rd_mode, validate=False)
+        # The same run with the Python loop timing each step: what the native loop buys.
+        python = run_rdmabench(test, sizes, rd_mode, validate=False, engine="python")
         for size in sizes:
             anchor = run_perftest(perf_test, size, device, _perftest_iterations(perf_test, size))
             row: dict[str, Any] = {"test": test, "size_bytes": size, "mode": mode}
@@ -170,6 +175,7 @@ def compare(mode: str, sizes: list[int], tests: list[str]) -> list[dict[str, Any
                 row["anchor"] = anchor.bandwidth_gbps
                 row["validated"] = checked[size]["bandwidth_gbps"]
                 row["unvalidated"] = unchecked[size]["bandwidth_gbps"]
+                row["python_loop"] = python[size]["bandwidth_gbps"]
                 row["ratio_validated"] = row["validated"] / row["anchor"]
                 row["ratio_unvalidated"] = row["unvalidated"] / row["anchor"]
                 row["anchor_msg_rate"] = anchor.message_rate
@@ -183,9 +189,12 @@ def compare(mode: str, sizes: list[int], tests: list[str]) -> list[dict[str, Any
                 row["anchor"] = anchor.latency_us
                 row["validated"] = checked[size]["latency_us"]
                 row["unvalidated"] = unchecked[size]["latency_us"]
+                row["python_loop"] = python[size]["latency_us"]
                 row["ratio_validated"] = row["validated"] / row["anchor"]
                 row["ratio_unvalidated"] = row["unvalidated"] / row["anchor"]
                 row["overhead_us_per_msg"] = row["unvalidated"] - anchor.latency_us
+            row["ratio_python_loop"] = row["python_loop"] / row["anchor"]
+            row["engine"] = checked[size].get("engine")
             row["transport"] = checked[size].get("transport")
             rows.append(row)
     return rows
@@ -194,14 +203,25 @@ def compare(mode: str, sizes: list[int], tests: list[str]) -> list[dict[str, Any
 def format_rows(rows: list[dict[str, Any]]) -> str:
     lines = [
         "# ratios measured side by side in this run; bw in GB/s (1e9 B/s), lat in us (half round trip)",
-        "# anchor: ucx_perftest tag_bw/tag_lat; rdmabench checked = default (every byte validated), unchecked = --no-validate",
-        f"{'test':<4} {'mode':<6} {'size':>7} {'anchor':>10} {'checked':>10} {'ratio':>6} {'unchecked':>10} {'ratio':>6} {'+us/msg':>8}  transport",
+        "# anchor: ucx_perftest tag_bw/tag_lat; rdmabench checked = default (every byte validated), unchecked = --no-validate,",
+        "# python = --no-validate --engine python (the step timed by the Python loop instead of the native one);",
+        "# +us/msg = rdmabench's extra time per message over the anchor's (unchecked)",
+        f"{'test':<4} {'mode':<6} {'size':>7} {'anchor':>10} {'checked':>10} {'ratio':>6} {'unchecked':>10} {'ratio':>6} "
+        f"{'python':>10} {'ratio':>6} {'+us/msg':>8}  engine transport",
     ]
     for r in rows:
         lines.append(
             f"{r['test']:<4} {r['mode']:<6} {format_size(r['size_bytes']):>7} {r['anchor']:>10.3f} {r['validated']:>10.3f} "
-            f"{r['ratio_validated']:>6.2f} {r['unvalidated']:>10.3f} {r['ratio_unvalidated']:>6.2f} {r['overhead_us_per_msg']:>8.2f}  {r['transport']}"
+            f"{r['ratio_validated']:>6.2f} {r['unvalidated']:>10.3f} {r['ratio_unvalidated']:>6.2f} "
+            f"{r['python_loop']:>10.3f} {r['ratio_python_loop']:>6.2f} {r['overhead_us_per_msg']:>8.2f}  {r['engine']} {r['transport']}"
         )
+    for r in rows:
+        if r["test"] == "bw" and r["size_bytes"] <= 64:
+            lines.append(
+                f"# message rate at {r['size_bytes']} B: rdmabench {r['rdmabench_msg_rate'] / 1e6:.2f} M/s "
+                f"(unchecked), ucx_perftest {r['anchor_msg_rate'] / 1e6:.2f} M/s: ratio "
+                f"{r['rdmabench_msg_rate'] / r['anchor_msg_rate']:.2f}"
+            )
     peers = [r for r in rows if r.get("peer_copy")]
     if peers:
         lines.append("# device bw against the copy engine's GPU0 -> GPU1 peer copy (cudaMemcpyPeerAsync), same run:")

@@ -11,6 +11,7 @@ import click
 
 from . import __version__
 from .config import DEFAULT_SIZES, RunConfig
+from .copy import HOST_KINDS
 from .errors import ConfigError, RdmabenchError, error_line
 from .measure import TESTS
 from .memory import MemoryMode
@@ -72,7 +73,10 @@ def main() -> None:
     "--mode",
     default="pageable",
     metavar=_MODES,
-    help="Memory of both sides: pageable host, pinned (page-locked) host, or CUDA device memory.",
+    help="Memory of both sides: pageable host; pinned (page-locked) host; device (GPU memory handed to UCX: "
+    "CUDA IPC, GPUDirect RDMA); managed (cudaMallocManaged); mapped (pinned host memory mapped into the GPU); "
+    "staged (GPU memory sent through pinned chunks, double-buffered on a copy stream); bounce (GPU memory "
+    "sent through one message-sized pinned buffer, unpipelined).",
 )
 @click.option("--src-mode", default=None, metavar=_MODES, help="Memory of the sending rank (0); overrides --mode.")
 @click.option("--dst-mode", default=None, metavar=_MODES, help="Memory of the receiving rank (1); overrides --mode.")
@@ -100,7 +104,7 @@ def main() -> None:
     "--sample-time",
     type=float,
     default=0.05,
-    help="Target seconds of timed transfer per sample, when --iters is not given.",
+    help="Target seconds per sample (wall clock, checks included), when --iters is not given.",
 )
 @click.option(
     "--timeout",
@@ -128,6 +132,19 @@ def main() -> None:
     help="Most page-locked memory a rank may hold (e.g. 4GiB); pinned buffers are allocated once and reused across sizes.",
 )
 @click.option(
+    "--chunk-size",
+    "stage_chunk",
+    default="4MiB",
+    metavar="SIZE",
+    help="staged mode: bytes per pinned staging buffer (one UCX message); messages are cut into chunks of this size.",
+)
+@click.option(
+    "--stage-buffers",
+    type=int,
+    default=2,
+    help="staged mode: pinned buffers per direction of a link (2 = double buffering, 1 = no overlap).",
+)
+@click.option(
     "--units",
     default="GB/s",
     metavar="GB/s|GiB/s|Gb/s",
@@ -137,6 +154,14 @@ def main() -> None:
     "--require-gdr",
     is_flag=True,
     help="Fail, instead of warning, when device memory is staged through host memory (and make UCX fail rather than fall back).",
+)
+@click.option(
+    "--engine",
+    default="auto",
+    metavar="auto|native|python",
+    help="Who runs the timed part of bw and lat steps: a small C loop built on first use against UCXX's UCX "
+    "(native), the Python loop, or native where a C compiler is found (auto). bibw, concurrent patterns and "
+    "staged modes always run in Python.",
 )
 @click.option(
     "--format",
@@ -175,7 +200,8 @@ def _config(options: dict[str, Any]) -> RunConfig:
     dst_mode = options.pop("dst_mode")
     sizes = parse_sizes(options.pop("sizes"))
     max_pinned = options.pop("max_pinned")
-    options["max_pinned"] = parse_size(max_pinned) if max_pinned else None
+    options["max_pinned"] = _size_option("--max-pinned", max_pinned) if max_pinned else None
+    options["stage_chunk"] = _size_option("--chunk-size", options["stage_chunk"])
     return RunConfig(
         src_mode=MemoryMode.parse(src_mode) if src_mode else mode,
         dst_mode=MemoryMode.parse(dst_mode) if dst_mode else mode,
@@ -183,6 +209,13 @@ def _config(options: dict[str, Any]) -> RunConfig:
         command_line=shlex.join(["rdmabench", *sys.argv[1:]]),
         **options,
     ).check()
+
+
+def _size_option(option: str, text: str) -> int:
+    try:
+        return parse_size(text)
+    except ConfigError as exc:
+        raise ConfigError(f"{option}: {exc}") from None
 
 
 def _run_local(np_: int, config: RunConfig) -> None:
@@ -193,7 +226,8 @@ def _run_local(np_: int, config: RunConfig) -> None:
     if np_ < 2:
         raise ConfigError(f"--np must be at least 2 for a point-to-point test, not {np_}")
     if config.needs_gpu and visible_gpu_count() == 0:
-        raise ConfigError(f"--mode device: {gpu_unavailable_reason()}")
+        needing = "/".join(dict.fromkeys(m.value for m in config.modes if m.needs_gpu))
+        raise ConfigError(f"{needing} memory needs a GPU: {gpu_unavailable_reason()}")
     if config.output is None:
         config.output = results.default_output_path(config.test, config.src_mode.value, config.dst_mode.value)
     config.output = os.path.abspath(config.output)
@@ -206,7 +240,10 @@ def _run_local(np_: int, config: RunConfig) -> None:
 @click.option("--sizes", default="1MiB,64MiB,256MiB", help="Copy sizes, as for run.")
 @click.option("--directions", default="h2d,d2h,d2d", help="Comma-separated: h2d, d2h, d2d.")
 @click.option(
-    "--host-memory", default="pageable,pinned,write-combined,registered", help="Comma-separated host memory kinds."
+    "--host-memory",
+    default=",".join(HOST_KINDS),
+    help="Comma-separated host memory kinds: pageable, pinned, write-combined, registered (cudaHostRegister), "
+    "mapped (a kernel reads/writes pinned host memory in place: zero-copy), managed (cudaMallocManaged, migrated on access).",
 )
 @click.option("--gpus", default="all", help="GPU indices (0,1) or all; each measured on its own.")
 @click.option(

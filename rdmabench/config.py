@@ -10,10 +10,14 @@ from .errors import ConfigError
 from .measure import TESTS
 from .memory import MemoryMode
 from .patterns import LINK_CLASSES, PATTERNS
+from .staging import DEFAULT_BUFFERS, DEFAULT_CHUNK, Staging
 from .units import DISPLAY_UNITS, parse_sizes
 
 DEFAULT_SIZES = "1:64MiB:x4"
 OUTPUT_FORMATS = ("table", "json")
+# Who runs the timed part of a bw or lat step: the native loop (rdmabench/native), Python, or the
+# native loop where it can be built.
+ENGINES = ("auto", "native", "python")
 UNITS = tuple(DISPLAY_UNITS)
 
 # field: (option, lowest, highest)
@@ -47,7 +51,10 @@ class RunConfig:
     concurrent: bool = False
     root: int = 0
     max_pinned: int | None = None  # bytes of page-locked memory a rank may hold
+    stage_chunk: int = DEFAULT_CHUNK  # staged mode: bytes per pinned staging buffer
+    stage_buffers: int = DEFAULT_BUFFERS  # staged mode: pinned buffers per direction of a link
     require_gdr: bool = False
+    engine: str = "auto"
     command_line: str = ""
 
     def check(self) -> RunConfig:
@@ -68,6 +75,8 @@ class RunConfig:
             raise ConfigError(f"--root must be a rank, not {self.root}")
         if self.units not in UNITS:
             raise ConfigError(f"unknown units {self.units!r}: choose {', '.join(UNITS)}")
+        if self.engine not in ENGINES:
+            raise ConfigError(f"unknown engine {self.engine!r}: choose one of {', '.join(ENGINES)}")
         if self.output_format not in OUTPUT_FORMATS:
             raise ConfigError(f"unknown format {self.output_format!r}: choose table or json")
         for name, (option, low, high) in _LIMITS.items():
@@ -80,7 +89,12 @@ class RunConfig:
             raise ConfigError(f"--timeout must be above 0 and at most 86400 seconds, not {self.timeout}")
         if not self.sizes:
             raise ConfigError("no message sizes given")
+        self.staging.check()
         return self
+
+    @property
+    def staging(self) -> Staging:
+        return Staging(self.stage_chunk, self.stage_buffers)
 
     @property
     def modes(self) -> tuple[MemoryMode, MemoryMode]:
@@ -93,7 +107,7 @@ class RunConfig:
 
     @property
     def needs_gpu(self) -> bool:
-        return MemoryMode.DEVICE in self.modes
+        return any(mode.needs_gpu for mode in self.modes)
 
     def to_json(self) -> str:
         data = asdict(self)

@@ -3,12 +3,15 @@
 Host-to-device, device-to-host and device-to-device copies over a size sweep, from pageable memory,
 pinned memory (cudaHostAlloc), write-combined pinned memory and pageable memory pinned after the fact
 (cudaHostRegister); timed with CUDA events on a dedicated stream, medians of samples, every copy's
-data checked. Beside them: a plain CuPy loop as the reference, the cost of pinning itself, and the
+data checked. Two kinds of memory are not copied by the copy engine at all: `mapped` (pinned host
+memory a kernel reads or writes in place across PCIe: zero-copy) and `managed` (cudaMallocManaged,
+which a kernel touches while its pages sit on the host, so the driver migrates them on demand). Beside them: a plain CuPy loop as the reference, the cost of pinning itself, and the
 overlap of a copy with a kernel on another stream, which pageable memory cannot give.
 """
 
 from __future__ import annotations
 
+import ctypes
 import socket
 import statistics
 import threading
@@ -25,9 +28,16 @@ from .stats import summarize
 from .units import format_size, gbps
 
 DIRECTIONS = ("h2d", "d2h", "d2d")
-HOST_KINDS = ("pageable", "pinned", "write-combined", "registered")
+HOST_KINDS = ("pageable", "pinned", "write-combined", "registered", "mapped", "managed")
+# Moved by a kernel's loads and stores, not by cudaMemcpy.
+KERNEL_ACCESS_KINDS = ("mapped", "managed")
+_MOVED_BY = {
+    "mapped": "kernel loads/stores across PCIe (zero-copy)",
+    "managed": "on-demand page migration (cudaMallocManaged)",
+}
 _MEMCPY_KIND = {"h2d": 1, "d2h": 2, "d2d": 3}  # cudaMemcpyHostToDevice, DeviceToHost, DeviceToDevice
 _HOST_ALLOC_WRITE_COMBINED = 4  # cudaHostAllocWriteCombined
+_HOST_ALLOC_MAPPED = 2  # cudaHostAllocMapped
 _HOST_REGISTER_DEFAULT = 0
 
 
@@ -51,11 +61,16 @@ class HostBuffer:
         try:
             if kind == "pageable":
                 self.array = np.ones(nbytes, dtype=np.uint8)
-            elif kind in ("pinned", "write-combined"):
-                flags = _HOST_ALLOC_WRITE_COMBINED if kind == "write-combined" else 0
+            elif kind in ("pinned", "write-combined", "mapped"):
+                flags = {"write-combined": _HOST_ALLOC_WRITE_COMBINED, "mapped": _HOST_ALLOC_MAPPED}.get(kind, 0)
                 memory = cupy.cuda.PinnedMemory(nbytes, flags)
                 self._keep = (memory, cupy.cuda.PinnedMemoryPointer(memory, 0))
                 self.array = np.frombuffer(self._keep[1], dtype=np.uint8, count=nbytes)
+            elif kind == "managed":
+                memory = cupy.cuda.ManagedMemory(nbytes)
+                self._keep = memory
+                self.array = np.ctypeslib.as_array((ctypes.c_uint8 * nbytes).from_address(memory.ptr))
+                self.array[:] = 1  # first touch on the CPU: the pages start on the host
             elif kind == "registered":
                 self.array = np.ones(nbytes, dtype=np.uint8)
                 pointer = self.array.ctypes.data
@@ -66,6 +81,11 @@ class HostBuffer:
         except cupy.cuda.runtime.CUDARuntimeError as exc:
             raise ResourceError(f"cannot get {format_size(nbytes)} of {kind} host memory: {exc}") from None
         self.prepare_seconds = time.perf_counter() - start
+
+    @property
+    def device_pointer(self) -> int:
+        """Where a kernel finds these bytes: the same address, by unified virtual addressing."""
+        return int(self.array.ctypes.data)
 
     def release(self) -> None:
         if self._registered is not None:
@@ -106,8 +126,10 @@ class CopyResult:
             "samples": self.samples,
             "validated": self.validated,
             "wrong_bytes": 0,
-            "transport": "cudaMemcpyAsync",
-            "protocol": "CUDA events on a dedicated stream",
+            "transport": _MOVED_BY.get(self.host_kind or "", "cudaMemcpyAsync"),
+            "protocol": "wall clock around the CPU's first touch"
+            if self.host_kind == "managed" and self.direction == "d2h"
+            else "CUDA events on a dedicated stream",
             "gpu": self.gpu,
             "src_host": socket.gethostname(),
             "dst_host": socket.gethostname(),
@@ -133,6 +155,8 @@ def _timed(cupy: Any, stream: Any, action: Callable[[], None], repeats: int) -> 
 
 def measure(cupy: Any, gpu: int, direction: str, host_kind: str | None, size: int, samples: int) -> CopyResult:
     """One (direction, host memory, size) on one GPU."""
+    if host_kind in KERNEL_ACCESS_KINDS and direction != "d2d":
+        return _measure_kernel_access(cupy, gpu, direction, host_kind, size, samples)
     with cupy.cuda.Device(gpu):
         device = cupy.zeros(size, dtype=cupy.uint8)
         other = cupy.ones(size, dtype=cupy.uint8) if direction == "d2d" else None
@@ -172,6 +196,94 @@ def measure(cupy: Any, gpu: int, direction: str, host_kind: str | None, size: in
     return CopyResult(
         gpu, direction, host_kind if direction != "d2d" else None, size, values, reference, prepare, validated
     )
+
+
+_COPY_KERNELS = r"""
+extern "C" __global__ void copy_words(const unsigned long long *src, unsigned long long *dst, unsigned long long n) {
+    for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n;
+         i += (unsigned long long)gridDim.x * blockDim.x) dst[i] = src[i];
+}
+extern "C" __global__ void copy_bytes(const unsigned char *src, unsigned char *dst, unsigned long long n) {
+    for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n;
+         i += (unsigned long long)gridDim.x * blockDim.x) dst[i] = src[i];
+}
+"""
+
+
+class _KernelCopy:
+    """A grid-stride copy kernel: 8-byte words, then the odd tail bytes."""
+
+    def __init__(self, cupy: Any, gpu: int):
+        module = cupy.RawModule(code=_COPY_KERNELS)
+        self._words, self._bytes = module.get_function("copy_words"), module.get_function("copy_bytes")
+        sms = cupy.cuda.runtime.deviceGetAttribute(cupy.cuda.runtime.cudaDevAttrMultiProcessorCount, gpu)
+        self._grid, self._block = (sms * 4,), (512,)
+        self._cupy = cupy
+
+    def __call__(self, dst: int, src: int, size: int, stream: Any) -> None:
+        u64 = self._cupy.uint64
+        words = size // 8
+        if words:
+            self._words(self._grid, self._block, (u64(src), u64(dst), u64(words)), stream=stream)
+        if size % 8:
+            tail = words * 8
+            self._bytes((1,), (32,), (u64(src + tail), u64(dst + tail), u64(size % 8)), stream=stream)
+
+
+def _measure_kernel_access(cupy: Any, gpu: int, direction: str, host_kind: str, size: int, samples: int) -> CopyResult:
+    """A kernel moves the bytes between a device buffer and mapped or managed memory.
+
+    mapped: the kernel's loads (h2d) or stores (d2h) cross PCIe to pinned host memory, timed with
+    events over repeated copies. managed: every sample starts with the pages where the data was
+    produced (written by the CPU for h2d, by a kernel for d2h) and times the first access from the
+    other side: a kernel reading them (h2d, CUDA events) or the CPU copying them out (d2h, wall
+    clock), so each sample pays the on-demand migration."""
+    with cupy.cuda.Device(gpu):
+        device = cupy.zeros(size, dtype=cupy.uint8)
+        host = HostBuffer(cupy, host_kind, size)
+        stream = cupy.cuda.Stream(non_blocking=True)
+        kernel = _KernelCopy(cupy, gpu)
+        if direction == "h2d":
+            dst, src = device.data.ptr, host.device_pointer
+        else:
+            dst, src = host.device_pointer, device.data.ptr
+        values = []
+        if host_kind == "mapped":
+            if direction == "h2d":
+                host.array[:] = 7
+            else:
+                device.fill(7)
+            cupy.cuda.Device().synchronize()
+            once = max(_timed(cupy, stream, lambda: kernel(dst, src, size, stream), 1), 1e-6)
+            repeats = max(1, min(1000, int(0.02 / once)))
+            for _ in range(samples):
+                seconds = _timed(cupy, stream, lambda: kernel(dst, src, size, stream), repeats)
+                values.append(gbps(size * repeats, seconds))
+        elif direction == "h2d":
+            for _ in range(samples + 1):  # the first is a warm-up (module load, first faults)
+                host.array[:] = 7  # the CPU writes: the pages now live on the host
+                seconds = _timed(cupy, stream, lambda: kernel(dst, src, size, stream), 1)
+                values.append(gbps(size, seconds))
+            values = values[1:]
+        else:
+            landing = np.empty(size, dtype=np.uint8)
+            for _ in range(samples + 1):
+                device.fill(7)
+                kernel(dst, src, size, stream)  # a kernel writes: the pages now live on the GPU
+                stream.synchronize()
+                start = time.perf_counter()
+                np.copyto(landing, host.array)  # the CPU's first touch migrates them back
+                values.append(gbps(size, time.perf_counter() - start))
+            values = values[1:]
+        stream.synchronize()
+        landed = host.array if direction == "d2h" else cupy.asnumpy(device)
+        if not bool(np.all(landed == 7)):
+            raise ResourceError(
+                f"GPU {gpu} {direction} {host_kind} kernel copy of {format_size(size)} delivered wrong bytes"
+            )
+        prepare = host.prepare_seconds
+        host.release()
+    return CopyResult(gpu, direction, host_kind, size, values, None, prepare, True)
 
 
 def _reference(

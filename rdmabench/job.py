@@ -23,7 +23,7 @@ from .config import RunConfig
 from .errors import ConfigError, RdmabenchError, TransportError, error_line
 from .gpu import gpu_unavailable_reason
 from .measure import Pair, default_window, make_plan, measure_pair, measure_round, round_aggregate
-from .memory import PIN_CUDA, PIN_MLOCK, PINNED_POOL, MemoryMode, mlock_problem, word_capacity
+from .memory import PIN_CUDA, PIN_MAPPED, PIN_MLOCK, PINNED_POOL, MemoryMode, mlock_problem, word_capacity
 from .pathcheck import is_device_path_warning, path_warnings
 from .stats import summarize
 from .table import ProgressTable
@@ -111,8 +111,9 @@ def _preflight(world: World, config: RunConfig) -> str | None:
         my_modes.append(config.src_mode)
     if receives:
         my_modes.append(config.dst_mode)
-    if MemoryMode.DEVICE in my_modes and world.me.gpu is None:
-        return f"device mode on rank {world.rank} ({world.me.host}): {gpu_unavailable_reason()}"
+    needing = [mode.value for mode in my_modes if mode.needs_gpu]
+    if needing and world.me.gpu is None:
+        return f"{needing[0]} mode on rank {world.rank} ({world.me.host}): {gpu_unavailable_reason()}"
     if my_modes:
         fan = max(
             max(sum(1 for s, d in links if s == world.rank), sum(1 for s, d in links if d == world.rank))
@@ -121,6 +122,12 @@ def _preflight(world: World, config: RunConfig) -> str | None:
         problem = _memory_problem(world, config, my_modes, max(fan, 1))
         if problem:
             return problem
+    if config.engine == "native" and config.test != "bibw":
+        from . import native
+
+        built = native.load()
+        if built.library is None:
+            return f"--engine native on rank {world.rank} ({world.me.host}): {built.reason}"
     if world.rank == 0 and config.output is not None:
         try:
             results.check_writable(config.output, config.force)
@@ -152,14 +159,19 @@ def _memory_problem(world: World, config: RunConfig, modes: list[MemoryMode], li
     window = 1 if config.test == "lat" else (config.window or default_window(largest, config.device_only))
     buffers = 2 if config.test == "lat" else window * (2 if config.test == "bibw" else 1) * links
     need = buffers * word_capacity(largest) + 2 * word_capacity(largest)  # + pattern and scratch
-    pinned_need = buffers * word_capacity(largest) * modes.count(MemoryMode.PINNED)
+    pinned_need = buffers * word_capacity(largest) * sum(1 for mode in modes if mode.pinned_host)
+    for mode in modes:
+        if mode.staged:  # its pinned buffers, per link and direction
+            staging_buffers = config.stage_buffers if mode is MemoryMode.STAGED else 1
+            chunk = min(config.stage_chunk, largest) if MemoryMode.STAGED in config.modes else largest
+            pinned_need += staging_buffers * word_capacity(chunk) * links * (2 if config.test != "bw" else 1)
     if config.max_pinned is not None and pinned_need > config.max_pinned:
         return (
             f"rank {world.rank} ({world.me.host}) needs {format_size(pinned_need)} of pinned memory for "
             f"{format_size(largest)} x {buffers} buffers, more than --max-pinned {format_size(config.max_pinned)}"
         )
     for mode in modes:
-        if mode is MemoryMode.DEVICE:
+        if mode.on_device:
             from .gpu import import_cupy
 
             cupy = import_cupy()
@@ -197,8 +209,13 @@ def _host_memory_available() -> int | None:
     return None
 
 
-def _pinned_method(info: Any) -> str:
-    return PIN_CUDA if info.gpu is not None else PIN_MLOCK
+def _pinned_method(info: Any, mode: str) -> str | None:
+    """How an end's page-locked memory was made (staged ends: their staging buffers)."""
+    if mode == MemoryMode.MAPPED.value:
+        return PIN_MAPPED
+    if mode in (MemoryMode.PINNED.value, MemoryMode.STAGED.value, MemoryMode.BOUNCE.value):
+        return PIN_CUDA if info.gpu is not None else PIN_MLOCK
+    return None
 
 
 def _annotate(world: World, topologies: list[limits.RankTopology], entry: dict[str, Any]) -> dict[str, Any]:
@@ -208,9 +225,7 @@ def _annotate(world: World, topologies: list[limits.RankTopology], entry: dict[s
         info = world.ranks[entry[f"{end}_rank"]]
         entry[f"{end}_host"] = info.host
         entry[f"{end}_gpu"] = info.gpu.index if info.gpu else None
-        entry[f"{end}_pinned_method"] = (
-            _pinned_method(info) if entry[f"{end}_mode"] == MemoryMode.PINNED.value else None
-        )
+        entry[f"{end}_pinned_method"] = _pinned_method(info, entry[f"{end}_mode"])
     same_host = entry["src_host"] == entry["dst_host"]
     entry["link"] = "same host" if same_host else "inter-node"
     entry["warnings"] = path_warnings(entry, same_host)
@@ -286,6 +301,8 @@ class _Job:
 
         world, config, out = self.world, self.config, self.out
         transport = Transport(world.comm, self.log_dir, world.local_peer_pids(), [i.host for i in world.ranks])
+        transport.native, engine_detail = _hot_loop(config)
+        engines = world.comm.allgather({"native": transport.native is not None, "detail": engine_detail})
         backend = transport.backend
         is_root = world.rank == 0
         peer_gpus = [
@@ -301,6 +318,7 @@ class _Job:
             meta["topology"] = [t.to_dict() for t in topologies]
             meta["doctor"] = [f.to_dict() for f in doctor.run_checks()]
             meta["placement_warnings"] = _placement_warnings(topologies)
+            meta["engine"] = {"requested": config.engine, "ranks": engines}
             output = config.output
             if output is None:
                 output = results.default_output_path(config.test, config.src_mode.value, config.dst_mode.value)
@@ -320,6 +338,11 @@ class _Job:
                 )
             for warning in _placement_warnings(topologies):
                 table.note(f"warning: {warning}")
+            for rank, engine in enumerate(engines):
+                if not engine["native"] and config.engine == "auto" and config.test != "bibw":
+                    table.note(
+                        f"warning: rank {rank} times in Python ({engine['detail']}): small messages measure the interpreter"
+                    )
         have_gpu = world.me.gpu is not None
         for size in config.sizes:
             plan = make_plan(
@@ -337,7 +360,9 @@ class _Job:
                 round_started = time.monotonic()
                 if len(round_links) == 1:
                     src, dst = round_links[0]
-                    pair = Pair(config.test, src, dst, config.src_mode, config.dst_mode, size, config.validate)
+                    pair = Pair(
+                        config.test, src, dst, config.src_mode, config.dst_mode, size, config.validate, config.staging
+                    )
                     measured = (
                         [measure_pair(transport, world.comm, pair, plan, have_gpu)] if world.rank in (src, dst) else []
                     )
@@ -347,7 +372,9 @@ class _Job:
                         for r in range(world.size)
                     )
                     shared = replace(plan, window=max(1, plan.window // fan)) if config.window is None else plan
-                    template = Pair(config.test, -1, -1, config.src_mode, config.dst_mode, size, config.validate)
+                    template = Pair(
+                        config.test, -1, -1, config.src_mode, config.dst_mode, size, config.validate, config.staging
+                    )
                     measured = list(measure_round(transport, world.comm, round_links, template, shared, have_gpu))
                 world.wait_for_all(transport.backend.progress)
                 gathered = world.comm.gather(measured, root=0)
@@ -396,6 +423,16 @@ def _placement_warnings(topologies: list[limits.RankTopology]) -> list[str]:
         for t in topologies
         if t.gpu is not None and t.gpu_numa_local is False
     ]
+
+
+def _hot_loop(config: RunConfig) -> tuple[Any, str]:
+    """The native loop's library for this run (or None), and what to record about it."""
+    if config.engine == "python":
+        return None, "--engine python"
+    from . import native
+
+    built = native.load()
+    return built.library, built.reason
 
 
 def _release_device_pool(config: RunConfig) -> None:

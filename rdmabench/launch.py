@@ -136,6 +136,8 @@ _LAUNCHER_NOISE = (
     "exited with non-zero status",
     "noticed that process rank",
 )
+# Single lines the launcher's runtime prints as a job ends early (ranks gone before it said goodbye).
+_LAUNCHER_LINE_NOISE = ("PMIX_ERR_UNREACH",)
 # Open MPI's word that a rank died: "... noticed that process rank 1 with PID 77 on node n1 exited on
 # signal 9 (Killed)." (wrapped over lines in its box).
 _DIED_RE = re.compile(r"process rank (\d+) with PID (\d+) on node (\S+) exited on\s+signal (\d+) \(([^)]*)\)")
@@ -188,6 +190,8 @@ class StderrRelay:
             text = line.strip(" \t\r\n\x00")  # Open MPI prefixes some forwarded lines with a NUL
             if text.startswith(ERROR_PREFIX):
                 self._error(text)
+            elif any(marker in text for marker in _LAUNCHER_LINE_NOISE):
+                self._held.append(text + "\n")
             elif text:
                 self.kept_note = self.kept_note or ("kept in" in text and text.startswith("rdmabench:"))
                 self._emit(text + "\n")

@@ -79,11 +79,16 @@ def link_limit(
     src: RankTopology, dst: RankTopology, src_mode: str, dst_mode: str, host_copy: float | None
 ) -> tuple[Limit | None, str | None]:
     """The per-direction limit of the link a transfer between these ranks and memories uses, or
-    None with the reason it is unknown. `host_copy` is the memory copy rate measured on src's host."""
-    device = MemoryMode.DEVICE.value
-    src_dev, dst_dev = src_mode == device, dst_mode == device
+    None with the reason it is unknown. `host_copy` is the memory copy rate measured on src's host.
+
+    GPU memory handed to UCX at both ends (device, managed) may go GPU to GPU; any other GPU-backed
+    end (staged, bounce, or one GPU end facing host memory) crosses its GPU's PCIe link; and when UCX is handed host memory at
+    both ends (staged ends included), one host memory copy carries the bytes too."""
+    modes = MemoryMode(src_mode), MemoryMode(dst_mode)
+    # Managed memory too: UCX copies it through CUDA fragments and CUDA IPC, GPU to GPU.
+    src_dev, dst_dev = (mode.ucx_memory != "host" for mode in modes)
     if src.host != dst.host:
-        return _inter_node_limit(src, dst, src_dev, dst_dev)
+        return _inter_node_limit(src, dst, *(mode.on_device for mode in modes))
     if src_dev and dst_dev:
         if src.gpu is None or dst.gpu is None:
             return None, "GPU topology unknown"
@@ -97,16 +102,21 @@ def link_limit(
             return None, "PCIe link of a GPU unknown"
         slower = min(links, key=lambda link: link.gbps)
         return Limit(slower.gbps, "PCIe", f"peer-to-peer over {slower.describe()}"), None
-    if src_dev or dst_dev:
-        gpu = src.gpu if src_dev else dst.gpu
-        if gpu is None or gpu.pcie is None:
-            return None, "PCIe link of the GPU unknown"
-        return Limit(gpu.pcie.gbps, "PCIe", f"{gpu.pcie.describe()} of GPU {gpu.index}"), None
-    if host_copy is None:
-        return None, "host memory copy not measured"
-    return Limit(
-        host_copy, "host memory copy", f"one memory copy on this host, measured at {host_copy:.1f} GB/s", measured=True
-    ), None
+    candidates: list[Limit] = []
+    for mode, end in zip(modes, (src, dst), strict=True):
+        if mode.on_device:
+            if end.gpu is None or end.gpu.pcie is None:
+                return None, "PCIe link of the GPU unknown"
+            candidates.append(Limit(end.gpu.pcie.gbps, "PCIe", f"{end.gpu.pcie.describe()} of GPU {end.gpu.index}"))
+    if all(mode.ucx_memory == "host" for mode in modes):
+        if host_copy is None:
+            return None, "host memory copy not measured"
+        candidates.append(
+            Limit(
+                host_copy, "host memory copy", f"one memory copy on this host, measured at {host_copy:.1f} GB/s", True
+            )
+        )
+    return min(candidates, key=lambda limit: limit.gbps), None
 
 
 def _inter_node_limit(

@@ -21,7 +21,9 @@ import numpy as np
 from . import faults
 from .errors import ConfigError, ValidationError
 from .memory import Buffer, MemoryMode, allocate, synchronize
+from .native import HotLoop
 from .pattern import Pattern, message_key
+from .staging import DEFAULT_STAGING, Carrier, Staging, make_carrier, pieces, wire_chunk
 from .stats import summarize
 from .transport import Request, Transport, describe_path
 from .units import format_size, gbps
@@ -115,6 +117,11 @@ class Pair:
     dst_mode: MemoryMode
     size: int
     validate: bool
+    staging: Staging = DEFAULT_STAGING
+
+    @property
+    def wire_chunk(self) -> int:
+        return wire_chunk(self.src_mode, self.dst_mode, self.size, self.staging)
 
 
 class Side:
@@ -140,19 +147,42 @@ class Side:
         self.corrupt_at = faults.corrupt_step()
         self.stall_at = None if self.is_src else faults.stall_step()
         make = transport.backend.tag
-        # UCX tags made once: kind and sender in the high bits, message slot in the low ones.
-        self._tags_out = {
-            kind: [make(tag(kind, self.rank, s)) for s in range(max(plan.window, 1))] for kind in (_DATA,)
-        }
-        self._tags_in = {kind: [make(tag(kind, self.peer, s)) for s in range(max(plan.window, 1))] for kind in (_DATA,)}
-        for kind in (_READY, _ACK):
-            self._tags_out[kind] = [make(tag(kind, self.rank))]
-            self._tags_in[kind] = [make(tag(kind, self.peer))]
+        # UCX tags made once: kind and sender in the high bits, the piece of the window in the low ones.
+        slots = max(plan.window, 1) * pieces(pair.size, pair.wire_chunk)
+        self._data_out = [make(tag(_DATA, self.rank, s)) for s in range(slots)]
+        self._data_in = [make(tag(_DATA, self.peer, s)) for s in range(slots)]
+        self._tags_out = {kind: make(tag(kind, self.rank)) for kind in (_READY, _ACK)}
+        self._tags_in = {kind: make(tag(kind, self.peer)) for kind in (_READY, _ACK)}
+        # Separate carriers for the two directions: a staged one owns its pinned buffers.
+        self._carriers: dict[bool, Carrier] = {}
+        self._post = transport.sender(self.peer)
+        self._take = transport.receiver()
 
-    def buffers(self, count: int) -> tuple[list[Buffer], list[Any]]:
+    def carrier(self, outgoing: bool) -> Carrier:
+        carrier = self._carriers.get(outgoing)
+        if carrier is None:
+            carrier = make_carrier(self.transport, self.mode, self.pair.wire_chunk, self.pair.staging)
+            self._carriers[outgoing] = carrier
+        return carrier
+
+    def hot_loop(self) -> HotLoop | None:
+        """The native loop for this end, when the run has one and the link is not staged (staged
+        pipelines interleave CUDA copies with the messages, in Python)."""
+        library = self.transport.native
+        if library is None or self.pair.src_mode.staged or self.pair.dst_mode.staged:
+            return None
+        backend = self.transport.backend
+        endpoint = backend.endpoint_handle(self.transport.endpoint(self.peer))
+        return HotLoop(
+            library, backend.worker_handle(), endpoint, self.mode.ucx_memory, self.plan.timeout,
+            self.transport.local_pid(self.peer), self.link_name(),
+        )  # fmt: skip
+
+    def buffers(self, count: int, outgoing: bool) -> tuple[list[Buffer], list[Any]]:
+        """`count` message buffers and the batch that posts them all."""
         buffers = [allocate(self.mode, self.pair.size, self.have_gpu) for _ in range(count)]
         self._buffers.extend(buffers)
-        return buffers, [self.transport.message(b, self.pair.size) for b in buffers]
+        return buffers, self.carrier(outgoing).prepare(buffers, self.pair.size)
 
     def pattern(self, sender: int) -> Pattern | None:
         if not self.pair.validate:
@@ -169,11 +199,19 @@ class Side:
     def wait(self, requests: list[Request], what: str) -> None:
         self.transport.wait(requests, self.plan.timeout, f"{what} on {self.link_name()}", self.peer)
 
-    def send(self, message: Any, kind: int, slot: int = 0) -> Request:
-        return self.transport.send(self.peer, message, self._tags_out[kind][slot])
+    def send(self, message: Any, kind: int) -> Request:
+        """A handshake message (READY, ACK)."""
+        return self._post(message, self._tags_out[kind])
 
-    def recv(self, message: Any, kind: int, slot: int = 0) -> Request:
-        return self.transport.recv(message, self._tags_in[kind][slot])
+    def recv(self, message: Any, kind: int) -> Request:
+        return self._take(message, self._tags_in[kind])
+
+    def send_data(self, batch: list[Any]) -> list[Request]:
+        """Post a window of messages (a batch from buffers(outgoing=True))."""
+        return self._carriers[True].send(self.peer, batch, self._data_out)
+
+    def recv_data(self, batch: list[Any]) -> list[Request]:
+        return self._carriers[False].recv(batch, self._data_in)
 
     def fill(self, pattern: Pattern | None, buffers: list[Buffer], step: int) -> None:
         if pattern is None:
@@ -198,6 +236,9 @@ class Side:
         return int(exchange(self.comm, None, self.peer, _TAG_ITERATIONS))
 
     def release(self) -> None:
+        for carrier in self._carriers.values():
+            carrier.release()
+        self._carriers.clear()
         for buffer in self._buffers:
             buffer.release()
         self._buffers.clear()
@@ -227,8 +268,14 @@ def _run_steps(side: Side, step: Callable[[int], float]) -> tuple[list[list[floa
                 faults.stall_forever()
             return planted(index)
 
-    warm_times = [step(index) for index in range(plan.warmup)]
-    iterations = side.agree_iterations(warm_times[-1] if warm_times else 0.0)
+    # Calibrate on the wall-clock time of a step, checks included: with the native loop a small
+    # message's timed part is a sliver of the step, and a sample must still end in about sample_time.
+    wall = 0.0
+    for index in range(plan.warmup):
+        began = time.perf_counter()
+        step(index)
+        wall = time.perf_counter() - began
+    iterations = side.agree_iterations(wall)
     index = plan.warmup
     samples: list[list[float]] = []
     for _ in range(plan.samples):
@@ -241,9 +288,31 @@ def _run_steps(side: Side, step: Callable[[int], float]) -> tuple[list[list[floa
 
 
 def _bw(side: Side) -> dict[str, Any] | None:
-    window = side.plan.window
-    buffers, messages = side.buffers(window)
-    if side.is_src:
+    window, size = side.plan.window, side.pair.size
+    buffers, messages = side.buffers(window, outgoing=side.is_src)
+    loop = side.hot_loop()
+    if loop is not None:
+        addresses = loop.addresses([buffer.address for buffer in buffers])
+        if side.is_src:
+            pattern = side.pattern(side.rank)
+            tags = (tag(_DATA, side.rank), tag(_READY, side.peer), tag(_ACK, side.peer))
+            ready_in, ack_in = side._signal_in.ctypes.data, side._ack_in.ctypes.data
+
+            def step(index: int) -> float:
+                side.fill(pattern, buffers, index)
+                return loop.bw_send(addresses, window, size, tags, ready_in, ack_in)
+
+        else:
+            pattern = side.pattern(side.peer)
+            tags = (tag(_DATA, side.peer), tag(_READY, side.rank), tag(_ACK, side.rank))
+            signal = side._signal.ctypes.data
+
+            def step(index: int) -> float:
+                loop.bw_recv(addresses, window, size, tags, signal)
+                side.check(pattern, buffers, index)
+                return 0.0
+
+    elif side.is_src:
         pattern = side.pattern(side.rank)
 
         def step(index: int) -> float:
@@ -251,7 +320,7 @@ def _bw(side: Side) -> dict[str, Any] | None:
             ack = side.recv(side.ack_in, _ACK)
             side.wait([side.recv(side.signal_in, _READY)], "the receiver's READY")
             start = time.perf_counter()
-            requests = [side.send(message, _DATA, slot) for slot, message in enumerate(messages)]
+            requests = side.send_data(messages)
             requests.append(ack)
             side.wait(requests, "a window of messages and its acknowledgement")
             return time.perf_counter() - start
@@ -260,7 +329,7 @@ def _bw(side: Side) -> dict[str, Any] | None:
         pattern = side.pattern(side.peer)
 
         def step(index: int) -> float:
-            requests = [side.recv(message, _DATA, slot) for slot, message in enumerate(messages)]
+            requests = side.recv_data(messages)
             requests.append(side.send(side.signal, _READY))
             side.wait(requests, "a window of messages")
             side.wait([side.send(side.signal, _ACK)], "sending the acknowledgement")
@@ -272,24 +341,25 @@ def _bw(side: Side) -> dict[str, Any] | None:
         return None
     moved = side.pair.size * window * iterations
     values = [gbps(moved, sum(times)) for times in samples]
-    return _link_entry(side.pair, side.plan, iterations, values, "bandwidth_gbps", "GB/s", scope="unidirectional")
+    entry = _link_entry(side.pair, side.plan, iterations, values, "bandwidth_gbps", "GB/s", scope="unidirectional")
+    return _engine_fields(entry, loop)
 
 
 def _bibw(side: Side) -> dict[str, Any] | None:
     window = side.plan.window
-    send_buffers, send_messages = side.buffers(window)
-    recv_buffers, recv_messages = side.buffers(window)
+    send_buffers, send_messages = side.buffers(window, outgoing=True)
+    recv_buffers, recv_messages = side.buffers(window, outgoing=False)
     own_pattern = side.pattern(side.rank)
     peer_pattern = side.pattern(side.peer)
 
     def step(index: int) -> float:
         side.fill(own_pattern, send_buffers, index)
-        incoming = [side.recv(message, _DATA, slot) for slot, message in enumerate(recv_messages)]
+        incoming = side.recv_data(recv_messages)
         ack = side.recv(side.ack_in, _ACK)
         ready = side.recv(side.signal_in, _READY)
         side.wait([ready, side.send(side.signal, _READY)], "the peer's READY")
         start = time.perf_counter()
-        outgoing = [side.send(message, _DATA, slot) for slot, message in enumerate(send_messages)]
+        outgoing = side.send_data(send_messages)
         acked: Request | None = None
         acked_at = 0.0
 
@@ -329,20 +399,43 @@ def _bibw(side: Side) -> dict[str, Any] | None:
 
 
 def _lat(side: Side) -> dict[str, Any] | None:
-    buffers, messages = side.buffers(2)  # [0] outgoing, [1] incoming
+    out_buf, out_msg = side.buffers(1, outgoing=True)
+    in_buf, in_msg = side.buffers(1, outgoing=False)
     own_pattern = side.pattern(side.rank)
     peer_pattern = side.pattern(side.peer)
-    out_buf, in_buf = buffers[:1], buffers[1:]
-    out_msg, in_msg = messages
+    size = side.pair.size
+    loop = side.hot_loop()
 
-    if side.is_src:
+    if loop is not None:
+        out_at, in_at = out_buf[0].address, in_buf[0].address
+        if side.is_src:
+            tags = (tag(_DATA, side.rank), tag(_DATA, side.peer), tag(_READY, side.peer))
+            ready_in = side._signal_in.ctypes.data
+
+            def step(index: int) -> float:
+                side.fill(own_pattern, out_buf, index)
+                elapsed = loop.ping(out_at, in_at, size, tags, ready_in)
+                side.check(peer_pattern, in_buf, index)
+                return elapsed
+
+        else:
+            tags = (tag(_DATA, side.rank), tag(_DATA, side.peer), tag(_READY, side.rank))
+            signal = side._signal.ctypes.data
+
+            def step(index: int) -> float:
+                side.fill(own_pattern, out_buf, index)
+                loop.pong(out_at, in_at, size, tags, signal)
+                side.check(peer_pattern, in_buf, index)
+                return 0.0
+
+    elif side.is_src:
 
         def step(index: int) -> float:
             side.fill(own_pattern, out_buf, index)
-            pong = side.recv(in_msg, _DATA)
+            pong = side.recv_data(in_msg)
             side.wait([side.recv(side.signal_in, _READY)], "the peer's READY")
             start = time.perf_counter()
-            side.wait([side.send(out_msg, _DATA), pong], "a ping-pong round trip")
+            side.wait(side.send_data(out_msg) + pong, "a ping-pong round trip")
             elapsed = time.perf_counter() - start
             side.check(peer_pattern, in_buf, index)
             return elapsed
@@ -350,11 +443,11 @@ def _lat(side: Side) -> dict[str, Any] | None:
     else:
 
         def step(index: int) -> float:
-            ping = side.recv(in_msg, _DATA)
+            ping = side.recv_data(in_msg)
             side.fill(own_pattern, out_buf, index)
             side.wait([side.send(side.signal, _READY)], "sending READY")
-            side.wait([ping], "a ping")
-            side.wait([side.send(out_msg, _DATA)], "a pong")
+            side.wait(ping, "a ping")
+            side.wait(side.send_data(out_msg), "a pong")
             side.check(peer_pattern, in_buf, index)
             return 0.0
 
@@ -362,7 +455,15 @@ def _lat(side: Side) -> dict[str, Any] | None:
     if not side.is_src:
         return None
     values = [sum(times) / (2 * len(times)) * 1e6 for times in samples]
-    return _link_entry(side.pair, side.plan, iterations, values, "latency_us", "us", scope="half round trip")
+    entry = _link_entry(side.pair, side.plan, iterations, values, "latency_us", "us", scope="half round trip")
+    return _engine_fields(entry, loop)
+
+
+def _engine_fields(entry: dict[str, Any], loop: HotLoop | None) -> dict[str, Any]:
+    """Who timed the steps, and whether UCX was told the buffers' memory type or looked it up."""
+    entry["engine"] = "native" if loop is not None else "python"
+    entry["ucx_memory_type_declared"] = loop is not None and loop.memory_type >= 0
+    return entry
 
 
 def _link_entry(
@@ -394,6 +495,26 @@ def _link_entry(
         "messages_per_sample": iterations * (1 if lat else plan.window),
         "validated": pair.validate,
         "wrong_bytes": 0 if pair.validate else None,
+        "staging": staging_record(pair),
+    }
+
+
+def staging_record(pair: Pair) -> dict[str, Any] | None:
+    """How a staged link cut its messages and how many pinned buffers each staged end used."""
+    if not (pair.src_mode.staged or pair.dst_mode.staged):
+        return None
+
+    def buffers(mode: MemoryMode) -> int | None:
+        if mode is MemoryMode.STAGED:
+            return pair.staging.buffers
+        return 1 if mode is MemoryMode.BOUNCE else None
+
+    return {
+        "chunk_bytes": pair.wire_chunk,
+        "chunks_per_message": pieces(pair.size, pair.wire_chunk),
+        "src_buffers": buffers(pair.src_mode),
+        "dst_buffers": buffers(pair.dst_mode),
+        "pinned_buffer_bytes": pair.wire_chunk,
     }
 
 
@@ -414,9 +535,9 @@ def measure_pair(transport: Transport, comm: Any, pair: Pair, plan: Plan, have_g
         side.release()
     # Which transport carried the bytes needs both ends' UCX reports: the sender's choice for eager
     # messages, the receiver's or sender's rendezvous data table for large ones.
-    memory = "cuda" if side.mode.on_device else "host"
     peer_mode = pair.dst_mode if side.is_src else pair.src_mode
-    mine = transport.path_rows(side.peer, memory, "cuda" if peer_mode.on_device else "host", pair.size)
+    # Rows for one UCX message: a staged link's messages are its chunks.
+    mine = transport.path_rows(side.peer, side.mode.ucx_memory, peer_mode.ucx_memory, pair.wire_chunk)
     theirs = exchange(comm, mine, side.peer, _TAG_PATH)
     if entry is not None:
         entry.update(describe_path(mine, theirs))
@@ -442,21 +563,28 @@ def measure_round(
     backend = transport.backend
     make = backend.tag
     allocated: list[Buffer] = []
+    carriers: dict[tuple[str, int], Carrier] = {}
 
-    def buffers(mode: MemoryMode) -> tuple[list[Buffer], list[Any]]:
+    def buffers(mode: MemoryMode, direction: str, peer: int) -> tuple[list[Buffer], list[Any]]:
+        carrier = carriers[(direction, peer)] = make_carrier(transport, mode, template.wire_chunk, template.staging)
         made = [allocate(mode, size, have_gpu) for _ in range(window)]
         allocated.extend(made)
-        return made, [transport.message(b, size) for b in made]
+        return made, carrier.prepare(made, size)
 
     def signal() -> Any:
         return backend.wrap(np.zeros(8, dtype=np.uint8))
 
-    out = {d: buffers(template.src_mode) for d in targets}
-    inc = {s: buffers(template.dst_mode) for s in sources}
+    slots = window * pieces(size, template.wire_chunk)
+    try:
+        out = {d: buffers(template.src_mode, "out", d) for d in targets}
+        inc = {s: buffers(template.dst_mode, "in", s) for s in sources}
+    except BaseException:
+        _release(carriers, allocated)
+        raise
     own_pattern = Pattern(out[targets[0]][0][0].xp, size, me) if targets and template.validate else None
     peer_patterns = {s: Pattern(inc[s][0][0].xp, size, s) for s in sources} if template.validate else {}
-    data_out = [make(tag(_DATA, me, k)) for k in range(window)]
-    data_in = {s: [make(tag(_DATA, s, k)) for k in range(window)] for s in sources}
+    data_out = [make(tag(_DATA, me, k)) for k in range(slots)]
+    data_in = {s: [make(tag(_DATA, s, k)) for k in range(slots)] for s in sources}
     ready_out, ack_out = make(tag(_READY, me)), make(tag(_ACK, me))
     ready_in = {d: make(tag(_READY, d)) for d in targets}
     ack_in = {d: make(tag(_ACK, d)) for d in targets}
@@ -466,7 +594,7 @@ def measure_round(
     what = f"a round of {len(links)} concurrent links ({template.test}, {format_size(size)})"
 
     def step(index: int) -> dict[int, float]:
-        incoming = {s: [transport.recv(m, data_in[s][k]) for k, m in enumerate(inc[s][1])] for s in sources}
+        incoming = {s: carriers[("in", s)].recv(inc[s][1], data_in[s]) for s in sources}
         readies_sent = [transport.send(s, outgoing_signal, ready_out) for s in sources]
         if own_pattern is not None:
             for d in targets:
@@ -477,7 +605,7 @@ def measure_round(
         readies = [transport.recv(ready_bufs[d], ready_in[d]) for d in targets]
         transport.wait(readies + readies_sent, plan.timeout, f"READY on {what}")
         start = time.perf_counter()
-        sends = [transport.send(d, m, data_out[k]) for d in targets for k, m in enumerate(out[d][1])]
+        sends = [r for d in targets for r in carriers[("out", d)].send(d, out[d][1], data_out)]
         acked_at: dict[int, float] = {}
         acks_sent: dict[int, Request] = {}
 
@@ -521,18 +649,18 @@ def measure_round(
             for d in targets:
                 samples[d].append(times[d])
     finally:
-        for buffer in allocated:
-            buffer.release()
+        _release(carriers, allocated)
     entries = []
-    memory = "cuda" if template.src_mode.on_device else "host"
-    peer_memory = "cuda" if template.dst_mode.on_device else "host"
-    rows = {d: transport.path_rows(d, memory, peer_memory, size) for d in targets}
-    fetch_rows = {s: transport.path_rows(s, peer_memory, memory, size) for s in sources}
+    memory, peer_memory = template.src_mode.ucx_memory, template.dst_mode.ucx_memory
+    rows = {d: transport.path_rows(d, memory, peer_memory, template.wire_chunk) for d in targets}
+    fetch_rows = {s: transport.path_rows(s, peer_memory, memory, template.wire_chunk) for s in sources}
     gathered_fetch = comm.allgather({s: fetch_rows[s]["fetch"] for s in sources})
     moved = size * window * iterations
     for d in targets:
         values = [gbps(moved, sum(t)) for t in samples[d]]
-        pair = Pair(template.test, me, d, template.src_mode, template.dst_mode, size, template.validate)
+        pair = Pair(
+            template.test, me, d, template.src_mode, template.dst_mode, size, template.validate, template.staging
+        )
         side_plan = Plan(window, iterations, plan.warmup, plan.samples, plan.sample_time, plan.timeout)
         entry = _link_entry(pair, side_plan, iterations, values)
         entry.update(describe_path(rows[d], {"fetch": gathered_fetch[d].get(me)}))
@@ -540,6 +668,13 @@ def measure_round(
         entry["_step_times"] = samples[d]
         entries.append(entry)
     return entries
+
+
+def _release(carriers: dict[Any, Carrier], buffers: list[Buffer]) -> None:
+    for carrier in carriers.values():
+        carrier.release()
+    for buffer in buffers:
+        buffer.release()
 
 
 def _mpi_max() -> Any:

@@ -1,4 +1,6 @@
-"""The memory a message lives in: pageable host, pinned (page-locked) host, or CUDA device memory."""
+"""The memory a message lives in: pageable or pinned (page-locked) host memory, CUDA device memory,
+unified (managed) memory, pinned host memory mapped into the GPU, or device memory that travels
+through pinned host staging buffers (see staging.py)."""
 
 from __future__ import annotations
 
@@ -20,6 +22,10 @@ class MemoryMode(str, Enum):
     PAGEABLE = "pageable"
     PINNED = "pinned"
     DEVICE = "device"
+    MANAGED = "managed"  # cudaMallocManaged: one address on host and GPU, pages migrate on access
+    MAPPED = "mapped"  # cudaHostAlloc(Mapped): pinned host memory a kernel can read across PCIe
+    STAGED = "staged"  # device memory sent through pinned chunks: copy streams, events, double buffering
+    BOUNCE = "bounce"  # device memory sent through one message-sized pinned buffer, one step after another
 
     @classmethod
     def parse(cls, text: str) -> MemoryMode:
@@ -31,12 +37,48 @@ class MemoryMode(str, Enum):
 
     @property
     def on_device(self) -> bool:
-        return self is MemoryMode.DEVICE
+        """The message's bytes live in GPU-addressable memory that CuPy handles (fill, check)."""
+        return self in _CUPY_MODES
 
+    @property
+    def needs_gpu(self) -> bool:
+        return self not in (MemoryMode.PAGEABLE, MemoryMode.PINNED)
+
+    @property
+    def staged(self) -> bool:
+        """Device memory that UCX never sees: it moves through pinned host buffers."""
+        return self in (MemoryMode.STAGED, MemoryMode.BOUNCE)
+
+    @property
+    def ucx_memory(self) -> str:
+        """The memory type UCX detects for the buffers it is handed, as its reports name it."""
+        if self is MemoryMode.DEVICE:
+            return "cuda"
+        if self is MemoryMode.MANAGED:
+            return "cuda-managed"
+        return "host"
+
+    @property
+    def pinned_host(self) -> bool:
+        """Page-locked host memory comes from the pool (staging buffers too)."""
+        return self in (MemoryMode.PINNED, MemoryMode.MAPPED)
+
+
+def mode_named(text: Any) -> MemoryMode | None:
+    """The mode a results file names, or None for a name this version does not know."""
+    try:
+        return MemoryMode(text)
+    except ValueError:
+        return None
+
+
+_CUPY_MODES = frozenset((MemoryMode.DEVICE, MemoryMode.MANAGED, MemoryMode.STAGED, MemoryMode.BOUNCE))
 
 # How pinned memory was obtained; the results record it because the two differ in what the GPU can DMA.
 PIN_CUDA = "cudaHostAlloc"
 PIN_MLOCK = "mlock"
+PIN_MAPPED = "cudaHostAlloc(Mapped)"
+_HOST_ALLOC_PORTABLE_MAPPED = 1 | 2  # cudaHostAllocPortable | cudaHostAllocMapped
 
 
 class Buffer:
@@ -53,6 +95,13 @@ class Buffer:
         self._unlock: Any = None
 
     @property
+    def address(self) -> int:
+        """Where the bytes start, as UCX and CUDA see it."""
+        if self.mode.on_device:
+            return int(self.array.data.ptr)
+        return int(self.array.ctypes.data)
+
+    @property
     def xp(self) -> Any:
         if self.mode.on_device:
             return import_cupy()
@@ -60,7 +109,7 @@ class Buffer:
 
     def release(self) -> None:
         """Give the memory back; pinned buffers go back to the pool, to serve the next size."""
-        if self.mode is MemoryMode.PINNED and self.array is not None:
+        if self.mode.pinned_host and self.array is not None:
             PINNED_POOL.give_back(self)
             self.array = None
             return
@@ -85,10 +134,9 @@ class PinnedPool:
         self.pinned_bytes = 0  # in the pool and in use
         self.allocations = 0  # how many times memory was actually pinned
 
-    def take(self, capacity: int, have_gpu: bool) -> Buffer:
-        fits = [
-            b for b in self._free if b.capacity >= capacity and b.pinned_method == (PIN_CUDA if have_gpu else PIN_MLOCK)
-        ]
+    def take(self, capacity: int, method: str) -> Buffer:
+        """A page-locked buffer of at least `capacity` bytes, pinned by `method` (PIN_*)."""
+        fits = [b for b in self._free if b.capacity >= capacity and b.pinned_method == method]
         if fits:
             buffer = min(fits, key=lambda b: b.capacity)
             self._free.remove(buffer)
@@ -106,7 +154,7 @@ class PinnedPool:
                 f"pinning {format_size(capacity)} more would hold {format_size(self.pinned_bytes + capacity)} "
                 f"page-locked, over the --max-pinned cap of {format_size(self.cap)}; raise the cap or use smaller sizes or --window"
             )
-        buffer = _allocate_cuda_pinned(capacity) if have_gpu else _allocate_mlocked(capacity)
+        buffer = _allocate_mlocked(capacity) if method == PIN_MLOCK else _allocate_cuda_pinned(capacity, method)
         self.pinned_bytes += capacity
         self.allocations += 1
         return buffer
@@ -141,30 +189,39 @@ def allocate(mode: MemoryMode, nbytes: int, have_gpu: bool) -> Buffer:
     capacity = word_capacity(nbytes)
     if mode is MemoryMode.PAGEABLE:
         return Buffer(np.zeros(capacity, dtype=np.uint8), mode, None)
-    if mode is MemoryMode.DEVICE:
-        cupy = import_cupy()
-        if cupy is None or not have_gpu:
-            raise ResourceError(f"device memory needs a GPU: {gpu_unavailable_reason()}")
-        try:
-            return Buffer(cupy.zeros(capacity, dtype=cupy.uint8), mode, None)
-        except cupy.cuda.memory.OutOfMemoryError:
-            raise ResourceError(
-                f"out of GPU memory allocating {format_size(nbytes)}; use smaller sizes or a smaller --window"
-            ) from None
-    return PINNED_POOL.take(capacity, have_gpu)
+    if mode is MemoryMode.PINNED:
+        return PINNED_POOL.take(capacity, PIN_CUDA if have_gpu else PIN_MLOCK)
+    cupy = import_cupy()
+    if cupy is None or not have_gpu:
+        raise ResourceError(f"{mode.value} memory needs a GPU: {gpu_unavailable_reason()}")
+    if mode is MemoryMode.MAPPED:
+        return PINNED_POOL.take(capacity, PIN_MAPPED)
+    try:
+        if mode is MemoryMode.MANAGED:
+            pointer = cupy.cuda.MemoryPointer(cupy.cuda.ManagedMemory(capacity), 0)
+            array = cupy.ndarray(capacity, dtype=cupy.uint8, memptr=pointer)
+            array.fill(0)
+            return Buffer(array, mode, None)
+        return Buffer(cupy.zeros(capacity, dtype=cupy.uint8), mode, None)
+    except (cupy.cuda.memory.OutOfMemoryError, cupy.cuda.runtime.CUDARuntimeError) as exc:
+        raise ResourceError(
+            f"cannot allocate {format_size(nbytes)} of {mode.value} memory ({exc}); use smaller sizes or a smaller --window"
+        ) from None
 
 
-def _allocate_cuda_pinned(capacity: int) -> Buffer:
+def _allocate_cuda_pinned(capacity: int, method: str) -> Buffer:
     cupy = import_cupy()
     assert cupy is not None
+    flags = _HOST_ALLOC_PORTABLE_MAPPED if method == PIN_MAPPED else 0
     try:
-        memory = cupy.cuda.PinnedMemory(capacity)
+        memory = cupy.cuda.PinnedMemory(capacity, flags)
     except Exception as exc:
         raise ResourceError(f"cudaHostAlloc of {format_size(capacity)} failed: {exc}") from None
     pointer = cupy.cuda.PinnedMemoryPointer(memory, 0)
     array = np.frombuffer(pointer, dtype=np.uint8, count=capacity)
     array[:] = 0
-    return Buffer(array, MemoryMode.PINNED, PIN_CUDA, keepalive=(memory, pointer))
+    mode = MemoryMode.MAPPED if method == PIN_MAPPED else MemoryMode.PINNED
+    return Buffer(array, mode, method, keepalive=(memory, pointer))
 
 
 _libc: Any = None

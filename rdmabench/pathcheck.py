@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from .memory import mode_named
+
 SHARED_MEMORY = ("sysv", "posix", "cma", "xpmem", "knem")
 NO_GPUDIRECT = "GPUDirect"  # every warning about a device path contains this word
 
@@ -18,7 +20,9 @@ def path_warnings(entry: dict[str, Any], same_host: bool) -> list[str]:
     protocol = entry.get("protocol") or ""
     decided_by = (entry.get("ucx_report") or {}).get("decided_by") or ""
     rendezvous = "rendezvous" in protocol or decided_by.startswith("rendezvous")
-    device = "device" in (entry.get("src_mode"), entry.get("dst_mode"))
+    # GPU memory handed to UCX (device, managed); staged modes hand it host memory.
+    modes = [mode_named(entry.get(f"{end}_mode")) for end in ("src", "dst")]
+    device = any(mode is not None and mode.ucx_memory != "host" for mode in modes)
     warnings = []
     if same_host and not device and name not in SHARED_MEMORY:
         warnings.append(

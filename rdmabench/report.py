@@ -14,6 +14,7 @@ from typing import Any
 
 from . import results
 from .errors import OtherDocumentError, ResultsFileError
+from .memory import mode_named
 from .units import format_size
 
 GROUPINGS = ("none", "host", "link-class", "mode", "size", "date")
@@ -66,7 +67,7 @@ def link_class(entry: dict[str, Any]) -> str:
     if (
         entry.get("src_gpu") is not None
         and entry.get("src_gpu") == entry.get("dst_gpu")
-        and "device" in (entry.get("src_mode"), entry.get("dst_mode"))
+        and any(getattr(mode_named(entry.get(f"{end}_mode")), "on_device", False) for end in ("src", "dst"))
     ):
         return "same GPU"
     return "intra-node"

@@ -34,6 +34,17 @@ class Request(Protocol):
     def check_error(self) -> None: ...
 
 
+class Driven(Protocol):
+    """Work the poll loop must push along besides UCX (a staged pipeline's copies and sends)."""
+
+    @property
+    def completed(self) -> bool: ...
+
+    def check_error(self) -> None: ...
+
+    def advance(self) -> bool: ...
+
+
 class Backend(Protocol):
     name: str
     version: str
@@ -49,6 +60,14 @@ class Backend(Protocol):
     def send(self, endpoint: Any, message: Any, tag: Any) -> Request: ...
 
     def recv(self, message: Any, tag: Any) -> Request: ...
+
+    def poster(self, endpoint: Any) -> Callable[[Any, Any], Request]: ...
+
+    def taker(self) -> Callable[[Any, Any], Request]: ...
+
+    def worker_handle(self) -> int: ...
+
+    def endpoint_handle(self, endpoint: Any) -> int: ...
 
     def progress(self) -> None: ...
 
@@ -93,6 +112,20 @@ class UcxxBackend:
 
     def recv(self, message: Any, tag: Any) -> Request:
         return self._worker.tag_recv(message, tag)  # type: ignore[no-any-return]
+
+    def poster(self, endpoint: Any) -> Callable[[Any, Any], Request]:
+        """send() for one endpoint as UCXX's own bound method: no Python frame per message."""
+        return endpoint.tag_send  # type: ignore[no-any-return]
+
+    def taker(self) -> Callable[[Any, Any], Request]:
+        return self._worker.tag_recv  # type: ignore[no-any-return]
+
+    def worker_handle(self) -> int:
+        """The ucp_worker_h underneath, for the native hot loop."""
+        return int(self._worker.handle)
+
+    def endpoint_handle(self, endpoint: Any) -> int:
+        return int(endpoint.handle)
 
     def progress(self) -> None:
         self._worker.progress()
@@ -180,6 +213,29 @@ class Transport:
         self._log_dir = log_dir
         self._tables_at_connect: dict[int, int] = {}
         self._endpoint_config: dict[int, int] = {}
+        self._driven: list[Driven] = []
+        self.native: Any = None  # the native hot loop's library, when this run uses it (native.load())
+
+    def drive(self, work: Driven) -> Driven:
+        """Advance `work` on every poll from now until it completes."""
+        if not work.completed:
+            self._driven.append(work)
+        return work
+
+    def stop_driving(self, work: Driven) -> None:
+        if work in self._driven:
+            self._driven.remove(work)
+
+    def _progress_and_drive(self) -> None:
+        self.backend.progress()
+        driven = self._driven
+        for work in list(driven):
+            if work.advance():
+                driven.remove(work)
+
+    def _progress_function(self) -> Callable[[], None]:
+        # Plain UCX progress in the common case: the hot loop pays nothing for staging.
+        return self._progress_and_drive if self._driven else self.backend.progress
 
     def endpoint(self, peer: int) -> Any:
         endpoint = self._endpoints.get(peer)
@@ -200,13 +256,20 @@ class Transport:
     def recv(self, message: Any, tag: Any) -> Request:
         return self.backend.recv(message, tag)
 
+    def sender(self, peer: int) -> Callable[[Any, Any], Request]:
+        """The fastest way to post sends to `peer`: call it with (message, tag) in hot loops."""
+        return self.backend.poster(self.endpoint(peer))
+
+    def receiver(self) -> Callable[[Any, Any], Request]:
+        return self.backend.taker()
+
     def wait(self, requests: list[Request], timeout: float, what: str, peer: int | None = None) -> None:
         """Progress until every request completes (timeout and `peer` as in poll_until).
 
         This is the hot path of every test, so it polls inline rather than through poll_until's
         callback (a call per poll costs a measurable share of a small message's latency). A cursor
         walks the list in order: a poll costs one completion check however long the window is."""
-        progress = self.backend.progress
+        progress = self._progress_function()
         count = len(requests)
         index = 0
         polls = 0
@@ -227,7 +290,7 @@ class Transport:
     ) -> None:
         """Progress the worker until `done()` is true. Raise TransportError after `timeout` seconds,
         or as soon as a `peer` (a rank, or several) running on this host is seen to have died."""
-        progress = self.backend.progress
+        progress = self._progress_function()
         peers = [peer] if isinstance(peer, int) else (peer or [])
         watch = _Watch(self, timeout, what, peers)
         polls = 0
@@ -238,6 +301,10 @@ class Transport:
             polls += 1
             if polls % _POLLS_PER_CLOCK_READ == 0:
                 watch.check()
+
+    def local_pid(self, peer: int) -> int:
+        """The peer's process id when it runs on this host, else 0."""
+        return self._local_peer_pids.get(peer, 0)
 
     def _check_alive(self, peer: int, what: str) -> None:
         pid = self._local_peer_pids.get(peer)
@@ -333,5 +400,6 @@ class Transport:
         return protoinfo.parse_tables(self._log_text())
 
     def close(self) -> None:
+        self._driven.clear()
         self._endpoints.clear()
         self.backend.close()

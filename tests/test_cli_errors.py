@@ -41,6 +41,10 @@ def _one_line_error(args: list[str], expected: str, code: int | None = None, **k
         (["run", "--timeout", "-1"], "--timeout must be above 0"),
         (["run", "--format", "xml"], "unknown format 'xml'"),
         (["run", "--units", "MB/s"], "unknown units 'MB/s'"),
+        (["run", "--mode", "staged", "--chunk-size", "0"], "--chunk-size: bad size '0'"),
+        (["run", "--mode", "staged", "--chunk-size", "1x"], "--chunk-size: bad size '1x'"),
+        (["run", "--max-pinned", "lots"], "--max-pinned: bad size 'lots'"),
+        (["run", "--mode", "staged", "--stage-buffers", "0"], "--stage-buffers must be at least 1"),
     ],
 )
 def test_bad_options(args: list[str], expected: str) -> None:
@@ -56,8 +60,9 @@ def test_device_mode_without_gpu() -> None:
 
     if visible_gpu_count():
         pytest.skip("this machine has a GPU")
-    _one_line_error(["run", "--mode", "device"], "--mode device:", code=2)
-    _one_line_error(["run", "--dst-mode", "device"], "--mode device:", code=2)
+    for mode in ("device", "managed", "mapped", "staged", "bounce"):
+        _one_line_error(["run", "--mode", mode], f"{mode} memory needs a GPU:", code=2)
+    _one_line_error(["run", "--dst-mode", "staged"], "staged memory needs a GPU:", code=2)
 
 
 def test_existing_output_is_kept(tmp_path: Path) -> None:
@@ -91,6 +96,8 @@ def test_help_lists_every_option() -> None:
         "--iters",
         "--warmup",
         "--no-validate",
+        "--chunk-size",
+        "--stage-buffers",
         "--output",
         "--format",
     ]:
@@ -103,3 +110,18 @@ def test_max_pinned_cap_is_checked_before_any_transfer(tmp_path: Path) -> None:
         "more than --max-pinned 1MiB",
         code=2,
     )
+
+
+def test_launcher_noise_after_an_error_is_held_back() -> None:
+    import io
+
+    from rdmabench.launch import StderrRelay
+
+    said = "rdmabench: error: --engine native on rank 0 (n1): cannot build the native loop\n"
+    noise = "[n1:77] PMIX ERROR: PMIX_ERR_UNREACH in file pmix_server.c at line 3146\n"
+    sink = io.StringIO()
+    StderrRelay(io.StringIO(said + noise), sink).run()
+    assert sink.getvalue() == said
+    sink = io.StringIO()
+    StderrRelay(io.StringIO(noise), sink).run()  # with nothing else said, the launcher's line stays
+    assert sink.getvalue() == noise

@@ -97,8 +97,51 @@ def test_copy_pinned_beats_pageable_and_matches_cupy(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     doc = load_results(str(out))
     h2d = {e["src_mode"]: e for e in doc["results"] if e["test"] == "copy-h2d"}
-    assert set(h2d) == {"pageable", "pinned", "write-combined", "registered"}
+    assert set(h2d) == {"pageable", "pinned", "write-combined", "registered", "mapped", "managed"}
+    assert h2d["mapped"]["transport"].startswith("kernel loads") and h2d["mapped"]["bandwidth_gbps"] > 1
+    assert h2d["managed"]["transport"].startswith("on-demand page migration")
     assert h2d["pinned"]["bandwidth_gbps"] > h2d["pageable"]["bandwidth_gbps"]
     assert 0.9 < h2d["pinned"]["ratio_to_reference"] < 1.2
     assert all(e["validated"] for e in doc["results"])
     assert {row["host_memory"] for row in doc["overlap"]} == {"pageable", "pinned"}
+
+
+@pytest.mark.parametrize("test", ["bw", "bibw", "lat"])
+@pytest.mark.parametrize("mode", ["staged", "bounce"])
+def test_staged_through_pinned_host_memory(test: str, mode: str, results_path: Path) -> None:
+    # 1 MiB + 3 bytes in 256 KiB chunks: five chunks, the last one short.
+    size = (1 << 20) + 3
+    doc = _run(["--test", test, "--mode", mode, "--sizes", f"8,{size}", "--chunk-size", "256KiB"], results_path)
+    big = [e for e in doc["results"] if e["size_bytes"] == size]
+    assert big and all(e["validated"] and e["wrong_bytes"] == 0 for e in big)
+    for entry in big:
+        staging = entry["staging"]
+        assert staging["src_buffers"] == (2 if mode == "staged" else 1)
+        chunk = 256 << 10 if mode == "staged" else size
+        assert staging["chunk_bytes"] == chunk and staging["chunks_per_message"] == -(-size // chunk)
+        assert entry["src_pinned_method"] == "cudaHostAlloc"
+        assert "cuda" not in (entry["transport"] or ""), entry["transport"]  # UCX only ever saw host memory
+
+
+def test_staged_end_talks_to_a_direct_end(results_path: Path) -> None:
+    doc = _run(
+        ["--src-mode", "staged", "--dst-mode", "device", "--sizes", "3MiB", "--chunk-size", "1MiB"], results_path
+    )
+    (entry,) = doc["results"]
+    assert (
+        entry["validated"] and entry["staging"]["chunks_per_message"] == 3 and entry["staging"]["dst_buffers"] is None
+    )
+
+
+def test_staging_buffers_count_against_the_pinned_cap(results_path: Path) -> None:
+    staged = ["--mode", "staged", "--sizes", "64MiB", "--chunk-size", "8MiB", "--stage-buffers", "4"]
+    proc = run_cli(["run", "--np", "2", *staged, "--max-pinned", "16MiB", "-o", str(results_path)])
+    assert proc.returncode == 2 and "more than --max-pinned 16MiB" in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("mode", ["managed", "mapped"])
+def test_managed_and_mapped_memory(mode: str, results_path: Path) -> None:
+    doc = _run(["--mode", mode, "--sizes", "8,1MiB"], results_path)
+    assert all(e["validated"] and e["src_mode"] == e["dst_mode"] == mode for e in doc["results"])
+    if mode == "mapped":
+        assert all(e["src_pinned_method"] == "cudaHostAlloc(Mapped)" for e in doc["results"])

@@ -55,6 +55,23 @@ def test_host_to_device_is_bound_by_the_gpus_pcie_link() -> None:
     assert limit is not None and limit.kind == "PCIe" and "Gen5 x16" in limit.detail
 
 
+def test_staged_device_memory_is_bound_by_pcie_and_the_host_copy() -> None:
+    a, b = _rank(0, "n1", GPU0, nvlink_to=GPU1), _rank(1, "n1", GPU1, nvlink_to=GPU0)
+    limit, _ = limits.link_limit(a, b, "staged", "staged", host_copy=10.0)  # NVLink is never used
+    assert limit is not None and limit.kind == "host memory copy" and limit.gbps == 10.0
+    limit, _ = limits.link_limit(a, b, "bounce", "bounce", host_copy=100.0)
+    assert limit is not None and limit.kind == "PCIe"
+    limit, _ = limits.link_limit(a, b, "staged", "device", host_copy=10.0)  # UCX carries host to GPU
+    assert limit is not None and limit.kind == "PCIe"
+    # UCX moves managed memory GPU to GPU (CUDA fragments over CUDA IPC), as measured on two H200s.
+    limit, reason = limits.link_limit(a, b, "managed", "managed", host_copy=10.0)
+    assert limit is not None and limit.kind == "NVLink", reason
+    limit, reason = limits.link_limit(a, b, "managed", "pinned", host_copy=10.0)
+    assert limit is not None and limit.kind == "PCIe", reason
+    limit, reason = limits.link_limit(a, _rank(1, "n1"), "staged", "pinned", host_copy=None)
+    assert limit is None and reason == "host memory copy not measured"
+
+
 def test_without_nvlink_peer_traffic_is_bound_by_pcie() -> None:
     limit, _ = limits.link_limit(_rank(0, "n1", GPU0), _rank(1, "n1", GPU1), "device", "device", None)
     assert limit is not None and limit.kind == "PCIe" and "peer-to-peer" in limit.detail
@@ -174,6 +191,20 @@ def test_between_nodes_the_slower_nic_or_pcie_bounds() -> None:
             "GPUDirect RDMA not used",
         ),
         (dict(src_mode="pageable", dst_mode="pageable", transport=None, protocol=None), True, "did not report"),
+        # Managed memory over CUDA IPC is a GPU path (measured on two H200s), not host memory gone astray.
+        (
+            dict(
+                src_mode="managed",
+                dst_mode="managed",
+                transport="cuda_ipc/cuda",
+                protocol="pipeline cuda_copy, flushed write to remote, frag cuda, cuda_copy, frag cuda",
+            ),
+            True,
+            None,
+        ),
+        # Staged modes hand UCX pinned host memory: shared memory is expected, and it is no GPUDirect miss.
+        (dict(src_mode="staged", dst_mode="staged", transport="cma/memory", protocol="rendezvous"), True, None),
+        (dict(src_mode="bounce", dst_mode="bounce", transport="tcp/lo", protocol="rendezvous"), True, "not shared"),
     ],
 )
 def test_path_warnings(entry: dict[str, Any], same_host: bool, expect: str | None) -> None:

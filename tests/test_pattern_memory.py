@@ -57,9 +57,20 @@ def test_pinned_without_gpu_is_mlocked_and_resident() -> None:
     buffer.release()
 
 
-def test_device_mode_without_gpu_is_a_clear_error() -> None:
-    with pytest.raises(ResourceError, match="device memory needs a GPU"):
-        allocate(MemoryMode.DEVICE, 8, have_gpu=False)
+@pytest.mark.parametrize("mode", [m for m in MemoryMode if m.needs_gpu])
+def test_gpu_modes_without_gpu_are_a_clear_error(mode: MemoryMode) -> None:
+    with pytest.raises(ResourceError, match=f"^{mode.value} memory needs a GPU"):
+        allocate(mode, 8, have_gpu=False)
+
+
+def test_mode_properties() -> None:
+    assert {m.value for m in MemoryMode if m.staged} == {"staged", "bounce"}
+    assert {m.value for m in MemoryMode if not m.needs_gpu} == {"pageable", "pinned"}
+    # UCX is handed host memory for every mode but device and managed memory.
+    assert {m.value: m.ucx_memory for m in MemoryMode if m.ucx_memory != "host"} == {
+        "device": "cuda",
+        "managed": "cuda-managed",
+    }
 
 
 def test_unknown_mode() -> None:
@@ -72,19 +83,19 @@ def test_pinned_pool_reuses_and_respects_its_cap() -> None:
 
     pool = PinnedPool()
     pool.cap = 3 << 20
-    first = pool.take(1 << 20, have_gpu=False)
+    first = pool.take(1 << 20, PIN_MLOCK)
     first.array[:10] = 9
     pool.give_back(first)
-    again = pool.take(512 << 10, have_gpu=False)  # a smaller need reuses the pinned megabyte
+    again = pool.take(512 << 10, PIN_MLOCK)  # a smaller need reuses the pinned megabyte
     assert again is first and pool.allocations == 1 and again.array.size == 512 << 10
     assert not again.array.any()  # handed out clean, like a new allocation
-    second = pool.take(2 << 20, have_gpu=False)
+    second = pool.take(2 << 20, PIN_MLOCK)
     assert pool.allocations == 2 and pool.pinned_bytes == 3 << 20
     with pytest.raises(ResourceError, match="over the --max-pinned cap of 3MiB"):
-        pool.take(1 << 20, have_gpu=False)  # everything pinned is in use
+        pool.take(1 << 20, PIN_MLOCK)  # everything pinned is in use
     pool.give_back(again)
     pool.give_back(second)
-    bigger = pool.take(3 << 20, have_gpu=False)  # the small ones are dropped to make room
+    bigger = pool.take(3 << 20, PIN_MLOCK)  # the small ones are dropped to make room
     assert pool.pinned_bytes == 3 << 20 and bigger.capacity == 3 << 20
     pool.give_back(bigger)
     pool.clear()

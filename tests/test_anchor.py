@@ -1,0 +1,36 @@
+"""The anchor's reading of ucx_perftest and its table (the side-by-side runs themselves are a
+benchmark, run by hand: see the README)."""
+
+from __future__ import annotations
+
+import pytest
+
+from rdmabench.anchor import format_rows, parse_final
+from rdmabench.errors import LaunchError
+
+# ucx_perftest -t tag_bw -s 8 on the CI VM (UCX 1.21): its "MB/s" are MiB/s.
+_PERFTEST_TAIL = """\
+|    Stage     | # iterations | 50.0%ile | average | overall |  average |  overall |  average  |  overall  |
++--------------+--------------+----------+---------+---------+----------+----------+-----------+-----------+
+Final:                 20000      0.062     0.070     0.070      108.31     108.31    14196324    14196324
+"""
+
+
+def test_perftest_final_line_in_si_units() -> None:
+    result = parse_final(_PERFTEST_TAIL)
+    assert result.bandwidth_gbps == pytest.approx(108.31 * 2**20 / 1e9)
+    assert result.message_rate == 14196324 and result.latency_us == pytest.approx(0.070)
+    with pytest.raises(LaunchError, match="no Final line"):
+        parse_final("ucx_perftest: connection refused")
+
+
+def test_rows_print_every_ratio_and_the_message_rate() -> None:
+    row = {
+        "test": "bw", "mode": "host", "size_bytes": 8, "anchor": 0.1136, "validated": 0.05, "unvalidated": 0.11,
+        "python_loop": 0.002, "ratio_validated": 0.44, "ratio_unvalidated": 0.97, "ratio_python_loop": 0.018,
+        "overhead_us_per_msg": 0.002, "engine": "native", "transport": "sysv/memory",
+        "rdmabench_msg_rate": 13.75e6, "anchor_msg_rate": 14.2e6,
+    }  # fmt: skip
+    text = format_rows([row])
+    assert "0.97" in text and "0.018" not in text and "0.02" in text and "native sysv/memory" in text
+    assert "message rate at 8 B: rdmabench 13.75 M/s (unchecked), ucx_perftest 14.20 M/s: ratio 0.97" in text
