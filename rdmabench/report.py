@@ -83,6 +83,19 @@ def link_name(entry: dict[str, Any]) -> str:
     return f"{_end(entry, 'src')} -> {_end(entry, 'dst')}"
 
 
+def mode_label(entry: dict[str, Any], end: str) -> str:
+    """An end's memory mode; a staged end with its pipeline shape, since chunk size and buffer
+    count change the figure as much as the mode does."""
+    mode = str(entry[f"{end}_mode"])
+    staging = entry.get("staging")
+    if mode != "staged" or not isinstance(staging, dict):
+        return mode
+    chunk, buffers = staging.get("chunk_bytes"), staging.get(f"{end}_buffers")
+    if isinstance(chunk, int) and isinstance(buffers, int):
+        return f"staged({format_size(chunk)} x{buffers})"
+    return mode
+
+
 def load_of(entry: dict[str, Any]) -> str:
     links = entry.get("concurrent_links") or 1
     return "alone" if links == 1 else f"{entry.get('pattern', 'concurrent')}, {links} links"
@@ -195,8 +208,8 @@ def aggregate(documents: list[tuple[str, dict[str, Any]]], filters: Filters | No
                 continue
             row = Row(
                 entry["test"],
-                entry["src_mode"],
-                entry["dst_mode"],
+                mode_label(entry, "src"),
+                mode_label(entry, "dst"),
                 entry["size_bytes"],
                 link_name(entry),
                 link_class(entry),

@@ -162,3 +162,20 @@ def test_html_report_renders_in_a_browser(runs: Path, tmp_path: Path) -> None:
         capture_output=True, timeout=120,
     )  # fmt: skip
     assert shot.exists() and shot.stat().st_size > 20_000
+
+
+def test_staged_pipelines_of_different_shapes_are_different_rows() -> None:
+    from rdmabench.report import aggregate
+
+    def entry(chunk: int, buffers: int, value: float) -> dict[str, Any]:
+        return {
+            "test": "bw", "src_rank": 0, "dst_rank": 1, "src_mode": "staged", "dst_mode": "device",
+            "size_bytes": 1 << 28, "bandwidth_gbps": value, "samples": [value], "unit": "GB/s",
+            "src_host": "n1", "dst_host": "n1", "src_gpu": 0, "dst_gpu": 1,
+            "staging": {"chunk_bytes": chunk, "src_buffers": buffers, "dst_buffers": None},
+        }  # fmt: skip
+
+    docs = [("a", {"metadata": {}, "results": [entry(4 << 20, 2, 10.0), entry(1 << 20, 1, 5.0)]})]
+    rows = aggregate(docs)
+    assert sorted(r.modes for r in rows) == ["staged(1MiB x1)->device", "staged(4MiB x2)->device"]
+    assert all(r.values == [v] for r, v in zip(sorted(rows, key=lambda r: r.modes), (5.0, 10.0), strict=True))
