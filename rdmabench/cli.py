@@ -159,8 +159,8 @@ def main() -> None:
     "--engine",
     default="auto",
     metavar="auto|native|python",
-    help="Who runs the timed part of bw and lat steps: a small C loop built on first use against UCXX's UCX "
-    "(native), the Python loop, or native where a C compiler is found (auto). bibw, concurrent patterns and "
+    help="Who runs the timed part of bw, bibw and lat steps: a small C loop built on first use against UCXX's "
+    "UCX (native), the Python loop, or native where a C compiler is found (auto). Concurrent patterns and "
     "staged modes always run in Python.",
 )
 @click.option(

@@ -122,7 +122,7 @@ def _preflight(world: World, config: RunConfig) -> str | None:
         problem = _memory_problem(world, config, my_modes, max(fan, 1))
         if problem:
             return problem
-    if config.engine == "native" and config.test != "bibw":
+    if config.engine == "native":
         from . import native
 
         built = native.load()
@@ -339,7 +339,7 @@ class _Job:
             for warning in _placement_warnings(topologies):
                 table.note(f"warning: {warning}")
             for rank, engine in enumerate(engines):
-                if not engine["native"] and config.engine == "auto" and config.test != "bibw":
+                if not engine["native"] and config.engine == "auto":
                     table.note(
                         f"warning: rank {rank} times in Python ({engine['detail']}): small messages measure the interpreter"
                     )

@@ -351,6 +351,22 @@ def _bibw(side: Side) -> dict[str, Any] | None:
     recv_buffers, recv_messages = side.buffers(window, outgoing=False)
     own_pattern = side.pattern(side.rank)
     peer_pattern = side.pattern(side.peer)
+    loop = side.hot_loop()
+    if loop is not None:
+        size = side.pair.size
+        send_at = loop.addresses([buffer.address for buffer in send_buffers])
+        recv_at = loop.addresses([buffer.address for buffer in recv_buffers])
+        me, peer = side.rank, side.peer
+        tags = loop.tag_array(
+            (tag(_DATA, me), tag(_DATA, peer), tag(_READY, me), tag(_READY, peer), tag(_ACK, me), tag(_ACK, peer))
+        )
+        signal, ready_in, ack_in = side._signal.ctypes.data, side._signal_in.ctypes.data, side._ack_in.ctypes.data
+
+        def native_step(index: int) -> float:
+            side.fill(own_pattern, send_buffers, index)
+            elapsed = loop.bibw(send_at, recv_at, window, size, tags, signal, ready_in, ack_in)
+            side.check(peer_pattern, recv_buffers, index)
+            return elapsed
 
     def step(index: int) -> float:
         side.fill(own_pattern, send_buffers, index)
@@ -380,7 +396,7 @@ def _bibw(side: Side) -> dict[str, Any] | None:
         side.check(peer_pattern, recv_buffers, index)
         return elapsed
 
-    samples, iterations = _run_steps(side, step)
+    samples, iterations = _run_steps(side, native_step if loop is not None else step)
     peer_samples = exchange(side.comm, samples, side.peer, _TAG_SAMPLES)
     moved = side.pair.size * window * iterations
     values = [gbps(moved, sum(times)) for times in samples]
@@ -395,7 +411,7 @@ def _bibw(side: Side) -> dict[str, Any] | None:
     entry["dst_mode"] = (side.pair.dst_mode if side.is_src else side.pair.src_mode).value
     entry["aggregate_gbps"] = summarize(aggregate)["median"]
     entry["aggregate_samples"] = aggregate
-    return entry
+    return _engine_fields(entry, loop)
 
 
 def _lat(side: Side) -> dict[str, Any] | None:

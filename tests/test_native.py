@@ -22,7 +22,7 @@ def _run(args: list[str], results_path: Path, **env: str) -> dict:  # type: igno
 
 
 @needs_native
-@pytest.mark.parametrize("test", ["bw", "lat"])
+@pytest.mark.parametrize("test", ["bw", "bibw", "lat"])
 @pytest.mark.parametrize("mode", ["pageable", "pinned"])
 def test_native_and_python_loops_agree(test: str, mode: str, tmp_path: Path) -> None:
     docs = {
@@ -30,12 +30,13 @@ def test_native_and_python_loops_agree(test: str, mode: str, tmp_path: Path) -> 
         for engine in ("native", "python")
     }
     for engine, doc in docs.items():
-        assert [e["engine"] for e in doc["results"]] == [engine, engine]
+        assert {e["engine"] for e in doc["results"]} == {engine}
+        assert {e["size_bytes"] for e in doc["results"]} == {8, 100000}
         assert all(e["validated"] and e["wrong_bytes"] == 0 for e in doc["results"])
         assert doc["metadata"]["engine"]["requested"] == engine
         assert [r["native"] for r in doc["metadata"]["engine"]["ranks"]] == [engine == "native"] * 2
     field = "latency_us" if test == "lat" else "bandwidth_gbps"
-    small = {engine: doc["results"][0][field] for engine, doc in docs.items()}
+    small = {engine: next(e for e in doc["results"] if e["size_bytes"] == 8)[field] for engine, doc in docs.items()}
     # An 8-byte message costs the Python loop microseconds of interpreter time per request: the
     # native loop must be faster, or it is not doing its job.
     if test == "lat":
@@ -74,3 +75,11 @@ def test_without_a_compiler(tmp_path: Path) -> None:
 def test_unknown_engine() -> None:
     proc = run_cli(["run", "--engine", "rust"])
     assert proc.returncode == 2 and "unknown engine 'rust'" in proc.stderr
+
+
+@needs_native
+def test_an_unwritable_cache_falls_back_to_a_private_temporary_directory(tmp_path: Path) -> None:
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("")
+    doc = _run(["--sizes", "8"], tmp_path / "r.json", RDMABENCH_CACHE_DIR=str(blocker / "cache"))
+    assert doc["results"][0]["engine"] == "native", doc["metadata"]["engine"]

@@ -1,4 +1,4 @@
-/* rdmabench's native hot loop: one timed step of the bw and lat tests, on the UCP worker and
+/* rdmabench's native hot loop: one timed step of the bw, bibw and lat tests, on the UCP worker and
  * endpoint that UCXX created. Python keeps everything else (patterns, checks, calibration,
  * statistics); only the part between the start and the stop of the clock runs here, so the figure
  * is the link's and not the interpreter's.
@@ -191,6 +191,101 @@ int rb_lat_pong(ucp_worker_h worker, ucp_ep_h ep, void *out, void *in, size_t si
         void *pong = post_send(ep, out, size, out_tag, memory_type);
         rc = wait_all(worker, &pong, 1, timeout, peer_pid, ucx_status);
     }
+    return rc;
+}
+
+/* Test one request slot: 1 when it has completed (the slot is freed and set to NULL), 0 while in
+ * flight, -1 on failure (*ucx_status set). */
+static int settle(void **slot, int *ucx_status)
+{
+    void *request = *slot;
+    if (request == NULL)
+        return 1;
+    if (UCS_PTR_IS_ERR(request)) {
+        *ucx_status = UCS_PTR_STATUS(request);
+        *slot = NULL;
+        return -1;
+    }
+    ucs_status_t status = ucp_request_check_status(request);
+    if (status == UCS_INPROGRESS)
+        return 0;
+    ucp_request_free(request);
+    *slot = NULL;
+    if (status != UCS_OK) {
+        *ucx_status = status;
+        return -1;
+    }
+    return 1;
+}
+
+/* bibw, both ranks: pre-post the peer's window, exchange READY, send this rank's window,
+ * acknowledge the peer's window once it has landed, and stop this direction's clock when the
+ * peer's acknowledgement of ours arrives. Returns once both directions are done. */
+int rb_bibw(ucp_worker_h worker, ucp_ep_h ep, void **send_buffers, void **recv_buffers, size_t size, int memory_type,
+            int count, const ucp_tag_t *tags, void *signal, void *ready_in, void *ack_in, double timeout, int peer_pid,
+            double *seconds, int *ucx_status)
+{
+    /* tags: data out, data in, READY out, READY in, ACK out, ACK in */
+    void **incoming = malloc(sizeof(void *) * (size_t)count);
+    void **outgoing = malloc(sizeof(void *) * (size_t)count);
+    int rc = RB_OK;
+    if (incoming == NULL || outgoing == NULL) {
+        free(incoming);
+        free(outgoing);
+        return RB_NO_MEMORY;
+    }
+    for (int k = 0; k < count; k++)
+        incoming[k] = post_recv(worker, recv_buffers[k], size, tags[1] | (ucp_tag_t)k, memory_type);
+    void *ack = post_recv(worker, ack_in, 8, tags[5], SIGNAL_MEMORY);
+    void *ready[2] = {post_recv(worker, ready_in, 8, tags[3], SIGNAL_MEMORY), post_send(ep, signal, 8, tags[2], SIGNAL_MEMORY)};
+    rc = wait_all(worker, ready, 2, timeout, peer_pid, ucx_status);
+    if (rc == RB_OK) {
+        double start = now(), acked_at = 0, started = start, next_check = start + LIVENESS_PERIOD;
+        for (int k = 0; k < count; k++)
+            outgoing[k] = post_send(ep, send_buffers[k], size, tags[0] | (ucp_tag_t)k, memory_type);
+        int landed = 0, sent = 0, ack_posted = 0;
+        void *ack_out = NULL;
+        unsigned polls = 0;
+        for (;;) {
+            int r;
+            while (landed < count && (r = settle(&incoming[landed], ucx_status)) != 0) {
+                if (r < 0) { rc = RB_UCX_ERROR; goto done; }
+                landed++;
+            }
+            if (landed == count && !ack_posted) {
+                ack_out = post_send(ep, signal, 8, tags[4], SIGNAL_MEMORY);
+                ack_posted = 1;
+            }
+            if (acked_at == 0) {
+                if ((r = settle(&ack, ucx_status)) < 0) { rc = RB_UCX_ERROR; goto done; }
+                if (r > 0)
+                    acked_at = now();
+            }
+            while (sent < count && (r = settle(&outgoing[sent], ucx_status)) != 0) {
+                if (r < 0) { rc = RB_UCX_ERROR; goto done; }
+                sent++;
+            }
+            if (ack_posted && ack_out != NULL) {
+                if ((r = settle(&ack_out, ucx_status)) < 0) { rc = RB_UCX_ERROR; goto done; }
+            }
+            if (ack_posted && ack_out == NULL && acked_at != 0 && sent == count)
+                break;
+            ucp_worker_progress(worker);
+            if (++polls % POLLS_PER_CLOCK_READ == 0) {
+                double t = now();
+                if (t >= next_check) {
+                    next_check = t + LIVENESS_PERIOD;
+                    if (check_signals != NULL && check_signals() != 0) { rc = RB_INTERRUPTED; goto done; }
+                    if (t - started > timeout) { rc = RB_TIMEOUT; goto done; }
+                    if (peer_pid > 0 && kill(peer_pid, 0) != 0 && errno == ESRCH) { rc = RB_PEER_GONE; goto done; }
+                }
+            }
+        }
+        *seconds = acked_at - start;
+    }
+done:
+    free(incoming);
+    free(outgoing);
     return rc;
 }
 
