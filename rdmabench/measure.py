@@ -101,11 +101,19 @@ def make_plan(
     )
 
 
-def calibrated_iterations(step_seconds: float, plan: Plan) -> int:
+def calibrated_iterations(step_seconds: float, plan: Plan, timed_seconds: float | None = None) -> int:
+    """Steps per sample so that a sample lasts about sample_time of wall clock (`step_seconds`, checks
+    included). Where the timed part is a small share of a step (validation of large messages, the
+    native loop's small ones), up to four times more steps, so that each sample still times at least
+    a fifth of sample_time of transfers and one hiccup does not make a sample."""
     if plan.iterations is not None:
         return plan.iterations
     per_step = max(step_seconds, 1e-7)
-    return max(1, min(_MAX_ITERATIONS, math.ceil(plan.sample_time / per_step)))
+    iterations = math.ceil(plan.sample_time / per_step)
+    if timed_seconds is not None and timed_seconds > 0:
+        enough_timed = math.ceil(plan.sample_time / 5 / timed_seconds)
+        iterations = max(iterations, min(enough_timed, 4 * iterations))
+    return max(1, min(_MAX_ITERATIONS, iterations))
 
 
 @dataclass(frozen=True)
@@ -227,10 +235,10 @@ class Side:
             keys = [message_key(step, slot) for slot in range(len(buffers))]
             check_messages(pattern, buffers, keys, self.rank, self.peer, step, self.link_name())
 
-    def agree_iterations(self, warmup_seconds: float) -> int:
+    def agree_iterations(self, wall_seconds: float, timed_seconds: float) -> int:
         """The src rank calibrates; its peer follows, so both run the same number of steps."""
         if self.is_src:
-            iterations = calibrated_iterations(warmup_seconds, self.plan)
+            iterations = calibrated_iterations(wall_seconds, self.plan, timed_seconds)
             exchange(self.comm, iterations, self.peer, _TAG_ITERATIONS)
             return iterations
         return int(exchange(self.comm, None, self.peer, _TAG_ITERATIONS))
@@ -270,12 +278,12 @@ def _run_steps(side: Side, step: Callable[[int], float]) -> tuple[list[list[floa
 
     # Calibrate on the wall-clock time of a step, checks included: with the native loop a small
     # message's timed part is a sliver of the step, and a sample must still end in about sample_time.
-    wall = 0.0
+    wall = timed = 0.0
     for index in range(plan.warmup):
         began = time.perf_counter()
-        step(index)
+        timed = step(index)
         wall = time.perf_counter() - began
-    iterations = side.agree_iterations(wall)
+    iterations = side.agree_iterations(wall, timed)
     index = plan.warmup
     samples: list[list[float]] = []
     for _ in range(plan.samples):
