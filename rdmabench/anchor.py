@@ -171,13 +171,12 @@ def compare(mode: str, sizes: list[int], tests: list[str]) -> list[dict[str, Any
         for size in sizes:
             anchor = run_perftest(perf_test, size, device, _perftest_iterations(perf_test, size))
             row: dict[str, Any] = {"test": test, "size_bytes": size, "mode": mode}
+            field = "bandwidth_gbps" if test == "bw" else "latency_us"
+            row["anchor"] = anchor.bandwidth_gbps if test == "bw" else anchor.latency_us
+            for column, run in (("validated", checked), ("unvalidated", unchecked), ("python_loop", python)):
+                row[column] = run[size][field]
+                row[f"ratio_{column}"] = row[column] / row["anchor"]
             if test == "bw":
-                row["anchor"] = anchor.bandwidth_gbps
-                row["validated"] = checked[size]["bandwidth_gbps"]
-                row["unvalidated"] = unchecked[size]["bandwidth_gbps"]
-                row["python_loop"] = python[size]["bandwidth_gbps"]
-                row["ratio_validated"] = row["validated"] / row["anchor"]
-                row["ratio_unvalidated"] = row["unvalidated"] / row["anchor"]
                 row["anchor_msg_rate"] = anchor.message_rate
                 row["rdmabench_msg_rate"] = row["unvalidated"] * 1e9 / size
                 # Extra time rdmabench spends per message, beyond what UCX itself needs.
@@ -186,14 +185,7 @@ def compare(mode: str, sizes: list[int], tests: list[str]) -> list[dict[str, Any
                 row["peer_copy"] = peer
                 row["ratio_peer_copy"] = row["validated"] / peer if peer else None
             else:
-                row["anchor"] = anchor.latency_us
-                row["validated"] = checked[size]["latency_us"]
-                row["unvalidated"] = unchecked[size]["latency_us"]
-                row["python_loop"] = python[size]["latency_us"]
-                row["ratio_validated"] = row["validated"] / row["anchor"]
-                row["ratio_unvalidated"] = row["unvalidated"] / row["anchor"]
                 row["overhead_us_per_msg"] = row["unvalidated"] - anchor.latency_us
-            row["ratio_python_loop"] = row["python_loop"] / row["anchor"]
             row["engine"] = checked[size].get("engine")
             row["transport"] = checked[size].get("transport")
             rows.append(row)
