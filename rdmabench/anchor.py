@@ -63,8 +63,21 @@ def parse_final(text: str) -> PerftestResult:
     raise LaunchError(f"ucx_perftest printed no Final line:\n{text[-2000:]}")
 
 
+def same_ucx_settings() -> dict[str, str]:
+    """Put in this process's environment the UCX settings rdmabench's ranks run with, so that
+    ucx_perftest runs under them too: importing UCXX sets some (UCX_RNDV_THRESH=8192 among them),
+    and a different rendezvous threshold would compare two protocols instead of two programs.
+    Returns the ones UCXX set."""
+    from . import ucx_env
+    from .world import import_ucx_first
+
+    import_ucx_first()
+    return ucx_env.set_by_ucxx()
+
+
 def run_perftest(test: str, size: int, device: bool, iterations: int, timeout: float = 120) -> PerftestResult:
-    """One ucx_perftest server/client pair on this machine; GPUs 0 and 1 for device memory."""
+    """One ucx_perftest server/client pair on this machine; GPUs 0 and 1 for device memory. Call
+    same_ucx_settings() first."""
     binary, libdir = perftest_paths()
     env = dict(os.environ)
     env["LD_LIBRARY_PATH"] = libdir + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
@@ -159,6 +172,7 @@ def compare(mode: str, sizes: list[int], tests: list[str]) -> list[dict[str, Any
         raise ConfigError(f"unknown anchor mode {mode!r}: choose host or device")
     device = mode == "device"
     rd_mode = "device" if device else "pageable"
+    shared = same_ucx_settings()
     rows: list[dict[str, Any]] = []
     for test in tests:
         if test not in ("bw", "lat"):
@@ -187,6 +201,7 @@ def compare(mode: str, sizes: list[int], tests: list[str]) -> list[dict[str, Any
             else:
                 row["overhead_us_per_msg"] = row["unvalidated"] - anchor.latency_us
             row["engine"] = checked[size].get("engine")
+            row["ucx_settings_set_by_ucxx"] = shared
             row["transport"] = checked[size].get("transport")
             rows.append(row)
     return rows
@@ -198,6 +213,13 @@ def format_rows(rows: list[dict[str, Any]]) -> str:
         "# anchor: ucx_perftest tag_bw/tag_lat; rdmabench checked = default (every byte validated), unchecked = --no-validate,",
         "# python = --no-validate --engine python (the step timed by the Python loop instead of the native one);",
         "# +us/msg = rdmabench's extra time per message over the anchor's (unchecked)",
+        "# both ran with the UCX settings UCXX sets: "
+        + (
+            ", ".join(f"{k}={v}" for k, v in sorted((rows[0].get("ucx_settings_set_by_ucxx") or {}).items()))
+            if rows
+            else ""
+        )
+        + " (and every UCX_* of this environment)",
         f"{'test':<4} {'mode':<6} {'size':>7} {'anchor':>10} {'checked':>10} {'ratio':>6} {'unchecked':>10} {'ratio':>6} "
         f"{'python':>10} {'ratio':>6} {'+us/msg':>8}  engine transport",
     ]
