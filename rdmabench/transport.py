@@ -16,7 +16,6 @@ from typing import Any, Protocol
 
 from . import protoinfo, ucx_env
 from .errors import TransportError
-from .memory import Buffer
 
 # Check the deadline once per this many progress calls: reading the clock on every poll costs more
 # than a small message.
@@ -244,10 +243,6 @@ class Transport:
             endpoint = self.backend.connect(self._addresses[peer])
             self._endpoints[peer] = endpoint
         return endpoint
-
-    def message(self, buffer: Buffer, nbytes: int) -> Any:
-        """Wrap the first `nbytes` of a buffer once, so the hot loop reuses it."""
-        return self.backend.wrap(buffer.array[:nbytes])
 
     def send(self, peer: int, message: Any, tag: Any) -> Request:
         """Post a tagged send; `tag` comes from backend.tag() (made once, reused every step)."""
