@@ -153,6 +153,16 @@ def _timed(cupy: Any, stream: Any, action: Callable[[], None], repeats: int) -> 
     return float(cupy.cuda.get_elapsed_time(start, end)) / 1e3
 
 
+def _sampled_rates(
+    cupy: Any, stream: Any, action: Callable[[], None], size: int, samples: int
+) -> tuple[list[float], int]:
+    """GB/s of `samples` samples, each about 20 ms of `action` (moving `size` bytes) back to back on
+    `stream`, and how many actions a sample ran."""
+    once = max(_timed(cupy, stream, action, 1), 1e-6)
+    repeats = max(1, min(1000, int(0.02 / once)))
+    return [gbps(size * repeats, _timed(cupy, stream, action, repeats)) for _ in range(samples)], repeats
+
+
 def measure(cupy: Any, gpu: int, direction: str, host_kind: str | None, size: int, samples: int) -> CopyResult:
     """One (direction, host memory, size) on one GPU."""
     if host_kind in KERNEL_ACCESS_KINDS and direction != "d2d":
@@ -180,9 +190,7 @@ def measure(cupy: Any, gpu: int, direction: str, host_kind: str | None, size: in
         def copy() -> None:
             memcpy(dst, src, size, kind, stream.ptr)
 
-        once = max(_timed(cupy, stream, copy, 1), 1e-6)
-        repeats = max(1, min(1000, int(0.02 / once)))  # about 20 ms per sample
-        values = [gbps(size * repeats, _timed(cupy, stream, copy, repeats)) for _ in range(samples)]
+        values, repeats = _sampled_rates(cupy, stream, copy, size, samples)
         stream.synchronize()
         # Every copy wrote the same bytes: check them once, where they landed.
         landed = host.array if direction == "d2h" and host is not None else cupy.asnumpy(device)
@@ -247,18 +255,14 @@ def _measure_kernel_access(cupy: Any, gpu: int, direction: str, host_kind: str, 
             dst, src = device.data.ptr, host.device_pointer
         else:
             dst, src = host.device_pointer, device.data.ptr
-        values = []
+        values: list[float] = []
         if host_kind == "mapped":
             if direction == "h2d":
                 host.array[:] = 7
             else:
                 device.fill(7)
             cupy.cuda.Device().synchronize()
-            once = max(_timed(cupy, stream, lambda: kernel(dst, src, size, stream), 1), 1e-6)
-            repeats = max(1, min(1000, int(0.02 / once)))
-            for _ in range(samples):
-                seconds = _timed(cupy, stream, lambda: kernel(dst, src, size, stream), repeats)
-                values.append(gbps(size * repeats, seconds))
+            values, _repeats = _sampled_rates(cupy, stream, lambda: kernel(dst, src, size, stream), size, samples)
         elif direction == "h2d":
             for _ in range(samples + 1):  # the first is a warm-up (module load, first faults)
                 host.array[:] = 7  # the CPU writes: the pages now live on the host

@@ -25,6 +25,7 @@ from .gpu import gpu_unavailable_reason
 from .measure import Pair, default_window, make_plan, measure_pair, measure_round, round_aggregate
 from .memory import PIN_CUDA, PIN_MAPPED, PIN_MLOCK, PINNED_POOL, MemoryMode, mlock_problem, word_capacity
 from .pathcheck import is_device_path_warning, path_warnings
+from .staging import staging_buffers, wire_chunk
 from .stats import summarize
 from .table import ProgressTable
 from .units import format_size
@@ -160,11 +161,11 @@ def _memory_problem(world: World, config: RunConfig, modes: list[MemoryMode], li
     buffers = 2 if config.test == "lat" else window * (2 if config.test == "bibw" else 1) * links
     need = buffers * word_capacity(largest) + 2 * word_capacity(largest)  # + pattern and scratch
     pinned_need = buffers * word_capacity(largest) * sum(1 for mode in modes if mode.pinned_host)
+    chunk = wire_chunk(config.src_mode, config.dst_mode, largest, config.staging)
     for mode in modes:
-        if mode.staged:  # its pinned buffers, per link and direction
-            staging_buffers = config.stage_buffers if mode is MemoryMode.STAGED else 1
-            chunk = min(config.stage_chunk, largest) if MemoryMode.STAGED in config.modes else largest
-            pinned_need += staging_buffers * word_capacity(chunk) * links * (2 if config.test != "bw" else 1)
+        count = staging_buffers(mode, config.staging)  # pinned buffers per link and direction
+        if count is not None:
+            pinned_need += count * word_capacity(chunk) * links * (2 if config.test != "bw" else 1)
     if config.max_pinned is not None and pinned_need > config.max_pinned:
         return (
             f"rank {world.rank} ({world.me.host}) needs {format_size(pinned_need)} of pinned memory for "

@@ -23,7 +23,7 @@ from .errors import ConfigError, ValidationError
 from .memory import Buffer, MemoryMode, allocate, synchronize
 from .native import HotLoop
 from .pattern import Pattern, message_key
-from .staging import DEFAULT_STAGING, Carrier, Staging, make_carrier, pieces, wire_chunk
+from .staging import DEFAULT_STAGING, Carrier, Staging, make_carrier, pieces, staging_buffers, wire_chunk
 from .stats import summarize
 from .transport import Request, Transport, describe_path
 from .units import format_size, gbps
@@ -371,41 +371,43 @@ def _bibw(side: Side) -> dict[str, Any] | None:
         )
         signal, ready_in, ack_in = side._signal.ctypes.data, side._signal_in.ctypes.data, side._ack_in.ctypes.data
 
-        def native_step(index: int) -> float:
+        def step(index: int) -> float:
             side.fill(own_pattern, send_buffers, index)
             elapsed = loop.bibw(send_at, recv_at, window, size, tags, signal, ready_in, ack_in)
             side.check(peer_pattern, recv_buffers, index)
             return elapsed
 
-    def step(index: int) -> float:
-        side.fill(own_pattern, send_buffers, index)
-        incoming = side.recv_data(recv_messages)
-        ack = side.recv(side.ack_in, _ACK)
-        ready = side.recv(side.signal_in, _READY)
-        side.wait([ready, side.send(side.signal, _READY)], "the peer's READY")
-        start = time.perf_counter()
-        outgoing = side.send_data(send_messages)
-        acked: Request | None = None
-        acked_at = 0.0
+    else:
 
-        # Acknowledge the peer's window as soon as it has landed, and stop this direction's clock
-        # when the peer's acknowledgement of ours arrives: each direction is timed on its own.
-        def finished() -> bool:
-            nonlocal acked, acked_at
-            if acked is None and all(request.completed for request in incoming):
-                acked = side.send(side.signal, _ACK)
-            if not acked_at and ack.completed:
-                acked_at = time.perf_counter()
-            return acked is not None and acked.completed and bool(acked_at) and all(r.completed for r in outgoing)
+        def step(index: int) -> float:
+            side.fill(own_pattern, send_buffers, index)
+            incoming = side.recv_data(recv_messages)
+            ack = side.recv(side.ack_in, _ACK)
+            ready = side.recv(side.signal_in, _READY)
+            side.wait([ready, side.send(side.signal, _READY)], "the peer's READY")
+            start = time.perf_counter()
+            outgoing = side.send_data(send_messages)
+            acked: Request | None = None
+            acked_at = 0.0
 
-        side.transport.poll_until(finished, side.plan.timeout, f"both windows on {side.link_name()}", side.peer)
-        assert acked is not None
-        side.transport.check(incoming + outgoing + [ack, acked], f"bidirectional window on {side.link_name()}")
-        elapsed = acked_at - start
-        side.check(peer_pattern, recv_buffers, index)
-        return elapsed
+            # Acknowledge the peer's window as soon as it has landed, and stop this direction's clock
+            # when the peer's acknowledgement of ours arrives: each direction is timed on its own.
+            def finished() -> bool:
+                nonlocal acked, acked_at
+                if acked is None and all(request.completed for request in incoming):
+                    acked = side.send(side.signal, _ACK)
+                if not acked_at and ack.completed:
+                    acked_at = time.perf_counter()
+                return acked is not None and acked.completed and bool(acked_at) and all(r.completed for r in outgoing)
 
-    samples, iterations = _run_steps(side, native_step if loop is not None else step)
+            side.transport.poll_until(finished, side.plan.timeout, f"both windows on {side.link_name()}", side.peer)
+            assert acked is not None
+            side.transport.check(incoming + outgoing + [ack, acked], f"bidirectional window on {side.link_name()}")
+            elapsed = acked_at - start
+            side.check(peer_pattern, recv_buffers, index)
+            return elapsed
+
+    samples, iterations = _run_steps(side, step)
     peer_samples = exchange(side.comm, samples, side.peer, _TAG_SAMPLES)
     moved = side.pair.size * window * iterations
     values = [gbps(moved, sum(times)) for times in samples]
@@ -528,17 +530,11 @@ def staging_record(pair: Pair) -> dict[str, Any] | None:
     """How a staged link cut its messages and how many pinned buffers each staged end used."""
     if not (pair.src_mode.staged or pair.dst_mode.staged):
         return None
-
-    def buffers(mode: MemoryMode) -> int | None:
-        if mode is MemoryMode.STAGED:
-            return pair.staging.buffers
-        return 1 if mode is MemoryMode.BOUNCE else None
-
     return {
         "chunk_bytes": pair.wire_chunk,
         "chunks_per_message": pieces(pair.size, pair.wire_chunk),
-        "src_buffers": buffers(pair.src_mode),
-        "dst_buffers": buffers(pair.dst_mode),
+        "src_buffers": staging_buffers(pair.src_mode, pair.staging),
+        "dst_buffers": staging_buffers(pair.dst_mode, pair.staging),
         "pinned_buffer_bytes": pair.wire_chunk,
     }
 

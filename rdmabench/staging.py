@@ -57,6 +57,14 @@ def wire_chunk(src_mode: MemoryMode, dst_mode: MemoryMode, size: int, staging: S
     return max(1, size)
 
 
+def staging_buffers(mode: MemoryMode, staging: Staging) -> int | None:
+    """Pinned buffers an end of this mode stages through (per direction of a link); None for an
+    end that hands its buffers to UCX."""
+    if mode is MemoryMode.STAGED:
+        return staging.buffers
+    return 1 if mode is MemoryMode.BOUNCE else None
+
+
 def pieces(size: int, chunk: int) -> int:
     """UCX messages per benchmark message."""
     return max(1, math.ceil(size / chunk))
@@ -277,8 +285,5 @@ class _StagedRecv(_Pipeline):
 
 def make_carrier(transport: Transport, mode: MemoryMode, chunk: int, staging: Staging) -> Carrier:
     """The carrier for one end: `chunk` is the pair's wire chunk (wire_chunk())."""
-    if mode is MemoryMode.STAGED:
-        return StagedCarrier(transport, chunk, staging.buffers)
-    if mode is MemoryMode.BOUNCE:
-        return StagedCarrier(transport, chunk, 1)
-    return DirectCarrier(transport, chunk)
+    count = staging_buffers(mode, staging)
+    return DirectCarrier(transport, chunk) if count is None else StagedCarrier(transport, chunk, count)

@@ -112,3 +112,18 @@ def test_copy_needs_a_gpu() -> None:
     proc = run_cli(["copy"])
     assert proc.returncode == 2 and proc.stderr.strip().startswith("rdmabench: error: rdmabench copy needs a CUDA GPU")
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_staging_shape_of_each_end() -> None:
+    from rdmabench.staging import Staging, staging_buffers, wire_chunk
+
+    shape = Staging(chunk=4 << 20, buffers=3)
+    assert [staging_buffers(m, shape) for m in (MemoryMode.STAGED, MemoryMode.BOUNCE, MemoryMode.DEVICE)] == [
+        3,
+        1,
+        None,
+    ]
+    # A staged end cuts the pair's messages into its chunks; without one a message is one piece.
+    assert wire_chunk(MemoryMode.STAGED, MemoryMode.DEVICE, 64 << 20, shape) == 4 << 20
+    assert wire_chunk(MemoryMode.BOUNCE, MemoryMode.BOUNCE, 64 << 20, shape) == 64 << 20
+    assert wire_chunk(MemoryMode.STAGED, MemoryMode.STAGED, 1000, shape) == 1000
