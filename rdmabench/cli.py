@@ -10,14 +10,23 @@ from typing import Any
 import click
 
 from . import __version__
-from .config import DEFAULT_SIZES, RunConfig
-from .copy import HOST_KINDS
+from .bench.copy import HOST_KINDS
 from .errors import ConfigError, RdmabenchError, error_line
-from .measure import TESTS
-from .memory import MemoryMode
+from .job.config import DEFAULT_SIZES, RunConfig
+from .measure import registry
+from .modes import MemoryMode
+from .results import document
 from .units import parse_size, parse_sizes
 
 _MODES = "|".join(m.value for m in MemoryMode)
+
+
+def _test_names() -> str:
+    """The registered tests, for --help (a broken plugin is reported when the run starts)."""
+    try:
+        return "|".join(registry.names())
+    except RdmabenchError:
+        return "bw|bibw|lat"
 
 
 def _fail(exc: RdmabenchError) -> None:
@@ -46,7 +55,7 @@ def main() -> None:
 @click.option(
     "--test",
     default="bw",
-    metavar="|".join(TESTS),
+    metavar=_test_names(),
     help="bw: one direction, a window of messages in flight; bibw: both directions at once; lat: ping-pong, half round trip.",
 )
 @click.option(
@@ -179,14 +188,14 @@ def run(np_: int | None, **options: Any) -> None:
     In a cluster:    mpirun -n 2 rdmabench run --mode device
                      srun -n 2 --gpus-per-task 1 rdmabench run --mode device
     """
-    from .world import launched_by_mpi
+    from .wire.mpi import launched_by_mpi
 
     try:
         config = _config(options)
         if launched_by_mpi():
             if np_ is not None:
                 raise ConfigError("--np starts ranks itself; leave it out under mpirun or srun")
-            from .job import run_job
+            from .job.run import run_job
 
             sys.exit(run_job(config))
         _run_local(np_ if np_ is not None else 2, config)
@@ -219,9 +228,8 @@ def _size_option(option: str, text: str) -> int:
 
 
 def _run_local(np_: int, config: RunConfig) -> None:
-    from . import results
-    from .gpu import gpu_unavailable_reason, visible_gpu_count
-    from .launch import run_local
+    from .hardware.gpu import gpu_unavailable_reason, visible_gpu_count
+    from .job.spawner import run_local
 
     if np_ < 2:
         raise ConfigError(f"--np must be at least 2 for a point-to-point test, not {np_}")
@@ -229,9 +237,9 @@ def _run_local(np_: int, config: RunConfig) -> None:
         needing = "/".join(dict.fromkeys(m.value for m in config.modes if m.needs_gpu))
         raise ConfigError(f"{needing} memory needs a GPU: {gpu_unavailable_reason()}")
     if config.output is None:
-        config.output = results.default_output_path(config.test, config.src_mode.value, config.dst_mode.value)
+        config.output = document.default_output_path(config.test, config.src_mode.value, config.dst_mode.value)
     config.output = os.path.abspath(config.output)
-    results.check_writable(config.output, config.force)
+    document.check_writable(config.output, config.force)
     code = run_local(np_, config)
     sys.exit(code)
 
@@ -273,7 +281,7 @@ def copy_command(
     """Host-to-device, device-to-host and device-to-device copy bandwidth per GPU, from pageable,
     pinned, write-combined and registered host memory (CUDA events, medians, data checked), beside a
     plain CuPy loop; the cost of pinning; and copy/compute overlap. GB/s = 1e9 bytes/s."""
-    from . import copy as copy_module
+    from .bench import copy as copy_module
 
     try:
         size_list = parse_sizes(sizes)
@@ -288,19 +296,18 @@ def copy_command(
         if not 1 <= samples <= 1000:
             raise ConfigError(f"--samples must be between 1 and 1000, not {samples}")
         cupy = copy_module.require_gpu()
-        from . import results
-        from .gpu import visible_gpu_count
+        from .hardware.gpu import visible_gpu_count
 
         count = visible_gpu_count()
         gpu_list = list(range(count)) if gpus == "all" else [int(g) for g in gpus.split(",") if g.strip().isdigit()]
         if not gpu_list or any(g >= count for g in gpu_list):
             raise ConfigError(f"--gpus {gpus!r}: this machine has GPUs 0..{count - 1}")
         if output is None:
-            output = results.default_output_path("copy", "host", "device")
-        results.check_writable(output, force)
+            output = document.default_output_path("copy", "host", "device")
+        document.check_writable(output, force)
         doc = copy_module.run(cupy, size_list, direction_list, kinds, gpu_list, together, overlap, samples, click.echo)
         doc["metadata"]["command_line"] = shlex.join(["rdmabench", *sys.argv[1:]])
-        results.write(output, doc)
+        document.write(output, doc)
         click.echo(f"# results written to {output}")
     except RdmabenchError as exc:
         _fail(exc)
@@ -321,7 +328,7 @@ def anchor(mode: str, sizes: str, tests: str, output: str | None) -> None:
     """
     import json
 
-    from . import anchor as anchor_module
+    from .bench import anchor as anchor_module
 
     try:
         if output is not None and os.path.exists(output):
@@ -347,7 +354,7 @@ def doctor(output_format: str) -> None:
     """
     import json
 
-    from . import doctor as doctor_module
+    from .hardware import doctor as doctor_module
 
     if output_format not in ("table", "json"):
         _fail(ConfigError(f"unknown format {output_format!r}: choose table or json"))
@@ -395,7 +402,7 @@ def _filters(
     since: str | None,
     until: str | None,
 ) -> Any:
-    from .report import LINK_CLASSES, Filters
+    from .results.report import LINK_CLASSES, Filters
 
     for cls in link_classes:
         if cls not in LINK_CLASSES:
@@ -407,16 +414,15 @@ def _write_or_print(text: str, output: str | None, force: bool) -> None:
     if output is None:
         click.echo(text, nl=not text.endswith("\n"))
         return
-    from . import results
 
-    results.check_writable(output, force)
+    document.check_writable(output, force)
     with open(output, "w") as handle:
         handle.write(text)
     click.echo(f"# report written to {output}", err=True)
 
 
 def _load(paths: tuple[str, ...]) -> Any:
-    from .report import load_all
+    from .results.report import load_all
 
     loaded = load_all(paths)
     for problem in loaded.problems:
@@ -455,7 +461,7 @@ def report(
     median over runs, the spread and the count; outliers first."""
     import json
 
-    from . import report as report_module
+    from .results import report as report_module
 
     try:
         if by not in report_module.GROUPINGS:
@@ -465,9 +471,7 @@ def report(
         if not 0 < outlier_fraction < 1:
             raise ConfigError(f"--outlier-fraction must be between 0 and 1, not {outlier_fraction}")
         if output is not None:
-            from . import results
-
-            results.check_writable(output, force)
+            document.check_writable(output, force)
         loaded = _load(paths)
         rows = report_module.aggregate(loaded.documents, _filters(**filters))
         if not rows:
@@ -492,7 +496,7 @@ def report(
                 indent=1,
             )
         else:
-            from .html_report import render
+            from .results.html import render
 
             text = render(rows, [path for path, _ in loaded.documents], loaded.problems, outlier_fraction)
         _write_or_print(text, output, force)
@@ -514,7 +518,7 @@ def compare(base: str, new: str, threshold: float, output_format: str, **filters
     regression is found, for use in a cluster's CI."""
     import json
 
-    from . import report as report_module
+    from .results import report as report_module
 
     try:
         if not 0 < threshold < 1:
@@ -526,7 +530,8 @@ def compare(base: str, new: str, threshold: float, output_format: str, **filters
         new_rows = report_module.aggregate(_load((new,)).documents, chosen)
         changes, unmatched = report_module.compare(base_rows, new_rows, threshold)
         if not changes:
-            raise ConfigError("BASE and NEW have no link and size in common")
+            differ = next((line.split("; ", 1)[1] for line in unmatched if "other settings" in line), "")
+            raise ConfigError("BASE and NEW have no link and size in common" + (f" ({differ})" if differ else ""))
     except RdmabenchError as exc:
         _fail(exc)
     if output_format == "json":

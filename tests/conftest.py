@@ -40,7 +40,7 @@ def load(path: Path) -> dict[str, Any]:
 
 
 def mpiexec() -> str:
-    from rdmabench.launch import find_mpiexec
+    from rdmabench.job.spawner import find_mpiexec
 
     return find_mpiexec()
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from rdmabench.anchor import format_rows, parse_final
+from rdmabench.bench.anchor import format_rows, parse_final
 from rdmabench.errors import LaunchError
 
 # ucx_perftest -t tag_bw -s 8 on the CI VM (UCX 1.21): its "MB/s" are MiB/s.

@@ -3,11 +3,11 @@ times almost nothing."""
 
 from __future__ import annotations
 
-from rdmabench.measure import Plan, calibrated_iterations, make_plan
+from rdmabench.measure.plan import Plan, calibrated_iterations, make_plan
 
 
 def _plan(iterations: int | None = None, sample_time: float = 0.05) -> Plan:
-    return make_plan("bw", 8, False, None, iterations, None, 5, sample_time, None)
+    return make_plan(True, 8, False, None, iterations, None, 5, sample_time, None)
 
 
 def test_wall_clock_sets_the_count_when_the_step_is_mostly_transfer() -> None:

@@ -56,7 +56,7 @@ def test_unwritable_output() -> None:
 
 
 def test_device_mode_without_gpu() -> None:
-    from rdmabench.gpu import visible_gpu_count
+    from rdmabench.hardware.gpu import visible_gpu_count
 
     if visible_gpu_count():
         pytest.skip("this machine has a GPU")
@@ -115,7 +115,7 @@ def test_max_pinned_cap_is_checked_before_any_transfer(tmp_path: Path) -> None:
 def test_launcher_noise_after_an_error_is_held_back() -> None:
     import io
 
-    from rdmabench.launch import StderrRelay
+    from rdmabench.job.spawner import StderrRelay
 
     said = "rdmabench: error: --engine native on rank 0 (n1): cannot build the native loop\n"
     noise = "[n1:77] PMIX ERROR: PMIX_ERR_UNREACH in file pmix_server.c at line 3146\n"

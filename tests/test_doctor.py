@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from rdmabench.gpu import visible_gpu_count
+from rdmabench.hardware.gpu import visible_gpu_count
 
 from .conftest import rdmabench_env, run_cli
 

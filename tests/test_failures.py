@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from rdmabench.results import STREAM_SUFFIX
-from rdmabench.results import load as load_results
+from rdmabench.results.document import STREAM_SUFFIX
+from rdmabench.results.document import load as load_results
 
 from .conftest import rdmabench_env, run_cli
 
@@ -116,7 +116,7 @@ def test_more_host_memory_than_exists_fails_before_any_transfer(results_path: Pa
 
 @pytest.mark.skipif(not (shutil.which("prlimit") and shutil.which("setpriv")), reason="needs prlimit and setpriv")
 def test_pinned_beyond_the_memlock_limit(results_path: Path) -> None:
-    from rdmabench.gpu import visible_gpu_count
+    from rdmabench.hardware.gpu import visible_gpu_count
 
     if visible_gpu_count():
         pytest.skip("with a GPU, pinned memory comes from cudaHostAlloc, not mlock")

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from rdmabench.gpu import visible_gpu_count
-from rdmabench.results import load as load_results
+from rdmabench.hardware.gpu import visible_gpu_count
+from rdmabench.results.document import load as load_results
 
 from .conftest import QUICK, rdmabench_env, run_cli
 

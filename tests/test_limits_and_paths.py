@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from rdmabench import limits, topology
-from rdmabench.pathcheck import is_device_path_warning, path_warnings
+from rdmabench.hardware import limits, topology
+from rdmabench.hardware.pathcheck import is_device_path_warning, path_warnings
 
 GPU0, GPU1 = "0000:19:00.0", "0000:3b:00.0"
 
@@ -21,12 +21,6 @@ def _rank(
         if nvlink_to:
             gpu.nvlinks[nvlink_to] = topology.NvLink(18, 6)  # NVML code 6 = NVLink 4
     return limits.RankTopology(rank=rank, host=host, gpu=gpu, cpu_numa_nodes=[0], nics=list(nics))
-
-
-def _entry(**fields: Any) -> dict[str, Any]:
-    entry = {"test": "bw", "src_mode": "device", "dst_mode": "device", "bandwidth_gbps": 370.0, "warnings": []}
-    entry.update(fields)
-    return entry
 
 
 def test_units_of_links() -> None:
@@ -43,10 +37,9 @@ def test_device_to_device_over_nvlink() -> None:
     limit, reason = limits.link_limit(a, b, "device", "device", host_copy=10.0)
     assert reason is None and limit is not None
     assert limit.kind == "NVLink" and "18 x NVLink 4" in limit.detail
-    entry = _entry()
-    limits.judge(entry, limit, reason)
-    assert entry["share_of_limit"] == pytest.approx(370.0 / limit.gbps)
-    assert entry["warnings"] == []
+    share, warning = limits.judge(370.0, limit)
+    assert share == pytest.approx(370.0 / limit.gbps)
+    assert warning is None
 
 
 def test_host_to_device_is_bound_by_the_gpus_pcie_link() -> None:
@@ -82,26 +75,20 @@ def test_same_gpu_and_unknown_limits_say_why() -> None:
     assert limit is None and "same GPU" in (reason or "")
     limit, reason = limits.link_limit(_rank(0, "n1"), _rank(1, "n1"), "pageable", "pageable", None)
     assert limit is None and reason
-    entry = _entry()
-    limits.judge(entry, limit, reason)
-    assert entry["link_limit"] is None and entry["share_of_limit"] is None and entry["link_limit_unknown"]
 
 
 def test_host_to_host_uses_the_measured_copy_with_slack() -> None:
     limit, _ = limits.link_limit(_rank(0, "n1"), _rank(1, "n1"), "pinned", "pageable", host_copy=10.0)
     assert limit is not None and limit.measured and limit.kind == "host memory copy"
-    within = _entry(bandwidth_gbps=11.0)
-    limits.judge(within, limit, None)
-    assert within["share_of_limit"] == pytest.approx(1.1) and within["warnings"] == []
+    assert limits.judge(11.0, limit) == (pytest.approx(1.1), None)
 
 
 def test_a_figure_above_the_limit_is_an_error_not_a_record() -> None:
     a, b = _rank(0, "n1", GPU0, nvlink_to=GPU1), _rank(1, "n1", GPU1)
     limit, _ = limits.link_limit(a, b, "device", "device", None)
-    entry = _entry(bandwidth_gbps=900.0)
-    limits.judge(entry, limit, None)
-    assert entry["share_of_limit"] is None
-    assert any("measurement error" in w for w in entry["warnings"])
+    assert limit is not None
+    share, warning = limits.judge(900.0, limit)
+    assert share is None and warning is not None and "measurement error" in warning
 
 
 def test_between_nodes_the_slower_nic_or_pcie_bounds() -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from rdmabench.results import load as load_results
+from rdmabench.results.document import load as load_results
 
 from .conftest import mpiexec, rdmabench_env
 
@@ -28,7 +28,7 @@ def _why_not() -> str | None:
     for tool in ("ip", "unshare"):
         if shutil.which(tool) is None:
             return f"{tool} is not installed"
-    from rdmabench.launch import mpiexec_flavor
+    from rdmabench.job.spawner import mpiexec_flavor
 
     if mpiexec_flavor(mpiexec()) != "openmpi":
         return "the namespace launch uses Open MPI's ssh agent"

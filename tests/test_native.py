@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from rdmabench import native
-from rdmabench.results import load as load_results
+from rdmabench.results.document import load as load_results
+from rdmabench.wire import native
 
 from .conftest import QUICK, rdmabench_env, run_cli
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from rdmabench.results import load as load_results
+from rdmabench.results.document import load as load_results
 
 from .conftest import QUICK, mpiexec, rdmabench_env, run_cli
 
@@ -135,7 +135,7 @@ def test_under_mpiexec_with_an_idle_third_rank(results_path: Path) -> None:
 
 
 def mpiexec_flavor() -> str:
-    from rdmabench.launch import mpiexec_flavor as flavor
+    from rdmabench.job.spawner import mpiexec_flavor as flavor
 
     return flavor(mpiexec())
 

@@ -4,8 +4,9 @@ import numpy as np
 import pytest
 
 from rdmabench.errors import ConfigError, ResourceError
-from rdmabench.memory import PIN_MLOCK, MemoryMode, allocate, word_capacity
-from rdmabench.pattern import Pattern, message_key
+from rdmabench.memory.buffers import allocate, word_capacity
+from rdmabench.memory.payload import Pattern, message_key
+from rdmabench.modes import PIN_MLOCK, MemoryMode
 
 
 @pytest.mark.parametrize("nbytes", [1, 7, 8, 9, 4097, 1 << 16])
@@ -79,7 +80,7 @@ def test_unknown_mode() -> None:
 
 
 def test_pinned_pool_reuses_and_respects_its_cap() -> None:
-    from rdmabench.memory import PinnedPool
+    from rdmabench.memory.buffers import PinnedPool
 
     pool = PinnedPool()
     pool.cap = 3 << 20
@@ -103,7 +104,7 @@ def test_pinned_pool_reuses_and_respects_its_cap() -> None:
 
 
 def test_copy_needs_a_gpu() -> None:
-    from rdmabench.gpu import visible_gpu_count
+    from rdmabench.hardware.gpu import visible_gpu_count
 
     from .conftest import run_cli
 
@@ -115,7 +116,7 @@ def test_copy_needs_a_gpu() -> None:
 
 
 def test_staging_shape_of_each_end() -> None:
-    from rdmabench.staging import Staging, staging_buffers, wire_chunk
+    from rdmabench.wire.staging import Staging, staging_buffers, wire_chunk
 
     shape = Staging(chunk=4 << 20, buffers=3)
     assert [staging_buffers(m, shape) for m in (MemoryMode.STAGED, MemoryMode.BOUNCE, MemoryMode.DEVICE)] == [

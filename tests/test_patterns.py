@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from rdmabench.errors import ConfigError
-from rdmabench.patterns import estimate_seconds, schedule, tournament_rounds
-from rdmabench.results import load as load_results
+from rdmabench.job.schedule import estimate_seconds, schedule, tournament_rounds
+from rdmabench.results.document import load as load_results
 
 from .conftest import QUICK, run_cli
 
@@ -135,3 +135,35 @@ def test_ring_and_bad_combinations(results_path: Path) -> None:
     ):
         bad = run_cli(["run", "--np", "2", "--sizes", "8", *args, "-o", str(results_path) + ".bad", *QUICK])
         assert bad.returncode == 2 and message in bad.stderr and "Traceback" not in bad.stderr, bad.stderr
+
+
+def _native_ok() -> bool:
+    from rdmabench.wire import native
+
+    return native.load().library is not None
+
+
+@pytest.mark.skipif(not _native_ok(), reason="no native loop on this machine")
+def test_concurrent_rounds_are_timed_natively_and_faults_reach_them(results_path: Path) -> None:
+    ring = ["run", "--np", "3", "--pattern", "ring", *QUICK]
+    proc = run_cli([*ring, "--sizes", "8,4KiB", "-o", str(results_path)], timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    entries = load_results(str(results_path))["results"]
+    assert len(entries) == 6 and {e["engine"] for e in entries} == {"native"}
+    assert all(e["ucx_memory_type_declared"] and e["concurrent_links"] == 3 for e in entries)
+
+    from .conftest import rdmabench_env
+
+    bad = run_cli([*ring, "--sizes", "8", "-o", f"{results_path}.c"], env=rdmabench_env(RDMABENCH_FAULT="corrupt:1"))
+    errors = [line for line in bad.stderr.splitlines() if line.startswith("rdmabench: error:")]
+    assert bad.returncode != 0 and len(errors) == 1, bad.stderr
+    assert "wrong byte(s) of 8" in errors[0] and "a round of 3 concurrent links (bw, 8)" in errors[0]
+
+    stalled = run_cli(
+        ["run", "--np", "3", "--pattern", "ring", "--sizes", "4KiB", "--timeout", "2", "-o", str(results_path) + ".s"],
+        env=rdmabench_env(RDMABENCH_FAULT="stall:3"),
+        timeout=120,
+    )
+    errors = [line for line in stalled.stderr.splitlines() if line.startswith("rdmabench: error:")]
+    assert stalled.returncode != 0 and len(errors) == 1, stalled.stderr
+    assert "timed out after 2 s" in errors[0] and "concurrent links (bw, 4KiB)" in errors[0]

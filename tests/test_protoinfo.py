@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from rdmabench.protoinfo import is_plain_tag_send, parse_tables
+from rdmabench.wire.protoinfo import is_plain_tag_send, parse_tables
 
 DATA = Path(__file__).parent / "data"
 
@@ -34,7 +34,7 @@ def test_text_without_tables() -> None:
 
 
 def _rows(name: str, side: str, operation: str, memory: str, peer: str | None, nbytes: int):  # type: ignore[no-untyped-def]
-    from rdmabench.protoinfo import parse_tables
+    from rdmabench.wire.protoinfo import parse_tables
 
     for table in parse_tables((DATA / f"h200_{name}.{side}.log").read_text()):
         if table.operation == operation and table.memory == memory and table.peer_memory in (None, peer):
@@ -43,7 +43,7 @@ def _rows(name: str, side: str, operation: str, memory: str, peer: str | None, n
 
 
 def _resolve(name: str, src: str, dst: str, nbytes: int):  # type: ignore[no-untyped-def]
-    from rdmabench.protoinfo import RNDV_FETCH, RNDV_SEND, TAG_SEND, resolve
+    from rdmabench.wire.protoinfo import RNDV_FETCH, RNDV_SEND, TAG_SEND, resolve
 
     return resolve(
         _rows(name, "sender", TAG_SEND, src, None, nbytes),
@@ -75,7 +75,7 @@ def test_gpu_to_host_is_read_then_copied_by_the_receiver() -> None:
 
 
 def test_host_to_host_rendezvous_keeps_the_tag_send_choice() -> None:
-    from rdmabench.protoinfo import TAG_SEND, parse_tables, resolve
+    from rdmabench.wire.protoinfo import TAG_SEND, parse_tables, resolve
 
     (table,) = [t for t in parse_tables((DATA / "ucx_proto_info_shm.log").read_text()) if t.operation == TAG_SEND]
     row, source = resolve(table.lookup(1 << 20), None, None)

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from rdmabench.report import mann_whitney_p
+from rdmabench.results.report import mann_whitney_p
 
 from .conftest import run_cli
 
@@ -165,7 +165,7 @@ def test_html_report_renders_in_a_browser(runs: Path, tmp_path: Path) -> None:
 
 
 def test_staged_pipelines_of_different_shapes_are_different_rows() -> None:
-    from rdmabench.report import aggregate
+    from rdmabench.results.report import aggregate
 
     def entry(chunk: int, buffers: int, value: float) -> dict[str, Any]:
         return {
@@ -179,3 +179,28 @@ def test_staged_pipelines_of_different_shapes_are_different_rows() -> None:
     rows = aggregate(docs)
     assert sorted(r.modes for r in rows) == ["staged(1MiB x1)->device", "staged(4MiB x2)->device"]
     assert all(r.values == [v] for r, v in zip(sorted(rows, key=lambda r: r.modes), (5.0, 10.0), strict=True))
+
+
+def test_runs_with_different_settings_are_never_merged(tmp_path: Path) -> None:
+    """A validated and a --no-validate run of the same link are two rows, each naming what differs."""
+    for name, extra in (("checked.json", []), ("unchecked.json", ["--no-validate"])):
+        proc = run_cli(
+            ["run", "--sizes", "64KiB", "-o", str(tmp_path / name), "--samples", "3", "--sample-time", "0.005", *extra]
+        )
+        assert proc.returncode == 0, proc.stderr
+    proc = _report(str(tmp_path), "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    rows = json.loads(proc.stdout)["rows"]
+    assert len(rows) == 2 and all(r["runs"] == 1 for r in rows)
+    assert sorted(r["settings"]["validated"] for r in rows) == ["no", "yes"]
+    table = _report(str(tmp_path)).stdout
+    assert "validated=no" in table and "validated=yes" in table
+    verdict = run_cli(["compare", str(tmp_path / "checked.json"), str(tmp_path / "unchecked.json")])
+    assert verdict.returncode == 2 and "no link and size in common" in verdict.stderr
+    from rdmabench.results.document import load
+    from rdmabench.results.report import aggregate, compare
+
+    base = aggregate([("c", load(str(tmp_path / "checked.json")))])
+    new = aggregate([("u", load(str(tmp_path / "unchecked.json")))])
+    changes, unmatched = compare(base, new, 0.05)
+    assert changes == [] and any("validated yes vs no" in line or "validated no vs yes" in line for line in unmatched)

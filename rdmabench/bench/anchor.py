@@ -1,0 +1,247 @@
+"""Side-by-side comparison with the C anchor: ucx_perftest (from the libucx wheel) and rdmabench on
+the same pair of local processes, memory type and sizes, in one go. A benchmark, not a test: it
+prints ratios measured in the same run, because these machines are too noisy for absolute targets.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import ConfigError, LaunchError
+from ..units import format_size
+
+# ucx_perftest labels its bandwidth columns MB/s but computes them in MiB/s (2**20 bytes).
+_PERFTEST_MB = 1 << 20
+_FINAL_RE = re.compile(r"^Final:\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)")
+
+
+@dataclass(frozen=True)
+class PerftestResult:
+    latency_us: float  # overall average; for tag_lat this is half a round trip
+    bandwidth_gbps: float  # 1e9 bytes/s, converted from perftest's MiB/s
+    message_rate: float  # messages per second, overall
+
+
+def perftest_paths() -> tuple[str, str]:
+    """The ucx_perftest binary of the libucx wheel that UCXX loads, and its library directory."""
+    try:
+        import libucx
+    except ImportError:
+        raise LaunchError("the libucx wheel (which carries ucx_perftest) is not installed") from None
+    root = os.path.dirname(libucx.__file__)
+    binary = os.path.join(root, "bin", "ucx_perftest")
+    if not os.access(binary, os.X_OK):
+        raise LaunchError(f"no ucx_perftest at {binary}")
+    return binary, os.path.join(root, "lib")
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def parse_final(text: str) -> PerftestResult:
+    for line in text.splitlines():
+        match = _FINAL_RE.match(line.strip())
+        if match:
+            fields = [float(v) for v in match.groups()]
+            return PerftestResult(
+                latency_us=fields[3],
+                bandwidth_gbps=fields[5] * _PERFTEST_MB / 1e9,
+                message_rate=fields[7],
+            )
+    raise LaunchError(f"ucx_perftest printed no Final line:\n{text[-2000:]}")
+
+
+def same_ucx_settings() -> dict[str, str]:
+    """Put in this process's environment the UCX settings rdmabench's ranks run with, so that
+    ucx_perftest runs under them too: importing UCXX sets some (UCX_RNDV_THRESH=8192 among them),
+    and a different rendezvous threshold would compare two protocols instead of two programs.
+    Returns the ones UCXX set."""
+    from ..wire import ucx_env
+    from ..wire.mpi import import_ucx_first
+
+    import_ucx_first()
+    return ucx_env.set_by_ucxx()
+
+
+def run_perftest(test: str, size: int, device: bool, iterations: int, timeout: float = 120) -> PerftestResult:
+    """One ucx_perftest server/client pair on this machine; GPUs 0 and 1 for device memory. Call
+    same_ucx_settings() first."""
+    binary, libdir = perftest_paths()
+    env = dict(os.environ)
+    env["LD_LIBRARY_PATH"] = libdir + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
+    for key in ("UCX_PROTO_INFO", "UCX_LOG_FILE"):
+        env.pop(key, None)
+    port = _free_port()
+    common = ["-t", test, "-s", str(size), "-n", str(iterations), "-w", str(max(10, iterations // 10)), "-p", str(port)]
+    if device:
+        common += ["-m", "cuda"]
+    server_env, client_env = dict(env), dict(env)
+    if device:
+        server_env["CUDA_VISIBLE_DEVICES"], client_env["CUDA_VISIBLE_DEVICES"] = "1", "0"
+    server = subprocess.Popen([binary, *common], env=server_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _attempt in range(20):
+            time.sleep(0.25)
+            try:
+                client = subprocess.run(
+                    [binary, "127.0.0.1", *common], env=client_env, capture_output=True, text=True, timeout=timeout
+                )
+            except subprocess.TimeoutExpired:
+                raise LaunchError(
+                    f"ucx_perftest {test} {format_size(size)} did not finish in {timeout:.0f} s"
+                ) from None
+            if client.returncode == 0:
+                return parse_final(client.stdout)
+        raise LaunchError(f"ucx_perftest client failed: {client.stderr.strip()[-500:]}")
+    finally:
+        server.kill()  # its server does not always exit after a test (seen on the GPU node)
+        server.wait()
+
+
+def run_rdmabench(
+    test: str, sizes: list[int], mode: str, validate: bool, engine: str = "auto"
+) -> dict[int, dict[str, Any]]:
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "r.json")
+        command = [sys.executable, "-m", "rdmabench", "run", "--np", "2", "--test", test, "--mode", mode]
+        command += ["--sizes", ",".join(str(s) for s in sizes), "--samples", "5", "--sample-time", "0.2", "-o", out]
+        command += ["--engine", engine]
+        if not validate:
+            command.append("--no-validate")
+        proc = subprocess.run(command, capture_output=True, text=True, timeout=1800)
+        if proc.returncode != 0:
+            raise LaunchError(f"rdmabench run failed: {proc.stderr.strip()[-500:]}")
+        with open(out) as handle:
+            entries = json.load(handle)["results"]
+    return {e["size_bytes"]: e for e in entries if e["src_rank"] == 0}
+
+
+def peer_copy_gbps(size: int, repeats: int = 20) -> float | None:
+    """GPU 0 -> GPU 1 copy-engine bandwidth (cudaMemcpyPeerAsync, CUDA events, median), the ceiling
+    a device-to-device transfer between those GPUs can approach. None with fewer than two GPUs."""
+    from ..hardware.gpu import import_cupy, visible_gpu_count
+
+    cupy = import_cupy()
+    if cupy is None or visible_gpu_count() < 2:
+        return None
+    runtime = cupy.cuda.runtime
+    with cupy.cuda.Device(1):
+        dst = cupy.empty(size, dtype=cupy.uint8)
+    with cupy.cuda.Device(0):
+        src = cupy.ones(size, dtype=cupy.uint8)
+        if runtime.deviceCanAccessPeer(0, 1):
+            try:
+                runtime.deviceEnablePeerAccess(1)
+            except cupy.cuda.runtime.CUDARuntimeError:
+                pass  # already enabled
+        stream = cupy.cuda.Stream(non_blocking=True)
+        start, end = cupy.cuda.Event(), cupy.cuda.Event()
+        times = []
+        for index in range(repeats + 3):
+            start.record(stream)
+            runtime.memcpyPeerAsync(dst.data.ptr, 1, src.data.ptr, 0, size, stream.ptr)
+            end.record(stream)
+            end.synchronize()
+            if index >= 3:
+                times.append(cupy.cuda.get_elapsed_time(start, end) / 1e3)
+    times.sort()
+    return size / times[len(times) // 2] / 1e9
+
+
+def _perftest_iterations(test: str, size: int) -> int:
+    if test == "tag_lat":
+        return 20000 if size <= 65536 else max(50, (256 << 20) // size)
+    return max(50, min(1_000_000, (4 << 30) // size))
+
+
+def compare(mode: str, sizes: list[int], tests: list[str]) -> list[dict[str, Any]]:
+    """Rows of (test, size, anchor figure, rdmabench figures with and without validation, ratios)."""
+    if mode not in ("host", "device"):
+        raise ConfigError(f"unknown anchor mode {mode!r}: choose host or device")
+    device = mode == "device"
+    rd_mode = "device" if device else "pageable"
+    shared = same_ucx_settings()
+    rows: list[dict[str, Any]] = []
+    for test in tests:
+        if test not in ("bw", "lat"):
+            raise ConfigError(f"unknown anchor test {test!r}: choose bw or lat")
+        perf_test = "tag_bw" if test == "bw" else "tag_lat"
+        checked = run_rdmabench(test, sizes, rd_mode, validate=True)
+        unchecked = run_rdmabench(test, sizes, rd_mode, validate=False)
+        # The same run with the Python loop timing each step: what the native loop buys.
+        python = run_rdmabench(test, sizes, rd_mode, validate=False, engine="python")
+        for size in sizes:
+            anchor = run_perftest(perf_test, size, device, _perftest_iterations(perf_test, size))
+            row: dict[str, Any] = {"test": test, "size_bytes": size, "mode": mode}
+            field = "bandwidth_gbps" if test == "bw" else "latency_us"
+            row["anchor"] = anchor.bandwidth_gbps if test == "bw" else anchor.latency_us
+            for column, run in (("validated", checked), ("unvalidated", unchecked), ("python_loop", python)):
+                row[column] = run[size][field]
+                row[f"ratio_{column}"] = row[column] / row["anchor"]
+            if test == "bw":
+                row["anchor_msg_rate"] = anchor.message_rate
+                row["rdmabench_msg_rate"] = row["unvalidated"] * 1e9 / size
+                # Extra time rdmabench spends per message, beyond what UCX itself needs.
+                row["overhead_us_per_msg"] = (1 / row["rdmabench_msg_rate"] - 1 / anchor.message_rate) * 1e6
+                peer = peer_copy_gbps(size) if device else None
+                row["peer_copy"] = peer
+                row["ratio_peer_copy"] = row["validated"] / peer if peer else None
+            else:
+                row["overhead_us_per_msg"] = row["unvalidated"] - anchor.latency_us
+            row["engine"] = checked[size].get("engine")
+            row["ucx_settings_set_by_ucxx"] = shared
+            row["transport"] = checked[size].get("transport")
+            rows.append(row)
+    return rows
+
+
+def format_rows(rows: list[dict[str, Any]]) -> str:
+    lines = [
+        "# ratios measured side by side in this run; bw in GB/s (1e9 B/s), lat in us (half round trip)",
+        "# anchor: ucx_perftest tag_bw/tag_lat; rdmabench checked = default (every byte validated), unchecked = --no-validate,",
+        "# python = --no-validate --engine python (the step timed by the Python loop instead of the native one);",
+        "# +us/msg = rdmabench's extra time per message over the anchor's (unchecked)",
+        "# both ran with the UCX settings UCXX sets: "
+        + (
+            ", ".join(f"{k}={v}" for k, v in sorted((rows[0].get("ucx_settings_set_by_ucxx") or {}).items()))
+            if rows
+            else ""
+        )
+        + " (and every UCX_* of this environment)",
+        f"{'test':<4} {'mode':<6} {'size':>7} {'anchor':>10} {'checked':>10} {'ratio':>6} {'unchecked':>10} {'ratio':>6} "
+        f"{'python':>10} {'ratio':>6} {'+us/msg':>8}  engine transport",
+    ]
+    for r in rows:
+        lines.append(
+            f"{r['test']:<4} {r['mode']:<6} {format_size(r['size_bytes']):>7} {r['anchor']:>10.3f} {r['validated']:>10.3f} "
+            f"{r['ratio_validated']:>6.2f} {r['unvalidated']:>10.3f} {r['ratio_unvalidated']:>6.2f} "
+            f"{r['python_loop']:>10.3f} {r['ratio_python_loop']:>6.2f} {r['overhead_us_per_msg']:>8.2f}  {r['engine']} {r['transport']}"
+        )
+    for r in rows:
+        if r["test"] == "bw" and r["size_bytes"] <= 64:
+            lines.append(
+                f"# message rate at {r['size_bytes']} B: rdmabench {r['rdmabench_msg_rate'] / 1e6:.2f} M/s "
+                f"(unchecked), ucx_perftest {r['anchor_msg_rate'] / 1e6:.2f} M/s: ratio "
+                f"{r['rdmabench_msg_rate'] / r['anchor_msg_rate']:.2f}"
+            )
+    peers = [r for r in rows if r.get("peer_copy")]
+    if peers:
+        lines.append("# device bw against the copy engine's GPU0 -> GPU1 peer copy (cudaMemcpyPeerAsync), same run:")
+        for r in peers:
+            lines.append(
+                f"{'bw':<4} {'device':<6} {format_size(r['size_bytes']):>7} peer copy {r['peer_copy']:>9.3f}  "
+                f"rdmabench checked {r['validated']:>9.3f}  ratio {r['ratio_peer_copy']:.2f}"
+            )
+    return "\n".join(lines)

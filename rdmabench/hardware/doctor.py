@@ -1,0 +1,350 @@
+"""`rdmabench doctor`: what on this machine helps or hurts a transfer, each with a verdict and advice.
+
+Verdicts: ok, warn (works, but a figure may suffer), fail (blocks a device-direct run), n/a (does not
+apply here, e.g. GPU checks on a machine without GPUs). The exit status is 1 when any check fails,
+so a cluster's CI can gate on it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from . import topology
+from .gpu import driver_version, import_cupy, visible_gpu_count
+from .memlock import can_lock_beyond_limit, memlock_limit_text
+
+OK, WARN, FAIL, NA = "ok", "warn", "fail", "n/a"
+
+
+@dataclass(frozen=True)
+class Finding:
+    check: str
+    verdict: str
+    detail: str
+    advice: str = ""
+
+    def to_dict(self) -> dict[str, str]:
+        return asdict(self)
+
+
+def check_gpus() -> list[Finding]:
+    count = visible_gpu_count()
+    if count == 0:
+        reason = "CuPy is not installed" if import_cupy() is None else "no CUDA GPU is visible"
+        return [
+            Finding(
+                "GPUs",
+                NA,
+                f"{reason}: host-memory modes only",
+                "install the gpu extra on a GPU machine for device modes",
+            )
+        ]
+    cupy = import_cupy()
+    assert cupy is not None
+    names = []
+    for index in range(count):
+        name = cupy.cuda.runtime.getDeviceProperties(index)["name"]
+        names.append(name.decode() if isinstance(name, bytes) else str(name))
+    findings = [Finding("GPUs", OK, f"{count} visible: {', '.join(names)}; CUDA driver {driver_version()}")]
+    findings.extend(_gpu_pairs(cupy, count))
+    return findings
+
+
+def _gpu_pairs(cupy: Any, count: int) -> list[Finding]:
+    findings = []
+    bus_ids = [cupy.cuda.runtime.deviceGetPCIBusId(i) for i in range(count)]
+    for index in range(count):
+        topo = topology.gpu_topology(index, bus_ids[index], [b for j, b in enumerate(bus_ids) if j != index])
+        pcie = (
+            topo.pcie.describe() + f" = {topo.pcie.gbps:.1f} GB/s per direction" if topo.pcie else "PCIe link unknown"
+        )
+        verdict = WARN if topo.pcie and "below its best" in pcie else OK
+        advice = (
+            "reseat the card or check the slot/BIOS: the link trained below its capability" if verdict == WARN else ""
+        )
+        numa = f"; NUMA node {topo.numa_node}" if topo.numa_node is not None else ""
+        findings.append(Finding(f"GPU {index} link", verdict, f"{topo.pci_bus_id}: {pcie}{numa}", advice))
+        for peer in range(index + 1, count):
+            nvlink = topo.nvlinks.get(topology.normalize_bus_id(bus_ids[peer]))
+            can_peer = bool(cupy.cuda.runtime.deviceCanAccessPeer(index, peer))
+            if nvlink:
+                findings.append(
+                    Finding(
+                        f"GPU {index} <-> {peer}", OK, f"{nvlink.describe()} = {nvlink.gbps:.1f} GB/s per direction"
+                    )
+                )
+            elif can_peer:
+                findings.append(Finding(f"GPU {index} <-> {peer}", OK, "peer access over PCIe (no NVLink)"))
+            else:
+                findings.append(
+                    Finding(
+                        f"GPU {index} <-> {peer}",
+                        FAIL,
+                        "no peer access: device-to-device transfers are staged through host memory",
+                        "check IOMMU/ACS settings and that both GPUs sit under a common PCIe switch or root",
+                    )
+                )
+    return findings
+
+
+def check_gpudirect(have_gpu: bool) -> list[Finding]:
+    nics = topology.nic_ports()
+    ib = [n for n in nics if n.kind == "infiniband"]
+    findings = []
+    if not ib:
+        findings.append(Finding("RDMA NICs", NA, "no active InfiniBand/RoCE port: inter-node traffic goes over TCP"))
+    else:
+        findings.append(Finding("RDMA NICs", OK, ", ".join(f"{n.name} {n.rate_text}" for n in ib)))
+    if not have_gpu or not ib:
+        findings.append(Finding("GPUDirect RDMA", NA, "needs both a GPU and an RDMA NIC"))
+    elif os.path.isdir("/sys/module/nvidia_peermem"):
+        findings.append(Finding("GPUDirect RDMA", OK, "nvidia_peermem is loaded"))
+    else:
+        findings.append(
+            Finding(
+                "GPUDirect RDMA",
+                FAIL,
+                "nvidia_peermem is not loaded, so the NIC can reach GPU memory only through dma-buf, if the kernel and UCX support it",
+                "modprobe nvidia_peermem (or use a kernel >= 5.12 with an open GPU driver for dma-buf), then rerun doctor",
+            )
+        )
+    if have_gpu:
+        present = os.path.exists("/dev/gdrdrv")
+        findings.append(
+            Finding(
+                "gdrcopy",
+                OK if present else WARN,
+                "gdrdrv loaded" if present else "gdrdrv not loaded: small GPU messages go through cudaMemcpy",
+                "" if present else "install and load gdrcopy for lower small-message latency",
+            )
+        )
+    return findings
+
+
+def check_memlock() -> Finding:
+    limit = memlock_limit_text()
+    if limit == "unlimited" or can_lock_beyond_limit():
+        return Finding("memlock limit", OK, f"ulimit -l: {limit}" + ("" if limit == "unlimited" else " (CAP_IPC_LOCK)"))
+    return Finding(
+        "memlock limit",
+        WARN,
+        f"ulimit -l: {limit}: RDMA registration and mlock-pinned buffers beyond it fail",
+        "set 'ulimit -l unlimited' (limits.conf, or the batch system's memlock setting)",
+    )
+
+
+def check_ucx() -> list[Finding]:
+    try:
+        import libucx
+    except ImportError:
+        return [
+            Finding("UCX", FAIL, "the libucx wheel is not installed", "install rdmabench with the cu12 or cu13 extra")
+        ]
+    root = os.path.dirname(libucx.__file__)
+    env = dict(os.environ, LD_LIBRARY_PATH=os.path.join(root, "lib"))
+    try:
+        version = subprocess.run(
+            [os.path.join(root, "bin", "ucx_info"), "-v"], capture_output=True, text=True, timeout=30, env=env
+        ).stdout
+        devices = subprocess.run(
+            [os.path.join(root, "bin", "ucx_info"), "-d"], capture_output=True, text=True, timeout=60, env=env
+        ).stdout
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return [Finding("UCX", FAIL, f"ucx_info failed: {exc}")]
+    found = re.search(r"Library version:\s*(\S+)", version) or re.search(r"Version\s+(\S+)", version)
+    transports = sorted(set(re.findall(r"#\s+Transport:\s+(\S+)", devices)))
+    findings = [
+        Finding("UCX", OK, f"version {found.group(1) if found else 'unknown'}; transports: {', '.join(transports)}")
+    ]
+    host = [t for t in transports if t in ("sysv", "posix", "cma", "xpmem", "knem")]
+    findings.append(
+        Finding(
+            "UCX host memory",
+            OK if host else WARN,
+            f"shared memory: {', '.join(host) or 'none'}",
+            "" if host else "ranks of one node will fall back to TCP",
+        )
+    )
+    cuda = [t for t in transports if t.startswith(("cuda", "gdr"))]
+    if visible_gpu_count():
+        findings.append(
+            Finding(
+                "UCX CUDA memory",
+                OK if "cuda_ipc" in cuda else FAIL,
+                f"CUDA transports: {', '.join(cuda) or 'none'}",
+                "" if "cuda_ipc" in cuda else "this UCX cannot move GPU memory between processes directly",
+            )
+        )
+    else:
+        findings.append(
+            Finding("UCX CUDA memory", NA, f"no GPU (CUDA transports built in: {', '.join(cuda) or 'none'})")
+        )
+    return findings
+
+
+def check_ucx_settings() -> list[Finding]:
+    findings = []
+    tls = os.environ.get("UCX_TLS")
+    if tls and not tls.startswith("^") and not any(t in tls for t in ("sm", "shm", "posix", "sysv", "cma", "all")):
+        findings.append(
+            Finding(
+                "UCX_TLS",
+                WARN,
+                f"UCX_TLS={tls} leaves out shared memory",
+                "ranks of one node will use a network transport",
+            )
+        )
+    if tls and not tls.startswith("^") and visible_gpu_count() and not any(t in tls for t in ("cuda", "all")):
+        findings.append(
+            Finding(
+                "UCX_TLS",
+                FAIL,
+                f"UCX_TLS={tls} leaves out the CUDA transports",
+                "add cuda_copy,cuda_ipc (or unset UCX_TLS)",
+            )
+        )
+    if os.environ.get("UCX_PROTO_ENABLE", "y").lower() in ("n", "no", "0"):
+        findings.append(
+            Finding(
+                "UCX_PROTO_ENABLE",
+                WARN,
+                "the v1 protocols print no selection report",
+                "unset UCX_PROTO_ENABLE so rdmabench can record the transport",
+            )
+        )
+    if "UCX_LOG_FILE" in os.environ:
+        findings.append(
+            Finding(
+                "UCX_LOG_FILE",
+                WARN,
+                "set by you: rdmabench cannot read UCX's protocol report",
+                "unset it, or use RDMABENCH_UCX_LOG_DIR",
+            )
+        )
+    if not findings:
+        others = sorted(k for k in os.environ if k.startswith("UCX_"))
+        findings.append(
+            Finding("UCX settings", OK, f"no conflicting UCX_* settings ({', '.join(others) or 'none set'})")
+        )
+    return findings
+
+
+def check_mpi() -> Finding:
+    try:
+        import mpi4py
+
+        # The library's name and version need no MPI_Init (which would start a singleton job).
+        if "mpi4py.MPI" not in __import__("sys").modules:
+            mpi4py.rc.initialize = False
+            mpi4py.rc.finalize = False
+        from mpi4py import MPI
+    except Exception as exc:
+        return Finding(
+            "MPI",
+            FAIL,
+            f"mpi4py cannot load an MPI library: {exc}",
+            "install the mpi extra or build mpi4py against your MPI",
+        )
+    library = MPI.Get_library_version().replace("\x00", "").strip().splitlines()[0]
+    cuda_aware = "unknown"
+    query = getattr(MPI, "Query_cuda_support", None)
+    if query is not None:
+        try:
+            cuda_aware = "yes" if query() else "no"
+        except Exception:
+            pass
+    return Finding("MPI", OK, f"{library}; CUDA-aware: {cuda_aware} (rdmabench moves data over UCX, not MPI)")
+
+
+def check_numa(have_gpu: bool) -> Finding:
+    nodes = topology.cpu_numa_nodes()
+    if not nodes:
+        return Finding("NUMA placement", NA, "NUMA layout not readable")
+    if not have_gpu:
+        return Finding("NUMA placement", OK, f"this process may run on NUMA node(s) {nodes}")
+    cupy = import_cupy()
+    assert cupy is not None
+    far = []
+    for index in range(visible_gpu_count()):
+        node = topology.numa_node_of(cupy.cuda.runtime.deviceGetPCIBusId(index))
+        if node is not None and node not in nodes:
+            far.append(f"GPU {index} on node {node}")
+    if far:
+        return Finding(
+            "NUMA placement",
+            WARN,
+            f"process on node(s) {nodes}; {', '.join(far)}",
+            "bind each rank to its GPU's NUMA node (launch/ scripts do)",
+        )
+    return Finding("NUMA placement", OK, f"process on node(s) {nodes}, with its GPUs")
+
+
+def check_cpu_governor() -> Finding:
+    governors = set()
+    root = "/sys/devices/system/cpu"
+    for entry in os.listdir(root) if os.path.isdir(root) else []:
+        value = topology.read_text(f"{root}/{entry}/cpufreq/scaling_governor")
+        if value:
+            governors.add(value)
+    if not governors:
+        return Finding("CPU frequency governor", NA, "not exposed (virtual machine or fixed clocks)")
+    if governors == {"performance"}:
+        return Finding("CPU frequency governor", OK, "performance")
+    return Finding(
+        "CPU frequency governor",
+        WARN,
+        f"{', '.join(sorted(governors))}",
+        "use the performance governor for stable small-message figures",
+    )
+
+
+def check_thp() -> Finding:
+    value = topology.read_text("/sys/kernel/mm/transparent_hugepage/enabled")
+    if value is None:
+        return Finding("transparent huge pages", NA, "not exposed")
+    chosen = re.search(r"\[(\w+)\]", value)
+    mode = chosen.group(1) if chosen else value
+    return Finding(
+        "transparent huge pages",
+        OK if mode != "always" else WARN,
+        mode,
+        "" if mode != "always" else "'always' can stall page-locking and registration with compaction",
+    )
+
+
+def run_checks() -> list[Finding]:
+    have_gpu = visible_gpu_count() > 0
+    findings = check_gpus()
+    findings += check_gpudirect(have_gpu)
+    findings.append(check_memlock())
+    findings += check_ucx()
+    findings += check_ucx_settings()
+    findings.append(check_mpi())
+    findings.append(check_numa(have_gpu))
+    findings.append(check_cpu_governor())
+    findings.append(check_thp())
+    return findings
+
+
+def device_direct(findings: list[Finding]) -> str:
+    """'ready', 'blocked' (some check failed) or 'not applicable' (no GPU here)."""
+    if any(f.verdict == FAIL for f in findings):
+        return "blocked"
+    if any(f.check == "GPUs" and f.verdict == NA for f in findings):
+        return "not applicable"
+    return "ready"
+
+
+def format_table(findings: list[Finding]) -> str:
+    width = max(len(f.check) for f in findings)
+    lines = [f"{'check':<{width}}  verdict  detail"]
+    for f in findings:
+        lines.append(f"{f.check:<{width}}  {f.verdict:<7}  {f.detail}")
+        if f.advice and f.verdict in (WARN, FAIL):
+            lines.append(f"{'':<{width}}  {'':<7}  -> {f.advice}")
+    lines.append(f"device-direct runs: {device_direct(findings)}")
+    return "\n".join(lines)

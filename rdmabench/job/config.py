@@ -1,0 +1,128 @@
+"""What a run measures: every option, checked before any rank starts."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ..errors import ConfigError
+from ..measure import registry
+from ..modes import MemoryMode
+from ..units import DISPLAY_UNITS, parse_sizes
+from ..wire.staging import DEFAULT_BUFFERS, DEFAULT_CHUNK, Staging
+from .schedule import LINK_CLASSES, PATTERNS
+
+DEFAULT_SIZES = "1:64MiB:x4"
+OUTPUT_FORMATS = ("table", "json")
+# Who runs the timed part of a bw or lat step: the native loop (rdmabench/native), Python, or the
+# native loop where it can be built.
+ENGINES = ("auto", "native", "python")
+UNITS = tuple(DISPLAY_UNITS)
+
+# field: (option, lowest, highest)
+_LIMITS = {
+    "window": ("--window", 1, 65536),
+    "iterations": ("--iters", 1, 10_000_000),
+    "warmup": ("--warmup", 0, 1_000_000),
+    "samples": ("--samples", 1, 10_000),
+}
+
+
+@dataclass
+class RunConfig:
+    test: str = "bw"
+    src_mode: MemoryMode = MemoryMode.PAGEABLE
+    dst_mode: MemoryMode = MemoryMode.PAGEABLE
+    sizes: list[int] = field(default_factory=lambda: parse_sizes(DEFAULT_SIZES))
+    window: int | None = None
+    iterations: int | None = None
+    warmup: int | None = None
+    samples: int = 5
+    sample_time: float = 0.05
+    timeout: float | None = None
+    validate: bool = True
+    output: str | None = None
+    force: bool = False
+    output_format: str = "table"
+    units: str = "GB/s"
+    pattern: str = "pair"
+    link_class: str = "all"
+    concurrent: bool = False
+    root: int = 0
+    max_pinned: int | None = None  # bytes of page-locked memory a rank may hold
+    stage_chunk: int = DEFAULT_CHUNK  # staged mode: bytes per pinned staging buffer
+    stage_buffers: int = DEFAULT_BUFFERS  # staged mode: pinned buffers per direction of a link
+    require_gdr: bool = False
+    engine: str = "auto"
+    command_line: str = ""
+
+    def check(self) -> RunConfig:
+        kind = registry.get(self.test)
+        if self.pattern not in PATTERNS:
+            raise ConfigError(f"unknown pattern {self.pattern!r}: choose one of {', '.join(PATTERNS)}")
+        if self.link_class not in LINK_CLASSES:
+            raise ConfigError(f"unknown link class {self.link_class!r}: choose one of {', '.join(LINK_CLASSES)}")
+        concurrent = self.pattern not in ("pair", "all-pairs") or self.concurrent
+        if concurrent and not kind.concurrent:
+            raise ConfigError(
+                f"--test {self.test} measures one link at a time: use it with --pattern pair or all-pairs without --concurrent"
+            )
+        if self.concurrent and self.pattern != "all-pairs":
+            raise ConfigError("--concurrent schedules all-pairs; the other patterns are concurrent already")
+        if self.root < 0:
+            raise ConfigError(f"--root must be a rank, not {self.root}")
+        if self.units not in UNITS:
+            raise ConfigError(f"unknown units {self.units!r}: choose {', '.join(UNITS)}")
+        if self.engine not in ENGINES:
+            raise ConfigError(f"unknown engine {self.engine!r}: choose one of {', '.join(ENGINES)}")
+        if self.output_format not in OUTPUT_FORMATS:
+            raise ConfigError(f"unknown format {self.output_format!r}: choose table or json")
+        for name, (option, low, high) in _LIMITS.items():
+            value = getattr(self, name)
+            if value is not None and not low <= value <= high:
+                raise ConfigError(f"{option} must be between {low} and {high}, not {value}")
+        if not 0 < self.sample_time <= 3600:
+            raise ConfigError(f"--sample-time must be above 0 and at most 3600 seconds, not {self.sample_time}")
+        if self.timeout is not None and not 0 < self.timeout <= 86400:
+            raise ConfigError(f"--timeout must be above 0 and at most 86400 seconds, not {self.timeout}")
+        if not self.sizes:
+            raise ConfigError("no message sizes given")
+        self.staging.check()
+        return self
+
+    @property
+    def staging(self) -> Staging:
+        return Staging(self.stage_chunk, self.stage_buffers)
+
+    @property
+    def modes(self) -> tuple[MemoryMode, MemoryMode]:
+        return self.src_mode, self.dst_mode
+
+    @property
+    def device_only(self) -> bool:
+        """Both ends in GPU memory: no host buffer whose cache would shape the default window."""
+        return self.src_mode is MemoryMode.DEVICE and self.dst_mode is MemoryMode.DEVICE
+
+    @property
+    def needs_gpu(self) -> bool:
+        return any(mode.needs_gpu for mode in self.modes)
+
+    def to_json(self) -> str:
+        data = asdict(self)
+        data["src_mode"], data["dst_mode"] = self.src_mode.value, self.dst_mode.value
+        return json.dumps(data)
+
+    @classmethod
+    def from_json(cls, text: str) -> RunConfig:
+        data: dict[str, Any] = json.loads(text)
+        data["src_mode"] = MemoryMode.parse(data["src_mode"])
+        data["dst_mode"] = MemoryMode.parse(data["dst_mode"])
+        return cls(**data).check()
+
+    def summary(self) -> dict[str, Any]:
+        """The settings as recorded in a results file."""
+        data = json.loads(self.to_json())
+        data.pop("command_line")
+        data.pop("force")
+        return data

@@ -1,0 +1,59 @@
+"""Run metadata: enough to tell, months later, what produced a number."""
+
+from __future__ import annotations
+
+import platform
+import sys
+import time
+from importlib import metadata as importlib_metadata
+from typing import Any
+
+from .. import __version__
+from ..hardware.gpu import driver_version, import_cupy
+from ..wire import ucx_env
+from ..wire.mpi import World
+from .config import RunConfig
+
+
+def _package_version(name: str) -> str | None:
+    try:
+        return importlib_metadata.version(name)
+    except importlib_metadata.PackageNotFoundError:
+        return None
+
+
+def collect(
+    world: World, config: RunConfig, backend_name: str, backend_version: str, ucx_version: str
+) -> dict[str, Any]:
+    cupy = import_cupy()
+    mpi_library = world.MPI.Get_library_version().replace("\x00", "").strip().splitlines()[0]
+    return {
+        "command_line": config.command_line,
+        "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "hosts": world.hosts,
+        "world_size": world.size,
+        "ranks": [info.to_dict() for info in world.ranks],
+        "units": {
+            "bandwidth": "GB/s = 1e9 bytes/s",
+            "latency": "microseconds, half of a round trip",
+            "size": "bytes",
+            "timing": "sender clock from the first send to the receiver's acknowledgement; checks untimed",
+        },
+        "config": config.summary(),
+        "versions": {
+            "rdmabench": __version__,
+            "python": platform.python_version(),
+            "ucx": ucx_version,
+            "ucx_python_backend": f"{backend_name} {backend_version}",
+            "mpi_library": mpi_library,
+            "mpi_standard": ".".join(str(v) for v in world.MPI.Get_version()),
+            "mpi4py": _package_version("mpi4py"),
+            "numpy": _package_version("numpy"),
+            "cupy": getattr(cupy, "__version__", None) if cupy else None,
+            "cuda_driver": driver_version(),
+        },
+        "ucx_env": ucx_env.recorded_settings(),
+        "ucx_env_set_by_ucxx": ucx_env.set_by_ucxx(),
+        "python_executable": sys.executable,
+        "platform": platform.platform(),
+    }

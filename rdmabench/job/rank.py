@@ -1,0 +1,22 @@
+"""What each rank runs when `rdmabench run --np N` starts the job itself: python -m rdmabench.job.rank CONFIG_JSON."""
+
+from __future__ import annotations
+
+import sys
+
+from ..errors import RdmabenchError, error_line
+from .config import RunConfig
+from .run import run_job
+
+
+def main(argv: list[str]) -> int:
+    try:
+        config = RunConfig.from_json(argv[1])
+    except (IndexError, ValueError, TypeError, RdmabenchError) as exc:
+        print(error_line(f"bad rank configuration: {exc}"), file=sys.stderr)
+        return 2
+    return run_job(config)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

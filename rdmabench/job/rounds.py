@@ -1,0 +1,55 @@
+"""From a schedule to rounds: which links each round measures, in which memory, with how much in
+flight. A round of one scheduled pair becomes the test's own links for a pair (one, or one each
+way); a round of a concurrent pattern keeps its links, each from --src-mode to --dst-mode memory."""
+
+from __future__ import annotations
+
+from ..measure.plan import Plan, make_plan
+from ..measure.registry import TestKind
+from ..measure.round import Link, RoundSpec
+from .config import RunConfig
+from .schedule import Link as Pair
+
+
+def is_pattern_round(config: RunConfig) -> bool:
+    """Whether this run's rounds load many links at once (their entries carry the pattern's aggregate)."""
+    return config.pattern not in ("pair", "all-pairs") or config.concurrent
+
+
+def size_plan(config: RunConfig, kind: TestKind, size: int) -> Plan:
+    return make_plan(
+        kind.protocol.windowed,
+        size,
+        config.device_only,
+        config.window,
+        config.iterations,
+        config.warmup,
+        config.samples,
+        config.sample_time,
+        config.timeout,
+    )
+
+
+def fan(links: list[Pair] | tuple[Link, ...]) -> int:
+    """The most links one rank of a round sends on, or receives on."""
+    sends: dict[int, int] = {}
+    receives: dict[int, int] = {}
+    for link in links:
+        src, dst = (link.src, link.dst) if isinstance(link, Link) else link
+        sends[src] = sends.get(src, 0) + 1
+        receives[dst] = receives.get(dst, 0) + 1
+    return max([*sends.values(), *receives.values(), 1])
+
+
+def round_links(config: RunConfig, kind: TestKind, scheduled: list[Pair]) -> tuple[Link, ...]:
+    if is_pattern_round(config):
+        return tuple(Link(s, d, config.src_mode, config.dst_mode) for s, d in scheduled)
+    ((a, b),) = scheduled
+    mode = {a: config.src_mode, b: config.dst_mode}  # each rank of a pair keeps its own memory
+    return tuple(Link(s, d, mode[s], mode[d]) for s, d in kind.pair_links(a, b))
+
+
+def round_spec(config: RunConfig, kind: TestKind, scheduled: list[Pair], size: int, plan: Plan) -> RoundSpec:
+    links = round_links(config, kind, scheduled)
+    shared = plan.shared(fan(links), config.window is not None)
+    return RoundSpec(kind, links, size, shared, config.validate, config.staging)

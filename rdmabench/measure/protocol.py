@@ -1,0 +1,37 @@
+"""What a step protocol provides to the round engine: the buffers an end needs, and one timed step
+in Python and (where the native loop is built) in C. Two exist: window.py (bw, bibw and every
+concurrent pattern) and pingpong.py (lat)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from .round import RoundEnd
+
+
+class StepProtocol(Protocol):
+    name: str
+    windowed: bool  # a window of messages per step (False: one message each way)
+
+    def buffers(self, window: int, sends: int, receives: int) -> int:
+        """Message buffers a rank allocates when it sends on `sends` links and receives on `receives`."""
+        ...
+
+    def setup(self, end: RoundEnd) -> None:
+        """Allocate this rank's buffers and everything its steps reuse."""
+        ...
+
+    def python_step(self, end: RoundEnd, index: int) -> list[float]:
+        """One timed step (fill and check excluded): seconds per link this rank times."""
+        ...
+
+    def native_step(self, end: RoundEnd, index: int) -> list[float]: ...
+
+    def fill(self, end: RoundEnd, index: int) -> None:
+        """Write step `index`'s payloads into this rank's outgoing buffers (untimed)."""
+        ...
+
+    def check(self, end: RoundEnd, index: int) -> None:
+        """Check every byte this rank received in step `index` (untimed)."""
+        ...

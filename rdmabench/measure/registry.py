@@ -1,0 +1,109 @@
+"""The test registry: one record per kind of test, and the only place that knows what a test is.
+
+A record says what a test measures (its result field, unit and which direction is better), how a
+pair of ranks becomes the links of one round, whether it may run in concurrent rounds, which step
+protocol moves its bytes (measure/window.py, measure/pingpong.py: each a Python step and a native
+one) and how a figure comes from the times of a sample's steps. Tables, matrices, reports, compare
+and the preflight ask the registry; nothing else branches on a test's name.
+
+Adding a test: a module that builds a TestKind and calls register() (rdmabench/measure/tests/ for
+the built-in ones); a module of your own is loaded when its name is in $RDMABENCH_PLUGINS
+(comma-separated), in every rank and in `report`/`compare`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ..errors import ConfigError
+
+if TYPE_CHECKING:
+    from .protocol import StepProtocol
+
+PLUGINS_ENV = "RDMABENCH_PLUGINS"
+# Units whose smaller figure is the better one, for results of a test this process has no record of.
+_TIME_UNITS = ("ns", "us", "ms", "s")
+
+
+@dataclass(frozen=True)
+class TestKind:
+    name: str
+    summary: str  # one line for --help
+    field: str  # the entry's figure: "bandwidth_gbps", "latency_us", ...
+    unit: str  # of the figure and the samples: "GB/s", "us"
+    higher_is_better: bool
+    scope: str  # what one figure covers: "unidirectional", "per-direction", "half round trip"
+    protocol: StepProtocol
+    # The links of one round for a pair (a, b): [(a, b)], both ways [(a, b), (b, a)], or reversed.
+    pair_links: Callable[[int, int], list[tuple[int, int]]]
+    # The figure of one sample from its step times: (size, window, step seconds) -> value in `unit`.
+    figure: Callable[[int, int, list[float]], float]
+    concurrent: bool = True  # may run in rounds of many links (ring, incast, all-pairs --concurrent, ...)
+
+    @property
+    def both_ways(self) -> bool:
+        """A pair's round moves bytes in both directions at once: all-pairs visits each pair once."""
+        return len({frozenset(link) for link in self.pair_links(0, 1)}) == 1 and len(self.pair_links(0, 1)) == 2
+
+    @property
+    def is_bandwidth(self) -> bool:
+        """Figures in GB/s: they get the link's physical limit and a share of it."""
+        return self.unit == "GB/s"
+
+
+_KINDS: dict[str, TestKind] = {}
+_loaded = False
+
+
+def register(kind: TestKind, replace: bool = False) -> TestKind:
+    """Make `kind` known to runs, tables, reports and compare. Registering the same name twice is
+    an error unless `replace` (a module imported twice, under pytest and as a plugin, replaces)."""
+    if kind.name in _KINDS and not replace and _KINDS[kind.name] != kind:
+        raise ConfigError(f"a test named {kind.name!r} is already registered")
+    _KINDS[kind.name] = kind
+    return kind
+
+
+def _load() -> None:
+    global _loaded
+    if _loaded:
+        return
+    _loaded = True
+    importlib.import_module(f"{__package__}.tests")
+    for name in filter(None, (part.strip() for part in os.environ.get(PLUGINS_ENV, "").split(","))):
+        try:
+            importlib.import_module(name)
+        except ImportError as exc:
+            raise ConfigError(f"{PLUGINS_ENV}: cannot import {name!r} ({exc})") from None
+
+
+def names() -> tuple[str, ...]:
+    _load()
+    return tuple(_KINDS)
+
+
+def get(name: str) -> TestKind:
+    """The record of test `name`; ConfigError naming the choices for an unknown one."""
+    _load()
+    kind = _KINDS.get(name)
+    if kind is None:
+        raise ConfigError(f"unknown test {name!r}: choose one of {', '.join(_KINDS)}")
+    return kind
+
+
+def find(name: object) -> TestKind | None:
+    """The record of a test a results file names, or None for one this process does not know."""
+    _load()
+    return _KINDS.get(name) if isinstance(name, str) else None
+
+
+def higher_is_better(test: object, unit: object) -> bool:
+    """For a result of `test` in `unit`: its record's say, else a time unit's smaller-is-better."""
+    kind = find(test)
+    if kind is not None:
+        return kind.higher_is_better
+    return unit not in _TIME_UNITS

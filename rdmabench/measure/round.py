@@ -1,0 +1,286 @@
+"""The round engine: every measurement is a round of links run at the same time, timed by one
+sampling driver. A pair is a round of one link (two for a test that goes both ways); a ring, an
+incast or a concurrent all-pairs round is a round of many.
+
+Every rank of a round runs `run_round` with the same RoundSpec. It allocates its ends, warms up,
+agrees with the round's other ranks on the steps per sample (one calibration rule: the wall-clock
+time of a step, checks included, see plan.calibrated_iterations), then times `samples` x
+`iterations` steps. Payloads are written before each step and checked after it, outside the clock;
+the planted faults (faults.py) and the deadline-and-liveness watch apply to every round alike. The
+step itself belongs to the test's protocol: native (C) where the loop is built and no end stages
+through pinned buffers, else Python; every measurement says which.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..errors import ValidationError
+from ..memory.buffers import Buffer, allocate, synchronize
+from ..memory.payload import Pattern, message_key
+from ..modes import MemoryMode
+from ..units import format_size
+from ..wire.mpi import agree_max
+from ..wire.staging import Carrier, Staging, make_carrier, pieces, staging_buffers, wire_chunk
+from ..wire.ucx import Transport
+from . import faults
+from .plan import Plan, calibrated_iterations
+from .registry import TestKind
+
+# Tag layout: kind in the top byte, sender rank in the next three, message slot below.
+DATA, READY, ACK = 1, 2, 3
+
+
+def tag(kind: int, sender: int, slot: int = 0) -> int:
+    return (kind << 56) | (sender << 32) | slot
+
+
+@dataclass(frozen=True)
+class Link:
+    """Bytes from src to dst: src's buffers are in src_mode, dst's in dst_mode."""
+
+    src: int
+    dst: int
+    src_mode: MemoryMode
+    dst_mode: MemoryMode
+
+
+@dataclass(frozen=True)
+class RoundSpec:
+    """One round, the same on every rank: which links, what size, how much to run."""
+
+    kind: TestKind
+    links: tuple[Link, ...]
+    size: int
+    plan: Plan
+    validate: bool
+    staging: Staging
+
+    @property
+    def ranks(self) -> list[int]:
+        return sorted({r for link in self.links for r in (link.src, link.dst)})
+
+    @property
+    def staged(self) -> bool:
+        return any(link.src_mode.staged or link.dst_mode.staged for link in self.links)
+
+    def chunk(self, link: Link) -> int:
+        return wire_chunk(link.src_mode, link.dst_mode, self.size, self.staging)
+
+    def describe(self) -> str:
+        """How errors name the round: its link when it joins two ranks, else its size."""
+        first = self.links[0]
+        if len({frozenset((link.src, link.dst)) for link in self.links}) == 1:
+            return (
+                f"rank {first.src} -> rank {first.dst} ({self.kind.name}, {format_size(self.size)}, "
+                f"{first.src_mode.value} -> {first.dst_mode.value})"
+            )
+        return f"a round of {len(self.links)} concurrent links ({self.kind.name}, {format_size(self.size)})"
+
+
+@dataclass
+class LinkMeasurement:
+    """What the rank that timed a link measured: its step times, sample by sample, and how."""
+
+    link: Link
+    step_times: list[list[float]]
+    iterations: int
+    window: int
+    warmup: int
+    engine: str  # "native" or "python": who timed the steps
+    memory_type_declared: bool  # UCX was told the buffers' memory type (native) or looked it up
+    sender_rows: dict[str, Any] = field(default_factory=dict)  # the sender's UCX report rows
+
+
+@dataclass
+class Side:
+    """One end of one link on this rank: the peer, the memory, the buffers and how they are posted."""
+
+    link: Link
+    peer: int
+    mode: MemoryMode
+    buffers: list[Buffer] = field(default_factory=list)
+    batch: list[Any] = field(default_factory=list)  # the buffers as UCX messages (or staged chunks)
+    carrier: Carrier | None = None
+    pattern: Pattern | None = None  # the sender's payload pattern (for an incoming end: the peer's)
+
+
+class RoundEnd:
+    """This rank's part of a round: the links it sends on (targets) and receives on (sources)."""
+
+    def __init__(self, transport: Transport, spec: RoundSpec, have_gpu: bool, native: Any):
+        self.transport = transport
+        self.spec = spec
+        self.have_gpu = have_gpu
+        self.rank = transport.rank
+        self.targets = [Side(link, link.dst, link.src_mode) for link in spec.links if link.src == self.rank]
+        self.sources = [Side(link, link.src, link.dst_mode) for link in spec.links if link.dst == self.rank]
+        self.window = spec.plan.window
+        self.where = spec.describe()
+        self.native = native if native is not None and not spec.staged else None
+        self.state: dict[str, Any] = {}  # what the protocol keeps between steps
+        self._allocated: list[Buffer] = []
+        self._carriers: list[Carrier] = []
+        self._signals: list[Any] = []
+        first = spec.links[0]
+        self.corrupt_at = faults.corrupt_step() if self.rank == first.src else None
+        self.stall_at = faults.stall_step() if self.rank == first.dst else None
+
+    @property
+    def peers(self) -> list[int]:
+        return sorted({side.peer for side in self.targets + self.sources})
+
+    def allocate(self, side: Side, count: int, outgoing: bool) -> None:
+        """`count` message buffers for `side`, their batch for UCX and the payload pattern."""
+        buffers = [allocate(side.mode, self.spec.size, self.have_gpu) for _ in range(count)]
+        self._allocated.extend(buffers)
+        carrier = make_carrier(self.transport, side.mode, self.spec.chunk(side.link), self.spec.staging)
+        self._carriers.append(carrier)
+        side.buffers.extend(buffers)
+        side.carrier = carrier
+        side.batch.extend(carrier.prepare(buffers, self.spec.size))
+        if self.spec.validate:
+            sender = self.rank if outgoing else side.peer
+            side.pattern = Pattern(buffers[0].xp, self.spec.size, sender)
+
+    def signal(self) -> tuple[Any, int]:
+        """An 8-byte handshake buffer (READY, ACK): as a UCX message, and its address for C."""
+        array = np.zeros(8, dtype=np.uint8)
+        self._signals.append(array)
+        return self.transport.backend.wrap(array), int(array.ctypes.data)
+
+    def slots(self, side: Side) -> int:
+        """UCX messages per step on a link: its window, each message cut into its staged chunks."""
+        return self.window * pieces(self.spec.size, self.spec.chunk(side.link))
+
+    def fill(self, side: Side, buffers: list[Buffer], index: int) -> None:
+        if side.pattern is None:
+            return
+        for slot, buffer in enumerate(buffers):
+            side.pattern.fill(buffer, message_key(index, slot, side.link.dst))
+        if self.corrupt_at == index and side.link == self.spec.links[0]:
+            buffers[0].array[self.spec.size // 2] ^= 0xFF
+        synchronize(side.mode)
+
+    def check(self, side: Side, buffers: list[Buffer], index: int) -> None:
+        """Raise ValidationError at the first message whose bytes are not what the sender wrote."""
+        if side.pattern is None:
+            return
+        for slot, buffer in enumerate(buffers):
+            wrong = side.pattern.wrong_bytes(buffer, message_key(index, slot, side.link.dst))
+            if wrong:
+                raise ValidationError(
+                    f"rank {self.rank} received {wrong} wrong byte(s) of {side.pattern.nbytes} in message {slot} "
+                    f"of step {index} from rank {side.peer} on {self.where}"
+                )
+
+    def release(self) -> None:
+        for carrier in self._carriers:
+            carrier.release()
+        for buffer in self._allocated:
+            buffer.release()
+        self._carriers.clear()
+        self._allocated.clear()
+
+
+_TAG_CALIBRATE = 10  # MPI tag of the round's agreement on steps per sample
+
+
+def run_round(transport: Transport, comm: Any, spec: RoundSpec, have_gpu: bool, native: Any) -> list[LinkMeasurement]:
+    """Run `spec` on this rank (a rank of the round); returns the measurements of the links it timed."""
+    end = RoundEnd(transport, spec, have_gpu, native)
+    protocol = spec.kind.protocol
+    try:
+        for peer in end.peers:
+            transport.endpoint(peer)
+        protocol.setup(end)
+        step = protocol.native_step if end.native is not None else protocol.python_step
+        samples, iterations = _sample(end, comm, step)
+    finally:
+        end.release()
+    engine = "native" if end.native is not None else "python"
+    measured = []
+    for position, side in enumerate(_timed_sides(end)):
+        measured.append(
+            LinkMeasurement(
+                side.link,
+                [times[position] for times in samples] if samples else [],
+                iterations,
+                spec.plan.window,
+                spec.plan.warmup,
+                engine,
+                end.native is not None,
+                transport.path_rows(
+                    side.peer, side.mode.ucx_memory, side.link.dst_mode.ucx_memory, spec.chunk(side.link)
+                ),
+            )
+        )
+    return measured
+
+
+def fetch_rows(transport: Transport, spec: RoundSpec) -> dict[tuple[int, int], dict[str, Any]]:
+    """The receiver's half of each incoming link's UCX report (its rendezvous-fetch rows)."""
+    rank = transport.rank
+    return {
+        (link.src, link.dst): transport.path_rows(
+            link.src, link.dst_mode.ucx_memory, link.src_mode.ucx_memory, spec.chunk(link)
+        )["fetch"]
+        for link in spec.links
+        if link.dst == rank
+    }
+
+
+def _timed_sides(end: RoundEnd) -> list[Side]:
+    """The links this rank's steps time: the ones it sends on (a ping-pong's too)."""
+    return end.targets
+
+
+def _sample(end: RoundEnd, comm: Any, step: Any) -> tuple[list[list[list[float]]], int]:
+    """Warm up, agree on the steps per sample, then time `samples` x `iterations` steps. Returns,
+    per sample, the step times (each a list over this rank's timed links), and the iterations."""
+    plan, protocol = end.spec.plan, end.spec.kind.protocol
+
+    def one(index: int) -> list[float]:
+        if end.stall_at == index:
+            faults.stall_forever()
+        protocol.fill(end, index)
+        times = step(end, index)
+        protocol.check(end, index)
+        return times
+
+    wall = timed = 0.0
+    for index in range(plan.warmup):
+        began = time.perf_counter()
+        times = one(index)
+        wall = time.perf_counter() - began
+        timed = max(times, default=0.0)
+    wall, timed = agree_max(comm, end.spec.ranks, (wall, timed), _TAG_CALIBRATE)
+    iterations = calibrated_iterations(wall, plan, timed)
+    index = plan.warmup
+    samples: list[list[list[float]]] = []
+    for _ in range(plan.samples):
+        per_link: list[list[float]] = [[] for _ in end.targets]
+        for _ in range(iterations):
+            for position, seconds in enumerate(one(index)):
+                per_link[position].append(seconds)
+            index += 1
+        samples.append(per_link)
+    return samples, iterations
+
+
+def staging_record(spec: RoundSpec, link: Link) -> dict[str, Any] | None:
+    """How a staged link cut its messages and how many pinned buffers each staged end used."""
+    if not (link.src_mode.staged or link.dst_mode.staged):
+        return None
+    chunk = spec.chunk(link)
+    return {
+        "chunk_bytes": chunk,
+        "chunks_per_message": pieces(spec.size, chunk),
+        "src_buffers": staging_buffers(link.src_mode, spec.staging),
+        "dst_buffers": staging_buffers(link.dst_mode, spec.staging),
+        "pinned_buffer_bytes": chunk,
+    }

