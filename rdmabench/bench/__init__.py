@@ -1,0 +1,1 @@
+"""Stand-alone benchmarks: host/device copies, the ucx_perftest anchor, rings against pairs."""

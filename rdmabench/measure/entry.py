@@ -8,7 +8,7 @@ from typing import Any
 
 from ..hardware import limits
 from ..hardware.pathcheck import path_warnings
-from ..modes import pinned_method
+from ..modes import MemoryMode, pinned_method
 from ..stats import summarize
 from ..units import gbps
 from ..wire.ucx import describe_path
@@ -187,8 +187,6 @@ def _entry(
 
 def _place(entry: Entry, placement: Placement) -> None:
     """Where each end ran, how its pinned memory was pinned, and whether UCX's path fits the modes."""
-    from ..modes import MemoryMode
-
     src, dst = entry.src_rank, entry.dst_rank
     entry.src_host, entry.dst_host = placement.hosts[src], placement.hosts[dst]
     entry.src_gpu, entry.dst_gpu = placement.gpus[src], placement.gpus[dst]

@@ -14,6 +14,7 @@ through pinned buffers, else Python; every measurement says which.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -204,11 +205,11 @@ def run_round(transport: Transport, comm: Any, spec: RoundSpec, have_gpu: bool, 
         end.release()
     engine = "native" if end.native is not None else "python"
     measured = []
-    for position, side in enumerate(_timed_sides(end)):
+    for position, side in enumerate(end.targets):  # a rank times the links it sends on (a ping too)
         measured.append(
             LinkMeasurement(
                 side.link,
-                [times[position] for times in samples] if samples else [],
+                [per_link[position] for per_link in samples],
                 iterations,
                 spec.plan.window,
                 spec.plan.warmup,
@@ -234,14 +235,11 @@ def fetch_rows(transport: Transport, spec: RoundSpec) -> dict[tuple[int, int], d
     }
 
 
-def _timed_sides(end: RoundEnd) -> list[Side]:
-    """The links this rank's steps time: the ones it sends on (a ping-pong's too)."""
-    return end.targets
-
-
-def _sample(end: RoundEnd, comm: Any, step: Any) -> tuple[list[list[list[float]]], int]:
-    """Warm up, agree on the steps per sample, then time `samples` x `iterations` steps. Returns,
-    per sample, the step times (each a list over this rank's timed links), and the iterations."""
+def _sample(
+    end: RoundEnd, comm: Any, step: Callable[[RoundEnd, int], list[float]]
+) -> tuple[list[list[list[float]]], int]:
+    """Warm up, agree on the steps per sample, then time `samples` x `iterations` steps. Returns
+    samples[sample][link] = that link's step times, and the iterations per sample."""
     plan, protocol = end.spec.plan, end.spec.kind.protocol
 
     def one(index: int) -> list[float]:

@@ -1,0 +1,1 @@
+"""Results files, the live table, reports, comparisons and the HTML page."""
