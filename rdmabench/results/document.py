@@ -169,6 +169,12 @@ class ResultsStream:
         self.entries: list[dict[str, Any]] = []
         self._handle = open(stream_path(path), "w")
         self._write_line({"schema": {"name": SCHEMA_NAME, "version": SCHEMA_VERSION}, "metadata": metadata})
+        # On disk at once: a job aborted by another rank before its first record leaves a readable stream.
+        self._sync()
+
+    def _sync(self) -> None:
+        self._handle.flush()
+        os.fsync(self._handle.fileno())
 
     def _write_line(self, record: dict[str, Any]) -> None:
         self._handle.write(json.dumps(record) + "\n")
@@ -176,8 +182,7 @@ class ResultsStream:
     def append(self, entries: list[dict[str, Any]]) -> None:
         for entry in entries:
             self._write_line(entry)
-        self._handle.flush()
-        os.fsync(self._handle.fileno())
+        self._sync()
         self.entries.extend(entries)
 
     def finish(self, complete: bool, stopped: str | None = None) -> dict[str, Any]:

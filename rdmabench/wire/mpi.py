@@ -39,14 +39,18 @@ def import_ucx_first() -> None:
     ucx_env.note_import_defaults(before)
 
 
-def exchange(comm: Any, obj: Any, peer: int, tag: int) -> Any:
-    """Send `obj` to `peer` and return what `peer` sent with the same tag, polling so that a
-    signal can still stop this rank while it waits."""
-    send = comm.isend(obj, dest=peer, tag=tag)
+def receive(comm: Any, source: int, tag: int) -> Any:
+    """What `source` sent with `tag`, polling so that a signal can still stop this rank while it waits."""
     # A matched probe sizes the receive to the message (irecv's fixed default buffer does not).
-    while (message := comm.improbe(source=peer, tag=tag)) is None:
+    while (message := comm.improbe(source=source, tag=tag)) is None:
         time.sleep(0.0002)
-    value = message.recv()
+    return message.recv()
+
+
+def exchange(comm: Any, obj: Any, peer: int, tag: int) -> Any:
+    """Send `obj` to `peer` and return what `peer` sent with the same tag."""
+    send = comm.isend(obj, dest=peer, tag=tag)
+    value = receive(comm, peer, tag)
     send.wait()
     return value
 
@@ -64,9 +68,7 @@ def agree_max(comm: Any, ranks: list[int], values: tuple[float, ...], tag: int) 
     for other in ranks:
         if other == me:
             continue
-        while (message := comm.improbe(source=other, tag=tag)) is None:
-            time.sleep(0.0002)
-        result = [max(a, b) for a, b in zip(result, message.recv(), strict=True)]
+        result = [max(a, b) for a, b in zip(result, receive(comm, other, tag), strict=True)]
     answers = [comm.isend(tuple(result), dest=other, tag=tag) for other in ranks if other != me]
     for request in answers:
         while not request.Test():
