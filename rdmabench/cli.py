@@ -16,6 +16,7 @@ from .job.config import DEFAULT_SIZES, RunConfig
 from .measure import registry
 from .modes import MemoryMode
 from .results import document
+from .results.verdict import DEFAULT_FLOORS, parse_expect
 from .units import parse_size, parse_sizes
 
 _MODES = "|".join(m.value for m in MemoryMode)
@@ -179,6 +180,13 @@ def main() -> None:
     metavar="table|json",
     help="What rank 0 prints: a table as sizes complete, or the results document at the end.",
 )
+@click.option(
+    "--expect",
+    multiple=True,
+    metavar="KIND=SHARE|default",
+    help="A pass/fail verdict at the end: every link at its largest size against this floor (see `rdmabench "
+    "check`); exit 1 if one fails.",
+)
 def run(np_: int | None, **options: Any) -> None:
     """Run a point-to-point test between ranks 0 and 1.
 
@@ -211,6 +219,7 @@ def _config(options: dict[str, Any]) -> RunConfig:
     max_pinned = options.pop("max_pinned")
     options["max_pinned"] = _size_option("--max-pinned", max_pinned) if max_pinned else None
     options["stage_chunk"] = _size_option("--chunk-size", options["stage_chunk"])
+    options["expect"] = parse_expect(options.pop("expect"))
     return RunConfig(
         src_mode=MemoryMode.parse(src_mode) if src_mode else mode,
         dst_mode=MemoryMode.parse(dst_mode) if dst_mode else mode,
@@ -447,6 +456,12 @@ def _load(paths: tuple[str, ...]) -> Any:
 @click.option("--force", is_flag=True, help="Overwrite --output if it exists.")
 @click.option("--by", default="none", metavar="none|host|link-class|mode|size|date", help="Group the rows.")
 @click.option("--outlier-fraction", default=0.2, help="List links this much worse than the median of their class.")
+@click.option(
+    "--expect",
+    multiple=True,
+    metavar="KIND=SHARE|default",
+    help="Also judge every link at its largest size against a floor (see `rdmabench check`); exit 1 if one fails.",
+)
 @_filter_options
 def report(
     paths: tuple[str, ...],
@@ -455,13 +470,14 @@ def report(
     force: bool,
     by: str,
     outlier_fraction: float,
+    expect: tuple[str, ...],
     **filters: Any,
 ) -> None:
     """Aggregate results files (or directories of them): per link and per (test, modes, size), the
     median over runs, the spread and the count; outliers first."""
-    import json
 
     from .results import report as report_module
+    from .results import verdict as verdict_module
 
     try:
         if by not in report_module.GROUPINGS:
@@ -483,25 +499,84 @@ def report(
         elif output_format == "csv":
             text = report_module.format_csv(rows)
         elif output_format == "json":
-            found = report_module.outliers(rows, outlier_fraction)
-            text = json.dumps(
-                {
-                    "rows": [r.to_dict() for r in rows],
-                    "outliers": [
-                        {"link": r.link, "test": r.test, "size_bytes": r.size_bytes, "modes": r.modes, "off": off}
-                        for r, off in found
-                    ],
-                    "skipped": loaded.problems,
-                },
-                indent=1,
-            )
+            text = report_module.format_json(rows, outlier_fraction, loaded.problems)
         else:
             from .results.html import render
 
             text = render(rows, [path for path, _ in loaded.documents], loaded.problems, outlier_fraction)
+        floors = verdict_module.parse_expect(expect)
         _write_or_print(text, output, force)
     except RdmabenchError as exc:
         _fail(exc)
+    if floors:
+        judged = verdict_module.judge(rows, floors)
+        click.echo(verdict_module.format_verdict(judged), err=True)
+        sys.exit(0 if judged.passed else 1)
+
+
+@main.command(context_settings={"show_default": True})
+@click.argument("paths", nargs=-1, required=True)
+@click.option(
+    "--expect",
+    multiple=True,
+    metavar="KIND=SHARE|default",
+    help="A floor as a share of the physical limit, per limit kind (NVLink, PCIe, NIC, 'host memory copy') "
+    "or link class ('same GPU', intra-node, inter-node, all); repeatable. 'default': "
+    + ", ".join(f"{k}={v}" for k, v in DEFAULT_FLOORS.items())
+    + ".",
+)
+@click.option("--baseline", default=None, help="Results file or directory each link must be no worse than.")
+@click.option("--tolerance", default=0.1, help="How much worse than the baseline a link may be.")
+@click.option(
+    "--json", "json_path", default=None, type=click.Path(dir_okay=False), help="Write the verdict as JSON here."
+)
+@click.option(
+    "--junit",
+    "junit_path",
+    default=None,
+    type=click.Path(dir_okay=False),
+    help="Write JUnit XML here (one case per link).",
+)
+@_filter_options
+def check(
+    paths: tuple[str, ...],
+    expect: tuple[str, ...],
+    baseline: str | None,
+    tolerance: float,
+    json_path: str | None,
+    junit_path: str | None,
+    **filters: Any,
+) -> None:
+    """Pass or fail: every link at its largest size against a floor (a share of its physical limit)
+    and/or a baseline run. Names every failing link and the GPUs and nodes they touch. Exit status 1
+    when a link fails, 0 when all pass, 2 for bad input."""
+    from .results import report as report_module
+    from .results import verdict as verdict_module
+
+    try:
+        floors = verdict_module.parse_expect(expect)
+        if not floors and baseline is None:
+            raise ConfigError("give --expect (a floor per limit kind or link class) or --baseline, or both")
+        if not 0 <= tolerance < 1:
+            raise ConfigError(f"--tolerance must be at least 0 and below 1, not {tolerance}")
+        chosen = _filters(**filters)
+        rows = report_module.aggregate(_load(paths).documents, chosen)
+        base = report_module.aggregate(_load((baseline,)).documents, chosen) if baseline is not None else None
+        if not rows:
+            raise ConfigError("no results match the filters")
+        found = verdict_module.judge(rows, floors, base, tolerance)
+        if not found.judged:
+            raise ConfigError("no link could be judged: " + ("; ".join(found.skipped[:3]) or "no bandwidth results"))
+        for path, text in ((json_path, verdict_module.summary_json), (junit_path, verdict_module.junit_xml)):
+            if path is not None:
+                with open(path, "w") as handle:
+                    handle.write(text(found))
+    except RdmabenchError as exc:
+        _fail(exc)
+    except OSError as exc:
+        _fail(ConfigError(f"cannot write the verdict: {exc}"))
+    click.echo(verdict_module.format_verdict(found))
+    sys.exit(0 if found.passed else 1)
 
 
 @main.command(context_settings={"show_default": True})

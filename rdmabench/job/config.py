@@ -55,6 +55,8 @@ class RunConfig:
     stage_buffers: int = DEFAULT_BUFFERS  # staged mode: pinned buffers per direction of a link
     require_gdr: bool = False
     engine: str = "auto"
+    # Floors (share of the physical limit) per limit kind or link class: a verdict at the end of the run.
+    expect: dict[str, float] = field(default_factory=dict)
     command_line: str = ""
 
     def check(self) -> RunConfig:

@@ -254,8 +254,7 @@ class _Job:
                 measured = self.run_round(spec)
                 progress.advance()
                 self.record(spec, measured, time.monotonic() - started, progress)
-        self.finish()
-        return 0
+        return self.finish()
 
     def run_round(self, spec: RoundSpec) -> list[Any]:
         """This rank's part of one round, gathered on rank 0: [(measurements, fetch rows)] per rank."""
@@ -289,8 +288,10 @@ class _Job:
                 self.table.link_rows(entries, progress.done, progress.total, progress.eta())
         _check_gdr(self.config, entries)
 
-    def finish(self) -> None:
+    def finish(self) -> int:
+        """Close the job; on rank 0 write the results file and, with --expect, the verdict (1: a link failed)."""
         world, transport, config = self.world, self.transport, self.config
+        code = 0
         warnings = transport.ucx_warnings()
         world.wait_for_all(transport.backend.progress)
         all_warnings = world.comm.gather(warnings, root=0)
@@ -305,7 +306,26 @@ class _Job:
                 print(json.dumps(doc, indent=1), file=self.out, flush=True)
             else:
                 print(f"# results written to {stream.path}", file=self.out, flush=True)
+            if config.expect:
+                code = _verdict(stream.path, doc, config.expect, self.out)
         world.wait_for_all(transport.backend.progress)
+        return code
+
+
+def _verdict(path: str, doc: dict[str, Any], floors: dict[str, float], out: TextIO) -> int:
+    from ..results.report import aggregate
+    from ..results.verdict import format_verdict, judge
+
+    verdict = judge(aggregate([(path, doc)]), floors)
+    print(format_verdict(verdict), file=out, flush=True)
+    if verdict.passed:
+        return 0
+    print(
+        error_line(f"{len(verdict.failed)} link(s) below their --expect floor (results kept in {path})"),
+        file=sys.stderr,
+        flush=True,
+    )
+    return 1
 
 
 def _check_gdr(config: RunConfig, entries: list[Entry]) -> None:

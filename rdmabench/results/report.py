@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import math
 import os
 import statistics
@@ -154,6 +155,7 @@ class Row:
     dates: set[str] = field(default_factory=set)
     warnings: set[str] = field(default_factory=set)
     limit: str | None = None
+    limit_kind: str | None = None  # "NVLink", "PCIe", "NIC", "host memory copy"
 
     @property
     def link_key(self) -> tuple[str, str, str, int, str, str]:
@@ -267,6 +269,7 @@ def aggregate(documents: list[tuple[str, dict[str, Any]]], filters: Filters | No
             limit = entry.get("link_limit")
             if isinstance(limit, dict) and limit.get("gbps"):
                 row.limit = f"{limit.get('kind')} {float(limit['gbps']):.1f} GB/s"
+                row.limit_kind = str(limit.get("kind"))
             row.dates.add(created[:10])
     found = sorted(
         rows.values(), key=lambda r: (r.test, r.src_mode, r.dst_mode, r.size_bytes, r.load, r.link, r.settings)
@@ -410,6 +413,22 @@ def format_markdown(rows: list[Row], by: str, fraction: float) -> str:
     lines.append("")
     lines.append("GB/s = 1e9 bytes/s; median/min/max over runs; share = of the link's physical limit.")
     return "\n".join(lines) + "\n"
+
+
+def format_json(rows: list[Row], fraction: float, problems: list[str]) -> str:
+    """The rows, the outliers and the files that could not be used, as one JSON document."""
+    found = outliers(rows, fraction)
+    return json.dumps(
+        {
+            "rows": [r.to_dict() for r in rows],
+            "outliers": [
+                {"link": r.link, "test": r.test, "size_bytes": r.size_bytes, "modes": r.modes, "off": off}
+                for r, off in found
+            ],
+            "skipped": problems,
+        },
+        indent=1,
+    )
 
 
 def format_csv(rows: list[Row]) -> str:

@@ -1,0 +1,111 @@
+"""The pass/fail verdict: floors per limit kind or link class, a baseline with a tolerance, every
+failing link named with its GPUs and nodes, JSON and JUnit XML for CI; on real runs and on generated
+documents (marked as generated) for GPU links this machine does not have."""
+
+from __future__ import annotations
+
+import copy
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .conftest import QUICK, run_cli
+
+
+def _gpu_doc(shares: dict[tuple[int, int], float]) -> dict[str, Any]:
+    """A results document of device links between GPUs of one node with the given shares of NVLink."""
+    limit = {"gbps": 478.125, "kind": "NVLink", "detail": "18 x NVLink 4", "measured": False}
+    entries = []
+    for (src, dst), share in shares.items():
+        value = share * limit["gbps"]
+        entries.append(
+            {
+                "test": "bw", "src_rank": src, "dst_rank": dst, "src_mode": "device", "dst_mode": "device",
+                "size_bytes": 1 << 28, "bandwidth_gbps": value, "samples": [value] * 3, "unit": "GB/s",
+                "validated": True, "transport": "cuda_ipc/cuda", "engine": "native", "window": 2,
+                "src_host": "n1", "dst_host": "n1", "src_gpu": src, "dst_gpu": dst,
+                "link_limit": limit, "share_of_limit": share,
+            }
+        )  # fmt: skip
+    metadata = {"generated": "made by tests/test_verdict.py to judge GPU links on a machine without GPUs"}
+    return {
+        "schema": {"name": "rdmabench-results", "version": 1},
+        "complete": True,
+        "metadata": metadata,
+        "results": entries,
+    }
+
+
+def _write(path: Path, doc: dict[str, Any]) -> Path:
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_a_slow_gpu_link_fails_and_is_named(tmp_path: Path) -> None:
+    doc = _write(tmp_path / "gpus.json", _gpu_doc({(0, 1): 0.80, (1, 0): 0.81, (0, 2): 0.50, (2, 0): 0.79}))
+    junit, summary = tmp_path / "check.xml", tmp_path / "check.json"
+    proc = run_cli(["check", str(doc), "--expect", "default", "--junit", str(junit), "--json", str(summary)])
+    assert proc.returncode == 1, proc.stderr
+    fails = [line for line in proc.stdout.splitlines() if line.startswith("FAIL")]
+    assert len(fails) == 1 and "n1:gpu0 -> n1:gpu2" in fails[0] and "below the NVLink floor of 75%" in fails[0]
+    assert "failing gpus: n1:gpu0 (1 link(s)), n1:gpu2 (1 link(s))" in proc.stdout.replace(
+        "n1:gpu2 (1 link(s)), n1:gpu0", "n1:gpu0 (1 link(s)), n1:gpu2"
+    )
+    suite = ET.parse(junit).getroot()
+    assert (suite.get("tests"), suite.get("failures")) == ("4", "1")
+    assert sum(1 for case in suite if case.find("failure") is not None) == 1
+    verdict = json.loads(summary.read_text())
+    assert verdict["passed"] is False and verdict["nodes"] == {"n1": 1} and len(verdict["failed"]) == 1
+    lenient = run_cli(["check", str(doc), "--expect", "NVLink=0.4"])
+    assert lenient.returncode == 0 and "verdict: PASS" in lenient.stdout
+
+
+def test_a_baseline_with_a_tolerance(tmp_path: Path) -> None:
+    good = _gpu_doc({(0, 1): 0.80, (1, 0): 0.80})
+    base = _write(tmp_path / "base.json", good)
+    same = run_cli(["check", str(base), "--baseline", str(base)])
+    assert same.returncode == 0, same.stdout + same.stderr
+    slower = copy.deepcopy(good)
+    slower["metadata"]["generated"] += "; link 1 -> 0 made 20% slower"
+    slow_entry = slower["results"][1]
+    slow_entry["bandwidth_gbps"] *= 0.8
+    slow_entry["samples"] = [v * 0.8 for v in slow_entry["samples"]]
+    new = _write(tmp_path / "new.json", slower)
+    proc = run_cli(["check", str(new), "--baseline", str(base), "--tolerance", "0.1"])
+    assert proc.returncode == 1
+    assert "FAIL n1:gpu1 -> n1:gpu0" in proc.stdout and "-20%" in proc.stdout
+    assert run_cli(["check", str(new), "--baseline", str(base), "--tolerance", "0.25"]).returncode == 0
+
+
+def test_run_with_a_floor_gives_a_verdict(tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    proc = run_cli(["run", "--sizes", "64KiB", "-o", str(out), "--expect", "host memory copy=0.99", *QUICK])
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("rdmabench: error:")]
+    assert proc.returncode == 1 and len(errors) == 1, proc.stderr
+    assert "below their --expect floor" in errors[0] and "verdict: FAIL" in proc.stdout
+    assert json.loads(out.read_text())["complete"] is True  # the results are kept whatever the verdict
+    assert run_cli(["check", str(out), "--expect", "intra-node=0.001"]).returncode == 0
+    report = run_cli(["report", str(out), "--expect", "all=0.99"])
+    assert report.returncode == 1 and "verdict: FAIL" in report.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--expect", "NVLink=1.5"], "above 0 and at most 1"),
+        (["--expect", "rack=0.5"], "unknown limit kind or link class 'rack'"),
+        (["--expect", "NVLink"], "give KIND=SHARE"),
+        ([], "give --expect"),
+        (["--baseline", "ANCHOR"], "no usable results files"),
+    ],
+)
+def test_bad_verdict_input_is_one_line(tmp_path: Path, args: list[str], message: str) -> None:
+    doc = _write(tmp_path / "gpus.json", _gpu_doc({(0, 1): 0.8}))
+    anchor = _write(tmp_path / "anchor.json", {"schema": {"name": "rdmabench-anchor", "version": 1}, "rows": []})
+    args = [str(anchor) if a == "ANCHOR" else a for a in args]
+    proc = run_cli(["check", str(doc), *args])
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode == 2 and len(lines) == 1 and message in lines[0], proc.stderr
