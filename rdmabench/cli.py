@@ -181,6 +181,13 @@ def main() -> None:
     help="What rank 0 prints: a table as sizes complete, or the results document at the end.",
 )
 @click.option(
+    "--progress",
+    default="auto",
+    metavar="auto|links|rounds",
+    help="For patterns: a table line per link, or one per round (its median and worst link); auto: per link "
+    "up to 64 links in the whole schedule, per round beyond.",
+)
+@click.option(
     "--expect",
     multiple=True,
     metavar="KIND=SHARE|default",

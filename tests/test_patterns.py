@@ -167,3 +167,17 @@ def test_concurrent_rounds_are_timed_natively_and_faults_reach_them(results_path
     errors = [line for line in stalled.stderr.splitlines() if line.startswith("rdmabench: error:")]
     assert stalled.returncode != 0 and len(errors) == 1, stalled.stderr
     assert "timed out after 2 s" in errors[0] and "concurrent links (bw, 4KiB)" in errors[0]
+
+
+def test_many_links_print_a_line_per_round(results_path: Path) -> None:
+    """A cluster's sweep prints each round as one line (median, worst link); the file keeps every link."""
+    args = ["run", "--np", "4", "--pattern", "all-pairs", "--concurrent", "--sizes", "4KiB", "--progress", "rounds"]
+    proc = run_cli([*args, "-o", str(results_path), *QUICK], timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    rounds = [line for line in proc.stdout.splitlines() if "links: median" in line]
+    assert len(rounds) == 6 and all("worst" in line and "rounds done" in line for line in rounds)
+    assert not any(" -> " in line and "GB/s  " in line and "links:" not in line for line in proc.stdout.splitlines())
+    assert "matrices are in the results file" in proc.stdout and "bw matrix" not in proc.stdout
+    assert len(load_results(str(results_path))["results"]) == 12
+    bad = run_cli(["run", "--progress", "chatty"])
+    assert bad.returncode == 2 and "unknown --progress 'chatty'" in bad.stderr

@@ -15,6 +15,9 @@ from .schedule import LINK_CLASSES, PATTERNS
 
 DEFAULT_SIZES = "1:64MiB:x4"
 OUTPUT_FORMATS = ("table", "json")
+# What the table prints for patterns: a line per link, a line per round, or per link up to this many links.
+PROGRESS = ("auto", "links", "rounds")
+PER_LINK_UP_TO = 64
 # Who runs the timed part of a bw or lat step: the native loop (rdmabench/native), Python, or the
 # native loop where it can be built.
 ENGINES = ("auto", "native", "python")
@@ -46,6 +49,7 @@ class RunConfig:
     force: bool = False
     output_format: str = "table"
     units: str = "GB/s"
+    progress: str = "auto"
     pattern: str = "pair"
     link_class: str = "all"
     concurrent: bool = False
@@ -78,6 +82,8 @@ class RunConfig:
             raise ConfigError(f"unknown units {self.units!r}: choose {', '.join(UNITS)}")
         if self.engine not in ENGINES:
             raise ConfigError(f"unknown engine {self.engine!r}: choose one of {', '.join(ENGINES)}")
+        if self.progress not in PROGRESS:
+            raise ConfigError(f"unknown --progress {self.progress!r}: choose {', '.join(PROGRESS)}")
         if self.output_format not in OUTPUT_FORMATS:
             raise ConfigError(f"unknown format {self.output_format!r}: choose table or json")
         for name, (option, low, high) in _LIMITS.items():

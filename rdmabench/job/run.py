@@ -34,7 +34,7 @@ from ..units import format_size
 from ..wire import ucx_env
 from ..wire.mpi import World, import_ucx_first
 from . import schedule
-from .config import RunConfig
+from .config import PER_LINK_UP_TO, RunConfig
 from .preflight import preflight
 from .rounds import is_pattern_round, round_spec, size_plan
 
@@ -229,6 +229,7 @@ class _Job:
                 table.note(f"ranks 2..{world.size - 1} stay idle: the pair test uses ranks 0 and 1")
         else:
             links = sum(len(r) for r in rounds)
+            table.per_link = config.progress == "links" or (config.progress == "auto" and links <= PER_LINK_UP_TO)
             table.pattern_header(
                 config.pattern, links, len(rounds), config.src_mode.value, config.dst_mode.value, config.validate
             )
@@ -306,8 +307,9 @@ class _Job:
                 print(json.dumps(doc, indent=1), file=self.out, flush=True)
             else:
                 print(f"# results written to {stream.path}", file=self.out, flush=True)
-            if config.expect:
-                code = _verdict(stream.path, doc, config.expect, self.out)
+            if config.expect:  # beside a JSON document on stdout, the verdict goes to stderr
+                verdict_out = sys.stderr if config.output_format == "json" else self.out
+                code = _verdict(stream.path, doc, config.expect, verdict_out)
         world.wait_for_all(transport.backend.progress)
         return code
 

@@ -4,6 +4,7 @@ direction and the aggregate, any other bandwidth the median, min and max."""
 
 from __future__ import annotations
 
+import statistics
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ..units import DISPLAY_UNITS, format_size
@@ -21,6 +22,11 @@ def _transport(entry: Entry) -> str:
 _SHORT_KIND = {"host memory copy": "host copy"}
 
 
+def _progress(done: int, total: int, eta: float) -> str:
+    left = "" if eta != eta else f", about {eta:.0f} s left"  # eta is NaN before the first round ends
+    return f"{done}/{total} rounds done{left}"
+
+
 def _share(entry: Entry) -> str:
     share, limit = entry.share_of_limit, entry.link_limit
     if share is None or limit is None:
@@ -36,6 +42,10 @@ class ProgressTable:
         self.factor, self.unit_text = DISPLAY_UNITS[units]
         self.bandwidth = kind.is_bandwidth
         self.two_way = kind.both_ways
+        # One line per link, or (many links: a cluster's sweep) one line per round; the results file
+        # holds every link either way.
+        self.per_link = True
+        self._warned: set[str] = set()
 
     def _figure(self, value: float) -> float:
         """A figure in the table's unit: bandwidths are converted, other units shown as they are."""
@@ -104,6 +114,9 @@ class ProgressTable:
         )
 
     def link_rows(self, entries: list[Entry], done: int, total: int, eta: float) -> None:
+        if not self.per_link:
+            self._round_line(entries, done, total, eta)
+            return
         unit = self.units if self.bandwidth else self.kind.unit
         for entry in sorted(entries, key=lambda e: (e.src_rank, e.dst_rank)):
             figure = f"{self._figure(entry.value):>10.3f} {unit}"
@@ -116,10 +129,28 @@ class ProgressTable:
         aggregate = entries[0].pattern_aggregate_gbps
         if aggregate is not None:
             self._emit(f"#   all {len(entries)} links together: {aggregate * self.factor:.3f} {self.units} aggregate")
-        left = "" if eta != eta else f", about {eta:.0f} s left"  # eta is NaN before the first round ends
-        self._emit(f"#   [{done}/{total} rounds done{left}]")
+        self._emit(f"#   [{_progress(done, total, eta)}]")
+
+    def _round_line(self, entries: list[Entry], done: int, total: int, eta: float) -> None:
+        """A round in one line: its links' median and its worst link; each distinct warning once."""
+        unit = self.units if self.bandwidth else self.kind.unit
+        ordered = sorted(entries, key=lambda e: e.value, reverse=not self.kind.higher_is_better)
+        worst, middle = ordered[0], statistics.median(e.value for e in entries)
+        aggregate = entries[0].pattern_aggregate_gbps
+        together = f", {aggregate * self.factor:.3f} {self.units} together" if aggregate is not None else ""
+        self._emit(
+            f"{format_size(worst.size_bytes):>8}  {len(entries)} links: median {self._figure(middle):.3f} {unit}, "
+            f"worst {self._figure(worst.value):.3f} ({worst.src_rank} -> {worst.dst_rank}){together}  "
+            f"[{_progress(done, total, eta)}]"
+        )
+        for warning in sorted({w for e in entries for w in e.warnings} - self._warned):
+            self._warned.add(warning)
+            self._emit(f"#   warning (first seen): {warning}")
 
     def matrices(self, matrices: list[dict[str, Any]]) -> None:
+        if not self.per_link:
+            self._emit("# the N x N matrices are in the results file (`matrices`); `rdmabench report` draws them")
+            return
         for matrix in matrices:
             values = matrix["values"]
             bandwidth = matrix["unit"] == "GB/s"
