@@ -145,3 +145,34 @@ def test_managed_and_mapped_memory(mode: str, results_path: Path) -> None:
     assert all(e["validated"] and e["src_mode"] == e["dst_mode"] == mode for e in doc["results"])
     if mode == "mapped":
         assert all(e["src_pinned_method"] == "cudaHostAlloc(Mapped)" for e in doc["results"])
+
+
+@pytest.mark.parametrize("nbytes", [9, 1 << 20])
+def test_device_messages_are_checked_together_and_counted_exactly(nbytes: int) -> None:
+    """A step's device messages are checked with one wait for the GPU; each count stays exact, and
+    a buffer kept by the recycler between rounds comes back zeroed."""
+    import cupy
+
+    from rdmabench.memory.buffers import RECYCLER, allocate
+    from rdmabench.memory.payload import Pattern, message_key
+    from rdmabench.modes import MemoryMode
+
+    pattern = Pattern(cupy, nbytes, src_rank=3)
+    buffers = [allocate(MemoryMode.DEVICE, nbytes, have_gpu=True) for _ in range(4)]
+    keys = [message_key(7, slot) for slot in range(4)]
+    for buffer, key in zip(buffers, keys, strict=True):
+        pattern.fill(buffer, key)
+    buffers[2].array[0] ^= 0xFF
+    buffers[2].array[nbytes - 1] ^= 0x01
+    assert pattern.wrong_bytes_each(buffers, keys) == [0, 0, 2, 0]
+    assert pattern.wrong_bytes_each(buffers[:1], [message_key(8, 0)]) == [pattern.wrong_bytes(buffers[0], keys[1])]
+    RECYCLER.enabled = True
+    try:
+        for buffer in buffers:
+            buffer.release()
+        again = allocate(MemoryMode.DEVICE, nbytes, have_gpu=True)
+        assert again.address in {b.address for b in buffers} and int(cupy.count_nonzero(again.array)) == 0
+        again.release()
+    finally:
+        RECYCLER.enabled = False
+        RECYCLER.clear()

@@ -128,3 +128,37 @@ def test_staging_shape_of_each_end() -> None:
     assert wire_chunk(MemoryMode.STAGED, MemoryMode.DEVICE, 64 << 20, shape) == 4 << 20
     assert wire_chunk(MemoryMode.BOUNCE, MemoryMode.BOUNCE, 64 << 20, shape) == 64 << 20
     assert wire_chunk(MemoryMode.STAGED, MemoryMode.STAGED, 1000, shape) == 1000
+
+
+def test_host_messages_are_checked_together() -> None:
+    nbytes = 4097
+    pattern = Pattern(np, nbytes, src_rank=2)
+    buffers = [allocate(MemoryMode.PAGEABLE, nbytes, have_gpu=False) for _ in range(3)]
+    keys = [message_key(1, slot) for slot in range(3)]
+    for buffer, key in zip(buffers, keys, strict=True):
+        pattern.fill(buffer, key)
+    buffers[1].array[100] ^= 0x10
+    assert pattern.wrong_bytes_each(buffers, keys) == [0, 1, 0]
+
+
+def test_the_recycler_keeps_buffers_for_the_next_round_only_when_on() -> None:
+    from rdmabench.memory.buffers import RECYCLER
+
+    first = allocate(MemoryMode.PAGEABLE, 4096, have_gpu=False)
+    first.array[:] = 7
+    address = first.address
+    first.release()
+    assert first.array is None  # off: freed
+    RECYCLER.enabled = True
+    try:
+        kept = allocate(MemoryMode.PAGEABLE, 4096, have_gpu=False)
+        kept.array[:] = 7
+        address = kept.address
+        kept.release()
+        again = allocate(MemoryMode.PAGEABLE, 4096, have_gpu=False)
+        assert again.address == address and not again.array.any()  # same memory, zeroed
+        other = allocate(MemoryMode.PAGEABLE, 8192, have_gpu=False)
+        assert other.address != address
+    finally:
+        RECYCLER.enabled = False
+        RECYCLER.clear()

@@ -12,6 +12,7 @@ from .. import __version__
 from ..hardware.gpu import driver_version, import_cupy
 from ..wire import ucx_env
 from ..wire.mpi import World
+from . import calibration
 from .config import RunConfig
 
 
@@ -40,6 +41,7 @@ def collect(
             "timing": "sender clock from the first send to the receiver's acknowledgement; checks untimed",
         },
         "config": config.summary(),
+        "calibration": "--iterations given" if config.iterations is not None else calibration.RULE,
         "versions": {
             "rdmabench": __version__,
             "python": platform.python_version(),

@@ -18,6 +18,7 @@ import signal
 import sys
 import time
 import traceback
+from dataclasses import replace
 from types import FrameType
 from typing import Any, TextIO
 
@@ -26,14 +27,15 @@ from ..hardware import limits
 from ..hardware.pathcheck import is_device_path_warning
 from ..measure import registry
 from ..measure.entry import Entry, Placement, make_entries
-from ..measure.round import RoundSpec, fetch_rows, run_round
-from ..memory.buffers import PINNED_POOL
+from ..measure.round import LinkMeasurement, RoundSpec, fetch_rows, run_round
+from ..memory.buffers import PINNED_POOL, RECYCLER
 from ..results import document
 from ..results.table import ProgressTable
 from ..units import format_size
 from ..wire import ucx_env
 from ..wire.mpi import World, import_ucx_first
 from . import schedule
+from .calibration import Calibration, round_key
 from .config import PER_LINK_UP_TO, RunConfig
 from .preflight import preflight
 from .rounds import is_pattern_round, round_spec, size_plan
@@ -106,6 +108,8 @@ def run_job(config: RunConfig, out: TextIO | None = None) -> int:
         return 1  # not reached: Abort ends the process
     finally:
         PINNED_POOL.clear()
+        RECYCLER.enabled = False
+        RECYCLER.clear()
         ucx_env.cleanup(log_dir)
 
 
@@ -156,6 +160,7 @@ class _Job:
         self.table: ProgressTable | None = None
         self.transport: Any = None
         self.placement: Placement | None = None
+        self.calibration = Calibration()
 
     def stop(self, reason: str) -> None:
         """Rank 0: write what was measured as the results file, marked incomplete."""
@@ -245,20 +250,33 @@ class _Job:
 
     def sweep(self, rounds: list[list[schedule.Link]]) -> int:
         self.setup(rounds)
-        config = self.config
+        config, hosts = self.config, self.placement.hosts if self.placement else []
         progress = _Progress(len(rounds) * len(config.sizes))
-        for size in config.sizes:
-            plan = size_plan(config, self.kind, size)
-            for scheduled in rounds:
-                started = time.monotonic()
-                spec = round_spec(config, self.kind, scheduled, size, plan)
-                measured = self.run_round(spec)
-                progress.advance()
-                self.record(spec, measured, time.monotonic() - started, progress)
+        steps = [(size, scheduled) for size in config.sizes for scheduled in rounds]
+        keys = [round_key(size, scheduled, hosts) for size, scheduled in steps]
+        plans = {size: size_plan(config, self.kind, size) for size in config.sizes}
+        RECYCLER.enabled = True
+        given = 0  # steps per sample of the next round (0: it calibrates), decided by rank 0
+        for index, (size, scheduled) in enumerate(steps):
+            started = time.monotonic()
+            plan = plans[size]
+            spec = round_spec(config, self.kind, scheduled, size, replace(plan, iterations=given) if given else plan)
+            # Rank 0 decides the round after next's steps while this one ends: it has learnt from the
+            # rounds before this one, and the decision rides on the round's closing barrier.
+            offer = self.calibration.decide(keys[index + 1]) if index + 1 < len(steps) else 0
+            gathered, following = self.run_round(spec, offer if plan.iterations is None else 0)
+            progress.advance()
+            measured = self.record(spec, gathered, time.monotonic() - started, progress)
+            if measured and plan.iterations is None:
+                self.calibration.learn(keys[index], measured[0].iterations, not given, measured)
+            given = following
+            if index + 1 == len(steps) or steps[index + 1][0] != size:
+                _release_buffers(config)  # the next size needs buffers of its own
         return self.finish()
 
-    def run_round(self, spec: RoundSpec) -> list[Any]:
-        """This rank's part of one round, gathered on rank 0: [(measurements, fetch rows)] per rank."""
+    def run_round(self, spec: RoundSpec, offer: int = 0) -> tuple[list[Any], int]:
+        """This rank's part of one round, gathered on rank 0: [(measurements, fetch rows)] per rank;
+        and rank 0's `offer`, handed to every rank by the round's closing barrier."""
         world, transport = self.world, self.transport
         mine: tuple[list[Any], dict[Any, Any]] = ([], {})
         if world.rank in spec.ranks:
@@ -266,15 +284,16 @@ class _Job:
                 run_round(transport, world.comm, spec, world.me.gpu is not None, transport.native),
                 fetch_rows(transport, spec),
             )
-        world.wait_for_all(transport.backend.progress)
+        decided = world.wait_for_all(transport.backend.progress, offer if world.rank == 0 else 0)
         gathered = world.comm.gather(mine, root=0)
-        _release_device_pool(self.config)
-        return gathered or []
+        return gathered or [], decided
 
-    def record(self, spec: RoundSpec, gathered: list[Any], seconds: float, progress: _Progress) -> None:
-        """Rank 0: the round's entries, into the stream and the table."""
+    def record(
+        self, spec: RoundSpec, gathered: list[Any], seconds: float, progress: _Progress
+    ) -> list[LinkMeasurement]:
+        """Rank 0: the round's entries, into the stream and the table; returns its measurements."""
         if self.stream is None:
-            return
+            return []
         assert self.placement is not None
         measured = [m for part, _rows in gathered for m in part]
         rows = {key: value for _part, part_rows in gathered for key, value in part_rows.items()}
@@ -288,6 +307,7 @@ class _Job:
             else:
                 self.table.link_rows(entries, progress.done, progress.total, progress.eta())
         _check_gdr(self.config, entries)
+        return measured
 
     def finish(self) -> int:
         """Close the job; on rank 0 write the results file and, with --expect, the verdict (1: a link failed)."""
@@ -360,7 +380,9 @@ def _hot_loop(config: RunConfig) -> tuple[Any, str]:
     return built.library, built.reason
 
 
-def _release_device_pool(config: RunConfig) -> None:
+def _release_buffers(config: RunConfig) -> None:
+    """Free the buffers kept between rounds, and CuPy's cached device memory with them."""
+    RECYCLER.clear()
     if config.needs_gpu:
         from ..hardware.gpu import import_cupy
 

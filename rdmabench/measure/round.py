@@ -171,8 +171,8 @@ class RoundEnd:
         """Raise ValidationError at the first message whose bytes are not what the sender wrote."""
         if side.pattern is None:
             return
-        for slot, buffer in enumerate(buffers):
-            wrong = side.pattern.wrong_bytes(buffer, message_key(index, slot, side.link.dst))
+        keys = [message_key(index, slot, side.link.dst) for slot in range(len(buffers))]
+        for slot, wrong in enumerate(side.pattern.wrong_bytes_each(buffers, keys)):
             if wrong:
                 raise ValidationError(
                     f"rank {self.rank} received {wrong} wrong byte(s) of {side.pattern.nbytes} in message {slot} "
@@ -256,7 +256,8 @@ def _sample(
         times = one(index)
         wall = time.perf_counter() - began
         timed = max(times, default=0.0)
-    wall, timed = agree_max(comm, end.spec.ranks, (wall, timed), _TAG_CALIBRATE)
+    if plan.iterations is None:  # steps given (--iterations, or an earlier round's): nothing to agree on
+        wall, timed = agree_max(comm, end.spec.ranks, (wall, timed), _TAG_CALIBRATE)
     iterations = calibrated_iterations(wall, plan, timed)
     index = plan.warmup
     samples: list[list[list[float]]] = []

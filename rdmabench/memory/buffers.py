@@ -48,10 +48,13 @@ class Buffer:
         return np
 
     def release(self) -> None:
-        """Give the memory back; pinned buffers go back to the pool, to serve the next size."""
+        """Give the memory back; pinned buffers go back to the pool, to serve the next size, others
+        to the recycler while a job keeps them for its next round."""
         if self.mode.pinned_host and self.array is not None:
             PINNED_POOL.give_back(self)
             self.array = None
+            return
+        if self.array is not None and RECYCLER.keep(self):
             return
         self.free()
 
@@ -116,6 +119,42 @@ class PinnedPool:
 PINNED_POOL = PinnedPool()
 
 
+class Recycler:
+    """Pageable, device and managed buffers kept from one round to the next of the same size. A fresh
+    allocation every round costs far more than the round's transfers on a GPU: cudaMalloc, and the
+    peer's CUDA IPC mapping of every new buffer (cuIpcOpenMemHandle) in the round's warm-up. Reused,
+    the buffers keep their addresses, so UCX's registration and IPC caches hit, as they do for any
+    application that reuses its buffers. A job turns it on and empties it when the size changes."""
+
+    def __init__(self) -> None:
+        self.enabled = False
+        self._free: dict[tuple[MemoryMode, int], list[Buffer]] = {}
+
+    def keep(self, buffer: Buffer) -> bool:
+        if not self.enabled or buffer.mode.pinned_host:
+            return False
+        self._free.setdefault((buffer.mode, buffer.capacity), []).append(buffer)
+        return True
+
+    def take(self, mode: MemoryMode, capacity: int) -> Buffer | None:
+        """A kept buffer of exactly `capacity` bytes, zeroed like a new one (None if there is none)."""
+        kept = self._free.get((mode, capacity))
+        if not kept:
+            return None
+        buffer = kept.pop()
+        buffer.array.fill(0)
+        return buffer
+
+    def clear(self) -> None:
+        for kept in self._free.values():
+            for buffer in kept:
+                buffer.free()
+        self._free.clear()
+
+
+RECYCLER = Recycler()
+
+
 def word_capacity(nbytes: int) -> int:
     return (nbytes + 7) // 8 * 8
 
@@ -127,6 +166,10 @@ def allocate(mode: MemoryMode, nbytes: int, have_gpu: bool) -> Buffer:
     mlock otherwise; both are page-locked, but only the first is registered with the CUDA driver.
     """
     capacity = word_capacity(nbytes)
+    if not mode.pinned_host:
+        kept = RECYCLER.take(mode, capacity)
+        if kept is not None:
+            return kept
     if mode is MemoryMode.PAGEABLE:
         return Buffer(np.zeros(capacity, dtype=np.uint8), mode, None)
     if mode is MemoryMode.PINNED:

@@ -45,10 +45,24 @@ class Pattern:
 
     def wrong_bytes(self, buffer: Buffer, key: int) -> int:
         """Number of bytes among the first `nbytes` that differ from the message `key` describes."""
+        return self.wrong_bytes_each([buffer], [key])[0]
+
+    def wrong_bytes_each(self, buffers: list[Buffer], keys: list[int]) -> list[int]:
+        """Wrong bytes of each message. On a GPU the counts stay on the device until all are
+        known: one wait for the device per step, not one per message (with many processes on a GPU,
+        each wait can cost a time slice)."""
         xp = self.xp
-        xp.bitwise_xor(self.base, xp.uint64(key), out=self._scratch)
-        received = buffer.array[: self.nbytes]
         expected = self._scratch.view(xp.uint8)[: self.nbytes]
-        if bool(xp.array_equal(received, expected)):
-            return 0
-        return int(xp.count_nonzero(received != expected))
+        if xp is np:  # host memory: a plain comparison first, the count only where it differs
+            wrong = []
+            for buffer, key in zip(buffers, keys, strict=True):
+                np.bitwise_xor(self.base, np.uint64(key), out=self._scratch)
+                received = buffer.array[: self.nbytes]
+                same = np.array_equal(received, expected)
+                wrong.append(0 if same else int(np.count_nonzero(received != expected)))
+            return wrong
+        counts = xp.zeros(len(buffers), dtype=xp.int64)
+        for position, (buffer, key) in enumerate(zip(buffers, keys, strict=True)):
+            xp.bitwise_xor(self.base, xp.uint64(key), out=self._scratch)
+            counts[position] = xp.count_nonzero(buffer.array[: self.nbytes] != expected)
+        return [int(count) for count in counts.get()]

@@ -118,15 +118,21 @@ class World:
         """Process ids of the other ranks on this host: a dead one can be noticed at once."""
         return {info.rank: info.pid for info in self.ranks if info.host == self.me.host and info.rank != self.rank}
 
-    def wait_for_all(self, progress: Callable[[], None] | None = None) -> None:
+    def wait_for_all(self, progress: Callable[[], None] | None = None, offer: int = 0) -> int:
         """A barrier that keeps this rank responsive to signals while slower ranks catch up (a
         blocking MPI_Barrier would hold off SIGTERM until every rank arrived), and keeps `progress`
-        (UCX's) running, so that a peer still finishing a transfer with this rank can complete it."""
-        request = self.comm.Ibarrier()
+        (UCX's) running, so that a peer still finishing a transfer with this rank can complete it.
+        Returns the largest `offer` of any rank: a decision rides on the barrier at no extra cost."""
+        import numpy as np
+
+        mine = np.array([offer], dtype=np.int64)
+        largest = np.zeros(1, dtype=np.int64)
+        request = self.comm.Iallreduce(mine, largest, op=self.MPI.MAX)
         while not request.Test():
             if progress is not None:
                 progress()
             time.sleep(0.0002)  # an idle rank must not spin: on a shared node it slows the measured pair
+        return int(largest[0])
 
     @property
     def hosts(self) -> list[str]:
