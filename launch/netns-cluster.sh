@@ -55,8 +55,9 @@ mpiexec_options() {
   for ((i = 0; i < n; i++)); do hosts+=("10.213.0.$((i + 1)):$per_host"); done
   local joined
   joined=$(IFS=,; echo "${hosts[*]}")
-  echo "--host $joined --prtemca plm_ssh_agent $here/netns-cluster.sh --prtemca oob_tcp_if_include 10.213.0.0/24" \
-    "--mca btl_tcp_if_include 10.213.0.0/24 -x PATH -x UCX_TLS"
+  # The namespaces share this machine's cores: ranks are not bound to any.
+  echo "--host $joined --bind-to none --prtemca plm_ssh_agent $here/netns-cluster.sh" \
+    "--prtemca oob_tcp_if_include 10.213.0.0/24 --mca btl_tcp_if_include 10.213.0.0/24 -x PATH -x UCX_TLS"
 }
 
 case ${1:-} in

@@ -62,9 +62,18 @@ def main() -> None:
 @click.option(
     "--pattern",
     default="pair",
-    metavar="pair|all-pairs|ring|incast|fan-out|bisection",
+    metavar="pair|all-pairs|ring|incast|fan-out|bisection|screen",
     help="Which links: ranks 0 and 1; every ordered pair, one at a time; every rank to the next at once; "
-    "all to --root; --root to all; the two halves of the job at once.",
+    "all to --root; --root to all; the two halves of the job at once; a cluster screen (a ring in every "
+    "host, every pair of hosts rail-aligned, slow links re-measured alone).",
+)
+@click.option(
+    "--remeasure-below",
+    type=float,
+    default=0.8,
+    show_default=True,
+    metavar="SHARE",
+    help="For screen: re-measure alone every link below this share of its link class's median (0: none).",
 )
 @click.option(
     "--links",

@@ -45,6 +45,9 @@ def _one_line_error(args: list[str], expected: str, code: int | None = None, **k
         (["run", "--mode", "staged", "--chunk-size", "1x"], "--chunk-size: bad size '1x'"),
         (["run", "--max-pinned", "lots"], "--max-pinned: bad size 'lots'"),
         (["run", "--mode", "staged", "--stage-buffers", "0"], "--stage-buffers must be at least 1"),
+        (["run", "--pattern", "screen", "--remeasure-below", "1.5"], "--remeasure-below is a share of the class"),
+        (["run", "--np", "4", "--pattern", "screen"], "--pattern screen checks a cluster: its 4 ranks are all on"),
+        (["run", "--np", "4", "--pattern", "screen", "--test", "lat"], "--test lat measures one link at a time"),
     ],
 )
 def test_bad_options(args: list[str], expected: str) -> None:
@@ -100,6 +103,8 @@ def test_help_lists_every_option() -> None:
         "--stage-buffers",
         "--output",
         "--format",
+        "--remeasure-below",
+        "--progress",
     ]:
         assert option in proc.stdout
 

@@ -39,20 +39,53 @@ def _why_not() -> str | None:
     return None
 
 
+class Cluster:
+    """`count` namespace hosts, taken down again by the fixture."""
+
+    def __init__(self, env: dict[str, str]):
+        self.env = env
+        self.count = 0
+
+    def up(self, count: int) -> dict[str, str]:
+        self.count = count
+        up = subprocess.run([str(SCRIPT), "up", str(count)], capture_output=True, text=True, env=self.env)
+        if up.returncode != 0:
+            pytest.skip(f"could not build the namespaces: {up.stderr.strip()}")
+        return self.env
+
+    def run(self, per_host: int, args: list[str], timeout: int = 300) -> subprocess.CompletedProcess[str]:
+        """`rdmabench run ARGS` over per_host ranks on each host, UCX kept on the veth network."""
+        env = dict(self.env, UCX_TLS="tcp,self", OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+        options = subprocess.run(
+            [str(SCRIPT), "mpiexec-options", str(self.count), str(per_host)],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=True,
+        ).stdout.split()
+        command = [mpiexec(), "-n", str(self.count * per_host), *options, sys.executable, "-m", "rdmabench", "run"]
+        return subprocess.run(
+            [*command, *args], capture_output=True, text=True, timeout=timeout, env=env, stdin=subprocess.DEVNULL
+        )
+
+
 @pytest.fixture
-def two_hosts() -> Iterator[dict[str, str]]:
+def cluster() -> Iterator[Cluster]:
     reason = _why_not()
     if reason:
         print(f"namespace multi-node test skipped: {reason}")
         pytest.skip(reason)
-    env = rdmabench_env(RDMABENCH_NETNS_PREFIX=PREFIX)
-    up = subprocess.run([str(SCRIPT), "up", "2"], capture_output=True, text=True, env=env)
+    made = Cluster(rdmabench_env(RDMABENCH_NETNS_PREFIX=PREFIX))
     try:
-        if up.returncode != 0:
-            pytest.skip(f"could not build the namespaces: {up.stderr.strip()}")
-        yield env
+        yield made
     finally:
-        subprocess.run([str(SCRIPT), "down", "2"], capture_output=True, env=env)
+        if made.count:
+            subprocess.run([str(SCRIPT), "down", str(made.count)], capture_output=True, env=made.env)
+
+
+@pytest.fixture
+def two_hosts(cluster: Cluster) -> dict[str, str]:
+    return cluster.up(2)
 
 
 def _tx_bytes(interface: str) -> int:
@@ -83,3 +116,59 @@ def test_links_between_namespaces_are_inter_node_and_cross_the_veth_network(
     assert all(e["link_limit"] is None and "NIC" in e["link_limit_unknown"] for e in inter)  # veth has no rate
     moved = sum(e["size_bytes"] * e["messages_per_sample"] * len(e["samples"]) for e in inter)
     assert sent >= moved  # the inter-node bytes really went through the veth links
+
+
+def test_a_screen_of_32_ranks_on_8_hosts_meets_every_host_pair_on_every_rail(cluster: Cluster, tmp_path: Path) -> None:
+    cluster.up(8)
+    out = tmp_path / "screen.json"
+    args = ["--pattern", "screen", "--sizes", "4KiB", "--window", "1", "--samples", "1", "--sample-time", "0.002"]
+    proc = cluster.run(4, [*args, "--remeasure-below", "0.01", "-o", str(out)], timeout=400)
+    assert proc.returncode == 0, proc.stderr
+    doc = load_results(str(out))
+    hosts = [rank["host"] for rank in doc["metadata"]["ranks"]]
+    assert sorted(set(hosts)) == [f"{PREFIX}-h{i}" for i in range(8)]
+    rail = {rank: hosts[:rank].count(hosts[rank]) for rank in range(32)}
+    screened = [e for e in doc["results"] if e.get("remeasured_from") is None]
+    inter = [e for e in screened if e["link"] == "inter-node"]
+    met = {(e["src_host"], e["dst_host"], rail[e["src_rank"]]) for e in inter}
+    assert all(rail[e["src_rank"]] == rail[e["dst_rank"]] for e in inter)  # rail-aligned
+    assert met == {(a, b, r) for a in set(hosts) for b in set(hosts) if a != b for r in range(4)}
+    assert all(e["src_nic"] == e["dst_nic"] == "eth0" for e in inter)  # each end's device, recorded
+    intra = [e for e in screened if e["link"] == "same host"]
+    assert {e["src_rank"] for e in intra} == {e["dst_rank"] for e in intra} == set(range(32))
+    assert len(screened) == 32 * 2 + 8 * 7 * 4
+
+
+def test_a_screen_remeasures_the_links_of_a_slow_host_alone(cluster: Cluster, tmp_path: Path) -> None:
+    """Host 3's interface is throttled (tc tbf, both ways): the screen finds its links below the
+    inter-node median, measures each again alone, and the report shows which."""
+    env = cluster.up(4)
+    tbf = ["root", "tbf", "rate", "20mbit", "burst", "32kbit", "latency", "400ms"]
+    for command in (
+        ["tc", "qdisc", "add", "dev", f"{PREFIX}-v3", *tbf],
+        ["ip", "netns", "exec", f"{PREFIX}-h3", "tc", "qdisc", "add", "dev", "eth0", *tbf],
+    ):
+        throttle = subprocess.run(command, capture_output=True, text=True, env=env)
+        if throttle.returncode != 0:
+            pytest.skip(f"cannot throttle a veth here: {throttle.stderr.strip()}")
+    out = tmp_path / "slow.json"
+    args = ["--pattern", "screen", "--sizes", "64KiB", "--window", "4", "--samples", "2", "--sample-time", "0.01"]
+    proc = cluster.run(1, [*args, "--remeasure-below", "0.5", "-o", str(out)])
+    assert proc.returncode == 0, proc.stderr
+    assert "re-measuring" in proc.stdout
+    doc = load_results(str(out))
+    slow_host = f"{PREFIX}-h3"
+    screened = [e for e in doc["results"] if e.get("remeasured_from") is None]
+    again = {(e["src_rank"], e["dst_rank"]): e for e in doc["results"] if e.get("remeasured_from") is not None}
+    touching = {(e["src_rank"], e["dst_rank"]) for e in screened if slow_host in (e["src_host"], e["dst_host"])}
+    assert len(screened) == 12 and len(touching) == 6 and touching <= set(again)
+    others = [e["bandwidth_gbps"] for e in screened if (e["src_rank"], e["dst_rank"]) not in touching]
+    for link in touching:  # alone, they are still slow: the host is, not the load
+        assert again[link]["bandwidth_gbps"] < 0.5 * min(others)
+        assert again[link]["concurrent_links"] == 1
+    matrix = doc["matrices"][0]["values"]  # the matrix keeps the screen's own figures
+    assert all(matrix[e["src_rank"]][e["dst_rank"]] == e["bandwidth_gbps"] for e in screened)
+    report = subprocess.run(
+        [sys.executable, "-m", "rdmabench", "report", str(out)], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert report.returncode == 0 and "re-measured after the screen" in report.stdout

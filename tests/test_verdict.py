@@ -109,3 +109,23 @@ def test_bad_verdict_input_is_one_line(tmp_path: Path, args: list[str], message:
     proc = run_cli(["check", str(doc), *args])
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert proc.returncode == 2 and len(lines) == 1 and message in lines[0], proc.stderr
+
+
+def test_failing_inter_node_links_name_the_nic_of_each_end(tmp_path: Path) -> None:
+    """Generated: GPUs of two nodes over 400G ports; the links through n2's mlx5_1 fall short."""
+    doc = _gpu_doc({(0, 2): 0.9, (1, 3): 0.9, (2, 0): 0.9, (3, 1): 0.5})
+    limit = {"gbps": 50.0, "kind": "NIC", "detail": "400 Gb/sec (4X NDR)", "measured": False}
+    for entry in doc["results"]:
+        src_node, dst_node = ("n1", "n2") if entry["src_rank"] < 2 else ("n2", "n1")
+        rails = {0: "mlx5_0:1", 1: "mlx5_1:1", 2: "mlx5_0:1", 3: "mlx5_1:1"}
+        entry.update(
+            src_host=src_node, dst_host=dst_node, link_limit=limit, transport="rc_mlx5/mlx5_0:1",
+            src_nic=rails[entry["src_rank"]], dst_nic=rails[entry["dst_rank"]],
+            bandwidth_gbps=entry["share_of_limit"] * 50.0,
+        )  # fmt: skip
+    summary = tmp_path / "nic.json"
+    proc = run_cli(["check", str(_write(tmp_path / "nics.json", doc)), "--expect", "NIC=0.8", "--json", str(summary)])
+    assert proc.returncode == 1, proc.stderr
+    verdict = json.loads(summary.read_text())
+    assert verdict["nics"] == {"n1/mlx5_1:1": 1, "n2/mlx5_1:1": 1}
+    assert "failing nics: n1/mlx5_1:1 (1 link(s)), n2/mlx5_1:1 (1 link(s))" in proc.stdout

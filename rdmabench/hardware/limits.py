@@ -10,6 +10,7 @@ from typing import Any
 
 from ..modes import MemoryMode
 from . import topology
+from .nics import NicChoice
 
 # How far above a limit a figure may go before it is called an error: a limit read from the
 # hardware's specification is exact; one measured on the spot (a memory copy) is itself noisy.
@@ -28,6 +29,7 @@ class RankTopology:
     cpu_affinity: str = ""
     nics: list[topology.NicPort] = field(default_factory=list)
     host_copy_gbps: float | None = None  # measured by one rank per host
+    nic: NicChoice | None = None  # the device this rank sends through, where known
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -39,6 +41,7 @@ class RankTopology:
             "gpu_numa_local": self.gpu_numa_local,
             "nics": [n.to_dict() for n in self.nics],
             "host_copy_gbps": self.host_copy_gbps,
+            "nic": self.nic.to_dict() if self.nic else None,
         }
 
     @property
@@ -49,7 +52,9 @@ class RankTopology:
         return self.gpu.numa_node in self.cpu_numa_nodes
 
 
-def collect(rank: int, host: str, local_rank: int, gpu: Any, peer_bus_ids: list[str]) -> RankTopology:
+def collect(
+    rank: int, host: str, local_rank: int, gpu: Any, peer_bus_ids: list[str], nic: NicChoice | None = None
+) -> RankTopology:
     """This rank's view of its hardware (gpu: its GpuInfo or None; peer_bus_ids: the other GPUs
     of this host in the job)."""
     gpu_topo = topology.gpu_topology(gpu.index, gpu.pci_bus_id, peer_bus_ids) if gpu is not None else None
@@ -61,6 +66,7 @@ def collect(rank: int, host: str, local_rank: int, gpu: Any, peer_bus_ids: list[
         cpu_affinity=topology.cpu_affinity_text(),
         nics=topology.nic_ports(),
         host_copy_gbps=topology.host_copy_gbps() if local_rank == 0 else None,
+        nic=nic,
     )
 
 

@@ -54,6 +54,8 @@ class RunConfig:
     link_class: str = "all"
     concurrent: bool = False
     root: int = 0
+    # screen: re-measure alone every link below this share of its link class's median (0: none).
+    remeasure_below: float = 0.8
     max_pinned: int | None = None  # bytes of page-locked memory a rank may hold
     stage_chunk: int = DEFAULT_CHUNK  # staged mode: bytes per pinned staging buffer
     stage_buffers: int = DEFAULT_BUFFERS  # staged mode: pinned buffers per direction of a link
@@ -76,6 +78,10 @@ class RunConfig:
             )
         if self.concurrent and self.pattern != "all-pairs":
             raise ConfigError("--concurrent schedules all-pairs; the other patterns are concurrent already")
+        if not 0 <= self.remeasure_below < 1:
+            raise ConfigError(
+                f"--remeasure-below is a share of the class median, from 0 (none) to below 1, not {self.remeasure_below}"
+            )
         if self.root < 0:
             raise ConfigError(f"--root must be a rank, not {self.root}")
         if self.units not in UNITS:

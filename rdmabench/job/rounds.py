@@ -4,6 +4,9 @@ way); a round of a concurrent pattern keeps its links, each from --src-mode to -
 
 from __future__ import annotations
 
+import statistics
+
+from ..measure.entry import Entry
 from ..measure.plan import Plan, make_plan
 from ..measure.registry import TestKind
 from ..measure.round import Link, RoundSpec
@@ -53,3 +56,21 @@ def round_spec(config: RunConfig, kind: TestKind, scheduled: list[Pair], size: i
     links = round_links(config, kind, scheduled)
     shared = plan.shared(fan(links), config.window is not None)
     return RoundSpec(kind, links, size, shared, config.validate, config.staging)
+
+
+def slow_links(entries: list[Entry], below: float, higher_is_better: bool = True) -> list[Pair]:
+    """The links whose figure is worse than `below` x the median of their link class (same host,
+    inter-node), worst first: what a screen measures again, alone."""
+    classes: dict[str, list[float]] = {}
+    for entry in entries:
+        classes.setdefault(entry.link, []).append(entry.value)
+    medians = {link_class: statistics.median(values) for link_class, values in classes.items()}
+
+    def shortfall(entry: Entry) -> float:
+        median = medians[entry.link]
+        if higher_is_better:
+            return entry.value / median
+        return median / entry.value if entry.value > 0 else 1.0
+
+    slow = [e for e in entries if medians[e.link] > 0 and shortfall(e) < below]
+    return [(e.src_rank, e.dst_rank) for e in sorted(slow, key=shortfall)]

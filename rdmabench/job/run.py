@@ -23,7 +23,7 @@ from types import FrameType
 from typing import Any, TextIO
 
 from ..errors import ConfigError, RdmabenchError, TransportError, error_line
-from ..hardware import limits
+from ..hardware import limits, nics
 from ..hardware.pathcheck import is_device_path_warning
 from ..measure import registry
 from ..measure.entry import Entry, Placement, make_entries
@@ -38,7 +38,7 @@ from . import schedule
 from .calibration import Calibration, round_key
 from .config import PER_LINK_UP_TO, RunConfig
 from .preflight import preflight
-from .rounds import is_pattern_round, round_spec, size_plan
+from .rounds import is_pattern_round, round_spec, size_plan, slow_links
 
 
 class Stopped(BaseException):
@@ -161,6 +161,7 @@ class _Job:
         self.transport: Any = None
         self.placement: Placement | None = None
         self.calibration = Calibration()
+        self.size_entries: list[Entry] = []  # rank 0: this size's entries, for a screen's second pass
 
     def stop(self, reason: str) -> None:
         """Rank 0: write what was measured as the results file, marked incomplete."""
@@ -187,6 +188,8 @@ class _Job:
         from ..wire.ucx import Transport
 
         world, config = self.world, self.config
+        nic = nics.choose(world.me.gpu.pci_bus_id if world.me.gpu else None, world.me.local_rank, dict(os.environ))
+        nics.apply(nic)  # before UCX reads its settings
         transport = Transport(world.comm, self.log_dir, world.local_peer_pids(), [i.host for i in world.ranks])
         transport.native, engine_detail = _hot_loop(config)
         self.transport = transport
@@ -194,7 +197,7 @@ class _Job:
         peer_gpus = [
             i.gpu.pci_bus_id for i in world.ranks if i.host == world.me.host and i.gpu and i.rank != world.rank
         ]
-        mine = limits.collect(world.rank, world.me.host, world.me.local_rank, world.me.gpu, peer_gpus)
+        mine = limits.collect(world.rank, world.me.host, world.me.local_rank, world.me.gpu, peer_gpus, nic)
         topologies: list[limits.RankTopology] = world.comm.allgather(mine)
         self.placement = Placement(
             [i.host for i in world.ranks], [i.gpu.index if i.gpu else None for i in world.ranks], topologies
@@ -250,29 +253,50 @@ class _Job:
 
     def sweep(self, rounds: list[list[schedule.Link]]) -> int:
         self.setup(rounds)
-        config, hosts = self.config, self.placement.hosts if self.placement else []
+        config = self.config
         progress = _Progress(len(rounds) * len(config.sizes))
-        steps = [(size, scheduled) for size in config.sizes for scheduled in rounds]
-        keys = [round_key(size, scheduled, hosts) for size, scheduled in steps]
-        plans = {size: size_plan(config, self.kind, size) for size in config.sizes}
         RECYCLER.enabled = True
-        given = 0  # steps per sample of the next round (0: it calibrates), decided by rank 0
-        for index, (size, scheduled) in enumerate(steps):
+        for size in config.sizes:
+            self.size_entries = []
+            self.run_rounds(size, rounds, progress)
+            if config.pattern == "screen" and config.remeasure_below > 0:
+                self.remeasure(size, progress)
+            _release_buffers(config)  # the next size needs buffers of its own
+        return self.finish()
+
+    def run_rounds(
+        self, size: int, rounds: list[list[schedule.Link]], progress: _Progress, alone: bool = False
+    ) -> None:
+        config, hosts = self.config, self.placement.hosts if self.placement else []
+        plan = size_plan(config, self.kind, size)
+        keys = [round_key(size, scheduled, hosts) for scheduled in rounds]
+        given = 0  # steps per sample of this round (0: it calibrates), decided by rank 0
+        for index, scheduled in enumerate(rounds):
             started = time.monotonic()
-            plan = plans[size]
             spec = round_spec(config, self.kind, scheduled, size, replace(plan, iterations=given) if given else plan)
-            # Rank 0 decides the round after next's steps while this one ends: it has learnt from the
-            # rounds before this one, and the decision rides on the round's closing barrier.
-            offer = self.calibration.decide(keys[index + 1]) if index + 1 < len(steps) else 0
+            # Rank 0 decides the next round's steps while this one ends: it has learnt from the rounds
+            # before this one, and the decision rides on the round's closing barrier.
+            offer = self.calibration.decide(keys[index + 1]) if index + 1 < len(rounds) else 0
             gathered, following = self.run_round(spec, offer if plan.iterations is None else 0)
             progress.advance()
-            measured = self.record(spec, gathered, time.monotonic() - started, progress)
+            measured = self.record(spec, gathered, time.monotonic() - started, progress, alone)
             if measured and plan.iterations is None:
                 self.calibration.learn(keys[index], measured[0].iterations, not given, measured)
             given = following
-            if index + 1 == len(steps) or steps[index + 1][0] != size:
-                _release_buffers(config)  # the next size needs buffers of its own
-        return self.finish()
+
+    def remeasure(self, size: int, progress: _Progress) -> None:
+        """A screen's second pass: every link well below its class's median, measured alone."""
+        slow = slow_links(self.size_entries, self.config.remeasure_below, self.kind.higher_is_better)
+        links: list[schedule.Link] = self.world.share(slow, self.transport.backend.progress)
+        if not links:
+            return
+        progress.total += len(links)
+        if self.table:
+            self.table.note(
+                f"re-measuring {len(links)} link(s) alone at {format_size(size)}: below "
+                f"{self.config.remeasure_below:g} x their link class's median in the screen"
+            )
+        self.run_rounds(size, [[link] for link in links], progress, alone=True)
 
     def run_round(self, spec: RoundSpec, offer: int = 0) -> tuple[list[Any], int]:
         """This rank's part of one round, gathered on rank 0: [(measurements, fetch rows)] per rank;
@@ -289,7 +313,7 @@ class _Job:
         return gathered or [], decided
 
     def record(
-        self, spec: RoundSpec, gathered: list[Any], seconds: float, progress: _Progress
+        self, spec: RoundSpec, gathered: list[Any], seconds: float, progress: _Progress, alone: bool = False
     ) -> list[LinkMeasurement]:
         """Rank 0: the round's entries, into the stream and the table; returns its measurements."""
         if self.stream is None:
@@ -300,6 +324,12 @@ class _Job:
         entries = make_entries(
             spec, measured, rows, self.placement, self.config.pattern, is_pattern_round(self.config), seconds
         )
+        if alone:
+            screened = {(e.src_rank, e.dst_rank): e.value for e in self.size_entries}
+            for entry in entries:
+                entry.remeasured_from = screened.get((entry.src_rank, entry.dst_rank))
+        else:
+            self.size_entries.extend(entries)
         self.stream.append([entry.to_dict() for entry in entries])
         if self.table and entries:
             if self.config.pattern == "pair":
@@ -362,12 +392,21 @@ def _check_gdr(config: RunConfig, entries: list[Entry]) -> None:
 
 
 def _placement_warnings(topologies: list[limits.RankTopology]) -> list[str]:
-    return [
+    warnings = [
         f"rank {t.rank} on {t.host} runs on NUMA node(s) {t.cpu_numa_nodes} but its GPU {t.gpu.index} sits on node "
         f"{t.gpu.numa_node}: host-device traffic crosses the socket link (bind ranks to their GPU's node)"
         for t in topologies
         if t.gpu is not None and t.gpu_numa_local is False
     ]
+    for t in topologies:
+        gpu_node = t.gpu.numa_node if t.gpu else None
+        nic_node = t.nic.numa_node if t.nic else None
+        if t.nic is not None and gpu_node is not None and nic_node is not None and gpu_node != nic_node:
+            warnings.append(
+                f"rank {t.rank} on {t.host} sends through {t.nic.name} on NUMA node {nic_node}, its GPU "
+                f"{t.gpu.index if t.gpu else '?'} sits on node {gpu_node}: GPUDirect traffic crosses the socket link"
+            )
+    return warnings
 
 
 def _hot_loop(config: RunConfig) -> tuple[Any, str]:

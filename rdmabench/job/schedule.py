@@ -4,6 +4,14 @@ A schedule is a list of rounds; the links of one round run concurrently, rounds 
 other. `pair` and `all-pairs` (by default) measure one link per round, alone; `ring`, `incast`,
 `fan-out` and `bisection` load many links at once, and `all-pairs --concurrent` packs disjoint
 pairs into rounds (a round-robin tournament: N-1 rounds of N/2 pairs, each pair once per direction).
+
+Over several hosts with the same number of ranks each, `all-pairs --concurrent` follows the
+machine: first every host's own links (each host a tournament of its ranks, all hosts at once),
+then the hosts meet in tournament rounds, and in each meeting local rank i talks to local rank
+i + shift of the other host, shift 0 first (rail-aligned: GPU i with GPU i, through the NICs of
+the same rail). `screen` covers a cluster in O(hosts) rounds instead of O(ranks): a ring within every
+host each way, then every pair of hosts, rail-aligned, each way; the job then re-measures alone the
+links that fell well below their class's median.
 """
 
 from __future__ import annotations
@@ -12,7 +20,7 @@ from collections.abc import Sequence
 
 from ..errors import ConfigError
 
-PATTERNS = ("pair", "all-pairs", "ring", "incast", "fan-out", "bisection")
+PATTERNS = ("pair", "all-pairs", "ring", "incast", "fan-out", "bisection", "screen")
 LINK_CLASSES = ("all", "intra-node", "inter-node")
 
 Link = tuple[int, int]
@@ -34,6 +42,85 @@ def tournament_rounds(ranks: int) -> list[list[tuple[int, int]]]:
                 pairs.append((min(a, b), max(a, b)))
         rounds.append(pairs)
         players = [players[0], players[-1], *players[1:-1]]
+    return rounds
+
+
+def host_ranks(hosts: Sequence[str]) -> list[list[int]]:
+    """The ranks of each host, hosts in order of their first rank; a rank's position is its rail."""
+    groups: dict[str, list[int]] = {}
+    for rank, host in enumerate(hosts):
+        groups.setdefault(host, []).append(rank)
+    return list(groups.values())
+
+
+def _uniform(groups: list[list[int]]) -> bool:
+    return len({len(g) for g in groups}) == 1
+
+
+def _both_ways(links: list[Link]) -> list[list[Link]]:
+    return [links, [(d, s) for s, d in links]]
+
+
+def intra_rounds(groups: list[list[int]]) -> list[list[Link]]:
+    """Every host's own ordered pairs, all hosts at once: each host's tournament, each way."""
+    per_host = [[[(g[a], g[b]) for a, b in pairs] for pairs in tournament_rounds(len(g))] for g in groups]
+    rounds: list[list[Link]] = []
+    for index in range(max((len(r) for r in per_host), default=0)):
+        links = [link for r in per_host if index < len(r) for link in r[index]]
+        if links:
+            rounds.extend(_both_ways(links))
+    return rounds
+
+
+def inter_rounds(groups: list[list[int]], shifts: int | None = None) -> list[list[Link]]:
+    """Hosts meet in tournament rounds; in a meeting local rank i sends to local rank i + shift of
+    the other host (shift 0: rail-aligned), then the other way. All shifts: every ordered
+    inter-host pair once; `shifts` 1: the rail-aligned pairs only."""
+    rails = len(groups[0])
+    rounds: list[list[Link]] = []
+    for meetings in tournament_rounds(len(groups)):
+        for shift in range(rails if shifts is None else shifts):
+            links = [(groups[a][i], groups[b][(i + shift) % rails]) for a, b in meetings for i in range(rails)]
+            rounds.extend(_both_ways(links))
+    return rounds
+
+
+def ring_rounds(groups: list[list[int]]) -> list[list[Link]]:
+    """A ring within every host, all hosts at once, one way then the other (2 ranks: one round of
+    both directions; 1 rank: nothing)."""
+    forward = [(g[i], g[(i + 1) % len(g)]) for g in groups if len(g) > 1 for i in range(len(g))]
+    if not forward:
+        return []
+    if all(len(g) <= 2 for g in groups):
+        return [sorted(set(forward))]
+    return _both_ways(forward)
+
+
+def screen(hosts: Sequence[str]) -> list[list[Link]]:
+    """O(hosts) rounds meeting every GPU within its host and every pair of hosts on every rail."""
+    groups = host_ranks(hosts)
+    if len(groups) < 2:
+        raise ConfigError(
+            f"--pattern screen checks a cluster: its {len(hosts)} ranks are all on {hosts[0]}; use all-pairs on one host"
+        )
+    if not _uniform(groups):
+        counts = ", ".join(f"{hosts[g[0]]} {len(g)}" for g in groups)
+        raise ConfigError(f"--pattern screen needs the same number of ranks on every host (here: {counts})")
+    return ring_rounds(groups) + inter_rounds(groups, shifts=1)
+
+
+def _concurrent_all_pairs(hosts: Sequence[str], link_class: str) -> list[list[Link]]:
+    groups = host_ranks(hosts)
+    if len(groups) > 1 and _uniform(groups):
+        rounds = [] if link_class == "inter-node" else intra_rounds(groups)
+        return rounds + ([] if link_class == "intra-node" else inter_rounds(groups))
+    rounds = []
+    for pairs in tournament_rounds(len(hosts)):
+        for direction in (0, 1):
+            links = [(a, b) if direction == 0 else (b, a) for a, b in pairs]
+            links = [link for link in links if _wanted(link, hosts, link_class)]
+            if links:
+                rounds.append(links)
     return rounds
 
 
@@ -65,14 +152,7 @@ def schedule(
         return [[(0, 1)]]
     if pattern == "all-pairs":
         if concurrent:
-            rounds = []
-            for pairs in tournament_rounds(n):
-                for direction in (0, 1):
-                    links = [(a, b) if direction == 0 else (b, a) for a, b in pairs]
-                    links = [link for link in links if _wanted(link, hosts, link_class)]
-                    if links:
-                        rounds.append(links)
-            return rounds
+            return _concurrent_all_pairs(hosts, link_class)
         return [
             [(s, d)]
             for s in range(n)
@@ -81,6 +161,8 @@ def schedule(
         ]
     if pattern == "ring":
         return [[(r, (r + 1) % n) for r in range(n)]] if n > 2 else [[(0, 1), (1, 0)]]
+    if pattern == "screen":
+        return [links for links in screen(hosts) if links]
     if pattern == "incast":
         return [[(r, root) for r in range(n) if r != root]]
     if pattern == "fan-out":

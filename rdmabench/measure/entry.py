@@ -23,6 +23,9 @@ _OPTIONAL = frozenset(
         "aggregate_share_of_limit",
         "concurrent_links",
         "pattern_aggregate_gbps",
+        "remeasured_from",
+        "src_nic",
+        "dst_nic",
     )
 )
 
@@ -63,6 +66,8 @@ class Entry:
     dst_gpu: int | None = None
     dst_pinned_method: str | None = None
     link: str = ""
+    src_nic: str | None = None  # inter-node links: the network device of each end, where known
+    dst_nic: str | None = None
     warnings: list[str] = field(default_factory=list)
     link_limit: dict[str, Any] | None = None
     share_of_limit: float | None = None
@@ -74,6 +79,8 @@ class Entry:
     pattern_aggregate_gbps: float | None = None
     pattern: str = "pair"
     round_seconds: float = 0.0
+    # A screen's re-measure of a slow link, alone: the figure the link had in its concurrent round.
+    remeasured_from: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {}
@@ -194,6 +201,9 @@ def _place(entry: Entry, placement: Placement) -> None:
     entry.dst_pinned_method = pinned_method(MemoryMode(entry.dst_mode), placement.gpus[dst] is not None)
     same_host = entry.src_host == entry.dst_host
     entry.link = "same host" if same_host else "inter-node"
+    if not same_host:
+        ends = placement.topologies[src].nic, placement.topologies[dst].nic
+        entry.src_nic, entry.dst_nic = (nic.name if nic else None for nic in ends)
     entry.warnings = path_warnings(
         {
             "transport": entry.transport,

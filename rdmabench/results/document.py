@@ -72,6 +72,8 @@ def build_matrices(metadata: dict[str, Any], entries: list[dict[str, Any]], comp
     pattern, link_class = config.get("pattern", "pair"), config.get("link_class", "all")
     groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     for entry in entries:
+        if entry.get("remeasured_from") is not None:
+            continue  # a screen's re-measure alone: the matrix keeps the pattern's own figure
         key = (entry["test"], entry["src_mode"], entry["dst_mode"], entry["size_bytes"])
         groups.setdefault(key, []).append(entry)
     matrices = []

@@ -99,6 +99,8 @@ def mode_label(entry: dict[str, Any], end: str) -> str:
 
 
 def load_of(entry: dict[str, Any]) -> str:
+    if entry.get("remeasured_from") is not None:
+        return "alone, re-measured after the screen"
     links = entry.get("concurrent_links") or 1
     return "alone" if links == 1 else f"{entry.get('pattern', 'concurrent')}, {links} links"
 
@@ -156,6 +158,7 @@ class Row:
     warnings: set[str] = field(default_factory=set)
     limit: str | None = None
     limit_kind: str | None = None  # "NVLink", "PCIe", "NIC", "host memory copy"
+    nics: set[str] = field(default_factory=set)  # inter-node links: "host/device" of each end
 
     @property
     def link_key(self) -> tuple[str, str, str, int, str, str]:
@@ -266,6 +269,9 @@ def aggregate(documents: list[tuple[str, dict[str, Any]]], filters: Filters | No
             if entry.get("transport"):
                 row.transports.add(str(entry["transport"]))
             row.warnings.update(str(w) for w in entry.get("warnings") or [])
+            for end in ("src", "dst"):
+                if entry.get(f"{end}_nic"):
+                    row.nics.add(f"{entry.get(f'{end}_host')}/{entry[f'{end}_nic']}")
             limit = entry.get("link_limit")
             if isinstance(limit, dict) and limit.get("gbps"):
                 row.limit = f"{limit.get('kind')} {float(limit['gbps']):.1f} GB/s"

@@ -1,6 +1,6 @@
 """A pass/fail verdict over results: every link at its largest measured size against a floor (a share
 of its physical limit, per limit kind or link class) or against a baseline run (within a tolerance).
-The verdict names every failing link, and the GPUs and nodes they touch; it can be written as JSON
+The verdict names every failing link, and the GPUs, nodes and NICs they touch; it can be written as JSON
 or JUnit XML for a cluster's CI. Like nccl-tests' minimum-bandwidth gate, the largest size is judged:
 small messages never approach a link's limit."""
 
@@ -93,6 +93,7 @@ class Verdict:
         """How many failing links touch each GPU and each node: the slow part shows up most."""
         gpus: Counter[str] = Counter()
         nodes: Counter[str] = Counter()
+        nics: Counter[str] = Counter()
         for judgement in self.failed:
             ends = judgement.row.link.split(" -> ")
             for end in set(ends):
@@ -100,11 +101,13 @@ class Verdict:
                     gpus[end] += 1
             for host in {judgement.row.src_host, judgement.row.dst_host}:
                 nodes[host] += 1
+            for nic in judgement.row.nics:
+                nics[nic] += 1
 
         def ranked(counts: Counter[str]) -> dict[str, int]:
             return dict(sorted(counts.items(), key=lambda item: (-item[1], item[0])))
 
-        return {"gpus": ranked(gpus), "nodes": ranked(nodes)}
+        return {"gpus": ranked(gpus), "nodes": ranked(nodes), "nics": ranked(nics)}
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -114,7 +117,6 @@ class Verdict:
             "passed_links": [j.to_dict() for j in self.judged if j.passed],
             "skipped": self.skipped,
             **self.culprits(),
-            "nics": "n/a: entries do not record the NIC yet",
         }
 
 
@@ -183,7 +185,7 @@ def format_verdict(verdict: Verdict) -> str:
             f"FAIL {row.link} {row.test} {row.modes} {format_size(row.size_bytes)} ({row.load}): {judgement.reason}"
         )
     culprits = verdict.culprits()
-    for name in ("gpus", "nodes"):
+    for name in ("gpus", "nodes", "nics"):
         if culprits[name]:
             lines.append(f"failing {name}: " + ", ".join(f"{k} ({v} link(s))" for k, v in culprits[name].items()))
     lines += [f"not judged: {line}" for line in verdict.skipped]

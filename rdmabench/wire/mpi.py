@@ -39,11 +39,25 @@ def import_ucx_first() -> None:
     ucx_env.note_import_defaults(before)
 
 
+class Napper:
+    """How an idle rank waits between polls. It must not spin: on a shared node it slows the measured
+    links. Naps grow from 0.2 ms to 5 ms, so that many waiting ranks on few cores leave those cores
+    to the ranks still at work, and a wait still ends within a few ms of its event."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0002
+
+    def nap(self) -> None:
+        time.sleep(self.seconds)
+        self.seconds = min(self.seconds * 1.5, 0.005)
+
+
 def receive(comm: Any, source: int, tag: int) -> Any:
     """What `source` sent with `tag`, polling so that a signal can still stop this rank while it waits."""
     # A matched probe sizes the receive to the message (irecv's fixed default buffer does not).
+    napper = Napper()
     while (message := comm.improbe(source=source, tag=tag)) is None:
-        time.sleep(0.0002)
+        napper.nap()
     return message.recv()
 
 
@@ -127,12 +141,30 @@ class World:
 
         mine = np.array([offer], dtype=np.int64)
         largest = np.zeros(1, dtype=np.int64)
-        request = self.comm.Iallreduce(mine, largest, op=self.MPI.MAX)
+        self._wait(self.comm.Iallreduce(mine, largest, op=self.MPI.MAX), progress)
+        return int(largest[0])
+
+    def share(self, obj: Any, progress: Callable[[], None] | None = None) -> Any:
+        """Rank 0's `obj` on every rank, each rank waiting as in wait_for_all (signals and `progress`
+        kept running): its pickled length, then its bytes."""
+        import pickle
+
+        import numpy as np
+
+        data = pickle.dumps(obj) if self.rank == 0 else b""
+        length = np.array([len(data)], dtype=np.int64)
+        self._wait(self.comm.Ibcast(length, root=0), progress)
+        payload = np.frombuffer(data, dtype=np.uint8).copy() if self.rank == 0 else np.empty(int(length[0]), np.uint8)
+        self._wait(self.comm.Ibcast(payload, root=0), progress)
+        return obj if self.rank == 0 else pickle.loads(payload.tobytes())
+
+    @staticmethod
+    def _wait(request: Any, progress: Callable[[], None] | None) -> None:
+        napper = Napper()
         while not request.Test():
             if progress is not None:
                 progress()
-            time.sleep(0.0002)  # an idle rank must not spin: on a shared node it slows the measured pair
-        return int(largest[0])
+            napper.nap()
 
     @property
     def hosts(self) -> list[str]:
