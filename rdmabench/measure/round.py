@@ -138,6 +138,10 @@ class RoundEnd:
     def allocate(self, side: Side, count: int, outgoing: bool) -> None:
         """`count` message buffers for `side`, their batch for UCX and the payload pattern."""
         buffers = [allocate(side.mode, self.spec.size, self.have_gpu) for _ in range(count)]
+        # Zeroing a device buffer (new or kept from the last round) is queued on CuPy's stream; it
+        # must land before UCX copies a message in on its own streams, or it wipes the message (seen
+        # with 64 ranks sharing one GPU, where queued work waits for a time slice).
+        synchronize(side.mode)
         self._allocated.extend(buffers)
         carrier = make_carrier(self.transport, side.mode, self.spec.chunk(side.link), self.spec.staging)
         self._carriers.append(carrier)
