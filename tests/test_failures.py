@@ -41,7 +41,8 @@ def _wait_for_results(results_path: Path, count: int, timeout: float = 90) -> di
     while time.monotonic() < deadline:
         if stream.exists():
             lines = stream.read_text().splitlines()
-            if len(lines) > count:
+            records = [line for line in lines[1:] if line.startswith('{"src":')]  # not profile or rank lines
+            if len(records) >= count:
                 return json.loads(lines[0])  # type: ignore[no-any-return]
         time.sleep(0.05)
     raise AssertionError("no results streamed in time")

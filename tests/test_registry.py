@@ -13,6 +13,7 @@ from pathlib import Path
 
 from rdmabench.measure import registry
 from rdmabench.measure.window import WINDOW
+from rdmabench.results.document import load as load_results
 from rdmabench.results.report import aggregate, compare, outliers
 
 from .conftest import QUICK, rdmabench_env, run_cli
@@ -58,7 +59,7 @@ def test_a_registered_test_runs_reports_and_compares(tmp_path: Path) -> None:
     out = tmp_path / "rtime.json"
     proc = run_cli(["run", "--np", "2", "--test", "rtime", "--sizes", "64KiB,1MiB", "-o", str(out), *QUICK], env=_env())
     assert proc.returncode == 0, proc.stderr
-    doc = json.loads(out.read_text())
+    doc = load_results(str(out))
     assert len(doc["results"]) == 2
     for entry in doc["results"]:
         assert (entry["test"], entry["src_rank"], entry["dst_rank"]) == ("rtime", 1, 0)  # the reverse direction
@@ -78,7 +79,10 @@ def test_a_registered_test_runs_reports_and_compares(tmp_path: Path) -> None:
     assert not any(c.regression for c in faster)
     assert outliers(rows, 0.2) == []
 
-    (tmp_path / "slower.json").write_text(json.dumps(slower))
+    # Written back as one schema-1 document (the scaled entries, not the run's links file).
+    old = {k: v for k, v in slower.items() if k not in ("links", "profiles", "ranks")}
+    old["schema"] = {"name": "rdmabench-results", "version": 1}
+    (tmp_path / "slower.json").write_text(json.dumps(old))
     report = run_cli(["report", str(out), "--format", "csv"], env=_env())
     assert report.returncode == 0, report.stderr
     assert "rtime" in report.stdout and "us/MiB" in report.stdout

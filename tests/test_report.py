@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from rdmabench.results.document import load as load_results
 from rdmabench.results.report import mann_whitney_p
 
 from .conftest import run_cli
@@ -34,7 +35,14 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _docs(directory: Path) -> list[dict[str, Any]]:
-    return [json.loads((directory / name).read_text()) for name in ("first.json", "second.json")]
+    return [load_results(str(directory / name)) for name in ("first.json", "second.json")]
+
+
+def _as_schema_1(doc: dict[str, Any]) -> dict[str, Any]:
+    """A loaded document written back as one schema-1 file (what rdmabench wrote before schema 2)."""
+    old = {key: value for key, value in doc.items() if key not in ("links", "profiles", "ranks")}
+    old["schema"] = {"name": "rdmabench-results", "version": 1}
+    return old
 
 
 def _report(*args: str) -> subprocess.CompletedProcess[str]:
@@ -75,7 +83,9 @@ def test_formats_filters_and_grouping(runs: Path) -> None:
 
 
 def test_bad_files_are_named_and_the_rest_reported(runs: Path, tmp_path: Path) -> None:
-    shutil.copy(runs / "first.json", tmp_path / "good.json")
+    shutil.copy(runs / "first.json", tmp_path / "good.json")  # schema 2: the summary and its links file
+    shutil.copy(runs / "first.links.jsonl", tmp_path / "first.links.jsonl")
+    shutil.copy(runs / "second.json", tmp_path / "orphan.json")  # a summary without its links file
     (tmp_path / "truncated.json").write_text((runs / "second.json").read_text()[:500])
     newer = json.loads((runs / "second.json").read_text())
     newer["schema"]["version"] = 99
@@ -88,6 +98,7 @@ def test_bad_files_are_named_and_the_rest_reported(runs: Path, tmp_path: Path) -
         ("truncated.json", "not valid JSON"),
         ("newer.json", "newer than this rdmabench"),
         ("foreign.json", "no schema"),
+        ("orphan.json", "cannot read its links file second.links.jsonl"),
     ):
         assert any(name in line and why in line for line in proc.stderr.splitlines()), proc.stderr
     assert all(r["runs"] == 1 for r in json.loads(proc.stdout)["rows"])
@@ -109,7 +120,7 @@ def test_reports_never_overwrite_without_force(runs: Path, tmp_path: Path) -> No
 def test_compare_finds_a_regression_beyond_noise(runs: Path, tmp_path: Path) -> None:
     same = run_cli(["compare", str(runs / "first.json"), str(runs / "first.json")])
     assert same.returncode == 0 and "0 regression(s)" in same.stdout
-    slower = copy.deepcopy(json.loads((runs / "first.json").read_text()))
+    slower = _as_schema_1(copy.deepcopy(load_results(str(runs / "first.json"))))  # a schema-1 file against a 2
     victim = slower["results"][0]
     # Every new sample below the slowest old one: a change no noise explains, whatever the spread.
     floor = min(victim["samples"]) * 0.5

@@ -11,13 +11,13 @@ Each run is `rdmabench run` with --np; ratios, then their median and spread, are
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
 
+from ..results import document
 from ..units import parse_size
 
 
@@ -29,8 +29,7 @@ def _rates(args: list[str], size: int) -> list[float]:
         proc = subprocess.run(command, capture_output=True, text=True, timeout=600)
         if proc.returncode != 0:
             raise SystemExit(f"rdmabench: error: {' '.join(command)} failed: {proc.stderr.strip()[-400:]}")
-        with open(out) as handle:
-            entries = json.load(handle)["results"]
+        entries = document.load(out)["results"]
     engines = {e["engine"] for e in entries}
     if engines != {"native"}:
         print(f"# warning: engine {sorted(engines)} for {' '.join(args)}", flush=True)

@@ -14,7 +14,6 @@ issue's sweep) with --np; the last line gives the medians over runs and their sp
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
@@ -23,6 +22,8 @@ import tempfile
 import time
 from collections import defaultdict
 from typing import Any
+
+from ..results import document
 
 
 def transfer_seconds(entry: dict[str, Any]) -> float:
@@ -51,8 +52,7 @@ def _one(args: list[str]) -> tuple[float, int, list[float], list[float]]:
         wall = time.monotonic() - began
         if proc.returncode != 0:
             raise SystemExit(f"rdmabench: error: {' '.join(command)} failed: {proc.stderr.strip()[-400:]}")
-        with open(out) as handle:
-            entries = json.load(handle)["results"]
+        entries = document.load(out)["results"]
     walls, shares = round_shares(entries)
     return wall, len(walls), walls, shares
 

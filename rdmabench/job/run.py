@@ -171,7 +171,7 @@ class _Job:
         try:
             stream.finish(complete=False, stopped=reason)
             print(
-                f"rdmabench: {reason.split(':')[0]}; {len(stream.entries)} result(s) measured before that kept in {stream.path} (incomplete)",
+                f"rdmabench: {reason.split(':')[0]}; {stream.count} result(s) measured before that kept in {stream.path} (incomplete)",
                 file=sys.stderr,
                 flush=True,
             )
@@ -350,9 +350,10 @@ class _Job:
         if self.stream is not None:
             stream, self.stream = self.stream, None
             stream.metadata["ucx_warnings"] = sorted({w for ws in all_warnings or [] for w in ws})
-            doc = stream.finish(complete=True)
+            summary = stream.finish(complete=True)
             if self.table and config.pattern != "pair":
-                self.table.matrices(doc.get("matrices", []))
+                self.table.matrices(summary.get("matrices", []))
+            doc = document.load(stream.path, lazy=config.output_format != "json")
             if config.output_format == "json":
                 print(json.dumps(doc, indent=1), file=self.out, flush=True)
             else:

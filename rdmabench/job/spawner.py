@@ -115,9 +115,8 @@ def _keep_partial(output: str, reason: str) -> None:
     """Say where the results measured before the end are; if rank 0 died before it could write
     the results file, build that file from the stream it left."""
     try:
-        doc = document.salvage(output, reason)
-        if doc is None and os.path.exists(output):
-            doc = document.load(output)
+        salvaged = document.salvage(output, reason)
+        doc = document.load(output, lazy=True) if salvaged is not None or os.path.exists(output) else None
     except RdmabenchError as exc:
         print(error_line(f"the partial results could not be read: {exc}"), file=sys.stderr)
         return

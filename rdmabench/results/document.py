@@ -1,16 +1,20 @@
-"""Results files: a versioned JSON document, written atomically, never overwriting by accident.
+"""Results files: versioned, written atomically, never overwriting by accident.
 
-{
-  "schema":   {"name": "rdmabench-results", "version": 1},
-  "complete": true,             # false if the run stopped early ("stopped" then says why)
-  "metadata": {...},            # command line, date, hosts, ranks and GPUs, versions, UCX_* settings
-  "results":  [ {...}, ... ]    # one entry per (test, src_rank, dst_rank, src_mode, dst_mode, size_bytes)
-}
+Schema 2 (written since the cluster work; see compact.py) is two files:
 
-While a run goes, its results stream into PATH.partial, one JSON line per record (a header with the
-schema and metadata, then one entry per line), flushed to disk as each size completes. The finished
-file is assembled from the stream; if the run dies, the stream is what is left, and load() reads it
-as a partial document.
+  OUTPUT (JSON, small): {"schema": {"name": "rdmabench-results", "version": 2}, "complete": true,
+      "stopped": "..." (when it stopped early), "metadata": {...}, "links": {"file": ..., "count": N},
+      "profiles": [...], "ranks": [...], "matrices": [...] (up to 64 ranks)}
+  OUTPUT without .json + .links.jsonl: one link measurement per line
+
+Schema 1 (one JSON document with every entry under "results") is still read everywhere. load()
+returns either as one shape: the schema-1 document, entries expanded (lazily, for a report on a
+large file).
+
+While a run goes, its results stream into OUTPUT.partial, one JSON line per record (a header with the
+schema and metadata, then profiles, ranks and link records as they come), flushed as each round
+completes. The finished files are assembled from the stream; if the run dies, the stream is what is
+left, and load() reads it as a partial document.
 """
 
 from __future__ import annotations
@@ -23,9 +27,11 @@ from typing import Any
 
 from ..errors import OtherDocumentError, ResultsFileError
 from ..measure import registry
+from . import compact
 
 SCHEMA_NAME = "rdmabench-results"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+MATRICES_UP_TO = 64  # ranks: beyond, N x N matrices are not stored (report draws by GPU and node)
 RESULTS_DIR = "results"
 
 STREAM_SUFFIX = ".partial"
@@ -51,8 +57,9 @@ _REQUIRED_ENTRY_FIELDS = {*ENTRY_KEY, "samples", "validated", "transport", "unit
 
 
 def document(metadata: dict[str, Any], entries: list[dict[str, Any]], complete: bool) -> dict[str, Any]:
+    """A schema-1 document: every entry in one JSON file (`bench.copy`'s results, small files)."""
     return {
-        "schema": {"name": SCHEMA_NAME, "version": SCHEMA_VERSION},
+        "schema": {"name": SCHEMA_NAME, "version": 1},
         "complete": complete,
         "metadata": metadata,
         "results": entries,
@@ -121,7 +128,7 @@ def default_output_path(test: str, src_mode: str, dst_mode: str, directory: str 
     modes = src_mode if src_mode == dst_mode else f"{src_mode}-to-{dst_mode}"
     stem = os.path.join(directory, f"rdmabench-{test}-{modes}-{stamp}")
     path, counter = f"{stem}.json", 1
-    while os.path.exists(path):
+    while os.path.exists(path) or os.path.exists(compact.links_path(path)):
         path, counter = f"{stem}-{counter}.json", counter + 1
     return path
 
@@ -130,8 +137,9 @@ def check_writable(path: str, force: bool) -> None:
     """Fail now, before any measurement, if the results could not be written to `path`."""
     if os.path.isdir(path):
         raise ResultsFileError(f"output path {path} is a directory; give a file name")
-    if os.path.exists(path) and not force:
-        raise ResultsFileError(f"output file {path} already exists; choose another --output or pass --force")
+    for existing in (path, compact.links_path(path)):
+        if os.path.exists(existing) and not force:
+            raise ResultsFileError(f"output file {existing} already exists; choose another --output or pass --force")
     directory = os.path.dirname(os.path.abspath(path))
     try:
         os.makedirs(directory, exist_ok=True)
@@ -139,6 +147,13 @@ def check_writable(path: str, force: bool) -> None:
             pass
     except OSError as exc:
         raise ResultsFileError(f"cannot write results to {path}: {exc.strerror or exc}") from None
+
+
+def _readable(path: str) -> None:
+    """mkstemp makes files only their owner may read; a results file is for everyone (umask rules)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    os.chmod(path, 0o666 & ~mask)
 
 
 def write(path: str, doc: dict[str, Any]) -> None:
@@ -151,6 +166,7 @@ def write(path: str, doc: dict[str, Any]) -> None:
             handle.write("\n")
             handle.flush()
             os.fsync(handle.fileno())
+        _readable(tmp)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
@@ -163,12 +179,14 @@ def stream_path(path: str) -> str:
 
 
 class ResultsStream:
-    """The results of a running job, appended to PATH.partial as they are measured."""
+    """The results of a running job, appended to PATH.partial as they are measured (schema 2): rank 0
+    keeps only the profiles and the rank table, never the entries."""
 
     def __init__(self, path: str, metadata: dict[str, Any]):
         self.path = path
         self.metadata = metadata
-        self.entries: list[dict[str, Any]] = []
+        self.count = 0
+        self._compactor = compact.Compactor()
         self._handle = open(stream_path(path), "w")
         self._synced = 0.0
         self._write_line({"schema": {"name": SCHEMA_NAME, "version": SCHEMA_VERSION}, "metadata": metadata})
@@ -185,42 +203,107 @@ class ResultsStream:
             self._synced = now
 
     def _write_line(self, record: dict[str, Any]) -> None:
-        self._handle.write(json.dumps(record) + "\n")
+        self._handle.write(json.dumps(record, separators=(",", ":")) + "\n")
 
     def append(self, entries: list[dict[str, Any]]) -> None:
         for entry in entries:
-            self._write_line(entry)
+            for line in self._compactor.lines(entry, figure_field(entry)[0]):
+                self._write_line(line)
+        self.count += len(entries)
         self._sync(at_least_every=1.0)
-        self.entries.extend(entries)
 
     def finish(self, complete: bool, stopped: str | None = None) -> dict[str, Any]:
-        """Write the results file from what was measured and drop the stream."""
-        doc = document(self.metadata, self.entries, complete)
-        if stopped:
-            doc["stopped"] = stopped
-        write(self.path, doc)
+        """Write the results files from the stream, drop the stream, and return the summary."""
         self._handle.close()
-        os.unlink(stream_path(self.path))
-        return doc
+        return _assemble(self.path, complete, stopped, self.metadata)
+
+
+def _assemble(path: str, complete: bool, stopped: str | None, metadata: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The two files of a schema-2 result from the stream PATH.partial: the links file first, so the
+    summary never names a file that is not there."""
+    partial, links = stream_path(path), compact.links_path(path)
+    header, profiles, ranks = {}, [], {}
+    count = 0
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".rdmabench-", suffix=".jsonl.tmp")
+    try:
+        with os.fdopen(fd, "w") as out, open(partial, encoding="utf-8") as stream:
+            for number, line in enumerate(stream):
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError:
+                    break  # the line being written when the run died
+                if number == 0:
+                    header = record
+                elif "profile" in record and "entry" in record:
+                    profiles.append(record["entry"])
+                elif "rank_info" in record:
+                    ranks[record["rank_info"]["rank"]] = record["rank_info"]
+                else:
+                    out.write(line if line.endswith("\n") else line + "\n")
+                    count += 1
+            out.flush()
+            os.fsync(out.fileno())
+        _readable(tmp)
+        os.replace(tmp, links)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    meta = metadata if metadata is not None else header.get("metadata") or {}
+    summary: dict[str, Any] = {
+        "schema": {"name": SCHEMA_NAME, "version": SCHEMA_VERSION},
+        "complete": complete,
+        "metadata": meta,
+        "links": {
+            "file": os.path.basename(links),
+            "count": count,
+            "format": "JSON Lines, one link measurement per line (pandas: read_json(path, lines=True))",
+        },
+        "profiles": profiles,
+        "ranks": [ranks[r] for r in sorted(ranks)],
+    }
+    if stopped:
+        summary["stopped"] = stopped
+    if int(meta.get("world_size") or 0) <= MATRICES_UP_TO:
+        entries = list(compact.read_links(links, profiles, ranks))
+        summary["matrices"] = build_matrices(meta, entries, complete)
+    write(path, summary)
+    os.unlink(partial)
+    return summary
 
 
 def salvage(path: str, stopped: str) -> dict[str, Any] | None:
-    """Turn the stream of a run that died into its results file, marked incomplete; None if there
+    """Turn the stream of a run that died into its results files, marked incomplete; None if there
     is no stream (the run never started measuring, or it finished)."""
     partial = stream_path(path)
     if not os.path.exists(partial):
         return None
-    doc = load(partial)
-    doc["stopped"] = stopped
-    doc["matrices"] = build_matrices(doc["metadata"], doc["results"], complete=False)
-    write(path, doc)
-    os.unlink(partial)
-    return doc
+    with open(partial, encoding="utf-8") as stream:
+        first = stream.readline()
+    try:
+        version = json.loads(first).get("schema", {}).get("version")
+    except (json.JSONDecodeError, AttributeError):
+        raise ResultsFileError(f"{partial}: not an rdmabench results stream (no header line)") from None
+    if version == 1:  # a stream of an earlier rdmabench: one document, as it was then
+        doc = load(partial)
+        doc["stopped"] = stopped
+        doc["matrices"] = build_matrices(doc["metadata"], doc["results"], complete=False)
+        write(path, doc)
+        os.unlink(partial)
+        return doc
+    return _assemble(path, False, stopped)
 
 
-def load(path: str) -> dict[str, Any]:
+def load(path: str, lazy: bool = False) -> dict[str, Any]:
     """Read a results file (or the .partial stream of a run that did not finish) and check its
-    shape; raise ResultsFileError naming the file otherwise."""
+    shape; raise ResultsFileError naming the file otherwise. A schema-2 file comes back in the
+    schema-1 shape, its entries under "results": a list, or (lazy) read from the links file each
+    time they are iterated."""
+    if path.endswith(compact.LINKS_SUFFIX):
+        raise ResultsFileError(
+            f"{path}: the links file of a schema-2 result; give its summary, {path[: -len(compact.LINKS_SUFFIX)]}.json"
+        )
     try:
         size = os.path.getsize(path)
         if size > MAX_FILE_BYTES:
@@ -234,8 +317,34 @@ def load(path: str) -> dict[str, Any]:
     except UnicodeDecodeError as exc:
         raise ResultsFileError(f"{path}: not valid JSON ({exc})") from None
     doc = _parse_stream(text, path) if path.endswith(STREAM_SUFFIX) else _parse_json(text, path)
+    if _version(doc) == 2 and not path.endswith(STREAM_SUFFIX):
+        doc = _expand_summary(doc, path, lazy)
     validate(doc, path)
     return doc  # type: ignore[no-any-return]
+
+
+def _version(doc: Any) -> Any:
+    schema = doc.get("schema") if isinstance(doc, dict) else None
+    return schema.get("version") if isinstance(schema, dict) and schema.get("name") == SCHEMA_NAME else None
+
+
+def _expand_summary(doc: dict[str, Any], path: str, lazy: bool) -> dict[str, Any]:
+    links, profiles, rank_list = doc.get("links"), doc.get("profiles"), doc.get("ranks")
+    if not isinstance(links, dict) or not isinstance(profiles, list) or not isinstance(rank_list, list):
+        raise ResultsFileError(f"{path}: a schema-2 summary needs links, profiles and ranks")
+    try:
+        ranks = {int(r["rank"]): r for r in rank_list}
+    except (KeyError, TypeError, ValueError):
+        raise ResultsFileError(f"{path}: ranks must be objects with a rank number") from None
+    file = os.path.join(os.path.dirname(os.path.abspath(path)), os.path.basename(str(links.get("file"))))
+    if not os.path.isfile(file):
+        raise ResultsFileError(
+            f"{path}: cannot read its links file {os.path.basename(file)} (not beside it); keep the two files together"
+        )
+    count = links.get("count")
+    results = compact.LazyResults(file, count if isinstance(count, int) else 0, profiles, ranks, _validate_entry)
+    doc["results"] = results if lazy else list(results)
+    return doc
 
 
 def _parse_json(text: str, path: str) -> Any:
@@ -258,19 +367,40 @@ def _parse_stream(text: str, path: str) -> dict[str, Any]:
     if not records or not isinstance(records[0], dict) or "schema" not in records[0]:
         raise ResultsFileError(f"{path}: not an rdmabench results stream (no header line)")
     header = records[0]
+    entries = records[1:]
+    if _version(header) == 2:
+        entries = _stream_entries(records[1:], path)
     doc = {
         "schema": header.get("schema"),
         "complete": False,
         "stopped": "the run did not finish; read from its stream",
         "metadata": header.get("metadata"),
-        "results": records[1:],
+        "results": entries,
     }
-    if isinstance(doc["metadata"], dict) and all(isinstance(e, dict) for e in records[1:]):
+    if isinstance(doc["metadata"], dict) and all(isinstance(e, dict) for e in entries):
         try:
-            doc["matrices"] = build_matrices(doc["metadata"], records[1:], complete=False)
+            doc["matrices"] = build_matrices(doc["metadata"], entries, complete=False)
         except (KeyError, TypeError, ValueError):
             pass  # validate() names what is wrong with the entries
     return doc
+
+
+def _stream_entries(lines: list[Any], path: str) -> list[dict[str, Any]]:
+    """The entries of a schema-2 stream: its profile and rank lines joined with its records."""
+    profiles: list[dict[str, Any]] = []
+    ranks: dict[int, dict[str, Any]] = {}
+    entries = []
+    for number, line in enumerate(lines, start=2):
+        try:
+            if "profile" in line and "entry" in line:
+                profiles.append(line["entry"])
+            elif "rank_info" in line:
+                ranks[int(line["rank_info"]["rank"])] = line["rank_info"]
+            else:
+                entries.append(compact.expand(line, profiles, ranks))
+        except (KeyError, IndexError, TypeError, ValueError) as exc:
+            raise ResultsFileError(f"{path}: line {number} is not a record of this stream ({exc})") from None
+    return entries
 
 
 _NUMBER = (int, float)
@@ -304,10 +434,12 @@ def validate(doc: Any, path: str = "<results>") -> None:
         raise ResultsFileError(
             f"{path}: schema version {version} is newer than this rdmabench reads ({SCHEMA_VERSION}); upgrade rdmabench"
         )
-    if not isinstance(doc.get("metadata"), dict) or not isinstance(doc.get("results"), list):
+    results = doc.get("results")
+    if not isinstance(doc.get("metadata"), dict) or not isinstance(results, (list, compact.LazyResults)):
         raise ResultsFileError(f"{path}: metadata must be an object and results a list")
-    for index, entry in enumerate(doc["results"]):
-        _validate_entry(entry, f"{path}: results[{index}]")
+    if isinstance(results, list):  # lazy results are checked as they are read
+        for index, entry in enumerate(results):
+            _validate_entry(entry, f"{path}: results[{index}]")
 
 
 def _validate_entry(entry: Any, where: str) -> None:

@@ -43,25 +43,24 @@ def heatmaps(rows: list[Row]) -> list[tuple[str, str]]:
     for (test, src_mode, dst_mode, size, load, differs), members in sorted(groups.items()):
         if len(members) < 2:
             continue
-        sources = sorted({r.link.split(" -> ")[0] for r in members})
-        targets = sorted({r.link.split(" -> ")[1] for r in members})
-        grid = [[float("nan")] * len(targets) for _ in sources]
-        for r in members:
-            src, dst = r.link.split(" -> ")
-            grid[sources.index(src)][targets.index(dst)] = r.median
-        fig, ax = plt.subplots(figsize=(1.2 + 0.9 * len(targets), 1.0 + 0.6 * len(sources)))
-        image = ax.imshow(grid, cmap="viridis" if members[0].higher_is_better else "viridis_r")
-        ax.set_xticks(range(len(targets)), targets, rotation=45, ha="right", fontsize=8)
-        ax.set_yticks(range(len(sources)), sources, fontsize=8)
-        for i, line in enumerate(grid):
-            for j, value in enumerate(line):
-                text = "N/A" if value != value else f"{value:.1f}"
-                ax.text(j, i, text, ha="center", va="center", color="white", fontsize=7)
+        sources, targets, grid, by = _grid(members)
+        side = max(len(sources), len(targets))
+        inch = 0.9 if side <= LABELLED_UP_TO else max(0.05, 12.0 / side)  # a cluster's map stays a page wide
+        fig, ax = plt.subplots(figsize=(1.2 + inch * len(targets), 1.0 + inch * 0.66 * len(sources)))
+        image = ax.imshow(grid, cmap="viridis" if members[0].higher_is_better else "viridis_r", aspect="auto")
+        if side <= LABELLED_UP_TO:
+            ax.set_xticks(range(len(targets)), targets, rotation=45, ha="right", fontsize=8)
+            ax.set_yticks(range(len(sources)), sources, fontsize=8)
+            for i, line in enumerate(grid):
+                for j, value in enumerate(line):
+                    text = "N/A" if value != value else f"{value:.1f}"
+                    ax.text(j, i, text, ha="center", va="center", color="white", fontsize=7)
         unit = members[0].unit
         fig.colorbar(image, ax=ax, label=unit)
         variant = f", {differs}" if differs else ""
         title = (
-            f"{test} {src_mode} -> {dst_mode}, {format_size(size)}, links {load}{variant}: median {unit} (row: sender)"
+            f"{test} {src_mode} -> {dst_mode}, {format_size(size)}, links {load}{variant}: median {unit} "
+            f"{by} (row: sender)"
         )
         ax.set_title(title, fontsize=9)
         images.append((title, _png(fig)))
@@ -133,6 +132,46 @@ window.addEventListener('load', function () {
 """
 
 
+LABELLED_UP_TO = 32  # ends per side of a map that get their names and figures written in
+PER_END_UP_TO = 64  # ends per side drawn one by one; beyond, a map per pair of hosts
+ALL_LINKS_UP_TO = 2000  # rows listed in the page; beyond, the worst of them (the CSV has all)
+
+
+def _grid(members: list[Row]) -> tuple[list[str], list[str], list[list[float]], str]:
+    """Senders, receivers and the figures between them: per end up to PER_END_UP_TO ends a side,
+    else per pair of hosts (the median of the links between them)."""
+    ends = [r.link.split(" -> ") for r in members]
+    if max(len({s for s, _ in ends}), len({d for _, d in ends})) > PER_END_UP_TO:
+        ends = [[r.src_host, r.dst_host] for r in members]
+        by = "per pair of hosts (median of their links)"
+    else:
+        by = "per link"
+    sources, targets = sorted({s for s, _ in ends}), sorted({d for _, d in ends})
+    row_of, column_of = {s: i for i, s in enumerate(sources)}, {d: j for j, d in enumerate(targets)}
+    cells: dict[tuple[int, int], list[float]] = {}
+    for (src, dst), r in zip(ends, members, strict=True):
+        cells.setdefault((row_of[src], column_of[dst]), []).append(r.median)
+    grid = [[float("nan")] * len(targets) for _ in sources]
+    for (i, j), values in cells.items():
+        grid[i][j] = statistics.median(values)
+    return sources, targets, grid, by
+
+
+def _worst_first(rows: list[Row]) -> list[Row]:
+    """The rows furthest below (or above, for a time) the median of their class: a cluster's page
+    lists these, not a million."""
+    classes: dict[tuple[object, ...], list[float]] = {}
+    for r in rows:
+        classes.setdefault((r.test, r.src_mode, r.dst_mode, r.size_bytes, r.link_class, r.load), []).append(r.median)
+    medians = {key: statistics.median(values) for key, values in classes.items()}
+
+    def standing(r: Row) -> float:
+        median = medians[(r.test, r.src_mode, r.dst_mode, r.size_bytes, r.link_class, r.load)] or 1.0
+        return r.median / median if r.higher_is_better else median / max(r.median, 1e-30)
+
+    return sorted(rows, key=standing)[:ALL_LINKS_UP_TO]
+
+
 def render(rows: list[Row], sources: list[str], problems: list[str], fraction: float) -> str:
     parts = [
         "<!DOCTYPE html><html><head><meta charset='utf-8'><title>rdmabench report</title>",
@@ -158,8 +197,10 @@ def render(rows: list[Row], sources: list[str], problems: list[str], fraction: f
     parts += [_image(t, d) for t, d in maps] or ["<p>No (test, modes, size) with more than one link.</p>"]
     parts.append("<h2>Against message size</h2>")
     parts += [_image(t, d) for t, d in curves(rows)]
-    parts.append("<h2>All links</h2><table><tr>" + "".join(f"<th>{c}</th>" for c in _COLUMNS) + "</tr>")
-    for row in rows:
+    listed = rows if len(rows) <= ALL_LINKS_UP_TO else _worst_first(rows)
+    heading = "All links" if listed is rows else f"The {len(listed)} worst of {len(rows)} links (against their class)"
+    parts.append(f"<h2>{heading}</h2><table><tr>" + "".join(f"<th>{c}</th>" for c in _COLUMNS) + "</tr>")
+    for row in listed:
         parts.append("<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in _cells(row)) + "</tr>")
     parts.append("</table>")
     parts.append("<h2>Sources</h2><ul>" + "".join(f"<li>{html.escape(s)}</li>" for s in sources) + "</ul>")

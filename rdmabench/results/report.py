@@ -56,7 +56,7 @@ def load_all(paths: Iterable[str]) -> Loaded:
     loaded = Loaded(problems=problems)
     for path in files:
         try:
-            loaded.documents.append((path, document.load(path)))
+            loaded.documents.append((path, document.load(path, lazy=True)))  # schema 2: read as aggregated
         except ResultsFileError as exc:
             if not isinstance(exc, OtherDocumentError):  # anchor comparisons live beside results
                 loaded.problems.append(str(exc))
@@ -133,7 +133,7 @@ def settings_of(entry: dict[str, Any], metadata: dict[str, Any]) -> tuple[tuple[
     )
 
 
-@dataclass
+@dataclass(slots=True)
 class Row:
     """One link at one (test, modes, size), over every run that measured it."""
 
@@ -153,12 +153,12 @@ class Row:
     values: list[float] = field(default_factory=list)  # one figure per run
     samples: list[float] = field(default_factory=list)  # every sample of every run
     shares: list[float] = field(default_factory=list)
-    transports: set[str] = field(default_factory=set)
-    dates: set[str] = field(default_factory=set)
-    warnings: set[str] = field(default_factory=set)
+    transports: frozenset[str] = frozenset()
+    dates: frozenset[str] = frozenset()
+    warnings: frozenset[str] = frozenset()
     limit: str | None = None
     limit_kind: str | None = None  # "NVLink", "PCIe", "NIC", "host memory copy"
-    nics: set[str] = field(default_factory=set)  # inter-node links: "host/device" of each end
+    nics: frozenset[str] = frozenset()  # inter-node links: "host/device" of each end
 
     @property
     def link_key(self) -> tuple[str, str, str, int, str, str]:
@@ -241,47 +241,74 @@ class Filters:
 def aggregate(documents: list[tuple[str, dict[str, Any]]], filters: Filters | None = None) -> list[Row]:
     filters = filters or Filters()
     rows: dict[tuple[Any, ...], Row] = {}
+    intern = _Interner()
     for _path, doc in documents:
         created = str(doc["metadata"].get("created_utc", ""))
+        settings: dict[tuple[Any, ...], tuple[tuple[str, str], ...]] = {}  # a million entries share a few
         for entry in doc["results"]:
             value = figure(entry)
             if value is None or not filters.accept(entry, created):
                 continue
-            row = Row(
-                entry["test"],
-                mode_label(entry, "src"),
-                mode_label(entry, "dst"),
-                entry["size_bytes"],
-                link_name(entry),
-                link_class(entry),
-                str(entry.get("src_host")),
-                str(entry.get("dst_host")),
-                entry.get("unit", "GB/s"),
-                load_of(entry),
-                settings_of(entry, doc["metadata"]),
-                registry.higher_is_better(entry["test"], entry.get("unit")),
-            )
-            row = rows.setdefault(row.key, row)
+            which = (entry.get("engine"), entry.get("validated"), entry.get("window"))
+            if which not in settings:
+                settings[which] = settings_of(entry, doc["metadata"])
+            src_mode, dst_mode = intern(mode_label(entry, "src")), intern(mode_label(entry, "dst"))
+            link, load = link_name(entry), intern(load_of(entry))
+            key = (entry["test"], src_mode, dst_mode, entry["size_bytes"], link, load, settings[which])
+            row = rows.get(key)
+            if row is None:
+                row = rows[key] = Row(
+                    entry["test"],
+                    src_mode,
+                    dst_mode,
+                    entry["size_bytes"],
+                    link,
+                    intern(link_class(entry)),
+                    intern(str(entry.get("src_host"))),
+                    intern(str(entry.get("dst_host"))),
+                    intern(entry.get("unit", "GB/s")),
+                    load,
+                    settings[which],
+                    registry.higher_is_better(entry["test"], entry.get("unit")),
+                )
             row.values.append(value)
             row.samples.extend(float(v) for v in entry["samples"])
             if isinstance(entry.get("share_of_limit"), (int, float)):
                 row.shares.append(float(entry["share_of_limit"]))
             if entry.get("transport"):
-                row.transports.add(str(entry["transport"]))
-            row.warnings.update(str(w) for w in entry.get("warnings") or [])
-            for end in ("src", "dst"):
-                if entry.get(f"{end}_nic"):
-                    row.nics.add(f"{entry.get(f'{end}_host')}/{entry[f'{end}_nic']}")
+                row.transports = intern.set(row.transports, [str(entry["transport"])])
+            if entry.get("warnings"):
+                row.warnings = intern.set(row.warnings, [str(w) for w in entry["warnings"]])
+            nics = [
+                f"{entry.get(f'{end}_host')}/{entry[f'{end}_nic']}" for end in ("src", "dst") if entry.get(f"{end}_nic")
+            ]
+            if nics:
+                row.nics = intern.set(row.nics, nics)
             limit = entry.get("link_limit")
             if isinstance(limit, dict) and limit.get("gbps"):
-                row.limit = f"{limit.get('kind')} {float(limit['gbps']):.1f} GB/s"
-                row.limit_kind = str(limit.get("kind"))
-            row.dates.add(created[:10])
+                row.limit = intern(f"{limit.get('kind')} {float(limit['gbps']):.1f} GB/s")
+                row.limit_kind = intern(str(limit.get("kind")))
+            row.dates = intern.set(row.dates, [created[:10]])
     found = sorted(
         rows.values(), key=lambda r: (r.test, r.src_mode, r.dst_mode, r.size_bytes, r.load, r.link, r.settings)
     )
     _name_differences(found)
     return found
+
+
+class _Interner:
+    """One object for each distinct label or set of labels: a million rows share a handful of them."""
+
+    def __init__(self) -> None:
+        self._seen: dict[str, str] = {}
+        self._sets: dict[frozenset[str], frozenset[str]] = {}
+
+    def __call__(self, text: str) -> str:
+        return self._seen.setdefault(text, text)
+
+    def set(self, old: frozenset[str], more: list[str]) -> frozenset[str]:
+        new = old.union(more)
+        return self._sets.setdefault(new, new)
 
 
 def _name_differences(rows: list[Row]) -> None:
@@ -376,14 +403,19 @@ def _grouped(rows: list[Row], by: str) -> list[tuple[str, list[Row]]]:
     return sorted(groups.items())
 
 
+OUTLIERS_LISTED = 100  # worst first; a cluster with a bad switch has thousands
+
+
 def _outlier_lines(found: list[tuple[Row, float]], fraction: float) -> list[str]:
     if not found:
         return [f"no outliers: every link within {fraction:.0%} of the median of its class"]
     lines = [f"{len(found)} outlier(s), more than {fraction:.0%} worse than the median of their class:"]
-    for row, off in found:
+    for row, off in found[:OUTLIERS_LISTED]:
         lines.append(
             f"  {row.link} ({row.link_class}) {row.test} {row.modes} {format_size(row.size_bytes)}: {row.median:.3f} {row.unit}, {off:+.0%}"
         )
+    if len(found) > OUTLIERS_LISTED:
+        lines.append(f"  ... and {len(found) - OUTLIERS_LISTED} more, less far off (all of them: --format json or csv)")
     return lines
 
 
@@ -424,9 +456,8 @@ def format_markdown(rows: list[Row], by: str, fraction: float) -> str:
 def format_json(rows: list[Row], fraction: float, problems: list[str]) -> str:
     """The rows, the outliers and the files that could not be used, as one JSON document."""
     found = outliers(rows, fraction)
-    return json.dumps(
+    rest = json.dumps(
         {
-            "rows": [r.to_dict() for r in rows],
             "outliers": [
                 {"link": r.link, "test": r.test, "size_bytes": r.size_bytes, "modes": r.modes, "off": off}
                 for r, off in found
@@ -435,6 +466,8 @@ def format_json(rows: list[Row], fraction: float, problems: list[str]) -> str:
         },
         indent=1,
     )
+    # Row by row, one line each: a million rows as one nested structure took gigabytes.
+    return '{\n "rows": [\n' + ",\n".join(json.dumps(r.to_dict()) for r in rows) + "\n ],\n" + rest[2:]
 
 
 def format_csv(rows: list[Row]) -> str:

@@ -1,0 +1,172 @@
+"""Schema 2: results that hold a cluster. A link measurement is one short line of JSON; what many
+links share is stored once and referenced.
+
+A schema-1 entry is about 1.6 KB: its UCX report rows, limits, settings, hosts and GPUs are repeated
+in every entry. Schema 2 splits each entry into
+- a **record** (one line of `<results>.links.jsonl`): the ranks, the size, the figure, its samples,
+  the steps per sample, the share of the link's limit, the round's time, and a profile number;
+- a **profile** (stored once, in the summary): every field many entries share (test, modes, window,
+  transport, protocol, UCX report, limit, warnings, settings...), with which per-rank fields apply;
+- a **rank table** (stored once): each rank's host, GPU and NIC.
+`expand` joins them back into the schema-1 entry (stats recomputed from the samples), so every
+reader sees one shape. Floats keep 6 significant digits (the samples vary far more than that).
+
+JSON Lines, not Parquet: it streams as rounds complete with nothing but the standard library, a
+partly written file stays readable, and pandas (`pd.read_json(path, lines=True)`) and polars
+(`pl.read_ndjson(path)`) load it in one line.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from ..errors import ResultsFileError
+from ..stats import summarize
+
+LINKS_SUFFIX = ".links.jsonl"
+# Entry fields that vary from link to link, and their names in a record.
+RECORD_FIELDS = {
+    "src_rank": "src",
+    "dst_rank": "dst",
+    "size_bytes": "size",
+    "samples": "samples",
+    "iterations": "iterations",
+    "share_of_limit": "share",
+    "round_seconds": "round_s",
+    "pattern_aggregate_gbps": "together",
+    "aggregate_gbps": "agg",
+    "aggregate_samples": "agg_samples",
+    "aggregate_share_of_limit": "agg_share",
+    "remeasured_from": "remeasured_from",
+}
+# Fields of each end that belong to the rank: stored once in the rank table.
+RANK_FIELDS = {"host": ("src_host", "dst_host"), "gpu": ("src_gpu", "dst_gpu"), "nic": ("src_nic", "dst_nic")}
+_PER_RANK = {name for names in RANK_FIELDS.values() for name in names}
+DERIVED = ("stats", "messages_per_sample")  # recomputed on expansion
+_FIGURE = "_figure"  # the profile's name for the entry's figure field
+_ENDS = "_ends"  # the per-rank fields the profile's entries carry
+
+
+def links_path(path: str) -> str:
+    """Where the records of the results file `path` go: beside it, `.json` replaced."""
+    stem = path[: -len(".json")] if path.endswith(".json") else path
+    return stem + LINKS_SUFFIX
+
+
+def _short(value: Any) -> Any:
+    if isinstance(value, float):
+        return float(f"{value:.6g}")
+    if isinstance(value, list):
+        return [_short(v) for v in value]
+    return value
+
+
+class Compactor:
+    """Turns entries into stream lines: a profile or rank line when one is new, then the record."""
+
+    def __init__(self) -> None:
+        self.profiles: list[dict[str, Any]] = []
+        self.ranks: dict[int, dict[str, Any]] = {}
+        self._ids: dict[str, int] = {}
+
+    def lines(self, entry: dict[str, Any], figure: str) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        record: dict[str, Any] = {}
+        for name, short in RECORD_FIELDS.items():
+            if entry.get(name) is not None:
+                record[short] = _short(entry[name])
+        record["value"] = _short(entry[figure])
+        ends = []
+        for field, names in RANK_FIELDS.items():
+            for end, name in zip(("src_rank", "dst_rank"), names, strict=True):
+                if name not in entry:
+                    continue
+                known = self.ranks.setdefault(entry[end], {"rank": entry[end]})
+                if field not in known:
+                    known[field] = entry[name]
+                    out.append({"rank_info": dict(known)})
+                if known[field] == entry[name]:
+                    ends.append(name)
+                else:  # not this rank's usual value: kept in the record
+                    record[name] = entry[name]
+        skip = {*RECORD_FIELDS, *DERIVED, figure, *_PER_RANK}
+        shared = {k: v for k, v in entry.items() if k not in skip}
+        shared[_FIGURE], shared[_ENDS] = figure, ends
+        key = json.dumps(shared, sort_keys=True)
+        if key not in self._ids:
+            self._ids[key] = len(self.profiles)
+            self.profiles.append(shared)
+            out.append({"profile": self._ids[key], "entry": shared})
+        record["profile"] = self._ids[key]
+        out.append(record)
+        return out
+
+
+def expand(record: dict[str, Any], profiles: list[dict[str, Any]], ranks: dict[int, dict[str, Any]]) -> dict[str, Any]:
+    """The schema-1 entry a record stands for. Raises KeyError, IndexError or TypeError if the
+    record does not fit its profiles (the loader names the line)."""
+    profile = profiles[record["profile"]]
+    entry = {k: v for k, v in profile.items() if k not in (_FIGURE, _ENDS)}
+    for name, short in RECORD_FIELDS.items():
+        if short in record:
+            entry[name] = record[short]
+    for field, names in RANK_FIELDS.items():
+        for end, name in zip((record["src"], record["dst"]), names, strict=True):
+            if name in record:
+                entry[name] = record[name]
+            elif name in profile[_ENDS]:
+                entry[name] = ranks[end][field]
+    entry[profile[_FIGURE]] = record["value"]
+    samples = record["samples"]
+    if not isinstance(samples, list) or not samples or not all(isinstance(v, (int, float)) for v in samples):
+        raise TypeError("samples must be a list of numbers")
+    entry["stats"] = summarize([float(v) for v in samples])
+    window = profile.get("window")
+    entry["messages_per_sample"] = record["iterations"] * (window if window else 1)
+    return entry
+
+
+def read_links(
+    path: str,
+    profiles: list[dict[str, Any]],
+    ranks: dict[int, dict[str, Any]],
+    check: Callable[[Any, str], None] | None = None,
+) -> Iterator[dict[str, Any]]:
+    """The entries of a links file, one at a time, each passed to `check` (the loader's entry
+    check); a bad line raises ResultsFileError naming it."""
+    try:
+        handle = open(path, encoding="utf-8")
+    except OSError as exc:
+        raise ResultsFileError(f"{path}: cannot read the links file ({exc.strerror or exc})") from None
+    with handle:
+        for number, line in enumerate(handle, start=1):
+            try:
+                entry = expand(json.loads(line), profiles, ranks)
+            except (json.JSONDecodeError, KeyError, IndexError, TypeError, ValueError) as exc:
+                raise ResultsFileError(f"{path}: line {number} is not a link record ({exc})") from None
+            if check is not None:
+                check(entry, f"{path}: line {number}")
+            yield entry
+
+
+class LazyResults:
+    """A schema-2 file's entries, read from its links file each time they are iterated: a report on
+    a million links never holds them all."""
+
+    def __init__(
+        self,
+        path: str,
+        count: int,
+        profiles: list[dict[str, Any]],
+        ranks: dict[int, dict[str, Any]],
+        check: Callable[[Any, str], None] | None = None,
+    ):
+        self.path, self.count, self.profiles, self.ranks, self.check = path, count, profiles, ranks, check
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return read_links(self.path, self.profiles, self.ranks, self.check)
+
+    def __len__(self) -> int:
+        return self.count
