@@ -172,3 +172,4 @@ def test_a_screen_remeasures_the_links_of_a_slow_host_alone(cluster: Cluster, tm
         [sys.executable, "-m", "rdmabench", "report", str(out)], capture_output=True, text=True, env=env, timeout=120
     )
     assert report.returncode == 0 and "re-measured after the screen" in report.stdout
+    assert f"outlier links per node, most first: {slow_host} (6)" in report.stdout  # the slow host leads

@@ -118,11 +118,12 @@ def expand(record: dict[str, Any], profiles: list[dict[str, Any]], ranks: dict[i
                 entry[name] = record[name]
             elif name in profile[_ENDS]:
                 entry[name] = ranks[end][field]
-    entry[profile[_FIGURE]] = record["value"]
     samples = record["samples"]
     if not isinstance(samples, list) or not samples or not all(isinstance(v, (int, float)) for v in samples):
         raise TypeError("samples must be a list of numbers")
     entry["stats"] = summarize([float(v) for v in samples])
+    # The figure is the median sample, as in schema 1 (`value` in the record is that, rounded).
+    entry[profile[_FIGURE]] = entry["stats"]["median"] if isinstance(record["value"], (int, float)) else None
     window = profile.get("window")
     entry["messages_per_sample"] = record["iterations"] * (window if window else 1)
     return entry

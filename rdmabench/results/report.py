@@ -416,7 +416,30 @@ def _outlier_lines(found: list[tuple[Row, float]], fraction: float) -> list[str]
         )
     if len(found) > OUTLIERS_LISTED:
         lines.append(f"  ... and {len(found) - OUTLIERS_LISTED} more, less far off (all of them: --format json or csv)")
+    if len(found) > 1:
+        for what, counts in culprits([row for row, _off in found]).items():
+            if counts:
+                top = ", ".join(f"{name} ({count})" for name, count in list(counts.items())[:CULPRITS_LISTED])
+                lines.append(f"  outlier links per {what}, most first: {top}")
     return lines
+
+
+CULPRITS_LISTED = 10
+
+
+def culprits(rows: list[Row]) -> dict[str, dict[str, int]]:
+    """How many of `rows` touch each node, GPU and NIC, most first: a slow part of a cluster shows up
+    in many of its links."""
+    counts: dict[str, dict[str, int]] = {"node": {}, "GPU": {}, "NIC": {}}
+    for row in rows:
+        for host in {row.src_host, row.dst_host}:
+            counts["node"][host] = counts["node"].get(host, 0) + 1
+        for end in set(row.link.split(" -> ")):
+            if ":gpu" in end:
+                counts["GPU"][end] = counts["GPU"].get(end, 0) + 1
+        for nic in row.nics:
+            counts["NIC"][nic] = counts["NIC"].get(nic, 0) + 1
+    return {what: dict(sorted(c.items(), key=lambda item: (-item[1], item[0]))) for what, c in counts.items()}
 
 
 def format_table(rows: list[Row], by: str, fraction: float) -> str:
