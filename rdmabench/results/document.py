@@ -19,11 +19,13 @@ left, and load() reads it as a partial document.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
 import time
-from typing import Any
+from collections.abc import Iterator
+from typing import Any, TextIO
 
 from ..errors import OtherDocumentError, ResultsFileError
 from ..measure import registry
@@ -156,14 +158,15 @@ def _readable(path: str) -> None:
     os.chmod(path, 0o666 & ~mask)
 
 
-def write(path: str, doc: dict[str, Any]) -> None:
-    """Replace `path` atomically, so a reader (or a crash) never sees half a file."""
+@contextlib.contextmanager
+def _replacing(path: str) -> Iterator[TextIO]:
+    """A file that replaces `path` atomically once written (synced, readable by all the umask
+    allows), so a reader or a crash never sees half of it; on an error `path` is left as it was."""
     directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".rdmabench-", suffix=".json.tmp")
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".rdmabench-", suffix=".tmp")
     try:
         with os.fdopen(fd, "w") as handle:
-            json.dump(doc, handle, indent=1)
-            handle.write("\n")
+            yield handle
             handle.flush()
             os.fsync(handle.fileno())
         _readable(tmp)
@@ -172,6 +175,13 @@ def write(path: str, doc: dict[str, Any]) -> None:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def write(path: str, doc: dict[str, Any]) -> None:
+    """Replace `path` atomically with the JSON document `doc`."""
+    with _replacing(path) as handle:
+        json.dump(doc, handle, indent=1)
+        handle.write("\n")
 
 
 def stream_path(path: str) -> str:
@@ -224,32 +234,21 @@ def _assemble(path: str, complete: bool, stopped: str | None, metadata: dict[str
     partial, links = stream_path(path), compact.links_path(path)
     header, profiles, ranks = {}, [], {}
     count = 0
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".rdmabench-", suffix=".jsonl.tmp")
-    try:
-        with os.fdopen(fd, "w") as out, open(partial, encoding="utf-8") as stream:
-            for number, line in enumerate(stream):
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError:
-                    break  # the line being written when the run died
-                if number == 0:
-                    header = record
-                elif "profile" in record and "entry" in record:
-                    profiles.append(record["entry"])
-                elif "rank_info" in record:
-                    ranks[record["rank_info"]["rank"]] = record["rank_info"]
-                else:
-                    out.write(line if line.endswith("\n") else line + "\n")
-                    count += 1
-            out.flush()
-            os.fsync(out.fileno())
-        _readable(tmp)
-        os.replace(tmp, links)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    with _replacing(links) as out, open(partial, encoding="utf-8") as stream:
+        for number, line in enumerate(stream):
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                break  # the line being written when the run died
+            if number == 0:
+                header = record
+            elif "profile" in record and "entry" in record:
+                profiles.append(record["entry"])
+            elif "rank_info" in record:
+                ranks[record["rank_info"]["rank"]] = record["rank_info"]
+            else:
+                out.write(line if line.endswith("\n") else line + "\n")
+                count += 1
     meta = metadata if metadata is not None else header.get("metadata") or {}
     summary: dict[str, Any] = {
         "schema": {"name": SCHEMA_NAME, "version": SCHEMA_VERSION},
