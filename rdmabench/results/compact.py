@@ -104,6 +104,24 @@ class Compactor:
         return out
 
 
+class Tables:
+    """The profiles and the rank table a stream declares as it goes, gathered by a reader."""
+
+    def __init__(self) -> None:
+        self.profiles: list[dict[str, Any]] = []
+        self.ranks: dict[int, dict[str, Any]] = {}
+
+    def absorb(self, line: dict[str, Any]) -> bool:
+        """Take a profile or rank line (True); a link record is left to the caller (False)."""
+        if "profile" in line and "entry" in line:
+            self.profiles.append(line["entry"])
+            return True
+        if "rank_info" in line:
+            self.ranks[int(line["rank_info"]["rank"])] = line["rank_info"]
+            return True
+        return False
+
+
 def expand(record: dict[str, Any], profiles: list[dict[str, Any]], ranks: dict[int, dict[str, Any]]) -> dict[str, Any]:
     """The schema-1 entry a record stands for. Raises KeyError, IndexError or TypeError if the
     record does not fit its profiles (the loader names the line)."""

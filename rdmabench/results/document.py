@@ -230,10 +230,12 @@ class ResultsStream:
 
 def _assemble(path: str, complete: bool, stopped: str | None, metadata: dict[str, Any] | None = None) -> dict[str, Any]:
     """The two files of a schema-2 result from the stream PATH.partial: the links file first, so the
-    summary never names a file that is not there."""
+    summary never names a file that is not there. Up to MATRICES_UP_TO ranks the entries are also
+    expanded on the way, for the matrices."""
     partial, links = stream_path(path), compact.links_path(path)
-    header, profiles, ranks = {}, [], {}
-    count = 0
+    meta: dict[str, Any] = metadata or {}
+    tables, entries = compact.Tables(), []
+    count, small = 0, False
     with _replacing(links) as out, open(partial, encoding="utf-8") as stream:
         for number, line in enumerate(stream):
             try:
@@ -241,15 +243,13 @@ def _assemble(path: str, complete: bool, stopped: str | None, metadata: dict[str
             except json.JSONDecodeError:
                 break  # the line being written when the run died
             if number == 0:
-                header = record
-            elif "profile" in record and "entry" in record:
-                profiles.append(record["entry"])
-            elif "rank_info" in record:
-                ranks[record["rank_info"]["rank"]] = record["rank_info"]
-            else:
+                meta = metadata if metadata is not None else record.get("metadata") or {}
+                small = int(meta.get("world_size") or 0) <= MATRICES_UP_TO
+            elif not tables.absorb(record):
                 out.write(line if line.endswith("\n") else line + "\n")
                 count += 1
-    meta = metadata if metadata is not None else header.get("metadata") or {}
+                if small:
+                    entries.append(compact.expand(record, tables.profiles, tables.ranks))
     summary: dict[str, Any] = {
         "schema": {"name": SCHEMA_NAME, "version": SCHEMA_VERSION},
         "complete": complete,
@@ -259,13 +259,12 @@ def _assemble(path: str, complete: bool, stopped: str | None, metadata: dict[str
             "count": count,
             "format": "JSON Lines, one link measurement per line (pandas: read_json(path, lines=True))",
         },
-        "profiles": profiles,
-        "ranks": [ranks[r] for r in sorted(ranks)],
+        "profiles": tables.profiles,
+        "ranks": [tables.ranks[r] for r in sorted(tables.ranks)],
     }
     if stopped:
         summary["stopped"] = stopped
-    if int(meta.get("world_size") or 0) <= MATRICES_UP_TO:
-        entries = list(compact.read_links(links, profiles, ranks))
+    if small:
         summary["matrices"] = build_matrices(meta, entries, complete)
     write(path, summary)
     os.unlink(partial)
@@ -386,17 +385,11 @@ def _parse_stream(text: str, path: str) -> dict[str, Any]:
 
 def _stream_entries(lines: list[Any], path: str) -> list[dict[str, Any]]:
     """The entries of a schema-2 stream: its profile and rank lines joined with its records."""
-    profiles: list[dict[str, Any]] = []
-    ranks: dict[int, dict[str, Any]] = {}
-    entries = []
+    tables, entries = compact.Tables(), []
     for number, line in enumerate(lines, start=2):
         try:
-            if "profile" in line and "entry" in line:
-                profiles.append(line["entry"])
-            elif "rank_info" in line:
-                ranks[int(line["rank_info"]["rank"])] = line["rank_info"]
-            else:
-                entries.append(compact.expand(line, profiles, ranks))
+            if not tables.absorb(line):
+                entries.append(compact.expand(line, tables.profiles, tables.ranks))
         except (KeyError, IndexError, TypeError, ValueError) as exc:
             raise ResultsFileError(f"{path}: line {number} is not a record of this stream ({exc})") from None
     return entries

@@ -9,6 +9,7 @@ import json
 import math
 import os
 import statistics
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -417,9 +418,10 @@ def _outlier_lines(found: list[tuple[Row, float]], fraction: float) -> list[str]
     if len(found) > OUTLIERS_LISTED:
         lines.append(f"  ... and {len(found) - OUTLIERS_LISTED} more, less far off (all of them: --format json or csv)")
     if len(found) > 1:
-        for what, counts in culprits([row for row, _off in found]).items():
-            if counts:
-                top = ", ".join(f"{name} ({count})" for name, count in list(counts.items())[:CULPRITS_LISTED])
+        touched = culprits([row for row, _off in found])
+        for what, key in (("node", "nodes"), ("GPU", "gpus"), ("NIC", "nics")):
+            if touched[key]:
+                top = ", ".join(f"{name} ({count})" for name, count in list(touched[key].items())[:CULPRITS_LISTED])
                 lines.append(f"  outlier links per {what}, most first: {top}")
     return lines
 
@@ -428,17 +430,13 @@ CULPRITS_LISTED = 10
 
 
 def culprits(rows: list[Row]) -> dict[str, dict[str, int]]:
-    """How many of `rows` touch each node, GPU and NIC, most first: a slow part of a cluster shows up
-    in many of its links."""
-    counts: dict[str, dict[str, int]] = {"node": {}, "GPU": {}, "NIC": {}}
+    """How many of `rows` touch each GPU, node and NIC, most first: a slow part of a cluster shows up
+    in many of its links (the report's outliers, the verdict's failures)."""
+    counts: dict[str, Counter[str]] = {"gpus": Counter(), "nodes": Counter(), "nics": Counter()}
     for row in rows:
-        for host in {row.src_host, row.dst_host}:
-            counts["node"][host] = counts["node"].get(host, 0) + 1
-        for end in set(row.link.split(" -> ")):
-            if ":gpu" in end:
-                counts["GPU"][end] = counts["GPU"].get(end, 0) + 1
-        for nic in row.nics:
-            counts["NIC"][nic] = counts["NIC"].get(nic, 0) + 1
+        counts["gpus"].update(end for end in set(row.link.split(" -> ")) if ":gpu" in end)
+        counts["nodes"].update({row.src_host, row.dst_host})
+        counts["nics"].update(row.nics)
     return {what: dict(sorted(c.items(), key=lambda item: (-item[1], item[0]))) for what, c in counts.items()}
 
 

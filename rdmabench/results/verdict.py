@@ -7,14 +7,13 @@ small messages never approach a link's limit."""
 from __future__ import annotations
 
 import json
-from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 from xml.sax.saxutils import quoteattr
 
 from ..errors import ConfigError
 from ..units import format_size
-from .report import LINK_CLASSES, Row
+from .report import LINK_CLASSES, Row, culprits
 
 LIMIT_KINDS = ("NVLink", "PCIe", "NIC", "host memory copy")
 # Floors that `--expect default` sets, with where each comes from.
@@ -90,24 +89,8 @@ class Verdict:
         return not self.failed
 
     def culprits(self) -> dict[str, dict[str, int]]:
-        """How many failing links touch each GPU and each node: the slow part shows up most."""
-        gpus: Counter[str] = Counter()
-        nodes: Counter[str] = Counter()
-        nics: Counter[str] = Counter()
-        for judgement in self.failed:
-            ends = judgement.row.link.split(" -> ")
-            for end in set(ends):
-                if ":gpu" in end:
-                    gpus[end] += 1
-            for host in {judgement.row.src_host, judgement.row.dst_host}:
-                nodes[host] += 1
-            for nic in judgement.row.nics:
-                nics[nic] += 1
-
-        def ranked(counts: Counter[str]) -> dict[str, int]:
-            return dict(sorted(counts.items(), key=lambda item: (-item[1], item[0])))
-
-        return {"gpus": ranked(gpus), "nodes": ranked(nodes), "nics": ranked(nics)}
+        """How many failing links touch each GPU, node and NIC: the slow part shows up most."""
+        return culprits([judgement.row for judgement in self.failed])
 
     def to_dict(self) -> dict[str, Any]:
         return {
