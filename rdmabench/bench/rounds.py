@@ -11,25 +11,16 @@ Each run is `rdmabench run` with --np; ratios, then their median and spread, are
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
-import subprocess
 import sys
-import tempfile
 
-from ..results import document
 from ..units import parse_size
+from .runs import run_entries
 
 
 def _rates(args: list[str], size: int) -> list[float]:
     """Messages per second of every link of one run."""
-    with tempfile.TemporaryDirectory(prefix="rdmabench-bench-") as directory:
-        out = os.path.join(directory, "r.json")
-        command = [sys.executable, "-m", "rdmabench", "run", *args, "-o", out]
-        proc = subprocess.run(command, capture_output=True, text=True, timeout=600)
-        if proc.returncode != 0:
-            raise SystemExit(f"rdmabench: error: {' '.join(command)} failed: {proc.stderr.strip()[-400:]}")
-        entries = document.load(out)["results"]
+    entries, _wall = run_entries(args)
     engines = {e["engine"] for e in entries}
     if engines != {"native"}:
         print(f"# warning: engine {sorted(engines)} for {' '.join(args)}", flush=True)

@@ -14,16 +14,12 @@ issue's sweep) with --np; the last line gives the medians over runs and their sp
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
-import subprocess
 import sys
-import tempfile
-import time
 from collections import defaultdict
 from typing import Any
 
-from ..results import document
+from .runs import run_entries
 
 
 def transfer_seconds(entry: dict[str, Any]) -> float:
@@ -44,15 +40,7 @@ def round_shares(entries: list[dict[str, Any]]) -> tuple[list[float], list[float
 
 
 def _one(args: list[str]) -> tuple[float, int, list[float], list[float]]:
-    with tempfile.TemporaryDirectory(prefix="rdmabench-bench-") as directory:
-        out = os.path.join(directory, "r.json")
-        command = [sys.executable, "-m", "rdmabench", "run", *args, "-o", out, "--progress", "rounds"]
-        began = time.monotonic()
-        proc = subprocess.run(command, capture_output=True, text=True, timeout=3600)
-        wall = time.monotonic() - began
-        if proc.returncode != 0:
-            raise SystemExit(f"rdmabench: error: {' '.join(command)} failed: {proc.stderr.strip()[-400:]}")
-        entries = document.load(out)["results"]
+    entries, wall = run_entries([*args, "--progress", "rounds"], timeout=3600)
     walls, shares = round_shares(entries)
     return wall, len(walls), walls, shares
 

@@ -161,7 +161,9 @@ class _Job:
         self.transport: Any = None
         self.placement: Placement | None = None
         self.calibration = Calibration()
-        self.size_entries: list[Entry] = []  # rank 0: this size's entries, for a screen's second pass
+        # Rank 0, for a screen's second pass: this size's screened entries by (src, dst). Only a
+        # screen keeps them: rank 0 holds no sweep's entries otherwise.
+        self.screened: dict[tuple[int, int], Entry] = {}
 
     def stop(self, reason: str) -> None:
         """Rank 0: write what was measured as the results file, marked incomplete."""
@@ -257,7 +259,7 @@ class _Job:
         progress = _Progress(len(rounds) * len(config.sizes))
         RECYCLER.enabled = True
         for size in config.sizes:
-            self.size_entries = []
+            self.screened = {}
             self.run_rounds(size, rounds, progress)
             if config.pattern == "screen" and config.remeasure_below > 0:
                 self.remeasure(size, progress)
@@ -267,9 +269,10 @@ class _Job:
     def run_rounds(
         self, size: int, rounds: list[list[schedule.Link]], progress: _Progress, alone: bool = False
     ) -> None:
-        config, hosts = self.config, self.placement.hosts if self.placement else []
+        config = self.config
+        assert self.placement is not None
         plan = size_plan(config, self.kind, size)
-        keys = [round_key(size, scheduled, hosts) for scheduled in rounds]
+        keys = [round_key(size, scheduled, self.placement.hosts) for scheduled in rounds]
         given = 0  # steps per sample of this round (0: it calibrates), decided by rank 0
         for index, scheduled in enumerate(rounds):
             started = time.monotonic()
@@ -286,7 +289,7 @@ class _Job:
 
     def remeasure(self, size: int, progress: _Progress) -> None:
         """A screen's second pass: every link well below its class's median, measured alone."""
-        slow = slow_links(self.size_entries, self.config.remeasure_below, self.kind.higher_is_better)
+        slow = slow_links(list(self.screened.values()), self.config.remeasure_below, self.kind.higher_is_better)
         links: list[schedule.Link] = self.world.share(slow, self.transport.backend.progress)
         if not links:
             return
@@ -324,12 +327,11 @@ class _Job:
         entries = make_entries(
             spec, measured, rows, self.placement, self.config.pattern, is_pattern_round(self.config), seconds
         )
-        if alone:
-            screened = {(e.src_rank, e.dst_rank): e.value for e in self.size_entries}
-            for entry in entries:
-                entry.remeasured_from = screened.get((entry.src_rank, entry.dst_rank))
-        else:
-            self.size_entries.extend(entries)
+        for entry in entries:
+            if alone:
+                entry.remeasured_from = self.screened[(entry.src_rank, entry.dst_rank)].value
+            elif self.config.pattern == "screen":
+                self.screened[(entry.src_rank, entry.dst_rank)] = entry
         self.stream.append([entry.to_dict() for entry in entries])
         if self.table and entries:
             if self.config.pattern == "pair":
@@ -353,14 +355,13 @@ class _Job:
             summary = stream.finish(complete=True)
             if self.table and config.pattern != "pair":
                 self.table.matrices(summary.get("matrices", []))
-            doc = document.load(stream.path, lazy=config.output_format != "json")
             if config.output_format == "json":
-                print(json.dumps(doc, indent=1), file=self.out, flush=True)
+                print(json.dumps(document.load(stream.path), indent=1), file=self.out, flush=True)
             else:
                 print(f"# results written to {stream.path}", file=self.out, flush=True)
             if config.expect:  # beside a JSON document on stdout, the verdict goes to stderr
                 verdict_out = sys.stderr if config.output_format == "json" else self.out
-                code = _verdict(stream.path, doc, config.expect, verdict_out)
+                code = _verdict(stream.path, document.load(stream.path, lazy=True), config.expect, verdict_out)
         world.wait_for_all(transport.backend.progress)
         return code
 
@@ -400,12 +401,13 @@ def _placement_warnings(topologies: list[limits.RankTopology]) -> list[str]:
         if t.gpu is not None and t.gpu_numa_local is False
     ]
     for t in topologies:
-        gpu_node = t.gpu.numa_node if t.gpu else None
-        nic_node = t.nic.numa_node if t.nic else None
-        if t.nic is not None and gpu_node is not None and nic_node is not None and gpu_node != nic_node:
+        if t.gpu is None or t.nic is None or None in (t.gpu.numa_node, t.nic.numa_node):
+            continue
+        gpu_node, nic_node = t.gpu.numa_node, t.nic.numa_node
+        if gpu_node != nic_node:
             warnings.append(
                 f"rank {t.rank} on {t.host} sends through {t.nic.name} on NUMA node {nic_node}, its GPU "
-                f"{t.gpu.index if t.gpu else '?'} sits on node {gpu_node}: GPUDirect traffic crosses the socket link"
+                f"{t.gpu.index} sits on node {gpu_node}: GPUDirect traffic crosses the socket link"
             )
     return warnings
 

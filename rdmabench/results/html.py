@@ -10,7 +10,7 @@ import statistics
 from typing import Any
 
 from ..units import format_size
-from .report import _COLUMNS, Row, _cells, _outlier_lines, outliers
+from .report import _COLUMNS, Row, _cells, _outlier_lines, outliers, standings
 
 
 def _pyplot() -> Any:
@@ -160,16 +160,8 @@ def _grid(members: list[Row]) -> tuple[list[str], list[str], list[list[float]], 
 def _worst_first(rows: list[Row]) -> list[Row]:
     """The rows furthest below (or above, for a time) the median of their class: a cluster's page
     lists these, not a million."""
-    classes: dict[tuple[object, ...], list[float]] = {}
-    for r in rows:
-        classes.setdefault((r.test, r.src_mode, r.dst_mode, r.size_bytes, r.link_class, r.load), []).append(r.median)
-    medians = {key: statistics.median(values) for key, values in classes.items()}
-
-    def standing(r: Row) -> float:
-        median = medians[(r.test, r.src_mode, r.dst_mode, r.size_bytes, r.link_class, r.load)] or 1.0
-        return r.median / median if r.higher_is_better else median / max(r.median, 1e-30)
-
-    return sorted(rows, key=standing)[:ALL_LINKS_UP_TO]
+    ranked = sorted(standings(rows), key=lambda item: item[1] if item[0].higher_is_better else -item[1])
+    return [row for row, _off, _size in ranked[:ALL_LINKS_UP_TO]]
 
 
 def render(rows: list[Row], sources: list[str], problems: list[str], fraction: float) -> str:

@@ -326,22 +326,25 @@ def _name_differences(rows: list[Row]) -> None:
             row.differs = ", ".join(f"{name}={values[name]}" for name in differing)
 
 
-def outliers(rows: list[Row], fraction: float) -> list[tuple[Row, float]]:
-    """Links worse than their class's median by more than `fraction` (bandwidth below, latency
-    above), with how far off they are."""
+def standings(rows: list[Row]) -> list[tuple[Row, float, int]]:
+    """Each row, how far its figure is off the median of its class (test, modes, size, link class,
+    load, settings), and how many rows the class has."""
     classes: dict[tuple[Any, ...], list[Row]] = {}
     for row in rows:
         key = (row.test, row.src_mode, row.dst_mode, row.size_bytes, row.link_class, row.load, row.settings)
         classes.setdefault(key, []).append(row)
     found = []
     for members in classes.values():
-        if len(members) < 3:
-            continue  # two links have no majority to stand out from
         typical = statistics.median(r.median for r in members)
-        for row in members:
-            off = row.median / typical - 1 if typical else 0.0
-            if row.worse(off, fraction):
-                found.append((row, off))
+        found += [(row, row.median / typical - 1 if typical else 0.0, len(members)) for row in members]
+    return found
+
+
+def outliers(rows: list[Row], fraction: float) -> list[tuple[Row, float]]:
+    """Links worse than their class's median by more than `fraction` (bandwidth below, latency
+    above), with how far off they are."""
+    # Two links have no majority to stand out from.
+    found = [(row, off) for row, off, size in standings(rows) if size >= 3 and row.worse(off, fraction)]
     return sorted(found, key=lambda item: -abs(item[1]))
 
 

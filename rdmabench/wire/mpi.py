@@ -85,8 +85,9 @@ def agree_max(comm: Any, ranks: list[int], values: tuple[float, ...], tag: int) 
         result = [max(a, b) for a, b in zip(result, receive(comm, other, tag), strict=True)]
     answers = [comm.isend(tuple(result), dest=other, tag=tag) for other in ranks if other != me]
     for request in answers:
+        napper = Napper()
         while not request.Test():
-            time.sleep(0.0002)
+            napper.nap()
     return tuple(result)
 
 
