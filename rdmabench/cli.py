@@ -30,6 +30,13 @@ def _test_names() -> str:
         return "bw|bibw|lat"
 
 
+def _test_help() -> str:
+    try:
+        return "; ".join(f"{name}: {registry.get(name).summary}" for name in registry.names()) + "."
+    except RdmabenchError:
+        return "bw, bibw, lat (a plugin failed to load: the run says why)."
+
+
 def _fail(exc: RdmabenchError) -> None:
     click.echo(error_line(str(exc)), err=True)
     sys.exit(exc.exit_code)
@@ -57,7 +64,7 @@ def main() -> None:
     "--test",
     default="bw",
     metavar=_test_names(),
-    help="bw: one direction, a window of messages in flight; bibw: both directions at once; lat: ping-pong, half round trip.",
+    help=_test_help(),
 )
 @click.option(
     "--pattern",
@@ -343,7 +350,11 @@ def copy_command(
     "--mode", default="host", metavar="host|device", help="Memory on both sides: host, or device (GPUs 0 and 1)."
 )
 @click.option("--sizes", default="8,1MiB,64MiB", help="Message sizes, as for run.")
-@click.option("--tests", default="bw,lat", help="Comma-separated: bw (vs tag_bw) and lat (vs tag_lat).")
+@click.option(
+    "--tests",
+    default="bw,lat",
+    help="Comma-separated: bw (vs tag_bw), lat (tag_lat), put (ucp_put_bw), get (ucp_get), put-lat (ucp_put_lat).",
+)
 @click.option("--output", "-o", default=None, type=click.Path(dir_okay=False), help="Also write the rows as JSON here.")
 def anchor(mode: str, sizes: str, tests: str, output: str | None) -> None:
     """Compare rdmabench with ucx_perftest (the C anchor) on this machine, side by side.

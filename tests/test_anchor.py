@@ -1,12 +1,18 @@
-"""The anchor's reading of ucx_perftest and its table (the side-by-side runs themselves are a
-benchmark, run by hand: see the README)."""
+"""The anchor's reading of ucx_perftest and its table; one small side-by-side run end to end (the
+comparisons themselves are a benchmark, run by hand: see the README)."""
 
 from __future__ import annotations
+
+import json
+from pathlib import Path
 
 import pytest
 
 from rdmabench.bench.anchor import format_rows, parse_final
 from rdmabench.errors import LaunchError
+from rdmabench.wire import native
+
+from .conftest import run_cli
 
 # ucx_perftest -t tag_bw -s 8 on the CI VM (UCX 1.21): its "MB/s" are MiB/s.
 _PERFTEST_TAIL = """\
@@ -34,3 +40,16 @@ def test_rows_print_every_ratio_and_the_message_rate() -> None:
     text = format_rows([row])
     assert "0.97" in text and "0.018" not in text and "0.02" in text and "native sysv/memory" in text
     assert "message rate at 8 B: rdmabench 13.75 M/s (unchecked), ucx_perftest 14.20 M/s: ratio 0.97" in text
+
+
+@pytest.mark.skipif(native.load().library is None, reason="one-sided tests need the native loop")
+def test_the_anchor_runs_end_to_end_on_a_one_sided_test(tmp_path: Path) -> None:
+    """Both programs really run and their figures land in one row (a results-format change once broke
+    the anchor without any test noticing)."""
+    out = tmp_path / "anchor.json"
+    proc = run_cli(["anchor", "--mode", "host", "--sizes", "64KiB", "--tests", "put", "-o", str(out)], timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    (row,) = json.loads(out.read_text())["rows"]
+    assert row["test"] == "put" and row["anchor_test"] == "ucp_put_bw" and row["python_loop"] is None
+    assert row["anchor"] > 0 and row["validated"] > 0 and row["ratio_validated"] == row["validated"] / row["anchor"]
+    assert "put " in proc.stdout and "ucp_put_bw" in proc.stdout

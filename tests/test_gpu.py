@@ -176,3 +176,32 @@ def test_device_messages_are_checked_together_and_counted_exactly(nbytes: int) -
     finally:
         RECYCLER.enabled = False
         RECYCLER.clear()
+
+
+@pytest.mark.parametrize("test", ["put", "get", "get-lat"])
+@pytest.mark.parametrize("src, dst", [("device", "device"), ("pinned", "device"), ("device", "pinned")])
+def test_one_sided_with_device_memory(test: str, src: str, dst: str, results_path: Path) -> None:
+    doc = _run(["--test", test, "--src-mode", src, "--dst-mode", dst, "--sizes", "8,1MiB"], results_path)
+    for entry in doc["results"]:
+        assert entry["validated"] and entry["wrong_bytes"] == 0 and entry["engine"] == "native"
+        assert entry["ucx_report"]["decided_by"].startswith("remote memory"), entry["ucx_report"]
+        assert entry["transport"], entry
+    if src == dst == "device":
+        # UCX 1.21 puts over CUDA IPC; its gets of device memory between processes are emulated over
+        # shared memory (ucx_perftest's ucp_get too): an entry that says so must carry the warning.
+        for entry in (e for e in doc["results"] if e["size_bytes"] == 1 << 20):
+            direct = entry["transport"].startswith("cuda_ipc")
+            assert direct or test != "put", entry["transport"]
+            assert (entry["warnings"] == []) == direct, entry["warnings"]
+
+
+@pytest.mark.parametrize("mode", ["managed", "mapped"])
+def test_one_sided_with_managed_and_mapped_memory(mode: str, results_path: Path) -> None:
+    doc = _run(["--test", "put", "--mode", mode, "--sizes", "64KiB"], results_path)
+    assert all(e["validated"] and e["transport"] for e in doc["results"])
+
+
+def test_a_corrupted_device_put_is_caught(results_path: Path) -> None:
+    args = ["--test", "put", "--mode", "device", "--sizes", "4096", "--warmup", "1", "-o", str(results_path)]
+    proc = run_cli(["run", "--np", "2", *args, *QUICK], env=rdmabench_env(RDMABENCH_FAULT="corrupt:1"))
+    assert proc.returncode != 0 and "wrong byte(s) of 4096" in proc.stderr, proc.stderr

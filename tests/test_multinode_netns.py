@@ -173,3 +173,24 @@ def test_a_screen_remeasures_the_links_of_a_slow_host_alone(cluster: Cluster, tm
     )
     assert report.returncode == 0 and "re-measured after the screen" in report.stdout
     assert f"outlier links per node, most first: {slow_host} (6)" in report.stdout  # the slow host leads
+
+
+@pytest.mark.parametrize("test", ["put", "get", "put-lat", "get-lat"])
+def test_one_sided_between_namespace_hosts_goes_over_tcp_and_is_validated(
+    two_hosts: dict[str, str], cluster: Cluster, tmp_path: Path, test: str
+) -> None:
+    out = tmp_path / f"{test}.json"
+    before = [_tx_bytes(f"{PREFIX}-v{i}") for i in (0, 1)]
+    args = ["--test", test, "--sizes", "8,64KiB", "--samples", "2", "--sample-time", "0.005", "-o", str(out)]
+    proc = cluster.run(1, args)
+    assert proc.returncode == 0, proc.stderr
+    entries = load_results(str(out))["results"]
+    assert len(entries) == 2
+    for entry in entries:
+        assert entry["link"] == "inter-node" and entry["validated"] and entry["transport"] == "tcp/eth0", entry
+        assert entry["ucx_report"]["decided_by"].startswith("remote memory")
+        assert entry["src_nic"] == entry["dst_nic"] == "eth0"
+    if test in ("put", "get"):
+        big = entries[1]
+        moved = big["size_bytes"] * big["messages_per_sample"] * len(big["samples"])
+        assert sum(_tx_bytes(f"{PREFIX}-v{i}") - before[i] for i in (0, 1)) >= moved

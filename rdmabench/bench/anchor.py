@@ -5,7 +5,6 @@ prints ratios measured in the same run, because these machines are too noisy for
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import socket
@@ -75,6 +74,12 @@ def same_ucx_settings() -> dict[str, str]:
     return ucx_env.set_by_ucxx()
 
 
+def _gpus() -> int:
+    from ..hardware.gpu import visible_gpu_count
+
+    return visible_gpu_count()
+
+
 def run_perftest(test: str, size: int, device: bool, iterations: int, timeout: float = 120) -> PerftestResult:
     """One ucx_perftest server/client pair on this machine; GPUs 0 and 1 for device memory. Call
     same_ucx_settings() first."""
@@ -89,7 +94,8 @@ def run_perftest(test: str, size: int, device: bool, iterations: int, timeout: f
         common += ["-m", "cuda"]
     server_env, client_env = dict(env), dict(env)
     if device:
-        server_env["CUDA_VISIBLE_DEVICES"], client_env["CUDA_VISIBLE_DEVICES"] = "1", "0"
+        # GPUs 0 and 1 where there are two (rdmabench's two ranks take one each), else both on GPU 0.
+        server_env["CUDA_VISIBLE_DEVICES"], client_env["CUDA_VISIBLE_DEVICES"] = ("1" if _gpus() >= 2 else "0"), "0"
     server = subprocess.Popen([binary, *common], env=server_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         for _attempt in range(20):
@@ -113,6 +119,8 @@ def run_perftest(test: str, size: int, device: bool, iterations: int, timeout: f
 def run_rdmabench(
     test: str, sizes: list[int], mode: str, validate: bool, engine: str = "auto"
 ) -> dict[int, dict[str, Any]]:
+    from ..results import document
+
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "r.json")
         command = [sys.executable, "-m", "rdmabench", "run", "--np", "2", "--test", test, "--mode", mode]
@@ -123,8 +131,7 @@ def run_rdmabench(
         proc = subprocess.run(command, capture_output=True, text=True, timeout=1800)
         if proc.returncode != 0:
             raise LaunchError(f"rdmabench run failed: {proc.stderr.strip()[-500:]}")
-        with open(out) as handle:
-            entries = json.load(handle)["results"]
+        entries = document.load(out)["results"]
     return {e["size_bytes"]: e for e in entries if e["src_rank"] == 0}
 
 
@@ -160,10 +167,23 @@ def peer_copy_gbps(size: int, repeats: int = 20) -> float | None:
     return size / times[len(times) // 2] / 1e9
 
 
+# rdmabench test -> (ucx_perftest test, whether its figure is a latency)
+ANCHORS = {
+    "bw": ("tag_bw", False),
+    "lat": ("tag_lat", True),
+    "put": ("ucp_put_bw", False),
+    "get": ("ucp_get", False),
+    "put-lat": ("ucp_put_lat", True),
+}
+
+
 def _perftest_iterations(test: str, size: int) -> int:
-    if test == "tag_lat":
+    if test.endswith("_lat"):
         return 20000 if size <= 65536 else max(50, (256 << 20) // size)
-    return max(50, min(1_000_000, (4 << 30) // size))
+    # One-sided gets of device memory may be emulated (UCX 1.21: over shared memory, well under a
+    # million small messages a second): a smaller count keeps the anchor within its time limit.
+    most = 1_000_000 if test.startswith("tag") else 100_000
+    return max(50, min(most, (4 << 30) // size))
 
 
 def compare(mode: str, sizes: list[int], tests: list[str]) -> list[dict[str, Any]]:
@@ -175,42 +195,54 @@ def compare(mode: str, sizes: list[int], tests: list[str]) -> list[dict[str, Any
     shared = same_ucx_settings()
     rows: list[dict[str, Any]] = []
     for test in tests:
-        if test not in ("bw", "lat"):
-            raise ConfigError(f"unknown anchor test {test!r}: choose bw or lat")
-        perf_test = "tag_bw" if test == "bw" else "tag_lat"
-        checked = run_rdmabench(test, sizes, rd_mode, validate=True)
-        unchecked = run_rdmabench(test, sizes, rd_mode, validate=False)
-        # The same run with the Python loop timing each step: what the native loop buys.
-        python = run_rdmabench(test, sizes, rd_mode, validate=False, engine="python")
-        for size in sizes:
-            anchor = run_perftest(perf_test, size, device, _perftest_iterations(perf_test, size))
-            row: dict[str, Any] = {"test": test, "size_bytes": size, "mode": mode}
-            field = "bandwidth_gbps" if test == "bw" else "latency_us"
-            row["anchor"] = anchor.bandwidth_gbps if test == "bw" else anchor.latency_us
-            for column, run in (("validated", checked), ("unvalidated", unchecked), ("python_loop", python)):
-                row[column] = run[size][field]
-                row[f"ratio_{column}"] = row[column] / row["anchor"]
-            if test == "bw":
-                row["anchor_msg_rate"] = anchor.message_rate
-                row["rdmabench_msg_rate"] = row["unvalidated"] * 1e9 / size
-                # Extra time rdmabench spends per message, beyond what UCX itself needs.
-                row["overhead_us_per_msg"] = (1 / row["rdmabench_msg_rate"] - 1 / anchor.message_rate) * 1e6
-                peer = peer_copy_gbps(size) if device else None
-                row["peer_copy"] = peer
-                row["ratio_peer_copy"] = row["validated"] / peer if peer else None
-            else:
-                row["overhead_us_per_msg"] = row["unvalidated"] - anchor.latency_us
-            row["engine"] = checked[size].get("engine")
-            row["ucx_settings_set_by_ucxx"] = shared
-            row["transport"] = checked[size].get("transport")
-            rows.append(row)
+        if test not in ANCHORS:
+            raise ConfigError(f"unknown anchor test {test!r}: choose {', '.join(ANCHORS)}")
+        rows.extend(_compare_test(test, sizes, device, rd_mode, shared))
+    return rows
+
+
+def _compare_test(
+    test: str, sizes: list[int], device: bool, rd_mode: str, shared: dict[str, str]
+) -> list[dict[str, Any]]:
+    from ..measure import registry
+
+    perf_test, latency = ANCHORS[test]
+    checked = run_rdmabench(test, sizes, rd_mode, validate=True)
+    unchecked = run_rdmabench(test, sizes, rd_mode, validate=False)
+    # The same run with the Python loop timing each step: what the native loop buys (one-sided
+    # tests have no Python loop).
+    python = None if registry.get(test).one_sided else run_rdmabench(test, sizes, rd_mode, False, engine="python")
+    rows = []
+    for size in sizes:
+        anchor = run_perftest(perf_test, size, device, _perftest_iterations(perf_test, size))
+        row: dict[str, Any] = {"test": test, "size_bytes": size, "mode": "device" if device else "host"}
+        field = "latency_us" if latency else "bandwidth_gbps"
+        row["anchor_test"] = perf_test
+        row["anchor"] = anchor.latency_us if latency else anchor.bandwidth_gbps
+        for column, run in (("validated", checked), ("unvalidated", unchecked), ("python_loop", python)):
+            row[column] = run[size][field] if run is not None else None
+            row[f"ratio_{column}"] = row[column] / row["anchor"] if run is not None else None
+        if not latency:
+            row["anchor_msg_rate"] = anchor.message_rate
+            row["rdmabench_msg_rate"] = row["unvalidated"] * 1e9 / size
+            # Extra time rdmabench spends per message, beyond what UCX itself needs.
+            row["overhead_us_per_msg"] = (1 / row["rdmabench_msg_rate"] - 1 / anchor.message_rate) * 1e6
+            peer = peer_copy_gbps(size) if device else None
+            row["peer_copy"] = peer
+            row["ratio_peer_copy"] = row["validated"] / peer if peer else None
+        else:
+            row["overhead_us_per_msg"] = row["unvalidated"] - anchor.latency_us
+        row["engine"] = checked[size].get("engine")
+        row["ucx_settings_set_by_ucxx"] = shared
+        row["transport"] = checked[size].get("transport")
+        rows.append(row)
     return rows
 
 
 def format_rows(rows: list[dict[str, Any]]) -> str:
     lines = [
-        "# ratios measured side by side in this run; bw in GB/s (1e9 B/s), lat in us (half round trip)",
-        "# anchor: ucx_perftest tag_bw/tag_lat; rdmabench checked = default (every byte validated), unchecked = --no-validate,",
+        "# ratios measured side by side in this run; bw, put, get in GB/s (1e9 B/s), lat, put-lat in us (half round trip)",
+        "# anchor: ucx_perftest tag_bw, tag_lat, ucp_put_bw, ucp_get, ucp_put_lat; rdmabench checked = default (every byte validated), unchecked = --no-validate,",
         "# python = --no-validate --engine python (the step timed by the Python loop instead of the native one);",
         "# +us/msg = rdmabench's extra time per message over the anchor's (unchecked)",
         "# both ran with the UCX settings UCXX sets: "
@@ -220,19 +252,21 @@ def format_rows(rows: list[dict[str, Any]]) -> str:
             else ""
         )
         + " (and every UCX_* of this environment)",
-        f"{'test':<4} {'mode':<6} {'size':>7} {'anchor':>10} {'checked':>10} {'ratio':>6} {'unchecked':>10} {'ratio':>6} "
+        f"{'test':<7} {'mode':<6} {'size':>7} {'anchor':>10} {'checked':>10} {'ratio':>6} {'unchecked':>10} {'ratio':>6} "
         f"{'python':>10} {'ratio':>6} {'+us/msg':>8}  engine transport",
     ]
     for r in rows:
+        python = "-" if r["python_loop"] is None else f"{r['python_loop']:.3f}"
+        python_ratio = "-" if r["ratio_python_loop"] is None else f"{r['ratio_python_loop']:.2f}"
         lines.append(
-            f"{r['test']:<4} {r['mode']:<6} {format_size(r['size_bytes']):>7} {r['anchor']:>10.3f} {r['validated']:>10.3f} "
+            f"{r['test']:<7} {r['mode']:<6} {format_size(r['size_bytes']):>7} {r['anchor']:>10.3f} {r['validated']:>10.3f} "
             f"{r['ratio_validated']:>6.2f} {r['unvalidated']:>10.3f} {r['ratio_unvalidated']:>6.2f} "
-            f"{r['python_loop']:>10.3f} {r['ratio_python_loop']:>6.2f} {r['overhead_us_per_msg']:>8.2f}  {r['engine']} {r['transport']}"
+            f"{python:>10} {python_ratio:>6} {r['overhead_us_per_msg']:>8.2f}  {r['engine']} {r['transport']}"
         )
     for r in rows:
-        if r["test"] == "bw" and r["size_bytes"] <= 64:
+        if "anchor_msg_rate" in r and r["size_bytes"] <= 64:
             lines.append(
-                f"# message rate at {r['size_bytes']} B: rdmabench {r['rdmabench_msg_rate'] / 1e6:.2f} M/s "
+                f"# {r['test']} message rate at {r['size_bytes']} B: rdmabench {r['rdmabench_msg_rate'] / 1e6:.2f} M/s "
                 f"(unchecked), ucx_perftest {r['anchor_msg_rate'] / 1e6:.2f} M/s: ratio "
                 f"{r['rdmabench_msg_rate'] / r['anchor_msg_rate']:.2f}"
             )
@@ -241,7 +275,7 @@ def format_rows(rows: list[dict[str, Any]]) -> str:
         lines.append("# device bw against the copy engine's GPU0 -> GPU1 peer copy (cudaMemcpyPeerAsync), same run:")
         for r in peers:
             lines.append(
-                f"{'bw':<4} {'device':<6} {format_size(r['size_bytes']):>7} peer copy {r['peer_copy']:>9.3f}  "
+                f"{r['test']:<7} {'device':<6} {format_size(r['size_bytes']):>7} peer copy {r['peer_copy']:>9.3f}  "
                 f"rdmabench checked {r['validated']:>9.3f}  ratio {r['ratio_peer_copy']:.2f}"
             )
     return "\n".join(lines)

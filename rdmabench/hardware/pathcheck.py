@@ -19,7 +19,8 @@ def path_warnings(entry: dict[str, Any], same_host: bool) -> list[str]:
     name = transport.split("/")[0]
     protocol = entry.get("protocol") or ""
     decided_by = (entry.get("ucx_report") or {}).get("decided_by") or ""
-    rendezvous = "rendezvous" in protocol or decided_by.startswith("rendezvous")
+    # Bulk bytes: a rendezvous, or one-sided remote memory access (always zero-copy or staged).
+    rendezvous = "rendezvous" in protocol or decided_by.startswith(("rendezvous", "remote memory"))
     # GPU memory handed to UCX (device, managed); staged modes hand it host memory.
     modes = [mode_named(entry.get(f"{end}_mode")) for end in ("src", "dst")]
     device = any(mode is not None and mode.ucx_memory != "host" for mode in modes)

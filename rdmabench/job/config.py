@@ -76,6 +76,12 @@ class RunConfig:
             raise ConfigError(
                 f"--test {self.test} measures one link at a time: use it with --pattern pair or all-pairs without --concurrent"
             )
+        for mode in dict.fromkeys(self.modes):
+            reason = kind.refuse_mode(mode)
+            if reason:
+                raise ConfigError(f"--test {self.test} cannot use {mode.value} memory: {reason}")
+        if kind.one_sided and self.engine == "python":
+            raise ConfigError(f"--test {self.test} runs in the native loop only: use --engine auto or native")
         if self.concurrent and self.pattern != "all-pairs":
             raise ConfigError("--concurrent schedules all-pairs; the other patterns are concurrent already")
         if not 0 <= self.remeasure_below < 1:

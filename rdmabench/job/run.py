@@ -192,10 +192,16 @@ class _Job:
         world, config = self.world, self.config
         nic = nics.choose(world.me.gpu.pci_bus_id if world.me.gpu else None, world.me.local_rank, dict(os.environ))
         nics.apply(nic)  # before UCX reads its settings
-        transport = Transport(world.comm, self.log_dir, world.local_peer_pids(), [i.host for i in world.ranks])
+        hosts = [i.host for i in world.ranks]
+        transport = Transport(world.comm, self.log_dir, world.local_peer_pids(), hosts, self.kind.one_sided)
         transport.native, engine_detail = _hot_loop(config)
         self.transport = transport
         engines = world.comm.allgather({"native": transport.native is not None, "detail": engine_detail})
+        lacking = next((rank for rank, engine in enumerate(engines) if not engine["native"]), None)
+        if self.kind.one_sided and lacking is not None:
+            raise ConfigError(
+                f"--test {config.test} runs in the native loop only; rank {lacking} has none: {engines[lacking]['detail']}"
+            )
         peer_gpus = [
             i.gpu.pci_bus_id for i in world.ranks if i.host == world.me.host and i.gpu and i.rank != world.rank
         ]

@@ -5,6 +5,7 @@ from the echoing side, sent once its ping receive is posted."""
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from ..wire.native import HotLoop, memory_type
 from .round import DATA, READY, RoundEnd, Side, tag
@@ -16,6 +17,12 @@ class PingPongProtocol:
 
     def buffers(self, window: int, sends: int, receives: int) -> int:
         return 2 * (sends + receives)  # each end of a link both sends and receives one message
+
+    def timed(self, end: RoundEnd) -> list[Side]:
+        return end.targets
+
+    def rows(self, end: RoundEnd, side: Side) -> dict[str, Any]:
+        return end.tag_rows(side)
 
     def setup(self, end: RoundEnd) -> None:
         # The pinging end (src) keeps its link in `targets`, the echoing end in `sources`; each has

@@ -4,10 +4,10 @@ concurrent pattern) and pingpong.py (lat)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from .round import RoundEnd
+    from .round import RoundEnd, Side
 
 
 class StepProtocol(Protocol):
@@ -16,6 +16,14 @@ class StepProtocol(Protocol):
 
     def buffers(self, window: int, sends: int, receives: int) -> int:
         """Message buffers a rank allocates when it sends on `sends` links and receives on `receives`."""
+        ...
+
+    def timed(self, end: RoundEnd) -> list[Side]:
+        """The sides of links this rank times, in the order its steps return their seconds."""
+        ...
+
+    def rows(self, end: RoundEnd, side: Side) -> dict[str, Any]:
+        """What this rank's UCX reported for a link it times (RoundEnd.tag_rows for tagged messages)."""
         ...
 
     def setup(self, end: RoundEnd) -> None:

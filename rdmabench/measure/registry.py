@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..errors import ConfigError
+from ..modes import MemoryMode
 
 if TYPE_CHECKING:
     from .protocol import StepProtocol
@@ -42,7 +43,13 @@ class TestKind:
     pair_links: Callable[[int, int], list[tuple[int, int]]]
     # The figure of one sample from its step times: (size, window, step seconds) -> value in `unit`.
     figure: Callable[[int, int, list[float]], float]
+    # When a step's clock stops, for the table's header.
+    timing: str = "timed until the receiver acknowledged every message"
     concurrent: bool = True  # may run in rounds of many links (ring, incast, all-pairs --concurrent, ...)
+    # Remote memory access: UCX's RMA feature on, the native loop on every rank.
+    one_sided: bool = False
+    # Why the test cannot use a memory mode (None: it can); asked for both ends before a job starts.
+    refuse_mode: Callable[[MemoryMode], str | None] = lambda mode: None
 
     @property
     def both_ways(self) -> bool:

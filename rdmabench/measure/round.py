@@ -113,8 +113,9 @@ class Side:
 class RoundEnd:
     """This rank's part of a round: the links it sends on (targets) and receives on (sources)."""
 
-    def __init__(self, transport: Transport, spec: RoundSpec, have_gpu: bool, native: Any):
+    def __init__(self, transport: Transport, spec: RoundSpec, have_gpu: bool, native: Any, comm: Any = None):
         self.transport = transport
+        self.comm = comm  # MPI, for what a protocol exchanges when the round is set up (remote keys)
         self.spec = spec
         self.have_gpu = have_gpu
         self.rank = transport.rank
@@ -127,6 +128,7 @@ class RoundEnd:
         self._allocated: list[Buffer] = []
         self._carriers: list[Carrier] = []
         self._signals: list[Any] = []
+        self._releasers: list[Callable[[], None]] = []
         first = spec.links[0]
         self.corrupt_at = faults.corrupt_step() if self.rank == first.src else None
         self.stall_at = faults.stall_step() if self.rank == first.dst else None
@@ -183,7 +185,22 @@ class RoundEnd:
                     f"of step {index} from rank {side.peer} on {self.where}"
                 )
 
+    def on_release(self, release: Callable[[], None]) -> None:
+        """Run `release` when the round ends, before the buffers are given back (memory a protocol
+        registered with UCX is unregistered while it still exists)."""
+        self._releasers.append(release)
+
+    def tag_rows(self, side: Side) -> dict[str, Any]:
+        """What this rank's UCX reported for the tagged messages of the link it sends on."""
+        link = side.link
+        return self.transport.path_rows(
+            side.peer, side.mode.ucx_memory, link.dst_mode.ucx_memory, self.spec.chunk(link)
+        )
+
     def release(self) -> None:
+        for release in reversed(self._releasers):
+            release()
+        self._releasers.clear()
         for carrier in self._carriers:
             carrier.release()
         for buffer in self._allocated:
@@ -197,19 +214,22 @@ _TAG_CALIBRATE = 10  # MPI tag of the round's agreement on steps per sample
 
 def run_round(transport: Transport, comm: Any, spec: RoundSpec, have_gpu: bool, native: Any) -> list[LinkMeasurement]:
     """Run `spec` on this rank (a rank of the round); returns the measurements of the links it timed."""
-    end = RoundEnd(transport, spec, have_gpu, native)
+    end = RoundEnd(transport, spec, have_gpu, native, comm)
     protocol = spec.kind.protocol
     try:
         for peer in end.peers:
             transport.endpoint(peer)
         protocol.setup(end)
         step = protocol.native_step if end.native is not None else protocol.python_step
-        samples, iterations = _sample(end, comm, step)
+        timed = protocol.timed(end)
+        samples, iterations = _sample(end, comm, step, len(timed))
+        rows = [protocol.rows(end, side) for side in timed]
     finally:
         end.release()
     engine = "native" if end.native is not None else "python"
     measured = []
-    for position, side in enumerate(end.targets):  # a rank times the links it sends on (a ping too)
+    # A rank times the links the protocol gives it: those it sends on (a ping too), a get's receiver.
+    for position, side in enumerate(timed):
         measured.append(
             LinkMeasurement(
                 side.link,
@@ -219,9 +239,7 @@ def run_round(transport: Transport, comm: Any, spec: RoundSpec, have_gpu: bool, 
                 spec.plan.warmup,
                 engine,
                 end.native is not None,
-                transport.path_rows(
-                    side.peer, side.mode.ucx_memory, side.link.dst_mode.ucx_memory, spec.chunk(side.link)
-                ),
+                rows[position],
             )
         )
     return measured
@@ -240,7 +258,7 @@ def fetch_rows(transport: Transport, spec: RoundSpec) -> dict[tuple[int, int], d
 
 
 def _sample(
-    end: RoundEnd, comm: Any, step: Callable[[RoundEnd, int], list[float]]
+    end: RoundEnd, comm: Any, step: Callable[[RoundEnd, int], list[float]], links: int
 ) -> tuple[list[list[list[float]]], int]:
     """Warm up, agree on the steps per sample, then time `samples` x `iterations` steps. Returns
     samples[sample][link] = that link's step times, and the iterations per sample."""
@@ -266,7 +284,7 @@ def _sample(
     index = plan.warmup
     samples: list[list[list[float]]] = []
     for _ in range(plan.samples):
-        per_link: list[list[float]] = [[] for _ in end.targets]
+        per_link: list[list[float]] = [[] for _ in range(links)]
         for _ in range(iterations):
             for position, seconds in enumerate(one(index)):
                 per_link[position].append(seconds)

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..wire.native import HotLoop, LinkEnd, memory_type
 from ..wire.ucx import Request
-from .round import ACK, DATA, READY, RoundEnd, tag
+from .round import ACK, DATA, READY, RoundEnd, Side, tag
 
 
 class WindowProtocol:
@@ -27,6 +27,12 @@ class WindowProtocol:
 
     def buffers(self, window: int, sends: int, receives: int) -> int:
         return window * (sends + receives)
+
+    def timed(self, end: RoundEnd) -> list[Side]:
+        return end.targets
+
+    def rows(self, end: RoundEnd, side: Side) -> dict[str, Any]:
+        return end.tag_rows(side)
 
     def setup(self, end: RoundEnd) -> None:
         for side in end.targets:

@@ -72,7 +72,7 @@ class ProgressTable:
         else:
             unit = self.unit_text if self.bandwidth else self.kind.unit
             lines.append(
-                f"# {unit}, {self.kind.summary}, timed until the receiver acknowledged every message; "
+                f"# {unit}, {self.kind.summary}, {self.kind.timing}; "
                 "median of samples; share = of the link's physical limit"
             )
             lines.append(

@@ -29,6 +29,9 @@ TAG_SEND = "tagged message by ucp_tag_send*"
 RNDV_SEND = "rendezvous data send"
 RNDV_FETCH = "rendezvous data fetch"
 TENTATIVE = "(?)"
+# One-sided operations: the initiator's table ("... from host memory to cuda", "... into host memory from host").
+RMA_PUT = "remote memory write by ucp_put*"
+RMA_GET = "remote memory read by ucp_get*"
 
 
 def _size(text: str) -> float:

@@ -66,6 +66,8 @@ class Backend(Protocol):
 
     def worker_handle(self) -> int: ...
 
+    def context_handle(self) -> int: ...
+
     def endpoint_handle(self, endpoint: Any) -> int: ...
 
     def progress(self) -> None: ...
@@ -78,7 +80,7 @@ class UcxxBackend:
 
     name = "ucxx"
 
-    def __init__(self) -> None:
+    def __init__(self, one_sided: bool = False) -> None:
         import ucxx
         import ucxx._lib.libucxx as api
         from ucxx._lib.arr import Array
@@ -87,7 +89,9 @@ class UcxxBackend:
         self._array = Array
         self.version = str(getattr(ucxx, "__version__", "unknown"))
         self.ucx_version = ".".join(str(part) for part in api.get_ucx_version())
-        self._context = api.UCXContext(feature_flags=(api.Feature.TAG,))
+        # RMA only when a one-sided test runs: the tagged tests' transports stay what they were.
+        features = (api.Feature.TAG, api.Feature.RMA) if one_sided else (api.Feature.TAG,)
+        self._context = api.UCXContext(feature_flags=features)
         self._worker = api.UCXWorker(self._context)
         self._endpoints: list[Any] = []
 
@@ -119,6 +123,10 @@ class UcxxBackend:
     def taker(self) -> Callable[[Any, Any], Request]:
         return self._worker.tag_recv  # type: ignore[no-any-return]
 
+    def context_handle(self) -> int:
+        """The ucp_context_h underneath: one-sided tests map memory with it."""
+        return int(self._context.handle)
+
     def worker_handle(self) -> int:
         """The ucp_worker_h underneath, for the native hot loop."""
         return int(self._worker.handle)
@@ -143,16 +151,28 @@ class UcxxBackend:
         self._endpoints.clear()
 
 
-def load_backend() -> Backend:
+def load_backend(one_sided: bool = False) -> Backend:
     try:
-        return UcxxBackend()
+        return UcxxBackend(one_sided)
     except ImportError as exc:
         raise TransportError(f"UCXX is not installed ({exc}); install rdmabench with the cu12 or cu13 extra") from None
 
 
 def describe_path(sender_rows: dict[str, Any], receiver_rows: dict[str, Any]) -> dict[str, Any]:
     """Result fields for one direction of a link: the transport and protocol UCX used, and the rows
-    of its report that say so (from the sender's and the receiver's UCX)."""
+    of its report that say so (from the sender's and the receiver's UCX; a one-sided link's from its
+    initiator's)."""
+    if "rma" in sender_rows:
+        rma = sender_rows["rma"]
+        return {
+            "transport": rma.transport if rma else None,
+            "protocol": rma.protocol if rma else None,
+            "ucx_locality": sender_rows["locality"],
+            "ucx_report": {
+                "decided_by": sender_rows["operation"] if rma else None,
+                "initiator_rma": f"{rma.protocol} | {rma.transport}" if rma else None,
+            },
+        }
     row, source = protoinfo.resolve(sender_rows["tag"], sender_rows["send"], receiver_rows["fetch"])
 
     def text(r: protoinfo.ProtoRow | None) -> str | None:
@@ -202,8 +222,9 @@ class Transport:
         log_dir: str | None,
         local_peer_pids: dict[int, int] | None = None,
         hosts: list[str] | None = None,
+        one_sided: bool = False,
     ):
-        self.backend = load_backend()
+        self.backend = load_backend(one_sided)
         self.rank = comm.Get_rank()
         self._hosts = hosts
         self._local_peer_pids = local_peer_pids or {}
@@ -383,6 +404,18 @@ class Transport:
         rows["tag"] = self._row(tables, config, protoinfo.TAG_SEND, memory, None, nbytes)
         rows["send"] = self._row(tables, config, protoinfo.RNDV_SEND, memory, peer_memory, nbytes)
         rows["fetch"] = self._row(tables, config, protoinfo.RNDV_FETCH, memory, peer_memory, nbytes)
+        rows["locality"] = next((t.locality for t in tables if t.config == config), None)
+        return rows
+
+    def rma_rows(self, peer: int, operation: str, memory: str, peer_memory: str, nbytes: int) -> dict[str, Any]:
+        """What this rank's UCX reported for one-sided `operation` (protoinfo.RMA_PUT or RMA_GET) of
+        `nbytes` to or from `peer`: the initiator's row, which names the transport."""
+        tables = self._tables()
+        config = self._config(peer, tables)
+        rows: dict[str, Any] = {"rma": None, "operation": operation, "locality": None}
+        if config is None:
+            return rows
+        rows["rma"] = self._row(tables, config, operation, memory, peer_memory, nbytes)
         rows["locality"] = next((t.locality for t in tables if t.config == config), None)
         return rows
 

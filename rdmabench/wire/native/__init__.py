@@ -47,12 +47,78 @@ class LinkEnd(ctypes.Structure):
     ]
 
 
+class RmaLinkEnd(ctypes.Structure):
+    """rb_rma_link: one end of a one-sided link, as hotloop.c reads it."""
+
+    _fields_ = [
+        ("ep", _ptr),
+        ("peer_pid", _int),
+        ("count", _int),
+        ("memory_type", _int),
+        ("size", _size),
+        ("buffers", ctypes.POINTER(_ptr)),
+        ("remote", ctypes.POINTER(_tag)),
+        ("rkeys", ctypes.POINTER(_ptr)),
+        ("ready_tag", _tag),
+        ("done_tag", _tag),
+    ]
+
+
 _links = ctypes.POINTER(LinkEnd)
+_rma_links = ctypes.POINTER(RmaLinkEnd)
 # (worker, ...buffers and tags..., timeout, [peer pid,] outputs)
 _SIGNATURES: dict[str, list[Any]] = {
     "rb_round": [_ptr, _links, _int, _links, _int, _ptr, _ptr, _double, _out_seconds, _out_int, _out_int],
-    "rb_lat_ping": [_ptr, _ptr, _ptr, _ptr, _size, _int, _tag, _tag, _tag, _ptr, _double, _int, _out_seconds, _out_int, _out_int],
+    "rb_lat_ping": [
+        _ptr,
+        _ptr,
+        _ptr,
+        _ptr,
+        _size,
+        _int,
+        _tag,
+        _tag,
+        _tag,
+        _ptr,
+        _double,
+        _int,
+        _out_seconds,
+        _out_int,
+        _out_int,
+    ],
     "rb_lat_pong": [_ptr, _ptr, _ptr, _ptr, _size, _int, _tag, _tag, _tag, _ptr, _double, _int, _out_int, _out_int],
+    "rb_rma_round": [
+        _ptr,
+        _int,
+        _rma_links,
+        _int,
+        _rma_links,
+        _int,
+        _ptr,
+        _ptr,
+        _double,
+        _out_seconds,
+        _out_int,
+        _out_int,
+    ],
+    "rb_put_pingpong": [_ptr, _int, _rma_links, _ptr, ctypes.c_uint8, _ptr, _double, _out_seconds, _out_int, _out_int],
+    "rb_mem_map": [
+        _ptr,
+        _ptr,
+        _size,
+        _int,
+        ctypes.POINTER(_ptr),
+        ctypes.POINTER(_ptr),
+        ctypes.POINTER(_size),
+        _out_int,
+    ],
+    "rb_rkey_unpack": [_ptr, _ptr, ctypes.POINTER(_ptr), _out_int],
+}
+# Functions that return nothing: (name, argument types).
+_VOIDS: dict[str, list[Any]] = {
+    "rb_rkey_buffer_release": [_ptr],
+    "rb_mem_unmap": [_ptr, _ptr],
+    "rb_rkey_destroy": [_ptr],
 }  # fmt: skip
 # ucs_memory_type_t of the memory types MemoryMode.ucx_memory names.
 UCS_MEMORY_TYPES = {"host": 0, "cuda": 1, "cuda-managed": 2}
@@ -140,6 +206,10 @@ def load() -> Availability:
             function = getattr(library, name)
             function.argtypes = argtypes
             function.restype = _int
+        for name, argtypes in _VOIDS.items():
+            function = getattr(library, name)
+            function.argtypes = argtypes
+            function.restype = None
         library.rb_status_string.argtypes = [_int]
         library.rb_status_string.restype = ctypes.c_char_p
     except (OSError, subprocess.SubprocessError) as exc:
@@ -182,6 +252,31 @@ class HotLoop:
             raise TransportError(f"out of memory posting {what} on {self._where}")
         text = self._lib.rb_status_string(self._status.value).decode(errors="replace")
         raise TransportError(f"UCX failed {what} on {self._where}: {text}")
+
+    @staticmethod
+    def rma_link_ends(ends: list[RmaLinkEnd]) -> Any:
+        return (RmaLinkEnd * max(1, len(ends)))(*ends)
+
+    def rma_round(
+        self, op: int, active: Any, nactive: int, passive: Any, npassive: int, signal: int, scratch: int
+    ) -> list[float]:
+        """One step of a one-sided round: seconds from each active link's start to its completion."""
+        seconds = (ctypes.c_double * max(1, nactive))()
+        rc = self._lib.rb_rma_round(
+            self._worker, op, active, nactive, passive, npassive, signal, scratch, self._timeout, seconds,
+            ctypes.byref(self._dead), ctypes.byref(self._status),
+        )  # fmt: skip
+        self._check(rc, "a round of one-sided transfers and their completion")
+        return list(seconds[:nactive])
+
+    def put_pingpong(self, ping: bool, link: Any, flag: int, expect: int, signal: int) -> float:
+        """A put each way, each noticed by polling the last byte it writes; seconds on the pinging side."""
+        rc = self._lib.rb_put_pingpong(
+            self._worker, int(ping), link, flag, expect, signal, self._timeout,
+            ctypes.byref(self._seconds), ctypes.byref(self._dead), ctypes.byref(self._status),
+        )  # fmt: skip
+        self._check(rc, "a put ping-pong round trip")
+        return self._seconds.value
 
     @staticmethod
     def addresses(pointers: list[int]) -> Any:
@@ -235,3 +330,51 @@ class HotLoop:
             ctypes.byref(self._dead), ctypes.byref(self._status),
         )  # fmt: skip
         self._check(rc, "a ping and its pong")
+
+
+RMA_PUT, RMA_GET = 0, 1
+
+
+class Registrations:
+    """Memory this rank lends to one-sided peers (ucp_mem_map, a packed remote key per buffer) and the
+    peers' keys it holds; everything is given back by release(), keys before the memory."""
+
+    def __init__(self, library: Any, context: int):
+        self._lib = library
+        self._context = ctypes.c_void_p(context)
+        self._maps: list[Any] = []
+        self._keys: list[Any] = []
+
+    def _check(self, rc: int, status: Any, what: str) -> None:
+        if rc != _OK:
+            text = self._lib.rb_status_string(status.value).decode(errors="replace")
+            raise TransportError(f"UCX could not {what}: {text}")
+
+    def lend(self, address: int, length: int, memory: int) -> bytes:
+        """Map `length` bytes at `address` for remote access; returns the packed remote key."""
+        memh, packed, size, status = ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_size_t(), ctypes.c_int()
+        rc = self._lib.rb_mem_map(
+            self._context, address, length, memory, ctypes.byref(memh), ctypes.byref(packed), ctypes.byref(size),
+            ctypes.byref(status),
+        )  # fmt: skip
+        self._check(rc, status, f"map {length} bytes for remote access")
+        self._maps.append(memh)
+        key = ctypes.string_at(packed, size.value)
+        self._lib.rb_rkey_buffer_release(packed)
+        return key
+
+    def borrow(self, endpoint: int, key: bytes) -> int:
+        """The peer's packed key unpacked for `endpoint`: a ucp_rkey_h."""
+        rkey, status = ctypes.c_void_p(), ctypes.c_int()
+        rc = self._lib.rb_rkey_unpack(endpoint, key, ctypes.byref(rkey), ctypes.byref(status))
+        self._check(rc, status, "unpack a peer's remote key")
+        self._keys.append(rkey)
+        return int(rkey.value or 0)
+
+    def release(self) -> None:
+        for rkey in self._keys:
+            self._lib.rb_rkey_destroy(rkey)
+        for memh in self._maps:
+            self._lib.rb_mem_unmap(self._context, memh)
+        self._keys.clear()
+        self._maps.clear()

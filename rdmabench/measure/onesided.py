@@ -1,0 +1,245 @@
+"""One-sided step protocols (put, get and their latencies): UCP remote memory access in the native loop.
+
+A link's passive end (dst for a put, src for a get) lends its buffers: it maps them with UCX
+(ucp_mem_map) and sends their addresses and packed remote keys to the active end over MPI when the
+round is set up. Each step the passive end says READY once its memory holds what the step needs; the
+active end starts its clock, posts a window of puts (then a flush of the endpoint: UCX's remote
+completion) or gets, stops the clock when the flush or the last get completes, and says DONE.
+Payloads are written by src and checked by dst outside the clock, as for the tagged tests.
+
+The put latency is a ping-pong of puts, each noticed by polling the last byte it writes (as
+ucx_perftest's put latency), so it needs memory the CPU can read: pageable, pinned or mapped. The
+get latency is the time of one get (a full round trip, as OSU and ucx_perftest report it).
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Any
+
+import numpy as np
+
+from ..errors import TransportError
+from ..memory.payload import Pattern
+from ..modes import MemoryMode
+from ..wire import protoinfo
+from ..wire.mpi import receive
+from ..wire.native import RMA_GET, RMA_PUT, HotLoop, Registrations, RmaLinkEnd, memory_type
+from .round import ACK, READY, RoundEnd, Side, tag
+
+_TAG_KEYS = 11  # MPI tag of a round's remote keys
+OPERATIONS = {RMA_PUT: protoinfo.RMA_PUT, RMA_GET: protoinfo.RMA_GET}
+# The CPU polls the last byte of a put latency's message: memory it can read while UCX writes it.
+POLLABLE = frozenset((MemoryMode.PAGEABLE, MemoryMode.PINNED, MemoryMode.MAPPED))
+
+
+def refuse_staged(mode: MemoryMode) -> str | None:
+    """Why a one-sided test cannot use `mode`, or None. Staged modes hand UCX pinned chunks that a
+    copy engine fills step by step; a peer cannot address them, so there is nothing to put into."""
+    if mode.staged:
+        return "remote memory access needs the message's own memory mapped for UCX; use device or pinned"
+    return None
+
+
+def refuse_unpollable(mode: MemoryMode) -> str | None:
+    if mode not in POLLABLE:
+        return (
+            "the put latency polls the last byte from the CPU: use pageable, pinned or mapped memory "
+            "(get-lat measures device memory)"
+        )
+    return None
+
+
+def _lend_and_borrow(end: RoundEnd, lent: list[tuple[Side, list[Any]]], borrowing: list[Side]) -> dict[int, Any]:
+    """Send each passive side's (addresses, keys) to its peer; returns, per borrowing side, the
+    peer's addresses and unpacked keys. Every send is posted before any receive: no rank waits on a
+    peer that waits on it."""
+    regs: Registrations = end.state["regs"]
+    comm = end.comm
+    memory_of = {id(side): memory_type(side.mode.ucx_memory) for side, _ in lent}
+    sends = []
+    for side, buffers in lent:
+        keys = [regs.lend(b.address, end.spec.size, memory_of[id(side)]) for b in buffers]
+        sends.append(comm.isend(([b.address for b in buffers], keys), dest=side.peer, tag=_TAG_KEYS))
+    borrowed: dict[int, Any] = {}
+    for side in borrowing:
+        addresses, keys = receive(comm, side.peer, _TAG_KEYS)
+        endpoint = end.transport.backend.endpoint_handle(end.transport.endpoint(side.peer))
+        rkeys = [regs.borrow(endpoint, key) for key in keys]
+        borrowed[id(side)] = ((ctypes.c_uint64 * len(addresses))(*addresses), HotLoop.addresses(rkeys))
+    for request in sends:
+        request.wait()
+    return borrowed
+
+
+def _setup_native(end: RoundEnd) -> HotLoop:
+    if end.native is None:
+        raise TransportError(f"one-sided tests run in the native loop, which this rank could not load ({end.where})")
+    transport = end.transport
+    regs = Registrations(end.native, transport.backend.context_handle())
+    end.state["regs"] = regs
+    end.on_release(regs.release)
+    return HotLoop(
+        end.native, transport.backend.worker_handle(), end.spec.plan.timeout, end.where, transport.local_pid_ranks()
+    )
+
+
+class OneSidedProtocol:
+    """put or get of a window of messages per step (windowed), or of one (the get latency)."""
+
+    def __init__(self, operation: int, windowed: bool = True):
+        self.operation = operation
+        self.windowed = windowed
+        self.name = ("put" if operation == RMA_PUT else "get") + ("" if windowed else "-once")
+
+    def buffers(self, window: int, sends: int, receives: int) -> int:
+        return (window if self.windowed else 1) * (sends + receives)
+
+    def _count(self, end: RoundEnd) -> int:
+        return end.window if self.windowed else 1
+
+    def active(self, end: RoundEnd) -> list[Side]:
+        """The sides this rank drives and times: it sends on them (put) or receives on them (get)."""
+        return end.targets if self.operation == RMA_PUT else end.sources
+
+    def passive(self, end: RoundEnd) -> list[Side]:
+        return end.sources if self.operation == RMA_PUT else end.targets
+
+    timed = active
+
+    def rows(self, end: RoundEnd, side: Side) -> dict[str, Any]:
+        peer_memory = (side.link.dst_mode if side.link.src == end.rank else side.link.src_mode).ucx_memory
+        return end.transport.rma_rows(
+            side.peer, OPERATIONS[self.operation], side.mode.ucx_memory, peer_memory, end.spec.size
+        )
+
+    def setup(self, end: RoundEnd) -> None:
+        count = self._count(end)
+        for side in end.targets:
+            end.allocate(side, count, outgoing=True)
+        for side in end.sources:
+            end.allocate(side, count, outgoing=False)
+        loop = _setup_native(end)
+        active, passive = self.active(end), self.passive(end)
+        borrowed = _lend_and_borrow(end, [(side, side.buffers) for side in passive], active)
+        me, state = end.rank, end.state
+
+        def link_end(side: Side, ready: int, done: int, remote: Any = None, rkeys: Any = None) -> RmaLinkEnd:
+            local = HotLoop.addresses([buffer.address for buffer in side.buffers])
+            state.setdefault("_keep", []).extend([local, remote, rkeys])
+            endpoint = end.transport.backend.endpoint_handle(end.transport.endpoint(side.peer))
+            return RmaLinkEnd(
+                endpoint, end.transport.local_pid(side.peer), len(side.buffers), memory_type(side.mode.ucx_memory),
+                end.spec.size, local, remote, rkeys, ready, done,
+            )  # fmt: skip
+
+        state["active"] = HotLoop.rma_link_ends(
+            [link_end(s, tag(READY, s.peer), tag(ACK, me), *borrowed[id(s)]) for s in active]
+        )
+        state["passive"] = HotLoop.rma_link_ends([link_end(s, tag(READY, me), tag(ACK, s.peer)) for s in passive])
+        state["counts"] = (len(active), len(passive))
+        state["scratch"] = np.zeros(8 * max(1, len(active) + len(passive)), dtype=np.uint8)
+        state["signal_at"] = end.signal()[1]
+        state["loop"] = loop
+
+    def fill(self, end: RoundEnd, index: int) -> None:
+        for side in end.targets:
+            end.fill(side, side.buffers, index)
+
+    def check(self, end: RoundEnd, index: int) -> None:
+        for side in end.sources:
+            end.check(side, side.buffers, index)
+
+    def native_step(self, end: RoundEnd, index: int) -> list[float]:
+        state = end.state
+        nactive, npassive = state["counts"]
+        loop: HotLoop = state["loop"]
+        return loop.rma_round(
+            self.operation,
+            state["active"],
+            nactive,
+            state["passive"],
+            npassive,
+            state["signal_at"],
+            int(state["scratch"].ctypes.data),
+        )
+
+    python_step = native_step  # _setup_native refused a rank without the native loop
+
+
+def _marker(index: int) -> int:
+    """The last byte of step `index`'s put-latency message: never 0, the value a poll waits for."""
+    return index % 255 + 1
+
+
+class PutPingPongProtocol:
+    """The put latency: src puts into dst's buffer, dst notices the last byte and puts back."""
+
+    name = "put-ping-pong"
+    windowed = False
+
+    def buffers(self, window: int, sends: int, receives: int) -> int:
+        return 2 * (sends + receives)
+
+    def timed(self, end: RoundEnd) -> list[Side]:
+        return end.targets
+
+    def rows(self, end: RoundEnd, side: Side) -> dict[str, Any]:
+        peer_memory = (side.link.dst_mode if side.link.src == end.rank else side.link.src_mode).ucx_memory
+        return end.transport.rma_rows(side.peer, protoinfo.RMA_PUT, side.mode.ucx_memory, peer_memory, end.spec.size)
+
+    def setup(self, end: RoundEnd) -> None:
+        side = (end.targets + end.sources)[0]
+        outgoing, incoming = Side(side.link, side.peer, side.mode), Side(side.link, side.peer, side.mode)
+        end.allocate(outgoing, 1, outgoing=True)
+        end.allocate(incoming, 1, outgoing=False)
+        size = end.spec.size
+        # The last byte is the step's marker: the payload pattern covers the bytes before it.
+        for half, sender in ((outgoing, end.rank), (incoming, side.peer)):
+            if half.pattern is not None:
+                half.pattern = Pattern(half.buffers[0].xp, size - 1, sender)
+        loop = _setup_native(end)
+        borrowed = _lend_and_borrow(end, [(side, incoming.buffers)], [side])
+        pinging = bool(end.targets)
+        ready = tag(READY, side.peer) if pinging else tag(READY, end.rank)
+        local = HotLoop.addresses([outgoing.buffers[0].address])
+        remote, rkeys = borrowed[id(side)]
+        endpoint = end.transport.backend.endpoint_handle(end.transport.endpoint(side.peer))
+        link = RmaLinkEnd(
+            endpoint, end.transport.local_pid(side.peer), 1, memory_type(side.mode.ucx_memory), size, local, remote,
+            rkeys, ready, 0,
+        )  # fmt: skip
+        end.state.update(
+            halves=(outgoing, incoming),
+            link=HotLoop.rma_link_ends([link]),
+            keep=(local, remote, rkeys),
+            flag=incoming.buffers[0].address + size - 1,
+            signal_at=end.signal()[1],
+            loop=loop,
+            pinging=pinging,
+        )
+
+    def fill(self, end: RoundEnd, index: int) -> None:
+        outgoing, incoming = end.state["halves"]
+        end.fill(outgoing, outgoing.buffers, index)
+        size = end.spec.size
+        outgoing.buffers[0].array[size - 1] = _marker(index)
+        incoming.buffers[0].array[size - 1] = 0
+
+    def check(self, end: RoundEnd, index: int) -> None:
+        _, incoming = end.state["halves"]
+        end.check(incoming, incoming.buffers, index)
+
+    def native_step(self, end: RoundEnd, index: int) -> list[float]:
+        state = end.state
+        loop: HotLoop = state["loop"]
+        seconds = loop.put_pingpong(state["pinging"], state["link"], state["flag"], _marker(index), state["signal_at"])
+        return [seconds] if state["pinging"] else []
+
+    python_step = native_step
+
+
+PUT = OneSidedProtocol(RMA_PUT)
+GET = OneSidedProtocol(RMA_GET)
+GET_ONCE = OneSidedProtocol(RMA_GET, windowed=False)
+PUT_PINGPONG = PutPingPongProtocol()
