@@ -12,7 +12,7 @@ import click
 from . import __version__
 from .bench.copy import HOST_KINDS
 from .errors import ConfigError, RdmabenchError, error_line
-from .job.config import DEFAULT_SIZES, RunConfig
+from .job.config import DEFAULT_BLOCK_SIZES, DEFAULT_SIZES, RunConfig
 from .measure import registry
 from .modes import MemoryMode
 from .results import document
@@ -110,6 +110,35 @@ def main() -> None:
     "--sizes",
     default=DEFAULT_SIZES,
     help="Message sizes: a list (8,1MiB,64MiB), a power-of-two range (1:64MiB), or a range with a step (1:64MiB:x4). KiB/MiB/GiB (or K/M/G) are binary; kB/MB/GB are decimal.",
+)
+@click.option(
+    "--blocks",
+    type=int,
+    default=None,
+    metavar="N",
+    help="Block lists shaped like KV caches: each transfer moves N blocks between slots of two pools, as puts, gets "
+    "or tagged messages (--test put, get or bw), timed per transfer (p50, p99, p99.9) and against one contiguous "
+    "message of the same bytes.",
+)
+@click.option(
+    "--block-size",
+    default=None,
+    metavar="SIZES",
+    help="With --blocks: the block sizes to sweep, as --sizes (4KiB:1MiB). [default: 4KiB:1MiB:x4]",
+)
+@click.option(
+    "--layout",
+    default="contiguous",
+    metavar="contiguous|strided|random",
+    help="With --blocks: where blocks sit in each pool: consecutive slots, every other slot, or slots drawn from a "
+    "seeded table in a pool four times larger (or --pool).",
+)
+@click.option("--batch", type=int, default=1, help="With --blocks: transfers in flight per step.")
+@click.option(
+    "--pool",
+    default=None,
+    metavar="SIZE",
+    help="With --blocks: each end's pool in bytes. [default: what the layout needs; 4x that for random]",
 )
 @click.option(
     "--window",
@@ -238,7 +267,8 @@ def _config(options: dict[str, Any]) -> RunConfig:
     mode = MemoryMode.parse(options.pop("mode"))
     src_mode = options.pop("src_mode")
     dst_mode = options.pop("dst_mode")
-    sizes = parse_sizes(options.pop("sizes"))
+    sizes = _sizes(options.pop("sizes"), options.pop("block_size"), options["blocks"])
+    options["pool"] = _size_option("--pool", options["pool"]) if options["pool"] else None
     max_pinned = options.pop("max_pinned")
     options["max_pinned"] = _size_option("--max-pinned", max_pinned) if max_pinned else None
     options["stage_chunk"] = _size_option("--chunk-size", options["stage_chunk"])
@@ -250,6 +280,17 @@ def _config(options: dict[str, Any]) -> RunConfig:
         command_line=shlex.join(["rdmabench", *sys.argv[1:]]),
         **options,
     ).check()
+
+
+def _sizes(sizes: str, block_sizes: str | None, blocks: int | None) -> list[int]:
+    """Message sizes, or with --blocks the block sizes (--block-size, else the default block sweep)."""
+    if block_sizes is not None:
+        if blocks is None:
+            raise ConfigError("--block-size sizes the blocks of --blocks N: give --blocks as well")
+        return parse_sizes(block_sizes)
+    if blocks is not None and sizes == DEFAULT_SIZES:
+        return parse_sizes(DEFAULT_BLOCK_SIZES)
+    return parse_sizes(sizes)
 
 
 def _size_option(option: str, text: str) -> int:

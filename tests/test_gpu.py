@@ -205,3 +205,11 @@ def test_a_corrupted_device_put_is_caught(results_path: Path) -> None:
     args = ["--test", "put", "--mode", "device", "--sizes", "4096", "--warmup", "1", "-o", str(results_path)]
     proc = run_cli(["run", "--np", "2", *args, *QUICK], env=rdmabench_env(RDMABENCH_FAULT="corrupt:1"))
     assert proc.returncode != 0 and "wrong byte(s) of 4096" in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("test", ["put", "bw"])
+def test_block_lists_of_device_memory(test: str, results_path: Path) -> None:
+    args = ["--test", test, "--mode", "device", "--blocks", "64", "--block-size", "16KiB", "--layout", "random"]
+    reference, blocks = _run(args, results_path)["results"]
+    assert blocks["validated"] and blocks["blocks"]["transfers"] > 0 and blocks["transport"].startswith("cuda")
+    assert reference["blocks"]["count"] == 1 and blocks["blocks"]["contiguous_gbps"] > 0

@@ -194,3 +194,14 @@ def test_one_sided_between_namespace_hosts_goes_over_tcp_and_is_validated(
         big = entries[1]
         moved = big["size_bytes"] * big["messages_per_sample"] * len(big["samples"])
         assert sum(_tx_bytes(f"{PREFIX}-v{i}") - before[i] for i in (0, 1)) >= moved
+
+
+def test_block_lists_between_namespace_hosts(two_hosts: dict[str, str], cluster: Cluster, tmp_path: Path) -> None:
+    out = tmp_path / "blocks.json"
+    args = ["--test", "put", "--blocks", "32", "--block-size", "4KiB", "--layout", "random", "--samples", "2"]
+    proc = cluster.run(1, [*args, "--sample-time", "0.005", "-o", str(out)])
+    assert proc.returncode == 0, proc.stderr
+    reference, blocks = load_results(str(out))["results"]
+    assert blocks["transport"] == "tcp/eth0" and blocks["validated"] and blocks["link"] == "inter-node"
+    assert blocks["blocks"]["layout"] == "random" and blocks["blocks"]["transfers"] > 0
+    assert blocks["blocks"]["contiguous_gbps"] == pytest.approx(reference["bandwidth_gbps"], rel=1e-5)

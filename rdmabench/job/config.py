@@ -8,12 +8,14 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..measure import registry
+from ..measure.blocks import BlockShape
 from ..modes import MemoryMode
 from ..units import DISPLAY_UNITS, parse_sizes
 from ..wire.staging import DEFAULT_BUFFERS, DEFAULT_CHUNK, Staging
 from .schedule import LINK_CLASSES, PATTERNS
 
 DEFAULT_SIZES = "1:64MiB:x4"
+DEFAULT_BLOCK_SIZES = "4KiB:1MiB:x4"  # --blocks without --block-size: KV-cache block sizes
 OUTPUT_FORMATS = ("table", "json")
 # What the table prints for patterns: a line per link, a line per round, or per link up to this many links.
 PROGRESS = ("auto", "links", "rounds")
@@ -61,6 +63,12 @@ class RunConfig:
     stage_buffers: int = DEFAULT_BUFFERS  # staged mode: pinned buffers per direction of a link
     require_gdr: bool = False
     engine: str = "auto"
+    # Block lists (KV-cache shaped transfers): blocks per transfer (None: plain messages), their layout
+    # in each pool, transfers in flight per step, each end's pool in bytes (None: as the layout needs).
+    blocks: int | None = None
+    layout: str = "contiguous"
+    batch: int = 1
+    pool: int | None = None
     # Floors (share of the physical limit) per limit kind or link class: a verdict at the end of the run.
     expect: dict[str, float] = field(default_factory=dict)
     command_line: str = ""
@@ -82,6 +90,7 @@ class RunConfig:
                 raise ConfigError(f"--test {self.test} cannot use {mode.value} memory: {reason}")
         if kind.one_sided and self.engine == "python":
             raise ConfigError(f"--test {self.test} runs in the native loop only: use --engine auto or native")
+        self._check_blocks(kind)
         if self.concurrent and self.pattern != "all-pairs":
             raise ConfigError("--concurrent schedules all-pairs; the other patterns are concurrent already")
         if not 0 <= self.remeasure_below < 1:
@@ -110,6 +119,32 @@ class RunConfig:
             raise ConfigError("no message sizes given")
         self.staging.check()
         return self
+
+    def _check_blocks(self, kind: registry.TestKind) -> None:
+        shape = self.block_shape
+        if shape is None:
+            if (self.layout, self.batch, self.pool) != ("contiguous", 1, None):
+                raise ConfigError("--layout, --batch and --pool shape block lists: give --blocks N as well")
+            return
+        if kind.block_op is None:
+            raise ConfigError(f"--blocks moves the bytes of put, get or bw, not of --test {self.test}")
+        if self.pattern not in ("pair", "all-pairs") or self.concurrent:
+            raise ConfigError(
+                "--blocks measures one link at a time: use --pattern pair or all-pairs without --concurrent"
+            )
+        if self.engine == "python":
+            raise ConfigError("--blocks runs in the native loop only: use --engine auto or native")
+        staged = next((mode for mode in self.modes if mode.staged), None)
+        if staged is not None:
+            raise ConfigError(f"--blocks cannot use {staged.value} memory: its pinned chunks are not the pool's memory")
+        for size in self.sizes:
+            shape.check_fits(size)
+
+    @property
+    def block_shape(self) -> BlockShape | None:
+        if self.blocks is None:
+            return None
+        return BlockShape(self.blocks, self.layout, self.batch, self.pool).check()
 
     @property
     def staging(self) -> Staging:

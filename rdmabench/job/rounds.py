@@ -5,9 +5,12 @@ way); a round of a concurrent pattern keeps its links, each from --src-mode to -
 from __future__ import annotations
 
 import statistics
+from dataclasses import replace
 
+from ..measure.blocks import BlockShape
+from ..measure.blocksteps import BlocksProtocol
 from ..measure.entry import Entry
-from ..measure.plan import Plan, make_plan
+from ..measure.plan import Plan, default_timeout, make_plan
 from ..measure.registry import TestKind
 from ..measure.round import Link, RoundSpec
 from .config import RunConfig
@@ -19,7 +22,10 @@ def is_pattern_round(config: RunConfig) -> bool:
     return config.pattern not in ("pair", "all-pairs") or config.concurrent
 
 
-def size_plan(config: RunConfig, kind: TestKind, size: int) -> Plan:
+def size_plan(config: RunConfig, kind: TestKind, size: int, shape: BlockShape | None = None) -> Plan:
+    if shape is not None:  # a step moves every block of its transfers: they are its window
+        plan = make_plan(True, size, config.device_only, shape.per_step, *_counts(config))
+        return plan if config.timeout is not None else replace(plan, timeout=default_timeout(shape.per_step * size))
     return make_plan(
         kind.protocol.windowed,
         size,
@@ -31,6 +37,10 @@ def size_plan(config: RunConfig, kind: TestKind, size: int) -> Plan:
         config.sample_time,
         config.timeout,
     )
+
+
+def _counts(config: RunConfig) -> tuple[int | None, int | None, int, float, float | None]:
+    return config.iterations, config.warmup, config.samples, config.sample_time, config.timeout
 
 
 def fan(links: list[Pair] | tuple[Link, ...]) -> int:
@@ -52,8 +62,13 @@ def round_links(config: RunConfig, kind: TestKind, scheduled: list[Pair]) -> tup
     return tuple(Link(s, d, mode[s], mode[d]) for s, d in kind.pair_links(a, b))
 
 
-def round_spec(config: RunConfig, kind: TestKind, scheduled: list[Pair], size: int, plan: Plan) -> RoundSpec:
+def round_spec(
+    config: RunConfig, kind: TestKind, scheduled: list[Pair], size: int, plan: Plan, shape: BlockShape | None = None
+) -> RoundSpec:
     links = round_links(config, kind, scheduled)
+    if shape is not None and kind.block_op is not None:
+        step = BlocksProtocol(kind.block_op, shape)
+        return RoundSpec(kind, links, size, plan, config.validate, config.staging, step)
     shared = plan.shared(fan(links), config.window is not None)
     return RoundSpec(kind, links, size, shared, config.validate, config.staging)
 

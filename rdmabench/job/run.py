@@ -26,6 +26,7 @@ from ..errors import ConfigError, RdmabenchError, TransportError, error_line
 from ..hardware import limits, nics
 from ..hardware.pathcheck import is_device_path_warning
 from ..measure import registry
+from ..measure.blocks import BlockShape
 from ..measure.entry import Entry, Placement, make_entries
 from ..measure.round import LinkMeasurement, RoundSpec, fetch_rows, run_round
 from ..memory.buffers import PINNED_POOL, RECYCLER
@@ -164,6 +165,8 @@ class _Job:
         # Rank 0, for a screen's second pass: this size's screened entries by (src, dst). Only a
         # screen keeps them: rank 0 holds no sweep's entries otherwise.
         self.screened: dict[tuple[int, int], Entry] = {}
+        # Rank 0, for --blocks: each link's figure as one contiguous message, by (src, dst).
+        self.contiguous: dict[tuple[int, int], float] = {}
 
     def stop(self, reason: str) -> None:
         """Rank 0: write what was measured as the results file, marked incomplete."""
@@ -198,9 +201,10 @@ class _Job:
         self.transport = transport
         engines = world.comm.allgather({"native": transport.native is not None, "detail": engine_detail})
         lacking = next((rank for rank, engine in enumerate(engines) if not engine["native"]), None)
-        if self.kind.one_sided and lacking is not None:
+        if (self.kind.one_sided or config.blocks) and lacking is not None:
             raise ConfigError(
-                f"--test {config.test} runs in the native loop only; rank {lacking} has none: {engines[lacking]['detail']}"
+                f"{'--blocks' if config.blocks else f'--test {config.test}'} runs in the native loop only; "
+                f"rank {lacking} has none: {engines[lacking]['detail']}"
             )
         peer_gpus = [
             i.gpu.pci_bus_id for i in world.ranks if i.host == world.me.host and i.gpu and i.rank != world.rank
@@ -240,7 +244,9 @@ class _Job:
         table, config, world = self.table, self.config, self.world
         assert table is not None
         if config.pattern == "pair":
-            table.header(0, 1, config.src_mode.value, config.dst_mode.value, config.validate)
+            shape = config.block_shape
+            blocks = shape.describe() if shape else None
+            table.header(0, 1, config.src_mode.value, config.dst_mode.value, config.validate, blocks)
             if world.size > 2:
                 table.note(f"ranks 2..{world.size - 1} stay idle: the pair test uses ranks 0 and 1")
         else:
@@ -262,27 +268,40 @@ class _Job:
     def sweep(self, rounds: list[list[schedule.Link]]) -> int:
         self.setup(rounds)
         config = self.config
-        progress = _Progress(len(rounds) * len(config.sizes))
+        shape = config.block_shape
+        progress = _Progress(len(rounds) * len(config.sizes) * (2 if shape else 1))
         RECYCLER.enabled = True
         for size in config.sizes:
             self.screened = {}
-            self.run_rounds(size, rounds, progress)
+            if shape is not None:
+                # Each link's transfers as one contiguous message first: the blocks' reference.
+                reference, whole = shape.contiguous(size)
+                self.run_rounds(whole, rounds, progress, shape=reference)
+                _release_buffers(config)
+            self.run_rounds(size, rounds, progress, shape=shape)
             if config.pattern == "screen" and config.remeasure_below > 0:
                 self.remeasure(size, progress)
             _release_buffers(config)  # the next size needs buffers of its own
         return self.finish()
 
     def run_rounds(
-        self, size: int, rounds: list[list[schedule.Link]], progress: _Progress, alone: bool = False
+        self,
+        size: int,
+        rounds: list[list[schedule.Link]],
+        progress: _Progress,
+        alone: bool = False,
+        shape: BlockShape | None = None,
     ) -> None:
         config = self.config
         assert self.placement is not None
-        plan = size_plan(config, self.kind, size)
+        plan = size_plan(config, self.kind, size, shape)
         keys = [round_key(size, scheduled, self.placement.hosts) for scheduled in rounds]
         given = 0  # steps per sample of this round (0: it calibrates), decided by rank 0
         for index, scheduled in enumerate(rounds):
             started = time.monotonic()
-            spec = round_spec(config, self.kind, scheduled, size, replace(plan, iterations=given) if given else plan)
+            spec = round_spec(
+                config, self.kind, scheduled, size, replace(plan, iterations=given) if given else plan, shape
+            )
             # Rank 0 decides the next round's steps while this one ends: it has learnt from the rounds
             # before this one, and the decision rides on the round's closing barrier.
             offer = self.calibration.decide(keys[index + 1]) if index + 1 < len(rounds) else 0
@@ -334,6 +353,7 @@ class _Job:
             spec, measured, rows, self.placement, self.config.pattern, is_pattern_round(self.config), seconds
         )
         for entry in entries:
+            self._compare_blocks(entry)
             if alone:
                 entry.remeasured_from = self.screened[(entry.src_rank, entry.dst_rank)].value
             elif self.config.pattern == "screen":
@@ -346,6 +366,19 @@ class _Job:
                 self.table.link_rows(entries, progress.done, progress.total, progress.eta())
         _check_gdr(self.config, entries)
         return measured
+
+    def _compare_blocks(self, entry: Entry) -> None:
+        """A block-list entry against its link's contiguous reference, measured just before it."""
+        if entry.blocks is None:
+            return
+        link = (entry.src_rank, entry.dst_rank)
+        if entry.blocks["count"] == 1 and entry.blocks["layout"] == "contiguous":
+            self.contiguous[link] = entry.value
+            return
+        reference = self.contiguous.get(link)
+        if reference:
+            entry.blocks["contiguous_gbps"] = reference
+            entry.blocks["share_of_contiguous"] = entry.value / reference
 
     def finish(self) -> int:
         """Close the job; on rank 0 write the results file and, with --expect, the verdict (1: a link failed)."""

@@ -9,7 +9,7 @@ from typing import Any
 from ..hardware import limits
 from ..hardware.pathcheck import path_warnings
 from ..modes import MemoryMode, pinned_method
-from ..stats import summarize
+from ..stats import percentile, summarize
 from ..units import gbps
 from ..wire.ucx import describe_path
 from .round import LinkMeasurement, RoundSpec, staging_record
@@ -26,6 +26,7 @@ _OPTIONAL = frozenset(
         "remeasured_from",
         "src_nic",
         "dst_nic",
+        "blocks",
     )
 )
 
@@ -81,6 +82,8 @@ class Entry:
     round_seconds: float = 0.0
     # A screen's re-measure of a slow link, alone: the figure the link had in its concurrent round.
     remeasured_from: float | None = None
+    # Block lists (--blocks): the shape, per-transfer percentiles, and the contiguous reference.
+    blocks: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {}
@@ -156,7 +159,7 @@ def _entry(
     kind, link = spec.kind, m.link
     values = [kind.figure(spec.size, m.window, times) for times in m.step_times]
     stats = summarize(values)
-    windowed = kind.protocol.windowed
+    windowed = spec.protocol.windowed
     entry = Entry(
         test=kind.name,
         src_rank=link.src,
@@ -186,10 +189,39 @@ def _entry(
         path = describe_path(m.sender_rows, {"fetch": fetch})
         entry.transport, entry.protocol = path["transport"], path["protocol"]
         entry.ucx_locality, entry.ucx_report = path["ucx_locality"], path["ucx_report"]
+    if m.details.get("transfer_seconds"):
+        entry.blocks = block_record(spec, m.details)
     _place(entry, placement)
     if kind.is_bandwidth:
         _judge(entry, placement)
     return entry
+
+
+def _us(seconds: float) -> float:
+    return round(seconds * 1e6, 3)  # to the nanosecond: the clock's own resolution
+
+
+def block_record(spec: RoundSpec, details: dict[str, Any]) -> dict[str, Any]:
+    """A block-list entry's shape and its transfers: GB/s and latency percentiles from every timed
+    transfer (not sample means), and how the time split into posting and completion."""
+    shape = getattr(spec.protocol, "shape", None)
+    times, posting = details["transfer_seconds"], details["post_seconds"]
+    moved = spec.size * (shape.count if shape else 1)
+    completion = [t - p for t, p in zip(times, posting, strict=True)]
+    return {
+        "count": shape.count if shape else 1,
+        "block_bytes": spec.size,
+        "transfer_bytes": moved,
+        "layout": shape.layout if shape else "contiguous",
+        "batch": shape.batch if shape else 1,
+        "pool_bytes": shape.pool_slots(spec.size) * spec.size if shape else moved,
+        "operation": spec.protocol.name,
+        "transfers": len(times),
+        "transfer_us": {f"p{q:g}": _us(percentile(times, q)) for q in (50, 99, 99.9)} | {"max": _us(max(times))},
+        "transfer_gbps_p50": round(gbps(moved, percentile(times, 50)), 6),
+        "post_us_p50": _us(percentile(posting, 50)),
+        "completion_us_p50": _us(percentile(completion, 50)),
+    }
 
 
 def _place(entry: Entry, placement: Placement) -> None:

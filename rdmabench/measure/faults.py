@@ -4,6 +4,9 @@ RDMABENCH_FAULT=corrupt:N  the sender flips one byte of message 0 in its N-th st
                            included) after writing the pattern, so the receiver must see it.
 RDMABENCH_FAULT=stall:N    the receiving rank stops answering before its N-th step, as a hung peer
                            would, so the sender's watchdog (--timeout) must fire.
+RDMABENCH_FAULT=slow:N     block lists: the first transfer of every N-th step takes 5 ms longer (the
+                           initiator stalls inside it, after posting its first block), so a tail
+                           percentile must move while the median does not.
 """
 
 from __future__ import annotations
@@ -13,7 +16,8 @@ import time
 
 from ..errors import ConfigError
 
-_KINDS = ("corrupt", "stall")
+_KINDS = ("corrupt", "stall", "slow")
+SLOW_SECONDS = 0.005
 
 
 def _planted(kind: str) -> int | None:
@@ -22,7 +26,7 @@ def _planted(kind: str) -> int | None:
         return None
     name, _, arg = spec.partition(":")
     if name not in _KINDS or not arg.isdigit():
-        raise ConfigError(f"bad RDMABENCH_FAULT {spec!r}: expected corrupt:N or stall:N")
+        raise ConfigError(f"bad RDMABENCH_FAULT {spec!r}: expected corrupt:N, stall:N or slow:N")
     return int(arg) if name == kind else None
 
 
@@ -32,6 +36,11 @@ def corrupt_step() -> int | None:
 
 def stall_step() -> int | None:
     return _planted("stall")
+
+
+def slow_every() -> int | None:
+    every = _planted("slow")
+    return every if every else None
 
 
 def stall_forever() -> None:

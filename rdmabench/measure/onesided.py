@@ -50,16 +50,18 @@ def refuse_unpollable(mode: MemoryMode) -> str | None:
     return None
 
 
-def _lend_and_borrow(end: RoundEnd, lent: list[tuple[Side, list[Any]]], borrowing: list[Side]) -> dict[int, Any]:
+def lend_and_borrow(
+    end: RoundEnd, lent: list[tuple[Side, list[Any]]], borrowing: list[Side], length: int | None = None
+) -> dict[int, Any]:
     """Send each passive side's (addresses, keys) to its peer; returns, per borrowing side, the
     peer's addresses and unpacked keys. Every send is posted before any receive: no rank waits on a
-    peer that waits on it."""
+    peer that waits on it. Each buffer is lent for `length` bytes (default: the round's size)."""
     regs: Registrations = end.state["regs"]
     comm = end.comm
     memory_of = {id(side): memory_type(side.mode.ucx_memory) for side, _ in lent}
     sends = []
     for side, buffers in lent:
-        keys = [regs.lend(b.address, end.spec.size, memory_of[id(side)]) for b in buffers]
+        keys = [regs.lend(b.address, length or end.spec.size, memory_of[id(side)]) for b in buffers]
         sends.append(comm.isend(([b.address for b in buffers], keys), dest=side.peer, tag=_TAG_KEYS))
     borrowed: dict[int, Any] = {}
     for side in borrowing:
@@ -72,7 +74,7 @@ def _lend_and_borrow(end: RoundEnd, lent: list[tuple[Side, list[Any]]], borrowin
     return borrowed
 
 
-def _setup_native(end: RoundEnd) -> HotLoop:
+def native_loop(end: RoundEnd) -> HotLoop:
     if end.native is None:
         raise TransportError(f"one-sided tests run in the native loop, which this rank could not load ({end.where})")
     transport = end.transport
@@ -119,9 +121,9 @@ class OneSidedProtocol:
             end.allocate(side, count, outgoing=True)
         for side in end.sources:
             end.allocate(side, count, outgoing=False)
-        loop = _setup_native(end)
+        loop = native_loop(end)
         active, passive = self.active(end), self.passive(end)
-        borrowed = _lend_and_borrow(end, [(side, side.buffers) for side in passive], active)
+        borrowed = lend_and_borrow(end, [(side, side.buffers) for side in passive], active)
         me, state = end.rank, end.state
 
         def link_end(side: Side, ready: int, done: int, remote: Any = None, rkeys: Any = None) -> RmaLinkEnd:
@@ -198,8 +200,8 @@ class PutPingPongProtocol:
         for half, sender in ((outgoing, end.rank), (incoming, side.peer)):
             if half.pattern is not None:
                 half.pattern = Pattern(half.buffers[0].xp, size - 1, sender)
-        loop = _setup_native(end)
-        borrowed = _lend_and_borrow(end, [(side, incoming.buffers)], [side])
+        loop = native_loop(end)
+        borrowed = lend_and_borrow(end, [(side, incoming.buffers)], [side])
         pinging = bool(end.targets)
         ready = tag(READY, side.peer) if pinging else tag(READY, end.rank)
         local = HotLoop.addresses([outgoing.buffers[0].address])

@@ -48,6 +48,8 @@ class TestKind:
     concurrent: bool = True  # may run in rounds of many links (ring, incast, all-pairs --concurrent, ...)
     # Remote memory access: UCX's RMA feature on, the native loop on every rank.
     one_sided: bool = False
+    # How --blocks moves this test's bytes: wire.native's RMA_PUT, RMA_GET or TAGGED (None: no block lists).
+    block_op: int | None = None
     # Why the test cannot use a memory mode (None: it can); asked for both ends before a job starts.
     refuse_mode: Callable[[MemoryMode], str | None] = lambda mode: None
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -31,6 +31,9 @@ from ..wire.ucx import Transport
 from . import faults
 from .plan import Plan, calibrated_iterations
 from .registry import TestKind
+
+if TYPE_CHECKING:
+    from .protocol import StepProtocol
 
 # Tag layout: kind in the top byte, sender rank in the next three, message slot below.
 DATA, READY, ACK = 1, 2, 3
@@ -60,6 +63,12 @@ class RoundSpec:
     plan: Plan
     validate: bool
     staging: Staging
+    # A step protocol other than the test's own: block lists (--blocks) move the test's bytes in blocks.
+    step: StepProtocol | None = None
+
+    @property
+    def protocol(self) -> StepProtocol:
+        return self.step or self.kind.protocol
 
     @property
     def ranks(self) -> list[int]:
@@ -94,7 +103,8 @@ class LinkMeasurement:
     warmup: int
     engine: str  # "native" or "python": who timed the steps
     memory_type_declared: bool  # UCX was told the buffers' memory type (native) or looked it up
-    sender_rows: dict[str, Any] = field(default_factory=dict)  # the sender's UCX report rows
+    sender_rows: dict[str, Any] = field(default_factory=dict)  # the timing rank's UCX report rows
+    details: dict[str, Any] = field(default_factory=dict)  # what the protocol keeps beyond step times
 
 
 @dataclass
@@ -153,6 +163,14 @@ class RoundEnd:
         if self.spec.validate:
             sender = self.rank if outgoing else side.peer
             side.pattern = Pattern(buffers[0].xp, self.spec.size, sender)
+
+    def pool(self, side: Side, nbytes: int) -> Buffer:
+        """One buffer of `nbytes` for `side` (a pool of block slots), given back when the round ends."""
+        buffer = allocate(side.mode, nbytes, self.have_gpu)
+        synchronize(side.mode)  # zeroing lands before UCX writes into it (see allocate above)
+        self._allocated.append(buffer)
+        side.buffers.append(buffer)
+        return buffer
 
     def signal(self) -> tuple[Any, int]:
         """An 8-byte handshake buffer (READY, ACK): as a UCX message, and its address for C."""
@@ -215,7 +233,7 @@ _TAG_CALIBRATE = 10  # MPI tag of the round's agreement on steps per sample
 def run_round(transport: Transport, comm: Any, spec: RoundSpec, have_gpu: bool, native: Any) -> list[LinkMeasurement]:
     """Run `spec` on this rank (a rank of the round); returns the measurements of the links it timed."""
     end = RoundEnd(transport, spec, have_gpu, native, comm)
-    protocol = spec.kind.protocol
+    protocol = spec.protocol
     try:
         for peer in end.peers:
             transport.endpoint(peer)
@@ -224,6 +242,8 @@ def run_round(transport: Transport, comm: Any, spec: RoundSpec, have_gpu: bool, 
         timed = protocol.timed(end)
         samples, iterations = _sample(end, comm, step, len(timed))
         rows = [protocol.rows(end, side) for side in timed]
+        details = getattr(protocol, "details", None)  # block lists keep every transfer's time
+        kept = [details(end, side) if details else {} for side in timed]
     finally:
         end.release()
     engine = "native" if end.native is not None else "python"
@@ -240,6 +260,7 @@ def run_round(transport: Transport, comm: Any, spec: RoundSpec, have_gpu: bool, 
                 engine,
                 end.native is not None,
                 rows[position],
+                kept[position],
             )
         )
     return measured
@@ -262,7 +283,7 @@ def _sample(
 ) -> tuple[list[list[list[float]]], int]:
     """Warm up, agree on the steps per sample, then time `samples` x `iterations` steps. Returns
     samples[sample][link] = that link's step times, and the iterations per sample."""
-    plan, protocol = end.spec.plan, end.spec.kind.protocol
+    plan, protocol = end.spec.plan, end.spec.protocol
 
     def one(index: int) -> list[float]:
         if end.stall_at == index:

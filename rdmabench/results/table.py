@@ -46,16 +46,21 @@ class ProgressTable:
         # holds every link either way.
         self.per_link = True
         self._warned: set[str] = set()
+        self._block_header = False
 
     def _figure(self, value: float) -> float:
         """A figure in the table's unit: bandwidths are converted, other units shown as they are."""
         return value * self.factor if self.bandwidth else value
 
-    def header(self, src: int, dst: int, src_mode: str, dst_mode: str, validate: bool) -> None:
+    def header(
+        self, src: int, dst: int, src_mode: str, dst_mode: str, validate: bool, blocks: str | None = None
+    ) -> None:
         check = "every byte of every message checked" if validate else "payload NOT validated (--no-validate)"
         lines = [f"# rdmabench {self.kind.name}: rank {src} ({src_mode}) -> rank {dst} ({dst_mode}); {check}"]
         u = self.units if self.bandwidth else self.kind.unit
-        if self.kind.unit == "us":
+        if blocks is not None:  # the block rows bring their own columns
+            lines.append(f"# {blocks} per transfer")
+        elif self.kind.unit == "us":
             lines.append(f"# latency in microseconds: {self.kind.scope}, median of samples")
             lines.append(
                 f"{'size':>8} {'iters':>8} {'median us':>10} {'min us':>9} {'p95 us':>9}  transport (UCX protocol)"
@@ -84,7 +89,9 @@ class ProgressTable:
         first = entries[0]
         size = format_size(first.size_bytes)
         s = first.stats
-        if self.kind.unit == "us":
+        if first.blocks is not None:
+            line = self._block_row(first)
+        elif self.kind.unit == "us":
             line = f"{size:>8} {first.iterations:>8} {s['median']:>10.2f} {s['min']:>9.2f} {s['p95']:>9.2f}  {_transport(first)}"
         elif self.two_way and len(entries) > 1:
             forward, backward = entries[0], entries[1]
@@ -101,6 +108,28 @@ class ProgressTable:
         self._emit(line)
         for warning in sorted({w for e in entries for w in e.warnings}):
             self._emit(f"#   warning: {warning}")
+
+    def _block_row(self, entry: Entry) -> str:
+        """A block-list row: the figure, every transfer's percentiles, and the contiguous reference."""
+        blocks = entry.blocks or {}
+        if not self._block_header:
+            self._block_header = True
+            self._emit(
+                f"# block lists: each transfer moves its blocks between pool slots; {self.unit_text} = all bytes / "
+                "step time (median of samples); transfer us = each transfer's time, posting its blocks included "
+                "(p50, p99, p99.9 of every transfer); post = posting alone (p50); vs one = against the same bytes "
+                "as one contiguous message, measured just before\n"
+                f"{'block':>8} {'blocks':>7} {'layout':<10} {self.units:>9} {'p50 us':>9} {'p99 us':>9} "
+                f"{'p99.9 us':>9} {'post us':>8} {'vs one':>7}  transport (UCX protocol)"
+            )
+        us = blocks["transfer_us"]
+        layout = "one msg" if blocks["count"] == 1 and blocks["layout"] == "contiguous" else blocks["layout"]
+        share = blocks.get("share_of_contiguous")
+        return (
+            f"{format_size(entry.size_bytes):>8} {blocks['count']:>7} {layout:<10} {self._figure(entry.value):>9.3f} "
+            f"{us['p50']:>9.1f} {us['p99']:>9.1f} {us['p99.9']:>9.1f} {blocks['post_us_p50']:>8.1f} "
+            f"{'-' if share is None else f'{share:.2f}':>7}  {_transport(entry)}"
+        )
 
     def pattern_header(
         self, pattern: str, links: int, rounds: int, src_mode: str, dst_mode: str, validate: bool

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ...units import gbps
+from ...wire.native import TAGGED
 from ..registry import TestKind, register
 from ..window import WINDOW
 
@@ -23,5 +24,6 @@ BW = register(
         protocol=WINDOW,
         pair_links=lambda a, b: [(a, b)],
         figure=window_gbps,
+        block_op=TAGGED,
     )
 )

@@ -3,6 +3,7 @@ times), a window per step, timed until the last get has landed."""
 
 from __future__ import annotations
 
+from ...wire.native import RMA_GET
 from ..onesided import GET, refuse_staged
 from ..registry import TestKind, register
 from .bw import window_gbps
@@ -18,6 +19,7 @@ GET_BW = register(
         protocol=GET,
         pair_links=lambda a, b: [(a, b)],
         figure=window_gbps,
+        block_op=RMA_GET,
         timing="timed by the receiver until its last get had landed",
         one_sided=True,
         refuse_mode=refuse_staged,

@@ -3,6 +3,7 @@ the endpoint completes (the bytes are in the target's memory)."""
 
 from __future__ import annotations
 
+from ...wire.native import RMA_PUT
 from ..onesided import PUT, refuse_staged
 from ..registry import TestKind, register
 from .bw import window_gbps
@@ -18,6 +19,7 @@ PUT_BW = register(
         protocol=PUT,
         pair_links=lambda a, b: [(a, b)],
         figure=window_gbps,
+        block_op=RMA_PUT,
         timing="timed until a flush of the endpoint completed (the bytes are in the target's memory)",
         one_sided=True,
         refuse_mode=refuse_staged,

@@ -64,6 +64,27 @@ class RmaLinkEnd(ctypes.Structure):
     ]
 
 
+class BlocksLinkEnd(ctypes.Structure):
+    """rb_blocks_link: one end of a link moving block lists, as hotloop.c reads it."""
+
+    _fields_ = [
+        ("ep", _ptr),
+        ("peer_pid", _int),
+        ("memory_type", _int),
+        ("nblocks", _int),
+        ("batch", _int),
+        ("block", _size),
+        ("pool", _ptr),
+        ("offsets", ctypes.POINTER(_tag)),
+        ("remote_pool", _tag),
+        ("remote_offsets", ctypes.POINTER(_tag)),
+        ("rkey", _ptr),
+        ("ready_tag", _tag),
+        ("done_tag", _tag),
+        ("data_tag", _tag),
+    ]
+
+
 _links = ctypes.POINTER(LinkEnd)
 _rma_links = ctypes.POINTER(RmaLinkEnd)
 # (worker, ...buffers and tags..., timeout, [peer pid,] outputs)
@@ -102,6 +123,21 @@ _SIGNATURES: dict[str, list[Any]] = {
         _out_int,
     ],
     "rb_put_pingpong": [_ptr, _int, _rma_links, _ptr, ctypes.c_uint8, _ptr, _double, _out_seconds, _out_int, _out_int],
+    "rb_blocks_active": [
+        _ptr,
+        _int,
+        ctypes.POINTER(BlocksLinkEnd),
+        _ptr,
+        _ptr,
+        _double,
+        _double,
+        _out_seconds,
+        _out_seconds,
+        _out_seconds,
+        _out_int,
+        _out_int,
+    ],
+    "rb_blocks_passive": [_ptr, _int, ctypes.POINTER(BlocksLinkEnd), _ptr, _ptr, _double, _out_int, _out_int],
     "rb_mem_map": [
         _ptr,
         _ptr,
@@ -278,6 +314,33 @@ class HotLoop:
         self._check(rc, "a put ping-pong round trip")
         return self._seconds.value
 
+    def blocks(
+        self, op: int, active: bool, link: Any, signal: int, scratch: int, batch: int, stall: float = 0.0
+    ) -> tuple[float, list[float], list[float]]:
+        """One step of block-list transfers. The initiator gets (step seconds, each transfer's
+        seconds, each transfer's posting seconds); the other end (0.0, [], []). `stall`: seconds
+        the first transfer is held up on purpose (the test suite's planted slow transfer)."""
+        if not active:
+            rc = self._lib.rb_blocks_passive(
+                self._worker,
+                op,
+                link,
+                signal,
+                scratch,
+                self._timeout,
+                ctypes.byref(self._dead),
+                ctypes.byref(self._status),
+            )
+            self._check(rc, "a step of block transfers")
+            return 0.0, [], []
+        seconds, posting = (ctypes.c_double * batch)(), (ctypes.c_double * batch)()
+        rc = self._lib.rb_blocks_active(
+            self._worker, op, link, signal, scratch, self._timeout, stall, posting, seconds, ctypes.byref(self._seconds),
+            ctypes.byref(self._dead), ctypes.byref(self._status),
+        )  # fmt: skip
+        self._check(rc, "a step of block transfers")
+        return self._seconds.value, list(seconds), list(posting)
+
     @staticmethod
     def addresses(pointers: list[int]) -> Any:
         return (ctypes.c_void_p * len(pointers))(*pointers)
@@ -332,7 +395,7 @@ class HotLoop:
         self._check(rc, "a ping and its pong")
 
 
-RMA_PUT, RMA_GET = 0, 1
+RMA_PUT, RMA_GET, TAGGED = 0, 1, 2  # the operations of one-sided and block-list steps
 
 
 class Registrations:

@@ -587,6 +587,219 @@ int rb_put_pingpong(ucp_worker_h worker, int ping, const rb_rma_link *link, vola
     return wait_all(worker, &request, 1, timeout, &pid, 1, dead_pid, ucx_status);
 }
 
+/* --- Block lists (KV-cache shaped transfers) ----------------------------------------------------
+ *
+ * One transfer moves `nblocks` blocks of `block` bytes between slots of two pools, as puts (then an
+ * endpoint flush), gets or tagged messages; `batch` transfers are posted back to back per step. The
+ * initiator (the sender for tagged messages) times each transfer from the start of its posting to
+ * its completion: the flush (put), its last get, or the receiver's ACK of its last block (tagged),
+ * and how long the posting itself took. Offsets are byte offsets into each pool, transfer by
+ * transfer. `stall` > 0 plants a slow first transfer (RDMABENCH_FAULT=slow:N). */
+
+enum { RB_TAG = 2 };
+
+typedef struct {
+    ucp_ep_h ep;
+    int peer_pid;
+    int memory_type;
+    int nblocks;
+    int batch;
+    size_t block;
+    char *pool;
+    const uint64_t *offsets;
+    uint64_t remote_pool;
+    const uint64_t *remote_offsets;
+    ucp_rkey_h rkey;
+    ucp_tag_t ready_tag;
+    ucp_tag_t done_tag; /* one-sided: DONE to the target; tagged: ACK of transfer t is done_tag | t */
+    ucp_tag_t data_tag; /* tagged: block k of the step is data_tag | k */
+} rb_blocks_link;
+
+static void *post_block(int op, const rb_blocks_link *l, int k)
+{
+    ucp_request_param_t param;
+    describe(&param, l->memory_type);
+    void *local = l->pool + l->offsets[k];
+    if (op == RB_TAG)
+        return ucp_tag_send_nbx(l->ep, local, l->block, l->data_tag | (ucp_tag_t)k, &param);
+    uint64_t remote = l->remote_pool + l->remote_offsets[k];
+    if (op == RB_PUT)
+        return ucp_put_nbx(l->ep, local, l->block, remote, l->rkey, &param);
+    return ucp_get_nbx(l->ep, local, l->block, remote, l->rkey, &param);
+}
+
+typedef struct {
+    int settled; /* blocks of the transfer whose request completed, in order */
+    void *flush; /* put: the flush posted after the transfer's blocks */
+    void *ack;   /* tagged: the receiver's ACK of the transfer */
+    double start;
+    int done;
+} rb_transfer;
+
+/* Poll every unfinished transfer once; returns how many are finished, -1 on failure. */
+static int poll_transfers(int op, const rb_blocks_link *l, void **requests, rb_transfer *tr, double *seconds,
+                          int *ucx_status)
+{
+    int finished = 0, r;
+    for (int t = 0; t < l->batch; t++) {
+        rb_transfer *x = &tr[t];
+        if (x->done) {
+            finished++;
+            continue;
+        }
+        void **mine = requests + (size_t)t * l->nblocks;
+        while (x->settled < l->nblocks && (r = settle(&mine[x->settled], ucx_status)) != 0) {
+            if (r < 0)
+                return -1;
+            x->settled++;
+        }
+        int complete = x->settled == l->nblocks;
+        if (op == RB_PUT || op == RB_TAG) {
+            void **waited = op == RB_PUT ? &x->flush : &x->ack;
+            if ((r = settle(waited, ucx_status)) < 0)
+                return -1;
+            complete = complete && r > 0;
+        }
+        if (complete) {
+            seconds[t] = now() - x->start;
+            x->done = 1;
+            finished++;
+        }
+    }
+    return finished;
+}
+
+static int poll_step(ucp_worker_h worker, unsigned *polls, double began, double *next_check, double timeout,
+                     int *pid, int *dead_pid)
+{
+    ucp_worker_progress(worker);
+    if (++*polls % POLLS_PER_CLOCK_READ == 0) {
+        double t = now();
+        if (t >= *next_check) {
+            *next_check = t + LIVENESS_PERIOD;
+            if (check_signals != NULL && check_signals() != 0)
+                return RB_INTERRUPTED;
+            if (t - began > timeout)
+                return RB_TIMEOUT;
+            if (!peers_alive(pid, 1, dead_pid))
+                return RB_PEER_GONE;
+        }
+    }
+    return RB_OK;
+}
+
+/* The initiator's step: `post_seconds[t]`, `seconds[t]` per transfer, `step_seconds` for all. */
+int rb_blocks_active(ucp_worker_h worker, int op, const rb_blocks_link *l, void *signal, void *scratch, double timeout,
+                     double stall, double *post_seconds, double *seconds, double *step_seconds, int *dead_pid,
+                     int *ucx_status)
+{
+    size_t total = (size_t)l->batch * l->nblocks;
+    int pid = l->peer_pid, rc = RB_OK;
+    void **requests = calloc(total + 1, sizeof(void *));
+    rb_transfer *tr = calloc((size_t)l->batch + 1, sizeof(rb_transfer));
+    if (requests == NULL || tr == NULL) {
+        rc = RB_NO_MEMORY;
+        goto done;
+    }
+    char *in = scratch;
+    void *ready = post_recv(worker, in, 8, l->ready_tag, SIGNAL_MEMORY);
+    if ((rc = wait_all(worker, &ready, 1, timeout, &pid, 1, dead_pid, ucx_status)) != RB_OK)
+        goto done;
+    if (op == RB_TAG)
+        for (int t = 0; t < l->batch; t++)
+            tr[t].ack = post_recv(worker, in + 8 * (t + 1), 8, l->done_tag | (ucp_tag_t)t, SIGNAL_MEMORY);
+    double began = now(), next_check = began + LIVENESS_PERIOD;
+    for (int t = 0; t < l->batch; t++) {
+        tr[t].start = now();
+        for (int b = 0; b < l->nblocks; b++) {
+            int k = t * l->nblocks + b;
+            requests[k] = post_block(op, l, k);
+            /* A planted slow transfer (the test suite's): the first one stalls after its first block. */
+            for (double until = now() + stall; t == 0 && b == 0 && stall > 0 && now() < until;)
+                ucp_worker_progress(worker);
+        }
+        post_seconds[t] = now() - tr[t].start;
+        if (op == RB_PUT)
+            tr[t].flush = post_flush(l->ep);
+    }
+    unsigned polls = 0;
+    int finished;
+    while ((finished = poll_transfers(op, l, requests, tr, seconds, ucx_status)) < l->batch) {
+        if (finished < 0) {
+            rc = RB_UCX_ERROR;
+            goto done;
+        }
+        if ((rc = poll_step(worker, &polls, began, &next_check, timeout, &pid, dead_pid)) != RB_OK)
+            goto done;
+    }
+    *step_seconds = now() - began;
+    if (op != RB_TAG) {
+        void *told = post_send(l->ep, signal, 8, l->done_tag, SIGNAL_MEMORY);
+        rc = wait_all(worker, &told, 1, timeout, &pid, 1, dead_pid, ucx_status);
+    }
+done:
+    free(requests);
+    free(tr);
+    return rc;
+}
+
+/* The other end's step: a one-sided target says READY and waits for DONE; a tagged receiver posts
+ * every block's receive, says READY, and acknowledges each transfer once its blocks have landed. */
+int rb_blocks_passive(ucp_worker_h worker, int op, const rb_blocks_link *l, void *signal, void *scratch, double timeout,
+                      int *dead_pid, int *ucx_status)
+{
+    int pid = l->peer_pid, rc = RB_OK;
+    void *pair[2];
+    if (op != RB_TAG) {
+        pair[0] = post_recv(worker, scratch, 8, l->done_tag, SIGNAL_MEMORY);
+        pair[1] = post_send(l->ep, signal, 8, l->ready_tag, SIGNAL_MEMORY);
+        return wait_all(worker, pair, 2, timeout, &pid, 1, dead_pid, ucx_status);
+    }
+    size_t total = (size_t)l->batch * l->nblocks;
+    void **requests = calloc(total + 1, sizeof(void *));
+    void **acks = calloc((size_t)l->batch + 1, sizeof(void *));
+    int *landed = calloc((size_t)l->batch + 1, sizeof(int));
+    if (requests == NULL || acks == NULL || landed == NULL) {
+        rc = RB_NO_MEMORY;
+        goto done;
+    }
+    for (size_t k = 0; k < total; k++)
+        requests[k] = post_recv(worker, l->pool + l->offsets[k], l->block, l->data_tag | (ucp_tag_t)k, l->memory_type);
+    void *ready = post_send(l->ep, signal, 8, l->ready_tag, SIGNAL_MEMORY);
+    double began = now(), next_check = began + LIVENESS_PERIOD;
+    unsigned polls = 0;
+    int acked = 0, r;
+    while (acked < l->batch) {
+        for (int t = 0; t < l->batch; t++) {
+            void **mine = requests + (size_t)t * l->nblocks;
+            if (landed[t] < 0)
+                continue;
+            while (landed[t] < l->nblocks && (r = settle(&mine[landed[t]], ucx_status)) != 0) {
+                if (r < 0) {
+                    rc = RB_UCX_ERROR;
+                    goto done;
+                }
+                landed[t]++;
+            }
+            if (landed[t] == l->nblocks) {
+                acks[t] = post_send(l->ep, signal, 8, l->done_tag | (ucp_tag_t)t, SIGNAL_MEMORY);
+                landed[t] = -1;
+                acked++;
+            }
+        }
+        if (acked < l->batch && (rc = poll_step(worker, &polls, began, &next_check, timeout, &pid, dead_pid)) != RB_OK)
+            goto done;
+    }
+    rc = wait_all(worker, &ready, 1, timeout, &pid, 1, dead_pid, ucx_status);
+    if (rc == RB_OK)
+        rc = wait_all(worker, acks, l->batch, timeout, &pid, 1, dead_pid, ucx_status);
+done:
+    free(requests);
+    free(acks);
+    free(landed);
+    return rc;
+}
+
 const char *rb_status_string(int ucx_status)
 {
     return ucs_status_string((ucs_status_t)ucx_status);

@@ -1,0 +1,95 @@
+"""Block lists shaped like KV caches: one transfer moves `count` blocks of one size from slots of a
+source pool to slots of a destination pool, as a batch of puts, gets or tagged messages.
+
+Every block starts on a slot boundary of its pool (a slot is one block), so a pool reads as a matrix
+of slots and payloads are written and checked for all blocks at once. Layouts:
+
+- contiguous: the blocks of a transfer are consecutive slots (the one-message ideal, cut up);
+- strided: every other slot (a layer's blocks interleaved with another's);
+- random: slots drawn without repetition from a pool `pool_factor` times larger, from a seeded table
+  (a paged KV cache after some churn); source and destination tables differ.
+
+`batch` transfers are in flight per step, each with slots of its own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import ConfigError
+
+LAYOUTS = ("contiguous", "strided", "random")
+MAX_BLOCKS = 1 << 20  # per step (blocks x batch): a tag's slot bits and the tables' size
+_SEED = 0x6B76  # "kv"
+
+
+_SPREAD = {"contiguous": 1, "strided": 2, "random": 4}  # pool slots per block moved, by default
+
+
+@dataclass(frozen=True)
+class BlockShape:
+    count: int  # blocks per transfer
+    layout: str = "contiguous"
+    batch: int = 1  # transfers in flight per step
+    pool_bytes: int | None = None  # each end's pool (default: enough for the layout; 4x for random)
+
+    def check(self) -> BlockShape:
+        if self.count < 1:
+            raise ConfigError(f"--blocks must be at least 1, not {self.count}")
+        if self.layout not in LAYOUTS:
+            raise ConfigError(f"unknown --layout {self.layout!r}: choose one of {', '.join(LAYOUTS)}")
+        if self.batch < 1:
+            raise ConfigError(f"--batch must be at least 1, not {self.batch}")
+        if self.per_step > MAX_BLOCKS:
+            raise ConfigError(
+                f"--blocks {self.count} x --batch {self.batch} is {self.per_step} blocks per step, more than {MAX_BLOCKS}"
+            )
+        if self.pool_bytes is not None and self.pool_bytes < 8:
+            raise ConfigError(f"--pool must be at least 8 bytes, not {self.pool_bytes}")
+        return self
+
+    @property
+    def per_step(self) -> int:
+        return self.count * self.batch
+
+    def pool_slots(self, block: int) -> int:
+        """Slots (blocks) in each end's pool."""
+        if self.pool_bytes is not None:
+            return self.pool_bytes // block
+        return self.per_step * _SPREAD[self.layout]
+
+    def check_fits(self, block: int) -> None:
+        """Blocks of whole 64-bit words (payloads are written a word at a time), in a pool that holds
+        the layout."""
+        if block < 8 or block % 8:
+            raise ConfigError(f"--block-size must be a multiple of 8 bytes, not {block}")
+        if self.pool_bytes is None:
+            return
+        if block > self.pool_bytes:
+            raise ConfigError(f"--block-size {block} is larger than the --pool of {self.pool_bytes} bytes")
+        needed = self.per_step * (2 if self.layout == "strided" else 1)
+        if self.pool_slots(block) < needed:
+            raise ConfigError(
+                f"--layout {self.layout} of {self.per_step} blocks of {block} bytes needs {needed} slots "
+                f"({needed * block} bytes), more than the --pool of {self.pool_bytes} bytes"
+            )
+
+    def slots(self, end: str, block: int) -> np.ndarray:
+        """The pool slot of every block of a step, transfer by transfer ("src" or "dst" end)."""
+        moved = self.per_step
+        if self.layout == "contiguous":
+            return np.arange(moved, dtype=np.int64)
+        if self.layout == "strided":
+            return np.arange(moved, dtype=np.int64) * 2
+        pool = self.pool_slots(block)
+        rng = np.random.default_rng([_SEED, self.count, self.batch, pool, 0 if end == "src" else 1])
+        return rng.choice(pool, size=moved, replace=False).astype(np.int64)
+
+    def describe(self) -> str:
+        return f"{self.count} blocks, {self.layout}" + (f", {self.batch} transfers in flight" if self.batch > 1 else "")
+
+    def contiguous(self, block: int) -> tuple[BlockShape, int]:
+        """The reference of this shape at `block`: each transfer's bytes as one contiguous message."""
+        return BlockShape(1, "contiguous", self.batch), self.count * block

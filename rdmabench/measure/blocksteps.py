@@ -1,0 +1,186 @@
+"""The block-list step protocol (--blocks): each step moves `batch` transfers of `count` blocks between
+slots of two pools (blocks.py), as puts, gets or tagged messages, in the native loop.
+
+The initiator (the sender for tagged messages, the receiver for gets) times every transfer, from the
+start of its posting to its completion (put: the endpoint flush posted after its blocks; get: its last
+block; tagged: the receiver's acknowledgement of its last block), and how long posting took; a step's
+figure is all its bytes over the time from the first post to the last completion. Each transfer's time
+is kept (not only sample means), so the entry can give p50, p99 and p99.9 of transfers.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Any
+
+import numpy as np
+
+from ..errors import TransportError, ValidationError
+from ..memory.buffers import Buffer, synchronize
+from ..wire.native import RMA_GET, RMA_PUT, TAGGED, BlocksLinkEnd, HotLoop, memory_type
+from ..wire.protoinfo import RMA_GET as GET_TABLE
+from ..wire.protoinfo import RMA_PUT as PUT_TABLE
+from . import faults
+from .blocks import BlockShape
+from .onesided import lend_and_borrow, native_loop
+from .round import ACK, DATA, READY, RoundEnd, Side, tag
+
+NAMES = {RMA_PUT: "put", RMA_GET: "get", TAGGED: "tagged"}
+
+
+def block_keys(xp: Any, index: int, count: int, dst: int) -> Any:
+    """A distinct non-zero 64-bit key per block of step `index` (splitmix64 of its number)."""
+    with np.errstate(over="ignore"):
+        z = np.arange(count, dtype=np.uint64) + np.uint64((index * 0x9E3779B97F4A7C15 + dst) & 0xFFFFFFFFFFFFFFFF)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        z = z ^ (z >> np.uint64(31))
+    z[z == 0] = 1
+    return xp.asarray(z)
+
+
+class BlockPayload:
+    """Expected content of every block of a step: a base of one block's words (seeded by the sender
+    and the block size) XOR a key per block. The pool is read as a matrix of slots x words."""
+
+    def __init__(self, pool: Buffer, block: int, slots: np.ndarray, sender: int):
+        self.xp = pool.xp
+        self.block = block
+        words = block // 8
+        slots_in_pool = int(pool.array.size) // block
+        self.matrix = pool.array[: slots_in_pool * block].view(self.xp.uint64).reshape(-1, words)
+        self.slots = self.xp.asarray(slots)
+        rng = np.random.default_rng([sender, block, 0x626C6B73])
+        self.base = self.xp.asarray(np.frombuffer(rng.bytes(words * 8), dtype=np.uint64))
+
+    def fill(self, keys: Any) -> None:
+        self.matrix[self.slots] = self.base[None, :] ^ keys[:, None]
+
+    def wrong(self, keys: Any) -> tuple[int, int]:
+        """(first wrong block, its wrong bytes), or (-1, 0) when every block is right."""
+        xp = self.xp
+        got = self.matrix[self.slots]
+        expected = self.base[None, :] ^ keys[:, None]
+        per_block = (got.view(xp.uint8) != expected.view(xp.uint8)).sum(axis=1)
+        bad = xp.flatnonzero(per_block)
+        if int(bad.size) == 0:
+            return -1, 0
+        first = int(bad[0])
+        return first, int(per_block[first])
+
+
+class BlocksProtocol:
+    """Block lists moved by `operation` (RMA_PUT, RMA_GET or TAGGED); one link per rank."""
+
+    windowed = True
+
+    def __init__(self, operation: int, shape: BlockShape):
+        self.operation = operation
+        self.shape = shape
+        self.name = f"blocks-{NAMES[operation]}"
+
+    def buffers(self, window: int, sends: int, receives: int) -> int:
+        return self.shape.per_step * 4 * (sends + receives)  # at most: the layouts' largest default pool
+
+    def _initiator(self, end: RoundEnd) -> bool:
+        return bool(end.sources) if self.operation == RMA_GET else bool(end.targets)
+
+    def timed(self, end: RoundEnd) -> list[Side]:
+        return (end.sources if self.operation == RMA_GET else end.targets) if self._initiator(end) else []
+
+    def rows(self, end: RoundEnd, side: Side) -> dict[str, Any]:
+        if self.operation == TAGGED:
+            return end.tag_rows(side)
+        peer = (side.link.dst_mode if side.link.src == end.rank else side.link.src_mode).ucx_memory
+        table = PUT_TABLE if self.operation == RMA_PUT else GET_TABLE
+        return end.transport.rma_rows(side.peer, table, side.mode.ucx_memory, peer, end.spec.size)
+
+    def details(self, end: RoundEnd, side: Side) -> dict[str, Any]:
+        return {"transfer_seconds": end.state["transfers"], "post_seconds": end.state["posting"]}
+
+    def setup(self, end: RoundEnd) -> None:
+        if len(end.targets) + len(end.sources) != 1:
+            raise TransportError(f"block lists move one link per rank at a time ({end.where})")
+        shape, size, state = self.shape, end.spec.size, end.state
+        outgoing = bool(end.targets)
+        side = (end.targets + end.sources)[0]
+        pool = end.pool(side, shape.pool_slots(size) * size)
+        mine, theirs = ("src", "dst") if outgoing else ("dst", "src")
+        state.update(transfers=[], posting=[], pool=pool, loop=native_loop(end), initiator=self._initiator(end))
+        state["slow_every"] = faults.slow_every()
+        if end.spec.validate:
+            sender = end.rank if outgoing else side.peer
+            state["payload"] = BlockPayload(pool, size, shape.slots(mine, size), sender)
+        remote: tuple[Any, Any, Any] = (0, None, None)
+        if self.operation != TAGGED:
+            lent = [] if state["initiator"] else [(side, [pool])]
+            borrowed = lend_and_borrow(end, lent, [side] if state["initiator"] else [], shape.pool_slots(size) * size)
+            if state["initiator"]:
+                addresses, rkeys = borrowed[id(side)]
+                remote = (addresses[0], rkeys[0], shape.slots(theirs, size) * size)
+        state["link"] = self._link(end, side, pool, shape.slots(mine, size) * size, remote)
+        state["scratch"] = np.zeros(8 * (shape.batch + 2), dtype=np.uint8)
+        state["signal_at"] = end.signal()[1]
+
+    def _link(self, end: RoundEnd, side: Side, pool: Buffer, offsets: np.ndarray, remote: tuple[Any, ...]) -> Any:
+        address, rkey, remote_offsets = remote
+        local = np.ascontiguousarray(offsets, dtype=np.uint64)
+        far = np.ascontiguousarray(remote_offsets if remote_offsets is not None else offsets, dtype=np.uint64)
+        end.state["_keep"] = (local, far)
+        src, dst = side.link.src, side.link.dst
+        initiator = dst if self.operation == RMA_GET else src
+        other = src if initiator == dst else dst
+        # READY comes from the end that does not initiate; DONE (one-sided) from the initiator, the
+        # ACK of each transfer (tagged) from the receiver.
+        done = tag(ACK, other if self.operation == TAGGED else initiator)
+        endpoint = end.transport.backend.endpoint_handle(end.transport.endpoint(side.peer))
+        as_pointer = ctypes.POINTER(ctypes.c_uint64)
+        return BlocksLinkEnd(
+            endpoint, end.transport.local_pid(side.peer), memory_type(side.mode.ucx_memory), self.shape.count,
+            self.shape.batch, end.spec.size, pool.address, local.ctypes.data_as(as_pointer), int(address or 0),
+            far.ctypes.data_as(as_pointer), rkey, tag(READY, other), done, tag(DATA, src),
+        )  # fmt: skip
+
+    def fill(self, end: RoundEnd, index: int) -> None:
+        payload: BlockPayload | None = end.state.get("payload")
+        if payload is None or not end.targets:
+            return
+        payload.fill(block_keys(payload.xp, index, self.shape.per_step, end.targets[0].link.dst))
+        if end.corrupt_at == index:
+            first = int(payload.slots[0])
+            payload.matrix[first].view(payload.xp.uint8)[end.spec.size // 2] ^= 0xFF
+        synchronize(end.targets[0].mode)
+
+    def check(self, end: RoundEnd, index: int) -> None:
+        payload: BlockPayload | None = end.state.get("payload")
+        if payload is None or not end.sources:
+            return
+        side = end.sources[0]
+        block, wrong = payload.wrong(block_keys(payload.xp, index, self.shape.per_step, side.link.dst))
+        if wrong:
+            transfer, position = divmod(block, self.shape.count)
+            raise ValidationError(
+                f"rank {end.rank} received {wrong} wrong byte(s) of {end.spec.size} in block {position} of transfer "
+                f"{transfer} of step {index} from rank {side.peer} on {end.where}"
+            )
+
+    def native_step(self, end: RoundEnd, index: int) -> list[float]:
+        state = end.state
+        loop: HotLoop = state["loop"]
+        step, seconds, posting = loop.blocks(
+            self.operation,
+            state["initiator"],
+            state["link"],
+            state["signal_at"],
+            int(state["scratch"].ctypes.data),
+            self.shape.batch,
+            faults.SLOW_SECONDS if state["slow_every"] and index % state["slow_every"] == 0 else 0.0,
+        )
+        if not state["initiator"]:
+            return []
+        if index >= end.spec.plan.warmup:
+            state["transfers"].extend(seconds)
+            state["posting"].extend(posting)
+        return [step]
+
+    python_step = native_step  # native_loop() refused a rank without the native loop

@@ -1,0 +1,123 @@
+"""Block lists shaped like KV caches (--blocks): real ranks, real UCX puts, gets and tagged messages
+between slots of real pools, every block validated, every transfer timed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from rdmabench.errors import ConfigError
+from rdmabench.measure.blocks import BlockShape
+from rdmabench.measure.blocksteps import BlockPayload, block_keys
+from rdmabench.memory.buffers import allocate
+from rdmabench.modes import MemoryMode
+from rdmabench.results.document import load as load_results
+from rdmabench.wire import native
+
+from .conftest import QUICK, rdmabench_env, run_cli
+
+needs_native = pytest.mark.skipif(native.load().library is None, reason=f"no native loop: {native.load().reason}")
+
+
+def _run(path: Path, *args: str, **env: str) -> list[dict[str, Any]]:
+    proc = run_cli(["run", "--np", "2", "-o", str(path), *QUICK, *args], env=rdmabench_env(**env))
+    assert proc.returncode == 0, proc.stderr
+    return load_results(str(path))["results"]  # type: ignore[no-any-return]
+
+
+@needs_native
+@pytest.mark.parametrize(
+    "test, layout", [("put", "contiguous"), ("put", "strided"), ("put", "random"), ("get", "random"), ("bw", "random")]
+)
+def test_block_lists_in_every_layout_are_checked_and_timed_per_transfer(
+    results_path: Path, test: str, layout: str
+) -> None:
+    args = ["--test", test, "--blocks", "16", "--block-size", "4KiB", "--layout", layout, "--batch", "2"]
+    reference, blocks = _run(results_path, *args)
+    # First the same bytes as one contiguous message per transfer, then the blocks themselves.
+    assert reference["size_bytes"] == 16 * 4096 and reference["blocks"]["count"] == 1
+    assert blocks["size_bytes"] == 4096 and blocks["validated"] and blocks["wrong_bytes"] == 0
+    record = blocks["blocks"]
+    assert (record["count"], record["layout"], record["batch"], record["transfer_bytes"]) == (16, layout, 2, 65536)
+    assert record["pool_bytes"] == {"contiguous": 32, "strided": 64, "random": 128}[layout] * 4096
+    assert record["transfers"] == 2 * blocks["iterations"] * len(blocks["samples"])  # every timed transfer
+    us = record["transfer_us"]
+    assert 0 < us["p50"] <= us["p99"] <= us["p99.9"] <= us["max"]
+    assert 0 < record["post_us_p50"] and 0 < record["completion_us_p50"]
+    assert record["contiguous_gbps"] == pytest.approx(reference["bandwidth_gbps"], rel=1e-5)
+    assert record["share_of_contiguous"] == pytest.approx(
+        blocks["bandwidth_gbps"] / reference["bandwidth_gbps"], rel=1e-4
+    )
+    assert blocks["transport"] and blocks["messages_per_sample"] == blocks["iterations"] * 32
+
+
+@needs_native
+@pytest.mark.parametrize("test", ["put", "bw"])
+def test_a_corrupted_block_is_caught(results_path: Path, test: str) -> None:
+    args = ["--test", test, "--blocks", "8", "--block-size", "1KiB", "--layout", "random", "--warmup", "1"]
+    proc = run_cli(
+        ["run", "--np", "2", "-o", str(results_path), *QUICK, *args], env=rdmabench_env(RDMABENCH_FAULT="corrupt:1")
+    )
+    assert proc.returncode != 0
+    # The fault fires in the first round: the contiguous reference (the 8 blocks' bytes as one).
+    assert "wrong byte(s) of 8192 in block 0 of transfer 0 of step 1 from rank 0" in proc.stderr, proc.stderr
+
+
+def test_the_block_checker_names_the_corrupted_block_of_a_random_layout() -> None:
+    shape = BlockShape(8, "random", batch=2).check()
+    pool = allocate(MemoryMode.PAGEABLE, shape.pool_slots(1024) * 1024, have_gpu=False)
+    sender = BlockPayload(pool, 1024, shape.slots("src", 1024), 0)
+    keys = block_keys(np, 3, shape.per_step, 1)
+    sender.fill(keys)
+    assert sender.wrong(keys) == (-1, 0)
+    slot = int(shape.slots("src", 1024)[11])  # block 3 of transfer 1
+    pool.array[slot * 1024 + 100 : slot * 1024 + 103] ^= 0xFF
+    assert sender.wrong(keys) == (11, 3)
+    assert sender.wrong(block_keys(np, 4, shape.per_step, 1))[0] == 0  # another step's keys: stale data
+
+
+@needs_native
+def test_a_planted_slow_transfer_moves_the_tail_and_not_the_median(tmp_path: Path) -> None:
+    args = ["--test", "put", "--blocks", "16", "--block-size", "4KiB", "--samples", "4", "--sample-time", "0.05"]
+    blocks = _run(tmp_path / "slow.json", *args, RDMABENCH_FAULT="slow:10")[1]["blocks"]
+    us = blocks["transfer_us"]
+    assert blocks["transfers"] >= 40, blocks  # enough transfers that one in ten is past the 99th percentile
+    assert us["p99"] >= 5000 and us["p50"] < 2500, us  # the planted 5 ms, in the tail only
+
+
+def test_block_shapes() -> None:
+    random = BlockShape(64, "random", batch=2).check()
+    src, dst = random.slots("src", 4096), random.slots("dst", 4096)
+    assert len(set(src.tolist())) == 128 and src.max() < random.pool_slots(4096) == 512
+    assert not np.array_equal(src, dst) and np.array_equal(src, random.slots("src", 4096))  # seeded
+    assert BlockShape(4, "strided").slots("src", 8).tolist() == [0, 2, 4, 6]
+    assert BlockShape(8, "contiguous", 3).contiguous(4096) == (BlockShape(1, "contiguous", 3), 8 * 4096)
+    with pytest.raises(ConfigError, match="needs 8 slots"):
+        BlockShape(4, "strided", pool_bytes=7 * 4096).check().check_fits(4096)
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--blocks", "0"], "--blocks must be at least 1, not 0"),
+        (["--blocks", "4", "--block-size", "1MiB", "--pool", "64KiB"], "is larger than the --pool"),
+        (["--blocks", "4", "--block-size", "4KiB", "--layout", "strided", "--pool", "28KiB"], "needs 8 slots"),
+        (["--blocks", "4", "--layout", "diagonal"], "unknown --layout 'diagonal'"),
+        (["--blocks", "4", "--block-size", "1004"], "multiple of 8 bytes"),
+        (["--blocks", "4", "--test", "lat"], "--blocks moves the bytes of put, get or bw"),
+        (["--blocks", "4", "--pattern", "ring"], "--blocks measures one link at a time"),
+        (["--blocks", "4", "--mode", "staged"], "--blocks cannot use staged memory"),
+        (["--blocks", "4", "--test", "get", "--mode", "bounce"], "--test get cannot use bounce memory"),
+        (["--block-size", "4KiB"], "give --blocks as well"),
+        (["--layout", "random"], "give --blocks N as well"),
+        (["--blocks", "4", "--batch", "0"], "--batch must be at least 1"),
+    ],
+)
+def test_bad_block_options_are_one_line(tmp_path: Path, args: list[str], message: str) -> None:
+    proc = run_cli(["run", "--np", "2", "-o", str(tmp_path / "r.json"), *args])
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode == 2 and len(lines) == 1 and message in lines[0], proc.stderr
+    assert not (tmp_path / "r.json").exists()
