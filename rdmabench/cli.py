@@ -102,7 +102,8 @@ def main() -> None:
     help="Memory of both sides: pageable host; pinned (page-locked) host; device (GPU memory handed to UCX: "
     "CUDA IPC, GPUDirect RDMA); managed (cudaMallocManaged); mapped (pinned host memory mapped into the GPU); "
     "staged (GPU memory sent through pinned chunks, double-buffered on a copy stream); bounce (GPU memory "
-    "sent through one message-sized pinned buffer, unpipelined).",
+    "sent through one message-sized pinned buffer, unpipelined); ucx (one-sided tests: host memory UCX allocates, "
+    "as ucx_perftest's).",
 )
 @click.option("--src-mode", default=None, metavar=_MODES, help="Memory of the sending rank (0); overrides --mode.")
 @click.option("--dst-mode", default=None, metavar=_MODES, help="Memory of the receiving rank (1); overrides --mode.")

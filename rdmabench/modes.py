@@ -20,6 +20,9 @@ class MemoryMode(str, Enum):
     MAPPED = "mapped"  # cudaHostAlloc(Mapped): pinned host memory a kernel can read across PCIe
     STAGED = "staged"  # device memory sent through pinned chunks: copy streams, events, double buffering
     BOUNCE = "bounce"  # device memory sent through one message-sized pinned buffer, one step after another
+    # Host memory UCX allocates itself (ucp_mem_map ALLOCATE, as ucx_perftest does): a shared-memory
+    # segment a peer on the node attaches, so small puts are CPU stores. One-sided tests only.
+    UCX = "ucx"
 
     @classmethod
     def parse(cls, text: str) -> MemoryMode:
@@ -36,7 +39,12 @@ class MemoryMode(str, Enum):
 
     @property
     def needs_gpu(self) -> bool:
-        return self not in (MemoryMode.PAGEABLE, MemoryMode.PINNED)
+        return self not in (MemoryMode.PAGEABLE, MemoryMode.PINNED, MemoryMode.UCX)
+
+    @property
+    def ucx_allocated(self) -> bool:
+        """UCX allocates the memory (and lends it): only a one-sided protocol can provide it."""
+        return self is MemoryMode.UCX
 
     @property
     def staged(self) -> bool:

@@ -49,7 +49,11 @@ def test_the_anchor_runs_end_to_end_on_a_one_sided_test(tmp_path: Path) -> None:
     out = tmp_path / "anchor.json"
     proc = run_cli(["anchor", "--mode", "host", "--sizes", "64KiB", "--tests", "put", "-o", str(out)], timeout=300)
     assert proc.returncode == 0, proc.stderr
-    (row,) = json.loads(out.read_text())["rows"]
-    assert row["test"] == "put" and row["anchor_test"] == "ucp_put_bw" and row["python_loop"] is None
-    assert row["anchor"] > 0 and row["validated"] > 0 and row["ratio_validated"] == row["validated"] / row["anchor"]
-    assert "put " in proc.stdout and "ucp_put_bw" in proc.stdout
+    rows = json.loads(out.read_text())["rows"]
+    # The program's own (pageable) memory, and memory UCX allocates as ucx_perftest's is.
+    assert [(r["mode"], r["rdmabench_mode"]) for r in rows] == [("host", "pageable"), ("host/ucx", "ucx")]
+    for row in rows:
+        assert row["test"] == "put" and row["anchor_test"] == "ucp_put_bw" and row["python_loop"] is None
+        assert row["anchor"] > 0 and row["validated"] > 0
+        assert row["ratio_validated"] == row["validated"] / row["anchor"]
+    assert "put " in proc.stdout and "host/ucx" in proc.stdout

@@ -47,6 +47,18 @@ def test_one_sided_over_shared_memory_is_validated_and_names_its_transport(resul
 
 
 @needs_native
+@pytest.mark.parametrize("test", ["put", "put-lat", "get"])
+def test_memory_allocated_by_ucx_is_attached_by_the_peer(results_path: Path, test: str) -> None:
+    """`--mode ucx`: host memory UCX allocates from a shared segment (as ucx_perftest's): a small put
+    becomes a store into the attached segment instead of a cma system call."""
+    small, large = _entries(results_path, "--test", test, "--sizes", "8,64KiB", "--mode", "ucx")
+    assert small["src_mode"] == small["dst_mode"] == "ucx" and small["validated"] and large["validated"]
+    if test != "get":
+        assert small["transport"].split("/")[0] in ("sysv", "posix", "xpmem"), small["transport"]
+    assert large["transport"] and not any("did not report" in w for w in large["warnings"])
+
+
+@needs_native
 @pytest.mark.parametrize("test", ["put", "get", "put-lat"])
 def test_a_corrupted_one_sided_message_is_caught(results_path: Path, test: str) -> None:
     proc = run_cli(
@@ -86,6 +98,7 @@ def test_a_stalled_target_trips_the_watchdog(results_path: Path) -> None:
         (["--test", "put-lat", "--mode", "device"], "--test put-lat cannot use device memory"),
         (["--test", "get", "--engine", "python"], "runs in the native loop only"),
         (["--test", "get-lat", "--pattern", "ring"], "measures one link at a time"),
+        (["--test", "bw", "--mode", "ucx"], "--test bw cannot use ucx memory"),
     ],
 )
 def test_one_sided_refusals_are_one_line(tmp_path: Path, args: list[str], message: str) -> None:

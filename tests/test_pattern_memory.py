@@ -66,7 +66,8 @@ def test_gpu_modes_without_gpu_are_a_clear_error(mode: MemoryMode) -> None:
 
 def test_mode_properties() -> None:
     assert {m.value for m in MemoryMode if m.staged} == {"staged", "bounce"}
-    assert {m.value for m in MemoryMode if not m.needs_gpu} == {"pageable", "pinned"}
+    assert {m.value for m in MemoryMode if not m.needs_gpu} == {"pageable", "pinned", "ucx"}
+    assert {m.value for m in MemoryMode if m.ucx_allocated} == {"ucx"}
     # UCX is handed host memory for every mode but device and managed memory.
     assert {m.value: m.ucx_memory for m in MemoryMode if m.ucx_memory != "host"} == {
         "device": "cuda",

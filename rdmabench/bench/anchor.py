@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ConfigError, LaunchError
+from ..measure import registry
 from ..units import format_size
 
 # ucx_perftest labels its bandwidth columns MB/s but computes them in MiB/s (2**20 bytes).
@@ -198,14 +199,16 @@ def compare(mode: str, sizes: list[int], tests: list[str]) -> list[dict[str, Any
         if test not in ANCHORS:
             raise ConfigError(f"unknown anchor test {test!r}: choose {', '.join(ANCHORS)}")
         rows.extend(_compare_test(test, sizes, device, rd_mode, shared))
+        if not device and registry.get(test).one_sided:
+            # ucx_perftest's host buffers are allocated by UCX (shared segments a peer attaches): the
+            # like-for-like figure is rdmabench's `ucx` memory; `pageable` is the program's own memory.
+            rows.extend(_compare_test(test, sizes, device, "ucx", shared))
     return rows
 
 
 def _compare_test(
     test: str, sizes: list[int], device: bool, rd_mode: str, shared: dict[str, str]
 ) -> list[dict[str, Any]]:
-    from ..measure import registry
-
     perf_test, latency = ANCHORS[test]
     checked = run_rdmabench(test, sizes, rd_mode, validate=True)
     unchecked = run_rdmabench(test, sizes, rd_mode, validate=False)
@@ -215,7 +218,8 @@ def _compare_test(
     rows = []
     for size in sizes:
         anchor = run_perftest(perf_test, size, device, _perftest_iterations(perf_test, size))
-        row: dict[str, Any] = {"test": test, "size_bytes": size, "mode": "device" if device else "host"}
+        mode = "device" if device else ("host" if rd_mode == "pageable" else f"host/{rd_mode}")
+        row: dict[str, Any] = {"test": test, "size_bytes": size, "mode": mode, "rdmabench_mode": rd_mode}
         field = "latency_us" if latency else "bandwidth_gbps"
         row["anchor_test"] = perf_test
         row["anchor"] = anchor.latency_us if latency else anchor.bandwidth_gbps
@@ -244,6 +248,7 @@ def format_rows(rows: list[dict[str, Any]]) -> str:
         "# ratios measured side by side in this run; bw, put, get in GB/s (1e9 B/s), lat, put-lat in us (half round trip)",
         "# anchor: ucx_perftest tag_bw, tag_lat, ucp_put_bw, ucp_get, ucp_put_lat; rdmabench checked = default (every byte validated), unchecked = --no-validate,",
         "# python = --no-validate --engine python (the step timed by the Python loop instead of the native one);",
+        "# mode host = rdmabench's pageable memory, host/ucx = host memory allocated by UCX as ucx_perftest's is;",
         "# +us/msg = rdmabench's extra time per message over the anchor's (unchecked)",
         "# both ran with the UCX settings UCXX sets: "
         + (
@@ -252,14 +257,14 @@ def format_rows(rows: list[dict[str, Any]]) -> str:
             else ""
         )
         + " (and every UCX_* of this environment)",
-        f"{'test':<7} {'mode':<6} {'size':>7} {'anchor':>10} {'checked':>10} {'ratio':>6} {'unchecked':>10} {'ratio':>6} "
+        f"{'test':<7} {'mode':<8} {'size':>7} {'anchor':>10} {'checked':>10} {'ratio':>6} {'unchecked':>10} {'ratio':>6} "
         f"{'python':>10} {'ratio':>6} {'+us/msg':>8}  engine transport",
     ]
     for r in rows:
         python = "-" if r["python_loop"] is None else f"{r['python_loop']:.3f}"
         python_ratio = "-" if r["ratio_python_loop"] is None else f"{r['ratio_python_loop']:.2f}"
         lines.append(
-            f"{r['test']:<7} {r['mode']:<6} {format_size(r['size_bytes']):>7} {r['anchor']:>10.3f} {r['validated']:>10.3f} "
+            f"{r['test']:<7} {r['mode']:<8} {format_size(r['size_bytes']):>7} {r['anchor']:>10.3f} {r['validated']:>10.3f} "
             f"{r['ratio_validated']:>6.2f} {r['unvalidated']:>10.3f} {r['ratio_unvalidated']:>6.2f} "
             f"{python:>10} {python_ratio:>6} {r['overhead_us_per_msg']:>8.2f}  {r['engine']} {r['transport']}"
         )

@@ -104,9 +104,10 @@ class BlocksProtocol:
         shape, size, state = self.shape, end.spec.size, end.state
         outgoing = bool(end.targets)
         side = (end.targets + end.sources)[0]
+        loop = native_loop(end)  # first: it provides the memory UCX allocates (MemoryMode.UCX)
         pool = end.pool(side, shape.pool_slots(size) * size)
         mine, theirs = ("src", "dst") if outgoing else ("dst", "src")
-        state.update(transfers=[], posting=[], pool=pool, loop=native_loop(end), initiator=self._initiator(end))
+        state.update(transfers=[], posting=[], pool=pool, loop=loop, initiator=self._initiator(end))
         state["slow_every"] = faults.slow_every()
         if end.spec.validate:
             sender = end.rank if outgoing else side.peer

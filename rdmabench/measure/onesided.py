@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import TransportError
+from ..memory.buffers import Buffer, word_capacity
 from ..memory.payload import Pattern
 from ..modes import MemoryMode
 from ..wire import protoinfo
@@ -30,7 +31,7 @@ from .round import ACK, READY, RoundEnd, Side, tag
 _TAG_KEYS = 11  # MPI tag of a round's remote keys
 OPERATIONS = {RMA_PUT: protoinfo.RMA_PUT, RMA_GET: protoinfo.RMA_GET}
 # The CPU polls the last byte of a put latency's message: memory it can read while UCX writes it.
-POLLABLE = frozenset((MemoryMode.PAGEABLE, MemoryMode.PINNED, MemoryMode.MAPPED))
+POLLABLE = frozenset((MemoryMode.PAGEABLE, MemoryMode.PINNED, MemoryMode.MAPPED, MemoryMode.UCX))
 
 
 def refuse_staged(mode: MemoryMode) -> str | None:
@@ -44,7 +45,7 @@ def refuse_staged(mode: MemoryMode) -> str | None:
 def refuse_unpollable(mode: MemoryMode) -> str | None:
     if mode not in POLLABLE:
         return (
-            "the put latency polls the last byte from the CPU: use pageable, pinned or mapped memory "
+            "the put latency polls the last byte from the CPU: use pageable, pinned, mapped or ucx memory "
             "(get-lat measures device memory)"
         )
     return None
@@ -74,6 +75,15 @@ def lend_and_borrow(
     return borrowed
 
 
+def ucx_buffer(regs: Registrations, nbytes: int) -> Buffer:
+    """Host memory UCX allocates and lends (MemoryMode.UCX), as a buffer; UCX frees it at release."""
+    capacity = word_capacity(nbytes)
+    address, _key = regs.allocate(capacity)
+    array = np.ctypeslib.as_array((ctypes.c_uint8 * capacity).from_address(address))
+    array[:] = 0
+    return Buffer(array, MemoryMode.UCX, None)
+
+
 def native_loop(end: RoundEnd) -> HotLoop:
     if end.native is None:
         raise TransportError(f"one-sided tests run in the native loop, which this rank could not load ({end.where})")
@@ -81,6 +91,7 @@ def native_loop(end: RoundEnd) -> HotLoop:
     regs = Registrations(end.native, transport.backend.context_handle())
     end.state["regs"] = regs
     end.on_release(regs.release)
+    end.ucx_allocator = lambda nbytes: ucx_buffer(regs, nbytes)
     return HotLoop(
         end.native, transport.backend.worker_handle(), end.spec.plan.timeout, end.where, transport.local_pid_ranks()
     )
@@ -117,11 +128,11 @@ class OneSidedProtocol:
 
     def setup(self, end: RoundEnd) -> None:
         count = self._count(end)
+        loop = native_loop(end)  # first: it provides the memory UCX allocates (MemoryMode.UCX)
         for side in end.targets:
             end.allocate(side, count, outgoing=True)
         for side in end.sources:
             end.allocate(side, count, outgoing=False)
-        loop = native_loop(end)
         active, passive = self.active(end), self.passive(end)
         borrowed = lend_and_borrow(end, [(side, side.buffers) for side in passive], active)
         me, state = end.rank, end.state
@@ -193,6 +204,7 @@ class PutPingPongProtocol:
     def setup(self, end: RoundEnd) -> None:
         side = (end.targets + end.sources)[0]
         outgoing, incoming = Side(side.link, side.peer, side.mode), Side(side.link, side.peer, side.mode)
+        loop = native_loop(end)
         end.allocate(outgoing, 1, outgoing=True)
         end.allocate(incoming, 1, outgoing=False)
         size = end.spec.size
@@ -200,7 +212,6 @@ class PutPingPongProtocol:
         for half, sender in ((outgoing, end.rank), (incoming, side.peer)):
             if half.pattern is not None:
                 half.pattern = Pattern(half.buffers[0].xp, size - 1, sender)
-        loop = native_loop(end)
         borrowed = lend_and_borrow(end, [(side, incoming.buffers)], [side])
         pinging = bool(end.targets)
         ready = tag(READY, side.peer) if pinging else tag(READY, end.rank)

@@ -30,6 +30,13 @@ PLUGINS_ENV = "RDMABENCH_PLUGINS"
 _TIME_UNITS = ("ns", "us", "ms", "s")
 
 
+def refuse_ucx_allocated(mode: MemoryMode) -> str | None:
+    """Memory UCX allocates is lent for remote access: only one-sided tests ask UCX for it."""
+    if mode.ucx_allocated:
+        return "memory allocated by UCX is for the one-sided tests (put, get, put-lat, get-lat)"
+    return None
+
+
 @dataclass(frozen=True)
 class TestKind:
     name: str
@@ -51,7 +58,7 @@ class TestKind:
     # How --blocks moves this test's bytes: wire.native's RMA_PUT, RMA_GET or TAGGED (None: no block lists).
     block_op: int | None = None
     # Why the test cannot use a memory mode (None: it can); asked for both ends before a job starts.
-    refuse_mode: Callable[[MemoryMode], str | None] = lambda mode: None
+    refuse_mode: Callable[[MemoryMode], str | None] = lambda mode: refuse_ucx_allocated(mode)
 
     @property
     def both_ways(self) -> bool:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import ValidationError
+from ..errors import TransportError, ValidationError
 from ..memory.buffers import Buffer, allocate, synchronize
 from ..memory.payload import Pattern, message_key
 from ..modes import MemoryMode
@@ -139,6 +139,8 @@ class RoundEnd:
         self._carriers: list[Carrier] = []
         self._signals: list[Any] = []
         self._releasers: list[Callable[[], None]] = []
+        # Memory UCX allocates (MemoryMode.UCX): a one-sided protocol provides it before allocating.
+        self.ucx_allocator: Callable[[int], Buffer] | None = None
         first = spec.links[0]
         self.corrupt_at = faults.corrupt_step() if self.rank == first.src else None
         self.stall_at = faults.stall_step() if self.rank == first.dst else None
@@ -149,7 +151,7 @@ class RoundEnd:
 
     def allocate(self, side: Side, count: int, outgoing: bool) -> None:
         """`count` message buffers for `side`, their batch for UCX and the payload pattern."""
-        buffers = [allocate(side.mode, self.spec.size, self.have_gpu) for _ in range(count)]
+        buffers = [self._allocate(side.mode, self.spec.size) for _ in range(count)]
         # Zeroing a device buffer (new or kept from the last round) is queued on CuPy's stream; it
         # must land before UCX copies a message in on its own streams, or it wipes the message (seen
         # with 64 ranks sharing one GPU, where queued work waits for a time slice).
@@ -166,11 +168,18 @@ class RoundEnd:
 
     def pool(self, side: Side, nbytes: int) -> Buffer:
         """One buffer of `nbytes` for `side` (a pool of block slots), given back when the round ends."""
-        buffer = allocate(side.mode, nbytes, self.have_gpu)
+        buffer = self._allocate(side.mode, nbytes)
         synchronize(side.mode)  # zeroing lands before UCX writes into it (see allocate above)
         self._allocated.append(buffer)
         side.buffers.append(buffer)
         return buffer
+
+    def _allocate(self, mode: MemoryMode, nbytes: int) -> Buffer:
+        if mode.ucx_allocated:
+            if self.ucx_allocator is None:
+                raise TransportError(f"{mode.value} memory is allocated by a one-sided protocol ({self.where})")
+            return self.ucx_allocator(nbytes)
+        return allocate(mode, nbytes, self.have_gpu)
 
     def signal(self) -> tuple[Any, int]:
         """An 8-byte handshake buffer (READY, ACK): as a UCX message, and its address for C."""

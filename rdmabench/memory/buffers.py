@@ -54,6 +54,9 @@ class Buffer:
             PINNED_POOL.give_back(self)
             self.array = None
             return
+        if self.mode.ucx_allocated:  # UCX frees it when the round unmaps it
+            self.array = None
+            return
         if self.array is not None and RECYCLER.keep(self):
             return
         self.free()

@@ -148,6 +148,15 @@ _SIGNATURES: dict[str, list[Any]] = {
         ctypes.POINTER(_size),
         _out_int,
     ],
+    "rb_mem_alloc": [
+        _ptr,
+        _size,
+        ctypes.POINTER(_ptr),
+        ctypes.POINTER(_ptr),
+        ctypes.POINTER(_ptr),
+        ctypes.POINTER(_size),
+        _out_int,
+    ],
     "rb_rkey_unpack": [_ptr, _ptr, ctypes.POINTER(_ptr), _out_int],
 }
 # Functions that return nothing: (name, argument types).
@@ -407,6 +416,7 @@ class Registrations:
         self._context = ctypes.c_void_p(context)
         self._maps: list[Any] = []
         self._keys: list[Any] = []
+        self._allocated: dict[int, bytes] = {}  # address -> packed key of memory UCX allocated
 
     def _check(self, rc: int, status: Any, what: str) -> None:
         if rc != _OK:
@@ -414,7 +424,10 @@ class Registrations:
             raise TransportError(f"UCX could not {what}: {text}")
 
     def lend(self, address: int, length: int, memory: int) -> bytes:
-        """Map `length` bytes at `address` for remote access; returns the packed remote key."""
+        """Map `length` bytes at `address` for remote access; returns the packed remote key (memory
+        UCX allocated here is mapped already: its key)."""
+        if address in self._allocated:
+            return self._allocated[address]
         memh, packed, size, status = ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_size_t(), ctypes.c_int()
         rc = self._lib.rb_mem_map(
             self._context, address, length, memory, ctypes.byref(memh), ctypes.byref(packed), ctypes.byref(size),
@@ -425,6 +438,22 @@ class Registrations:
         key = ctypes.string_at(packed, size.value)
         self._lib.rb_rkey_buffer_release(packed)
         return key
+
+    def allocate(self, length: int) -> tuple[int, bytes]:
+        """`length` bytes of host memory allocated by UCX and lent for remote access: (address, key).
+        The memory lives until release()."""
+        memh, address, packed = ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_void_p()
+        size, status = ctypes.c_size_t(), ctypes.c_int()
+        rc = self._lib.rb_mem_alloc(
+            self._context, length, ctypes.byref(memh), ctypes.byref(address), ctypes.byref(packed), ctypes.byref(size),
+            ctypes.byref(status),
+        )  # fmt: skip
+        self._check(rc, status, f"allocate {length} bytes of host memory")
+        self._maps.append(memh)
+        key = ctypes.string_at(packed, size.value)
+        self._lib.rb_rkey_buffer_release(packed)
+        self._allocated[int(address.value or 0)] = key
+        return int(address.value or 0), key
 
     def borrow(self, endpoint: int, key: bytes) -> int:
         """The peer's packed key unpacked for `endpoint`: a ucp_rkey_h."""
@@ -441,3 +470,4 @@ class Registrations:
             self._lib.rb_mem_unmap(self._context, memh)
         self._keys.clear()
         self._maps.clear()
+        self._allocated.clear()

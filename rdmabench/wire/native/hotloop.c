@@ -376,6 +376,33 @@ int rb_mem_map(ucp_context_h context, void *address, size_t length, int memory_t
     return status == UCS_OK ? RB_OK : RB_UCX_ERROR;
 }
 
+/* Host memory allocated by UCX itself (UCP_MEM_MAP_ALLOCATE), as ucx_perftest allocates its buffers:
+ * UCX takes it from a shared-memory segment (sysv, posix) where it can, so a peer on the node
+ * attaches the segment and puts become CPU stores; the program's own memory is reachable only by
+ * cma. Returns the address and a packed remote key, like rb_mem_map. */
+int rb_mem_alloc(ucp_context_h context, size_t length, ucp_mem_h *memh, void **address, void **rkey_buffer,
+                 size_t *rkey_size, int *ucx_status)
+{
+    ucp_mem_map_params_t params;
+    params.field_mask = UCP_MEM_MAP_PARAM_FIELD_LENGTH | UCP_MEM_MAP_PARAM_FIELD_FLAGS | UCP_MEM_MAP_PARAM_FIELD_ADDRESS;
+    params.address = NULL;
+    params.length = length;
+    params.flags = UCP_MEM_MAP_ALLOCATE;
+    ucs_status_t status = ucp_mem_map(context, &params, memh);
+    if (status == UCS_OK) {
+        ucp_mem_attr_t attr;
+        attr.field_mask = UCP_MEM_ATTR_FIELD_ADDRESS;
+        status = ucp_mem_query(*memh, &attr);
+        *address = attr.address;
+        if (status == UCS_OK)
+            status = ucp_rkey_pack(context, *memh, rkey_buffer, rkey_size);
+        if (status != UCS_OK)
+            ucp_mem_unmap(context, *memh);
+    }
+    *ucx_status = status;
+    return status == UCS_OK ? RB_OK : RB_UCX_ERROR;
+}
+
 void rb_rkey_buffer_release(void *rkey_buffer) { ucp_rkey_buffer_release(rkey_buffer); }
 
 void rb_mem_unmap(ucp_context_h context, ucp_mem_h memh) { ucp_mem_unmap(context, memh); }
