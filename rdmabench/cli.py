@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shlex
 import sys
+from datetime import datetime
 from typing import Any
 
 import click
@@ -42,7 +43,27 @@ def _fail(exc: RdmabenchError) -> None:
     sys.exit(exc.exit_code)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+class _OneLineErrors(click.Group):
+    """click's usage errors as one line, like every other error of rdmabench (not a Usage: block)."""
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+        kwargs["standalone_mode"] = False
+        try:
+            code = super().main(*args, **kwargs)
+        except click.UsageError as exc:
+            command = exc.ctx.command_path if exc.ctx is not None else "rdmabench"
+            click.echo(error_line(f"{exc.format_message()} (see {command} --help)"), err=True)
+            sys.exit(exc.exit_code)
+        except click.Abort:
+            click.echo(error_line("aborted"), err=True)
+            sys.exit(130)
+        except click.ClickException as exc:
+            click.echo(error_line(exc.format_message()), err=True)
+            sys.exit(exc.exit_code)
+        sys.exit(code if isinstance(code, int) else 0)
+
+
+@click.group(cls=_OneLineErrors, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
 @click.version_option(__version__, prog_name="rdmabench")
 def main() -> None:
     """Measure how fast data really moves between GPUs, host memory and nodes, over UCX.
@@ -112,6 +133,11 @@ def main() -> None:
     default=DEFAULT_SIZES,
     help="Message sizes: a list (8,1MiB,64MiB), a power-of-two range (1:64MiB), or a range with a step (1:64MiB:x4). KiB/MiB/GiB (or K/M/G) are binary; kB/MB/GB are decimal.",
 )
+@click.option("-b", "--min-size", default=None, metavar="SIZE", help="nccl-tests style: smallest size (with -e, -f).")
+@click.option("-e", "--max-size", default=None, metavar="SIZE", help="nccl-tests style: largest size.")
+@click.option(
+    "-f", "--step-factor", type=int, default=None, help="nccl-tests style: each size this many times the last. [2]"
+)
 @click.option(
     "--blocks",
     type=int,
@@ -148,13 +174,16 @@ def main() -> None:
     help="Messages in flight per step for bw/bibw. [default: up to 64, at most 512 MiB in flight]",
 )
 @click.option(
+    "-n",
     "--iters",
     "iterations",
     type=int,
     default=None,
     help="Steps (windows or round trips) per sample. [default: calibrated so a sample lasts --sample-time]",
 )
-@click.option("--warmup", type=int, default=None, help="Untimed steps before sampling. [default: by test and size]")
+@click.option(
+    "-w", "--warmup", type=int, default=None, help="Untimed steps before sampling. [default: by test and size]"
+)
 @click.option("--samples", type=int, default=5, help="Timed samples per size; the table shows their median.")
 @click.option(
     "--sample-time",
@@ -268,7 +297,11 @@ def _config(options: dict[str, Any]) -> RunConfig:
     mode = MemoryMode.parse(options.pop("mode"))
     src_mode = options.pop("src_mode")
     dst_mode = options.pop("dst_mode")
-    sizes = _sizes(options.pop("sizes"), options.pop("block_size"), options["blocks"])
+    ranged = _size_range(options.pop("min_size"), options.pop("max_size"), options.pop("step_factor"))
+    if ranged is not None and options["sizes"] != DEFAULT_SIZES:
+        raise ConfigError("give the sizes once: --sizes, or -b/-e/-f")
+    sizes = _sizes(ranged or options.pop("sizes"), options.pop("block_size", None), options["blocks"])
+    options.pop("sizes", None)
     options["pool"] = _size_option("--pool", options["pool"]) if options["pool"] else None
     max_pinned = options.pop("max_pinned")
     options["max_pinned"] = _size_option("--max-pinned", max_pinned) if max_pinned else None
@@ -281,6 +314,18 @@ def _config(options: dict[str, Any]) -> RunConfig:
         command_line=shlex.join(["rdmabench", *sys.argv[1:]]),
         **options,
     ).check()
+
+
+def _size_range(low: str | None, high: str | None, factor: int | None) -> str | None:
+    """nccl-tests' -b/-e/-f as a --sizes range (`low:high:xfactor`), or None when none was given."""
+    if low is None and high is None and factor is None:
+        return None
+    if factor is not None and factor < 2:
+        raise ConfigError(f"-f/--step-factor must be at least 2, not {factor}")
+    low, high = low or high, high or low
+    if low is None:
+        raise ConfigError("-f/--step-factor needs -b/--min-size or -e/--max-size")
+    return f"{low}:{high}:x{factor or 2}"
 
 
 def _sizes(sizes: str, block_sizes: str | None, blocks: int | None) -> list[int]:
@@ -485,6 +530,12 @@ def _filters(
     for cls in link_classes:
         if cls not in LINK_CLASSES:
             raise ConfigError(f"unknown link class {cls!r}: choose one of {', '.join(LINK_CLASSES)}")
+    for option, value in (("--since", since), ("--until", until)):
+        if value is not None:
+            try:
+                datetime.fromisoformat(value)
+            except ValueError:
+                raise ConfigError(f"{option} wants a date (YYYY-MM-DD) or a date and time, not {value!r}") from None
     return Filters(tests, modes, tuple(parse_sizes(sizes)) if sizes else (), hosts, link_classes, since, until)
 
 
@@ -557,8 +608,9 @@ def report(
             raise ConfigError(f"--outlier-fraction must be between 0 and 1, not {outlier_fraction}")
         if output is not None:
             document.check_writable(output, force)
+        chosen = _filters(**filters)  # bad filters are reported before any file is read
         loaded = _load(paths)
-        rows = report_module.aggregate(loaded.documents, _filters(**filters))
+        rows = report_module.aggregate(loaded.documents, chosen)
         if not rows:
             raise ConfigError("no results match the filters")
         if output_format == "table":

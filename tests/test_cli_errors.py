@@ -130,3 +130,49 @@ def test_launcher_noise_after_an_error_is_held_back() -> None:
     sink = io.StringIO()
     StderrRelay(io.StringIO(noise), sink).run()  # with nothing else said, the launcher's line stays
     assert sink.getvalue() == noise
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["run", "--bogus"], "No such option '--bogus'"),
+        (["run", "--np", "x"], "'x' is not a valid integer"),
+        (["nosuchcommand"], "No such command 'nosuchcommand'"),
+        (["report"], "Missing argument"),
+        (["report", "--since", "garbage", "x.json"], "--since wants a date (YYYY-MM-DD)"),
+        (["report", "--until", "2026-13-45", "x.json"], "--until wants a date"),
+        (["run", "--chunk-size", "1MiB"], "--chunk-size and --stage-buffers shape staged and bounce modes"),
+        (["run", "-b", "8", "--sizes", "8,16"], "give the sizes once"),
+        (["run", "-f", "1", "-b", "8"], "-f/--step-factor must be at least 2"),
+    ],
+)
+def test_usage_errors_are_one_line_too(args: list[str], expected: str) -> None:
+    """click's own usage errors (unknown option, bad value, missing argument) included: no Usage: block."""
+    line = _one_line_error(args, expected, code=2)
+    assert "Usage:" not in line
+
+
+def test_nccl_tests_size_range_and_counts(tmp_path: Path) -> None:
+    from rdmabench.results.document import load
+
+    out = tmp_path / "r.json"
+    proc = run_cli(["run", "-b", "8", "-e", "512", "-f", "8", "-n", "3", "-w", "1", "--samples", "2", "-o", str(out)])
+    assert proc.returncode == 0, proc.stderr
+    entries = load(str(out))["results"]
+    assert [e["size_bytes"] for e in entries] == [8, 64, 512]
+    assert {(e["iterations"], e["warmup"]) for e in entries} == {(3, 1)}
+
+
+def test_a_transport_setting_ucx_cannot_use_is_named(tmp_path: Path) -> None:
+    env = rdmabench_env(UCX_TLS="bogus")
+    line = _one_line_error(["run", "--sizes", "8", "-o", str(tmp_path / "r.json")], "UCX could not start", env=env)
+    assert "UCX_TLS=bogus" in line
+    doctor = run_cli(["doctor"], env=env)
+    assert "UCX_TLS=bogus names bogus, not a transport of this UCX: UCX will not start" in doctor.stdout
+
+
+def test_an_odd_bisection_names_the_idle_rank(tmp_path: Path) -> None:
+    args = ["--np", "3", "--pattern", "bisection", "--sizes", "8", "--samples", "1", "-o", str(tmp_path / "r.json")]
+    proc = run_cli(["run", *args])
+    assert proc.returncode == 0, proc.stderr
+    assert "rank 2 stays idle: bisection pairs the two halves of an even count" in proc.stdout

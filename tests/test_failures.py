@@ -107,6 +107,20 @@ def test_stuck_peer_trips_the_watchdog(results_path: Path) -> None:
     assert doc["complete"] is False and doc["results"] == []
 
 
+def test_a_stuck_peer_seen_by_another_rank_than_0_is_recorded_with_its_reason(results_path: Path) -> None:
+    """Rank 0 stalls (it receives the incast); ranks 1 and 2 time out and abort the job. Rank 0,
+    ended by the launcher's SIGTERM, must record what they saw, not the signal, and exit 1."""
+    env = rdmabench_env(RDMABENCH_FAULT="stall:3")
+    args = ["run", "--np", "3", "--pattern", "incast", "--root", "0", "--sizes", "4096", "--timeout", "2"]
+    proc = run_cli([*args, "--samples", "2", "-o", str(results_path)], env=env, timeout=90)
+    assert proc.returncode == 1, proc.stderr
+    assert "SIGTERM" not in proc.stderr, proc.stderr
+    doc = load_results(str(results_path))
+    assert doc["complete"] is False
+    assert doc["stopped"].startswith(("failed on rank 1 ", "failed on rank 2 ")), doc["stopped"]
+    assert "timed out after 2 s" in doc["stopped"]
+
+
 def test_more_host_memory_than_exists_fails_before_any_transfer(results_path: Path) -> None:
     proc = run_cli(["run", "--sizes", "8,16GiB", "-o", str(results_path)])
     assert proc.returncode == 2

@@ -7,6 +7,7 @@ so a cluster's CI can gate on it.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import subprocess
@@ -137,6 +138,29 @@ def check_memlock() -> Finding:
     )
 
 
+def _transports_in(ucx_info_d: str) -> list[str]:
+    return sorted(set(re.findall(r"#\s+Transport:\s+(\S+)", ucx_info_d)))
+
+
+@functools.lru_cache(maxsize=1)
+def ucx_transports() -> list[str] | None:
+    """The transports `ucx_info -d` lists (UCX_TLS left out: it would filter them), or None."""
+    try:
+        import libucx
+    except ImportError:
+        return None
+    root = os.path.dirname(libucx.__file__)
+    env = {k: v for k, v in os.environ.items() if k != "UCX_TLS"}
+    env["LD_LIBRARY_PATH"] = os.path.join(root, "lib")
+    try:
+        proc = subprocess.run(
+            [os.path.join(root, "bin", "ucx_info"), "-d"], capture_output=True, text=True, timeout=60, env=env
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return _transports_in(proc.stdout) or None
+
+
 def check_ucx() -> list[Finding]:
     try:
         import libucx
@@ -156,7 +180,7 @@ def check_ucx() -> list[Finding]:
     except (OSError, subprocess.TimeoutExpired) as exc:
         return [Finding("UCX", FAIL, f"ucx_info failed: {exc}")]
     found = re.search(r"Library version:\s*(\S+)", version) or re.search(r"Version\s+(\S+)", version)
-    transports = sorted(set(re.findall(r"#\s+Transport:\s+(\S+)", devices)))
+    transports = _transports_in(devices)
     findings = [
         Finding("UCX", OK, f"version {found.group(1) if found else 'unknown'}; transports: {', '.join(transports)}")
     ]
@@ -186,9 +210,35 @@ def check_ucx() -> list[Finding]:
     return findings
 
 
-def check_ucx_settings() -> list[Finding]:
+# UCX_TLS names that stand for groups of transports, not transports (ucx_info -d lists those).
+_TLS_ALIASES = frozenset(
+    ("all", "sm", "shm", "mm", "ib", "rc", "ud", "dc", "rc_v", "rc_x", "rc_mlx5", "ud_v", "ud_x", "ud_mlx5", "dc_x",
+     "dc_mlx5", "cuda", "rocm", "ze", "ugni", "self", "tcp", "cma", "knem", "xpmem", "sysv", "posix", "gdr_copy")
+)  # fmt: skip
+
+
+def unknown_transports(tls: str, transports: list[str]) -> list[str]:
+    """The names in a UCX_TLS value that are neither a transport of this UCX nor one of UCX's aliases."""
+    names = [part.split(":")[0].strip() for part in tls.lstrip("^").split(",")]
+    return [name for name in names if name and name not in transports and name not in _TLS_ALIASES]
+
+
+def check_ucx_settings(transports: list[str] | None = None) -> list[Finding]:
     findings = []
     tls = os.environ.get("UCX_TLS")
+    unknown = unknown_transports(tls, transports) if tls and transports else []
+    if unknown:
+        names = [part for part in (tls or "").lstrip("^").split(",") if part.strip()]
+        fatal = len(unknown) == len(names) and not (tls or "").startswith("^")
+        findings.append(
+            Finding(
+                "UCX_TLS",
+                FAIL if fatal else WARN,
+                f"UCX_TLS={tls} names {', '.join(unknown)}, not a transport of this UCX"
+                + (": UCX will not start" if fatal else ""),
+                f"choose among {', '.join(transports or [])} (or unset UCX_TLS)",
+            )
+        )
     if tls and not tls.startswith("^") and not any(t in tls for t in ("sm", "shm", "posix", "sysv", "cma", "all")):
         findings.append(
             Finding(
@@ -322,7 +372,7 @@ def run_checks() -> list[Finding]:
     findings += check_gpudirect(have_gpu)
     findings.append(check_memlock())
     findings += check_ucx()
-    findings += check_ucx_settings()
+    findings += check_ucx_settings(ucx_transports())
     findings.append(check_mpi())
     findings.append(check_numa(have_gpu))
     findings.append(check_cpu_governor())

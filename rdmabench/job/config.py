@@ -91,6 +91,10 @@ class RunConfig:
         if kind.one_sided and self.engine == "python":
             raise ConfigError(f"--test {self.test} runs in the native loop only: use --engine auto or native")
         self._check_blocks(kind)
+        if (self.stage_chunk, self.stage_buffers) != (DEFAULT_CHUNK, DEFAULT_BUFFERS) and not any(
+            mode.staged for mode in self.modes
+        ):
+            raise ConfigError("--chunk-size and --stage-buffers shape staged and bounce modes; no end here stages")
         if self.concurrent and self.pattern != "all-pairs":
             raise ConfigError("--concurrent schedules all-pairs; the other patterns are concurrent already")
         if not 0 <= self.remeasure_below < 1:

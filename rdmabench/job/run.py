@@ -96,15 +96,19 @@ def run_job(config: RunConfig, out: TextIO | None = None) -> int:
         return job.sweep(rounds)
     except Stopped as stop:
         _ignore_signals()  # a second signal must not interrupt the saving of the results
-        job.stop(f"stopped by {stop}")
+        # A signal on rank 0 is often the launcher's answer to another rank's abort: that rank said why.
+        told = world.told_by_a_rank() if world.rank == 0 and stop.signum == signal.SIGTERM else None
+        job.stop(told or f"stopped by {stop}")
         # The launcher is ending the job (or the user is): leave quietly, without MPI_Finalize,
         # which would wait for ranks that are gone.
         sys.stdout.flush()
-        os._exit(128 + stop.signum)
+        os._exit(1 if told else 128 + stop.signum)
     except BaseException as exc:
         _ignore_signals()  # the launcher's SIGTERM, which a failure brings, must not cut the saving short
         _report(world, exc)
-        job.stop(f"failed on rank {world.rank} ({world.me.host}): {_describe(exc)[0]}")
+        reason = f"failed on rank {world.rank} ({world.me.host}): {_describe(exc)[0]}"
+        world.tell_rank0(reason)
+        job.stop(reason)
         world.abort(_describe(exc)[1])
         return 1  # not reached: Abort ends the process
     finally:
@@ -255,6 +259,8 @@ class _Job:
             table.pattern_header(
                 config.pattern, links, len(rounds), config.src_mode.value, config.dst_mode.value, config.validate
             )
+        if config.pattern == "bisection" and world.size % 2:
+            table.note(f"warning: rank {world.size - 1} stays idle: bisection pairs the two halves of an even count")
         for warning in _placement_warnings(topologies):
             table.note(f"warning: {warning}")
         for rank, engine in enumerate(engines):

@@ -39,6 +39,9 @@ def import_ucx_first() -> None:
     ucx_env.note_import_defaults(before)
 
 
+_TAG_FAILURE = 31  # a rank's reason for ending the job, sent to rank 0 before it aborts
+
+
 class Napper:
     """How an idle rank waits between polls. It must not spin: on a shared node it slows the measured
     links. Naps grow from 0.2 ms to 5 ms, so that many waiting ranks on few cores leave those cores
@@ -170,6 +173,26 @@ class World:
     @property
     def hosts(self) -> list[str]:
         return sorted({info.host for info in self.ranks})
+
+    def tell_rank0(self, reason: str, grace: float = 0.5) -> None:
+        """Before aborting on a rank other than 0: send rank 0 why, so that its results file and
+        message name the real cause and the rank that saw it, not the SIGTERM the abort brings."""
+        if self.rank == 0:
+            return
+        request = self.comm.isend(reason, dest=0, tag=_TAG_FAILURE)
+        deadline = time.monotonic() + grace
+        while not request.Test() and time.monotonic() < deadline:
+            time.sleep(0.001)
+
+    def told_by_a_rank(self, wait: float = 1.0) -> str | None:
+        """Rank 0, stopped by a signal: the reason another rank sent before it aborted the job, if any."""
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            message = self.comm.improbe(source=self.MPI.ANY_SOURCE, tag=_TAG_FAILURE)
+            if message is not None:
+                return str(message.recv())
+            time.sleep(0.005)
+        return None
 
     def abort(self, code: int) -> None:
         self.comm.Abort(code)

@@ -151,11 +151,19 @@ class UcxxBackend:
         self._endpoints.clear()
 
 
+# Settings that choose UCX's transports and devices: a wrong one stops UCX with "No such device".
+_DEVICE_SETTINGS = ("UCX_TLS", "UCX_NET_DEVICES", "UCX_IB_GPU_DIRECT_RDMA")
+
+
 def load_backend(one_sided: bool = False) -> Backend:
     try:
         return UcxxBackend(one_sided)
     except ImportError as exc:
         raise TransportError(f"UCXX is not installed ({exc}); install rdmabench with the cu12 or cu13 extra") from None
+    except Exception as exc:  # UCXX's own errors (no device, bad configuration) carry no hint of the cause
+        chosen = [f"{name}={os.environ[name]}" for name in _DEVICE_SETTINGS if name in os.environ]
+        hint = f"; check {', '.join(chosen)} (`rdmabench doctor` lists this UCX's transports)" if chosen else ""
+        raise TransportError(f"UCX could not start: {type(exc).__name__}: {exc}{hint}") from None
 
 
 def describe_path(sender_rows: dict[str, Any], receiver_rows: dict[str, Any]) -> dict[str, Any]:
