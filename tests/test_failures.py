@@ -205,3 +205,21 @@ def test_huge_file_is_refused_without_reading_it(tmp_path: Path) -> None:
         handle.truncate(1 << 30)  # sparse: costs no disk
     with pytest.raises(ResultsFileError, match="larger than any results file"):
         load_results(str(path))
+
+
+def test_no_ucx_log_directory_is_left_behind(tmp_path: Path) -> None:
+    """Each rank routes UCX's report into a private directory; it goes when the rank ends, with the
+    logs of the tools rank 0 ran (ucx_info inherits UCX_LOG_FILE), after a failure too."""
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    ok = run_cli(
+        ["run", "--sizes", "8", "--samples", "1", "-o", str(tmp_path / "a.json")],
+        env=rdmabench_env(TMPDIR=str(scratch)),
+    )
+    assert ok.returncode == 0, ok.stderr
+    env = rdmabench_env(TMPDIR=str(scratch), RDMABENCH_FAULT="corrupt:1")
+    failed = run_cli(
+        ["run", "--sizes", "4096", "--warmup", "1", "--samples", "1", "-o", str(tmp_path / "b.json")], env=env
+    )
+    assert failed.returncode != 0
+    assert sorted(p.name for p in scratch.iterdir() if p.name.startswith("rdmabench-ucx-")) == []

@@ -102,6 +102,7 @@ def run_job(config: RunConfig, out: TextIO | None = None) -> int:
         # The launcher is ending the job (or the user is): leave quietly, without MPI_Finalize,
         # which would wait for ranks that are gone.
         sys.stdout.flush()
+        ucx_env.cleanup(log_dir)  # os._exit skips the `finally` below
         os._exit(1 if told else 128 + stop.signum)
     except BaseException as exc:
         _ignore_signals()  # the launcher's SIGTERM, which a failure brings, must not cut the saving short
@@ -109,6 +110,7 @@ def run_job(config: RunConfig, out: TextIO | None = None) -> int:
         reason = f"failed on rank {world.rank} ({world.me.host}): {_describe(exc)[0]}"
         world.tell_rank0(reason)
         job.stop(reason)
+        ucx_env.cleanup(log_dir)  # MPI_Abort ends the process before the `finally` below
         world.abort(_describe(exc)[1])
         return 1  # not reached: Abort ends the process
     finally:

@@ -52,12 +52,10 @@ def flush_c_streams() -> None:
 
 
 def cleanup(log_dir: str | None) -> None:
+    """Remove the log directory this process made (and the logs of the tools it ran, ucx_info among
+    them, which inherit UCX_LOG_FILE); a directory the user named is left alone."""
     if log_dir and not _keep_logs:
-        log_file = own_log_file(log_dir)
-        if log_file:
-            os.unlink(log_file)
-        if not os.listdir(log_dir):
-            shutil.rmtree(log_dir, ignore_errors=True)
+        shutil.rmtree(log_dir, ignore_errors=True)
 
 
 def forward_warnings(log_text: str) -> list[str]:
