@@ -167,6 +167,8 @@ def test_html_report_renders_in_a_browser(runs: Path, tmp_path: Path) -> None:
         width, height = (int(v) for v in size.split("x"))
         assert width > 100 and height > 100
     assert "<table>" in dom.stdout and "rank0 -&gt; " in dom.stdout.replace("vm:", "")
+    cdfs = dom.stdout.split('data-cdf-sizes="')[1].split('"')[0].split(",")
+    assert cdfs == ["360x180", "360x180"]  # a CDF per link class: here one per size
     shot = tmp_path / "report.png"
     subprocess.run(
         [browser, *flags, f"--user-data-dir={tmp_path / 'profile2'}", f"--screenshot={shot}", "--window-size=1200,2000", page.as_uri()],

@@ -115,6 +115,7 @@ def test_a_cluster_page_stays_small_and_renders(tmp_path: Path) -> None:
     assert page.stat().st_size < 10 << 20
     text = page.read_text()
     assert "per pair of hosts" in text and "The 2000 worst of 65280 links" in text
+    assert text.count('<svg class="cdf"') == 2  # a CDF per link class: NVLink within hosts, pageable between
     flags = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"]
     dom = subprocess.run(
         ["chromium", *flags, f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=10000", "--dump-dom", page.as_uri()],

@@ -4,13 +4,15 @@ of the physical limit, and the aggregate table. Plots are PNG images embedded in
 from __future__ import annotations
 
 import base64
+import heapq
 import html
 import io
 import statistics
 from typing import Any
 
 from ..units import format_size
-from .report import _COLUMNS, Row, _cells, _outlier_lines, outliers, standings
+from . import distribution
+from .report import _COLUMNS, Row, _cells, _outlier_lines, bulk, class_distributions, outliers, standings
 
 
 def _pyplot() -> Any:
@@ -120,14 +122,21 @@ _STYLE = """
 body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px}
 table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:3px 6px;text-align:left}
 th{background:#eee}figure{display:inline-block;margin:1em}img{max-width:100%}.warn{color:#a40}
+svg.cdf{margin:0.5em;font-family:system-ui,sans-serif}
 """
 
-# Marks each image with its rendered size once the page has loaded: a browser test reads these.
+# Marks each image and each CDF with its rendered size once the page has loaded: a browser test reads these.
 _SCRIPT = """
 window.addEventListener('load', function () {
   var sizes = [];
   document.querySelectorAll('img').forEach(function (img) { sizes.push(img.naturalWidth + 'x' + img.naturalHeight); });
   document.body.setAttribute('data-image-sizes', sizes.join(','));
+  var cdfs = [];
+  document.querySelectorAll('svg.cdf').forEach(function (svg) {
+    var box = svg.getBoundingClientRect();
+    cdfs.push(Math.round(box.width) + 'x' + Math.round(box.height));
+  });
+  document.body.setAttribute('data-cdf-sizes', cdfs.join(','));
 });
 """
 
@@ -160,10 +169,28 @@ def _grid(members: list[Row]) -> tuple[list[str], list[str], list[list[float]], 
 def _worst_first(rows: list[Row]) -> list[Row]:
     """The rows furthest below (or above, for a time) the median of their class: a cluster's page
     lists these, not a million."""
-    ranked = sorted(standings(rows), key=lambda item: item[1] if item[0].higher_is_better else -item[1])
-    return [row for row, _off, _size in ranked[:ALL_LINKS_UP_TO]]
+    ranked = heapq.nsmallest(  # sorted(...)[:ALL_LINKS_UP_TO], without sorting a million
+        ALL_LINKS_UP_TO, standings(rows), key=lambda item: item[1] if item[0].higher_is_better else -item[1]
+    )
+    return [row for row, _off, _size in ranked]
 
 
+def _distributions(found: list[distribution.Distribution]) -> list[str]:
+    """A CDF per link class (the largest DRAWN_UP_TO), then a line per class."""
+    drawn = distribution.drawn(found)
+    parts = [
+        "<h2>Distribution per link class</h2>",
+        "<p>Per class, the share of its links at or below each figure (each link's median over runs), "
+        "as % of the class's physical limit where known; the median and the outlier threshold marked.</p>",
+    ]
+    if len(drawn) < len(found):
+        parts.append(f"<p>The {len(drawn)} largest of {len(found)} classes drawn; every class is listed below.</p>")
+    parts.append("<div class='cdfs'>" + "".join(distribution.cdf_svg(one) for one in drawn) + "</div>")
+    parts.append("<ul>" + "".join(f"<li>{html.escape(distribution.summary(one))}</li>" for one in found) + "</ul>")
+    return parts
+
+
+@bulk
 def render(rows: list[Row], sources: list[str], problems: list[str], fraction: float) -> str:
     parts = [
         "<!DOCTYPE html><html><head><meta charset='utf-8'><title>rdmabench report</title>",
@@ -177,6 +204,7 @@ def render(rows: list[Row], sources: list[str], problems: list[str], fraction: f
             + "".join(f"<li class='warn'>{html.escape(p)}</li>" for p in problems)
             + "</ul>"
         )
+    parts += _distributions(class_distributions(rows, fraction))
     parts.append(
         "<h2>Outliers</h2><ul>"
         + "".join(

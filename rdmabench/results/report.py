@@ -4,24 +4,53 @@ outliers, filters, and the comparison of two sets of runs."""
 from __future__ import annotations
 
 import csv
+import functools
+import gc
 import io
 import json
+import json.encoder
 import math
 import os
 import statistics
 from collections import Counter
-from collections.abc import Iterable
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
+from itertools import chain
+from operator import attrgetter
+from typing import Any, NamedTuple, TypeVar
+
+import numpy as np
 
 from ..errors import OtherDocumentError, ResultsFileError
 from ..measure import registry
 from ..modes import mode_named
 from ..units import format_size
-from . import document
+from . import compact, distribution, document
 
 GROUPINGS = ("none", "host", "link-class", "mode", "size", "date")
 LINK_CLASSES = ("same GPU", "intra-node", "inter-node")
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def bulk(function: F) -> F:
+    """For a function that makes or walks a million rows: no cyclic garbage collection while it
+    runs (rows make no cycles: the collector would only rescan them, again and again), and what it
+    leaves frozen out of the collector's sight (reference counting still frees it)."""
+
+    @functools.wraps(function)
+    def paused(*args: Any, **kwargs: Any) -> Any:
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            gc.freeze()
+            if enabled:
+                gc.enable()
+
+    return paused  # type: ignore[return-value]
 
 
 @dataclass
@@ -126,12 +155,27 @@ def settings_of(entry: dict[str, Any], metadata: dict[str, Any]) -> tuple[tuple[
     tuned = ",".join(
         f"{key}={value}" for key, value in sorted(ucx.items()) if not str(key).startswith(_UCX_BOOKKEEPING)
     )
-    return (
+    settings = (
         ("engine", str(entry.get("engine") or "python")),
         ("validated", "yes" if entry.get("validated") else "no"),
         ("window", str(entry.get("window"))),
         ("ucx", tuned or "defaults"),
     )
+    blocks = entry.get("blocks")
+    if isinstance(blocks, dict):  # block lists (--blocks): never merged with plain messages or other shapes
+        shape = f"{blocks.get('count')} x {blocks.get('layout')}, {blocks.get('batch')} in flight"
+        return (*settings, ("blocks", shape))
+    return settings
+
+
+_LINK_KEY = attrgetter("test", "src_mode", "dst_mode", "size_bytes", "link", "load")
+_KEY = attrgetter("test", "src_mode", "dst_mode", "size_bytes", "link", "load", "settings")  # link_key and settings
+_CLASS_KEY = attrgetter("test", "src_mode", "dst_mode", "size_bytes", "link_class", "load", "settings")
+
+
+def _median(values: list[float]) -> float:
+    """statistics.median, without its cost for the one value most rows hold."""
+    return values[0] if len(values) == 1 else statistics.median(values)
 
 
 @dataclass(slots=True)
@@ -163,11 +207,11 @@ class Row:
 
     @property
     def link_key(self) -> tuple[str, str, str, int, str, str]:
-        return (self.test, self.src_mode, self.dst_mode, self.size_bytes, self.link, self.load)
+        return _LINK_KEY(self)  # type: ignore[no-any-return]
 
     @property
     def key(self) -> tuple[Any, ...]:
-        return (*self.link_key, self.settings)
+        return _KEY(self)  # type: ignore[no-any-return]
 
     def worse(self, off: float, fraction: float) -> bool:
         """Whether a relative change `off` of this row's figure is worse than `fraction`."""
@@ -175,16 +219,17 @@ class Row:
 
     @property
     def median(self) -> float:
-        return statistics.median(self.values)
+        return _median(self.values)
 
     @property
     def spread(self) -> float:
         """(max - min) / median across runs: 0 for a single run."""
-        return (max(self.values) - min(self.values)) / self.median if self.median else 0.0
+        median = self.median
+        return (max(self.values) - min(self.values)) / median if median else 0.0
 
     @property
     def share(self) -> float | None:
-        return statistics.median(self.shares) if self.shares else None
+        return _median(self.shares) if self.shares else None
 
     @property
     def modes(self) -> str:
@@ -224,77 +269,255 @@ class Filters:
     until: str | None = None
 
     def accept(self, entry: dict[str, Any], created: str) -> bool:
-        if self.tests and entry["test"] not in self.tests:
+        if not self.accept_kind(entry["test"], entry["src_mode"], entry["dst_mode"]):
             return False
-        if self.modes and entry["src_mode"] not in self.modes and entry["dst_mode"] not in self.modes:
+        klass = link_class(entry) if self.link_classes else ""
+        return self.accept_link(entry["size_bytes"], entry.get("src_host"), entry.get("dst_host"), klass, created)
+
+    def accept_kind(self, test: Any, src_mode: Any, dst_mode: Any) -> bool:
+        """What the filters say of a test and its memory modes."""
+        if self.tests and test not in self.tests:
             return False
-        if self.sizes and entry["size_bytes"] not in self.sizes:
+        return not (self.modes and src_mode not in self.modes and dst_mode not in self.modes)
+
+    def accept_link(self, size: int, src_host: Any, dst_host: Any, klass: str, created: str) -> bool:
+        """What the filters say of a link's size, hosts and class, and of its run's date."""
+        if self.sizes and size not in self.sizes:
             return False
-        if self.hosts and entry.get("src_host") not in self.hosts and entry.get("dst_host") not in self.hosts:
+        if self.hosts and src_host not in self.hosts and dst_host not in self.hosts:
             return False
-        if self.link_classes and link_class(entry) not in self.link_classes:
+        if self.link_classes and klass not in self.link_classes:
             return False
         if self.since and created[: len(self.since)] < self.since:
             return False
         return not (self.until and created[: len(self.until)] > self.until)
 
 
+@dataclass(frozen=True, slots=True)
+class _Kind:
+    """What the links of one profile share in a report: their row's labels and what it gathers."""
+
+    test: str
+    src_mode: str  # labels (a staged end with its pipeline's shape)
+    dst_mode: str
+    load: str
+    settings: tuple[tuple[str, str], ...]
+    unit: str
+    higher_is_better: bool
+    transports: frozenset[str]
+    warnings: frozenset[str]
+    limit: str | None
+    limit_kind: str | None
+    on_device: bool  # an end's memory is on a GPU (a link between one GPU's ends is "same GPU")
+    accepted: bool  # by the filters on test and modes
+    labels: int  # one number per (test, modes, load, settings): with size and link, a row's key
+
+
+class _Link(NamedTuple):
+    """What one link (its two ends) gives its row."""
+
+    name: str
+    link_class: str
+    src_host: Any
+    dst_host: Any
+    nics: tuple[str, ...]
+
+
+End = tuple[Any, Any, str | None, str]  # an end's host, GPU, "host/NIC" (None: no NIC known) and name
+
+
+def _link(src: End, dst: End, on_device: bool) -> _Link:
+    """A link from its ends, as `link_name`, `link_class` and the NICs of an entry."""
+    if src[0] != dst[0]:
+        klass = "inter-node"
+    else:
+        klass = "same GPU" if src[1] is not None and src[1] == dst[1] and on_device else "intra-node"
+    nics = tuple(filter(None, (src[2], dst[2])))
+    return _Link(f"{src[3]} -> {dst[3]}", klass, src[0], dst[0], nics)  # type: ignore[arg-type]
+
+
+def _entry_end(entry: dict[str, Any], end: str) -> End:
+    nic = entry.get(f"{end}_nic")
+    return (
+        entry.get(f"{end}_host"),
+        entry.get(f"{end}_gpu"),
+        f"{entry.get(f'{end}_host')}/{nic}" if nic else None,
+        _end(entry, end),
+    )
+
+
+def _on_device(entry: dict[str, Any]) -> bool:
+    return any(getattr(mode_named(entry.get(f"{end}_mode")), "on_device", False) for end in ("src", "dst"))
+
+
+@bulk
 def aggregate(documents: list[tuple[str, dict[str, Any]]], filters: Filters | None = None) -> list[Row]:
-    filters = filters or Filters()
-    rows: dict[tuple[Any, ...], Row] = {}
-    intern = _Interner()
+    folder = _Folder(filters or Filters())
     for _path, doc in documents:
-        created = str(doc["metadata"].get("created_utc", ""))
-        settings: dict[tuple[Any, ...], tuple[tuple[str, str], ...]] = {}  # a million entries share a few
-        for entry in doc["results"]:
-            value = figure(entry)
-            if value is None or not filters.accept(entry, created):
-                continue
-            which = (entry.get("engine"), entry.get("validated"), entry.get("window"))
-            if which not in settings:
-                settings[which] = settings_of(entry, doc["metadata"])
-            src_mode, dst_mode = intern(mode_label(entry, "src")), intern(mode_label(entry, "dst"))
-            link, load = link_name(entry), intern(load_of(entry))
-            key = (entry["test"], src_mode, dst_mode, entry["size_bytes"], link, load, settings[which])
-            row = rows.get(key)
-            if row is None:
-                row = rows[key] = Row(
-                    entry["test"],
-                    src_mode,
-                    dst_mode,
-                    entry["size_bytes"],
-                    link,
-                    intern(link_class(entry)),
-                    intern(str(entry.get("src_host"))),
-                    intern(str(entry.get("dst_host"))),
-                    intern(entry.get("unit", "GB/s")),
-                    load,
-                    settings[which],
-                    registry.higher_is_better(entry["test"], entry.get("unit")),
-                )
-            row.values.append(value)
-            row.samples.extend(float(v) for v in entry["samples"])
-            if isinstance(entry.get("share_of_limit"), (int, float)):
-                row.shares.append(float(entry["share_of_limit"]))
-            if entry.get("transport"):
-                row.transports = intern.set(row.transports, [str(entry["transport"])])
-            if entry.get("warnings"):
-                row.warnings = intern.set(row.warnings, [str(w) for w in entry["warnings"]])
-            nics = [
-                f"{entry.get(f'{end}_host')}/{entry[f'{end}_nic']}" for end in ("src", "dst") if entry.get(f"{end}_nic")
-            ]
-            if nics:
-                row.nics = intern.set(row.nics, nics)
-            limit = entry.get("link_limit")
-            if isinstance(limit, dict) and limit.get("gbps"):
-                row.limit = intern(f"{limit.get('kind')} {float(limit['gbps']):.1f} GB/s")
-                row.limit_kind = intern(str(limit.get("kind")))
-            row.dates = intern.set(row.dates, [created[:10]])
+        folder.document(doc)
     found = sorted(
-        rows.values(), key=lambda r: (r.test, r.src_mode, r.dst_mode, r.size_bytes, r.load, r.link, r.settings)
+        folder.rows.values(), key=attrgetter("test", "src_mode", "dst_mode", "size_bytes", "load", "link", "settings")
     )
     _name_differences(found)
     return found
+
+
+class _Folder:
+    """Folds entries into rows, one per link at one (test, modes, size, load, settings). A schema-2
+    file's ordinary records are folded as they are read, what their profile gives worked out once."""
+
+    def __init__(self, filters: Filters):
+        self.filters = filters
+        self.rows: dict[tuple[Any, ...], Row] = {}
+        self.labels: dict[tuple[Any, ...], int] = {}
+        self.settings: dict[tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]] = {}
+        self.intern = _Interner()
+        self.filtering = any((filters.sizes, filters.hosts, filters.link_classes, filters.since, filters.until))
+
+    def document(self, doc: dict[str, Any]) -> None:
+        metadata = doc["metadata"]
+        self.created = str(metadata.get("created_utc", ""))
+        self.dates = self.intern.set(_NONE, (self.created[:10],))
+        results = doc["results"]
+        if not isinstance(results, compact.LazyResults):
+            for entry in results:
+                self.entry(entry, metadata)
+            return
+        kinds: dict[tuple[int, bool], tuple[_Kind, tuple[bool, ...], tuple[bool, ...]]] = {}
+        ends: dict[tuple[int, tuple[bool, ...]], End] = {}
+        for profile, item in results.records():
+            if profile is None:
+                self.entry(item, metadata)
+                continue
+            remeasured = item.get("remeasured_from") is not None
+            found = kinds.get((id(profile), remeasured))
+            if found is None:
+                found = kinds[(id(profile), remeasured)] = self._profile_kind(profile, remeasured, metadata)
+            kind, src_has, dst_has = found
+            if not kind.accepted:
+                continue
+            value = compact.median(item["samples"])
+            if not math.isfinite(value):
+                continue
+            src_end, dst_end = ends.get((item["src"], src_has)), ends.get((item["dst"], dst_has))
+            if src_end is None:
+                src_end = ends[(item["src"], src_has)] = _rank_end(results.ranks, item["src"], src_has)
+            if dst_end is None:
+                dst_end = ends[(item["dst"], dst_has)] = _rank_end(results.ranks, item["dst"], dst_has)
+            link = _link(src_end, dst_end, kind.on_device)
+            self.fold(kind, link, item["size"], value, item["samples"], item.get("share"))
+
+    def _profile_kind(
+        self, profile: compact.Profile, remeasured: bool, metadata: dict[str, Any]
+    ) -> tuple[_Kind, tuple[bool, ...], tuple[bool, ...]]:
+        """The kind of a profile's links, and which of (host, GPU, NIC) each end takes from the rank table."""
+        entry = dict(profile.entry, remeasured_from=True if remeasured else None)
+        has = [tuple(names[i] in profile.ends for names in compact.RANK_FIELDS.values()) for i in (0, 1)]
+        return self.kind(entry, metadata), has[0], has[1]
+
+    def kind(self, entry: dict[str, Any], metadata: dict[str, Any]) -> _Kind:
+        settings = settings_of(entry, metadata)  # once per profile of a schema-2 file
+        settings = self.settings.setdefault(settings, settings)  # a million rows share a few
+        intern = self.intern
+        limit, limit_kind = _limit(entry.get("link_limit"))
+        kind = _Kind(
+            entry["test"],
+            intern(mode_label(entry, "src")),
+            intern(mode_label(entry, "dst")),
+            intern(load_of(entry)),
+            settings,
+            intern(entry.get("unit", "GB/s")),
+            registry.higher_is_better(entry["test"], entry.get("unit")),
+            intern.set(_NONE, (str(entry["transport"]),) if entry.get("transport") else ()),
+            intern.set(_NONE, tuple(str(w) for w in entry["warnings"]) if entry.get("warnings") else ()),
+            intern(limit) if limit is not None else None,
+            intern(limit_kind) if limit_kind is not None else None,
+            _on_device(entry),
+            self.filters.accept_kind(entry["test"], entry["src_mode"], entry["dst_mode"]),
+            0,
+        )
+        labels = (kind.test, kind.src_mode, kind.dst_mode, kind.load, kind.settings)
+        return replace(kind, labels=self.labels.setdefault(labels, len(self.labels)))
+
+    def entry(self, entry: dict[str, Any], metadata: dict[str, Any]) -> None:
+        """Fold one entry (a schema-1 file's, or a record that is not ordinary)."""
+        value = figure(entry)
+        if value is None or not self.filters.accept(entry, self.created):
+            return
+        kind = self.kind(entry, metadata)
+        link = _link(_entry_end(entry, "src"), _entry_end(entry, "dst"), kind.on_device)
+        self.fold(
+            kind, link, entry["size_bytes"], value, [float(v) for v in entry["samples"]], entry.get("share_of_limit")
+        )
+
+    def fold(self, kind: _Kind, link: _Link, size: int, value: float, samples: list[float], share: Any) -> None:
+        """Add a link's figure to its row (`samples`, a fresh list, may become the row's own)."""
+        if self.filtering and not self.filters.accept_link(
+            size, link.src_host, link.dst_host, link.link_class, self.created
+        ):
+            return
+        key = (kind.labels, size, link.name)
+        row = self.rows.get(key)
+        intern = self.intern
+        shares = [float(share)] if isinstance(share, (int, float)) else []
+        if row is None:
+            self.rows[key] = Row(
+                kind.test,
+                kind.src_mode,
+                kind.dst_mode,
+                size,
+                link.name,
+                link.link_class,
+                intern(str(link.src_host)),
+                intern(str(link.dst_host)),
+                kind.unit,
+                kind.load,
+                kind.settings,
+                kind.higher_is_better,
+                "",
+                [value],
+                samples,
+                shares,
+                kind.transports,
+                self.dates,
+                kind.warnings,
+                kind.limit,
+                kind.limit_kind,
+                frozenset(link.nics),  # a pair of NICs per link: a million of them, not worth keeping once
+            )
+            return
+        row.values.append(value)
+        row.samples.extend(samples)
+        row.shares.extend(shares)
+        row.transports = intern.union(row.transports, kind.transports)
+        row.warnings = intern.union(row.warnings, kind.warnings)
+        row.nics = row.nics.union(link.nics)
+        if kind.limit is not None:
+            row.limit, row.limit_kind = kind.limit, kind.limit_kind
+        row.dates = intern.union(row.dates, self.dates)
+
+
+def _limit(limit: Any) -> tuple[str | None, str | None]:
+    """A known physical limit as a row shows it ("NVLink 478.1 GB/s") and its kind."""
+    if not isinstance(limit, dict) or not limit.get("gbps"):
+        return None, None
+    return f"{limit.get('kind')} {float(limit['gbps']):.1f} GB/s", str(limit.get("kind"))
+
+
+def _rank_end(ranks: dict[int, dict[str, Any]], rank: int, has: tuple[bool, ...]) -> End:
+    """An end from the rank table: the fields its profile takes from there."""
+    info = ranks[rank]
+    host, gpu, nic = (info[name] if wanted else None for name, wanted in zip(compact.RANK_FIELDS, has, strict=True))
+    shown = host or "?"
+    return (
+        host,
+        gpu,
+        f"{host}/{nic}" if nic else None,
+        f"{shown}:gpu{gpu}" if gpu is not None else f"{shown}:rank{rank}",
+    )
+
+
+_NONE: frozenset[str] = frozenset()
 
 
 class _Interner:
@@ -303,17 +526,27 @@ class _Interner:
     def __init__(self) -> None:
         self._seen: dict[str, str] = {}
         self._sets: dict[frozenset[str], frozenset[str]] = {}
+        self._unions: dict[tuple[frozenset[str], frozenset[str]], frozenset[str]] = {}
 
     def __call__(self, text: str) -> str:
         return self._seen.setdefault(text, text)
 
-    def set(self, old: frozenset[str], more: list[str]) -> frozenset[str]:
+    def set(self, old: frozenset[str], more: tuple[str, ...]) -> frozenset[str]:
         new = old.union(more)
         return self._sets.setdefault(new, new)
+
+    def union(self, old: frozenset[str], more: frozenset[str]) -> frozenset[str]:
+        """The one object for `old | more` (both interned: a handful of them, their unions remembered)."""
+        found = self._unions.get((old, more))
+        if found is None:
+            found = self._unions[(old, more)] = self.set(old, tuple(more))
+        return found
 
 
 def _name_differences(rows: list[Row]) -> None:
     """Where one link was measured under different settings, each row names the settings that differ."""
+    if len(set({id(row.settings): row.settings for row in rows}.values())) < 2:
+        return  # one set of settings: no link was measured under two
     variants: dict[tuple[Any, ...], list[Row]] = {}
     for row in rows:
         variants.setdefault(row.link_key, []).append(row)
@@ -326,18 +559,39 @@ def _name_differences(rows: list[Row]) -> None:
             row.differs = ", ".join(f"{name}={values[name]}" for name in differing)
 
 
+def class_key(row: Row) -> tuple[Any, ...]:
+    """A row's class, the links it is judged against: test, modes, size, link class, load, settings."""
+    return _CLASS_KEY(row)  # type: ignore[no-any-return]
+
+
+def classes(rows: list[Row]) -> dict[tuple[Any, ...], list[Row]]:
+    """The rows of each class (`class_key`), in the order they first come."""
+    found: dict[tuple[Any, ...], list[Row]] = {}
+    for row, key in zip(rows, map(_CLASS_KEY, rows), strict=True):
+        members = found.get(key)
+        if members is None:
+            found[key] = [row]
+        else:
+            members.append(row)
+    return found
+
+
 def standings(rows: list[Row]) -> list[tuple[Row, float, int]]:
     """Each row, how far its figure is off the median of its class (test, modes, size, link class,
     load, settings), and how many rows the class has."""
-    classes: dict[tuple[Any, ...], list[Row]] = {}
-    for row in rows:
-        key = (row.test, row.src_mode, row.dst_mode, row.size_bytes, row.link_class, row.load, row.settings)
-        classes.setdefault(key, []).append(row)
     found = []
-    for members in classes.values():
-        typical = statistics.median(r.median for r in members)
-        found += [(row, row.median / typical - 1 if typical else 0.0, len(members)) for row in members]
+    for members in classes(rows).values():
+        medians = [row.median for row in members]
+        typical, size = statistics.median(medians), len(members)
+        found += [
+            (row, median / typical - 1 if typical else 0.0, size) for row, median in zip(members, medians, strict=True)
+        ]
     return found
+
+
+def class_distributions(rows: list[Row], fraction: float) -> list[distribution.Distribution]:
+    """How the links of each class spread (see distribution.py), by class."""
+    return distribution.distributions(classes(rows).items(), fraction)
 
 
 def outliers(rows: list[Row], fraction: float) -> list[tuple[Row, float]]:
@@ -381,23 +635,46 @@ _COLUMNS = (
 
 
 def _cells(row: Row) -> list[str]:
-    share = f"{row.share:.0%}" if row.share is not None else "-"
+    return [column[0] for column in _cell_columns([row])]
+
+
+def _cell_columns(rows: list[Row]) -> list[list[str]]:
+    """The cells of `rows` under _COLUMNS, column by column: a million rows format in seconds."""
+    sizes: dict[int, str] = {}
+    joined: dict[frozenset[str], str] = {}
+    medians = [row.median for row in rows]
+    lows = [min(row.values) for row in rows]
+    highs = [max(row.values) for row in rows]
+    shares = [row.share for row in rows]
     return [
-        row.test,
-        row.modes,
-        format_size(row.size_bytes),
-        row.link,
-        row.link_class,
-        row.load,
-        row.differs or "-",
-        str(len(row.values)),
-        f"{row.median:.3f} {row.unit}",
-        f"{min(row.values):.3f}",
-        f"{max(row.values):.3f}",
-        f"{row.spread:.1%}",
-        share,
-        ", ".join(sorted(row.transports)) or "-",
+        [row.test for row in rows],
+        [f"{row.src_mode}->{row.dst_mode}" for row in rows],
+        [sizes.get(row.size_bytes) or sizes.setdefault(row.size_bytes, format_size(row.size_bytes)) for row in rows],
+        [row.link for row in rows],
+        [row.link_class for row in rows],
+        [row.load for row in rows],
+        [row.differs or "-" for row in rows],
+        [str(len(row.values)) for row in rows],
+        [f"{median:.3f} {row.unit}" for median, row in zip(medians, rows, strict=True)],
+        [f"{low:.3f}" for low in lows],
+        [f"{high:.3f}" for high in highs],
+        [
+            f"{(high - low) / median if median else 0.0:.1%}"
+            for high, low, median in zip(highs, lows, medians, strict=True)
+        ],
+        [f"{share:.0%}" if share is not None else "-" for share in shares],
+        [
+            joined.get(row.transports) or joined.setdefault(row.transports, ", ".join(sorted(row.transports)) or "-")
+            for row in rows
+        ],
     ]
+
+
+def _aligned(header: tuple[str, ...], columns: list[list[str]]) -> list[str]:
+    """A header and its columns as lines of left-aligned cells, two spaces apart."""
+    widths = [max(len(name), max(map(len, column), default=0)) for name, column in zip(header, columns, strict=True)]
+    line = "  ".join(f"{{:<{width}}}" for width in widths).format
+    return [line(*header).rstrip()] + [line(*cells).rstrip() for cells in zip(*columns, strict=True)]
 
 
 def _grouped(rows: list[Row], by: str) -> list[tuple[str, list[Row]]]:
@@ -435,24 +712,23 @@ CULPRITS_LISTED = 10
 def culprits(rows: list[Row]) -> dict[str, dict[str, int]]:
     """How many of `rows` touch each GPU, node and NIC, most first: a slow part of a cluster shows up
     in many of its links (the report's outliers, the verdict's failures)."""
-    counts: dict[str, Counter[str]] = {"gpus": Counter(), "nodes": Counter(), "nics": Counter()}
-    for row in rows:
-        counts["gpus"].update(end for end in set(row.link.split(" -> ")) if ":gpu" in end)
-        counts["nodes"].update({row.src_host, row.dst_host})
-        counts["nics"].update(row.nics)
+    counts = {
+        "gpus": Counter(end for row in rows for end in set(row.link.split(" -> ")) if ":gpu" in end),
+        "nodes": Counter(host for row in rows for host in {row.src_host, row.dst_host}),
+        "nics": Counter(nic for row in rows for nic in row.nics),
+    }
     return {what: dict(sorted(c.items(), key=lambda item: (-item[1], item[0]))) for what, c in counts.items()}
 
 
+@bulk
 def format_table(rows: list[Row], by: str, fraction: float) -> str:
-    lines = _outlier_lines(outliers(rows, fraction), fraction)
+    lines = [*distribution.text_lines(class_distributions(rows, fraction)), ""]
+    lines += _outlier_lines(outliers(rows, fraction), fraction)
     for name, members in _grouped(rows, by):
-        table = [list(_COLUMNS)] + [_cells(r) for r in members]
-        widths = [max(len(line[i]) for line in table) for i in range(len(_COLUMNS))]
         lines.append("")
         if name:
             lines.append(f"== {by}: {name}")
-        for line in table:
-            lines.append("  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip())
+        lines += _aligned(_COLUMNS, _cell_columns(members))
     lines.append("")
     lines.append(
         "GB/s = 1e9 bytes/s; median/min/max over runs; spread = (max - min) / median; share = of the link's physical limit"
@@ -460,8 +736,17 @@ def format_table(rows: list[Row], by: str, fraction: float) -> str:
     return "\n".join(lines)
 
 
+def _escaped(column: list[str]) -> list[str]:
+    """A column's cells with | escaped for a Markdown table."""
+    if not any("|" in cell for cell in column):
+        return column
+    return [cell.replace("|", "\\|") for cell in column]
+
+
+@bulk
 def format_markdown(rows: list[Row], by: str, fraction: float) -> str:
     lines = ["# rdmabench report", ""]
+    lines += [*distribution.markdown_lines(class_distributions(rows, fraction)), "", "## Outliers", ""]
     lines += [f"- {line.strip()}" for line in _outlier_lines(outliers(rows, fraction), fraction)]
     for name, members in _grouped(rows, by):
         lines.append("")
@@ -470,30 +755,90 @@ def format_markdown(rows: list[Row], by: str, fraction: float) -> str:
             lines.append("")
         lines.append("| " + " | ".join(_COLUMNS) + " |")
         lines.append("|" + "---|" * len(_COLUMNS))
-        for row in members:
-            lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in _cells(row)) + " |")
+        columns = [_escaped(column) for column in _cell_columns(members)]
+        lines += ["| " + " | ".join(cells) + " |" for cells in zip(*columns, strict=True)]
     lines.append("")
     lines.append("GB/s = 1e9 bytes/s; median/min/max over runs; share = of the link's physical limit.")
     return "\n".join(lines) + "\n"
 
 
+@bulk
 def format_json(rows: list[Row], fraction: float, problems: list[str]) -> str:
-    """The rows, the outliers and the files that could not be used, as one JSON document."""
+    """The rows, the outliers, the files that could not be used and the distribution per link
+    class, as one JSON document."""
     found = outliers(rows, fraction)
-    rest = json.dumps(
-        {
-            "outliers": [
-                {"link": r.link, "test": r.test, "size_bytes": r.size_bytes, "modes": r.modes, "off": off}
-                for r, off in found
-            ],
-            "skipped": problems,
-        },
-        indent=1,
-    )
+    listed = [
+        {"link": r.link, "test": r.test, "size_bytes": r.size_bytes, "modes": r.modes, "off": off} for r, off in found
+    ]
+    rest = json.dumps({"outliers": [], "skipped": problems}, indent=1)
+    if listed:  # what json.dumps(..., indent=1) writes, without its pure-Python encoder's minutes
+        items = ",\n".join(_indented_object(item, "  ") for item in listed)
+        rest = rest.replace('"outliers": []', '"outliers": [\n' + items + "\n ]", 1)
     # Row by row, one line each: a million rows as one nested structure took gigabytes.
-    return '{\n "rows": [\n' + ",\n".join(json.dumps(r.to_dict()) for r in rows) + "\n ],\n" + rest[2:]
+    spread = ",\n".join(json.dumps(one.to_dict()) for one in class_distributions(rows, fraction))
+    rest = rest[: -len("\n}")] + ',\n "distributions": [\n' + spread + "\n ]\n}"  # a line per class
+    encoder = _RowJson()
+    return '{\n "rows": [\n' + ",\n".join(map(encoder.line, rows)) + "\n ],\n" + rest[2:]
 
 
+def _indented_object(item: dict[str, Any], indent: str) -> str:
+    """json.dumps(item, indent=1) of a flat object nested `indent` deep."""
+    inner = ",\n".join(f"{indent} {_ENCODE_STR(key)}: {_json(value)}" for key, value in item.items())
+    return f"{indent}{{\n{inner}\n{indent}}}"
+
+
+_ENCODE_STR: Callable[[str], str] = json.encoder.encode_basestring_ascii  # type: ignore[attr-defined]
+
+
+def _json(value: Any) -> str:
+    """json.dumps(value), without its cost for the strings and numbers a million rows hold."""
+    kind = type(value)
+    if kind is str:
+        return _ENCODE_STR(value)
+    if kind is int or (kind is float and math.isfinite(value)):
+        return repr(value)
+    return json.dumps(value)
+
+
+class _RowJson:
+    """json.dumps(row.to_dict()), for a million rows: labels, settings and sets written once."""
+
+    def __init__(self) -> None:
+        self._labels: dict[str, str] = {}
+        self._settings: dict[tuple[tuple[str, str], ...], str] = {}
+        self._sets: dict[frozenset[str], str] = {}
+
+    def _label(self, value: Any) -> str:
+        if type(value) is not str:
+            return _json(value)
+        found = self._labels.get(value)
+        if found is None:
+            found = self._labels[value] = _ENCODE_STR(value)
+        return found
+
+    def _set(self, values: frozenset[str]) -> str:
+        found = self._sets.get(values)
+        if found is None:
+            found = self._sets[values] = json.dumps(sorted(values))
+        return found
+
+    def line(self, row: Row) -> str:
+        median, low, high, label = row.median, min(row.values), max(row.values), self._label
+        settings = self._settings.get(row.settings)
+        if settings is None:
+            settings = self._settings[row.settings] = json.dumps(dict(row.settings))
+        return (
+            f'{{"test": {label(row.test)}, "src_mode": {label(row.src_mode)}, "dst_mode": {label(row.dst_mode)}, '
+            f'"size_bytes": {_json(row.size_bytes)}, "link": {_json(row.link)}, "link_class": {label(row.link_class)}, '
+            f'"load": {label(row.load)}, "settings": {settings}, "unit": {label(row.unit)}, '
+            f'"runs": {len(row.values)}, "median": {_json(median)}, "min": {_json(low)}, "max": {_json(high)}, '
+            f'"spread": {_json((high - low) / median if median else 0.0)}, "share_of_limit": {_json(row.share)}, '
+            f'"link_limit": {label(row.limit)}, "transports": {self._set(row.transports)}, '
+            f'"warnings": {self._set(row.warnings)}}}'
+        )
+
+
+@bulk
 def format_csv(rows: list[Row]) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer)
@@ -556,7 +901,7 @@ def mann_whitney_p(a: list[float], b: list[float]) -> float:
     return max(0.0, min(1.0, math.erfc(max(z, 0.0) / math.sqrt(2))))
 
 
-@dataclass
+@dataclass(slots=True)
 class Change:
     base: Row
     new: Row
@@ -581,34 +926,88 @@ class Change:
         }
 
 
+@bulk
 def compare(base: list[Row], new: list[Row], threshold: float, alpha: float = 0.05) -> tuple[list[Change], list[str]]:
     """Changes per link and size present in both with the same settings, and the keys present in
     only one of them (or under other settings, which are named). A regression is a change for the
     worse beyond `threshold` that the samples say is no noise."""
-    by_key = {row.key: row for row in base}
-    by_link: dict[tuple[Any, ...], list[Row]] = {}
-    for row in base:
-        by_link.setdefault(row.link_key, []).append(row)
-    changes, unmatched = [], []
-    seen = set()
-    for row in new:
-        old = by_key.get(row.key)
+    by_key = dict(zip(map(_KEY, base), base, strict=True))
+    pairs, only_new, seen = [], [], set()
+    for row, key in zip(new, map(_KEY, new), strict=True):
+        old = by_key.get(key)
         if old is None:
-            unmatched.append(f"only in NEW: {_describe(row)}{_other_settings(row, by_link.get(row.link_key, []))}")
-            continue
-        seen.add(row.key)
-        change = row.median / old.median - 1 if old.median else 0.0
-        p_value = mann_whitney_p(old.samples, row.samples)
+            only_new.append(row)
+        else:
+            pairs.append((old, row))
+            seen.add(key)
+    p_values = mann_whitney_many([(old.samples, row.samples) for old, row in pairs])
+    changes = []
+    for (old, row), p_value in zip(pairs, p_values, strict=True):
+        before = old.median
+        change = row.median / before - 1 if before else 0.0
         changes.append(Change(old, row, change, p_value, row.worse(change, threshold) and p_value < alpha))
-    new_by_link: dict[tuple[Any, ...], list[Row]] = {}
-    for row in new:
-        new_by_link.setdefault(row.link_key, []).append(row)
-    unmatched += [
-        f"only in BASE: {_describe(r)}{_other_settings(r, new_by_link.get(r.link_key, []))}"
-        for r in base
-        if r.key not in seen
+    # Every key of BASE seen (as many as its rows): none left, and no million keys to make again.
+    only_base = [] if len(seen) == len(base) else [row for row in base if row.key not in seen]
+    return changes, _unmatched(base, new, only_base, only_new)
+
+
+def _unmatched(base: list[Row], new: list[Row], only_base: list[Row], only_new: list[Row]) -> list[str]:
+    """A line per row on one side only, naming the settings the other side measured it with."""
+    lines = []
+    for what, rows, others in (("NEW", only_new, base), ("BASE", only_base, new)):
+        if not rows:
+            continue
+        by_link: dict[tuple[Any, ...], list[Row]] = {}
+        for row in others:
+            by_link.setdefault(row.link_key, []).append(row)
+        lines += [f"only in {what}: {_describe(r)}{_other_settings(r, by_link.get(r.link_key, []))}" for r in rows]
+    return lines
+
+
+def mann_whitney_many(pairs: list[tuple[list[float], list[float]]]) -> list[float]:
+    """`mann_whitney_p` of each pair (the same floats), pairs of equal sample counts at once with
+    numpy: a million links compare in seconds."""
+    found: list[float | None] = [None] * len(pairs)
+    shapes: dict[tuple[int, int], list[int]] = {}
+    for index, (a, b) in enumerate(pairs):
+        shapes.setdefault((len(a), len(b)), []).append(index)
+    for (n1, n2), indices in shapes.items():
+        if n1 == 0 or n2 == 0 or len(indices) < _VECTOR_FROM:
+            for index in indices:
+                found[index] = mann_whitney_p(*pairs[index])
+            continue
+        for start in range(0, len(indices), _CHUNK):
+            chunk = indices[start : start + _CHUNK]
+            flat = chain.from_iterable(chain(*pairs[i]) for i in chunk)
+            values = np.fromiter(flat, float, len(chunk) * (n1 + n2)).reshape(len(chunk), n1 + n2)
+            for index, p_value in zip(chunk, _mann_whitney_rows(values, n1), strict=True):
+                found[index] = p_value if p_value is not None else mann_whitney_p(*pairs[index])
+    return found  # type: ignore[return-value]
+
+
+_VECTOR_FROM = 32  # pairs of one shape: fewer go one by one
+_CHUNK = 20_000
+
+
+def _mann_whitney_rows(values: Any, n1: int) -> list[float | None]:
+    """Per row of `values` (its first n1 samples one side's, the rest the other's): the p-value,
+    computed as mann_whitney_p does, operation for operation; None for a row with a NaN."""
+    n = values.shape[1]
+    n2 = n - n1
+    less = (values[:, None, :] < values[:, :, None]).sum(axis=2)
+    equal = (values[:, None, :] == values[:, :, None]).sum(axis=2)
+    rank_a = (less[:, :n1] + (equal[:, :n1] + 1) / 2).sum(axis=1)  # half-integers: exact in any order
+    ties = (equal * equal - 1).sum(axis=1)  # each value of a tie of c contributes c*c - 1: c**3 - c a tie
+    u = rank_a - n1 * (n1 + 1) / 2
+    variance = n1 * n2 / 12 * ((n + 1) - ties / (n * (n - 1)))  # n1, n2 >= 1: n > 1
+    with np.errstate(invalid="ignore", divide="ignore"):
+        z = (np.abs(u - n1 * n2 / 2) - 0.5) / np.sqrt(variance)
+    broken = np.isnan(values).any(axis=1)
+    root2 = math.sqrt(2)
+    return [
+        None if bad else (1.0 if var <= 0 else max(0.0, min(1.0, math.erfc(max(zed, 0.0) / root2))))
+        for bad, var, zed in zip(broken.tolist(), variance.tolist(), z.tolist(), strict=True)
     ]
-    return changes, unmatched
 
 
 def _describe(row: Row) -> str:
@@ -625,28 +1024,26 @@ def _other_settings(row: Row, others: list[Row]) -> str:
     return f"; the other side measured it with other settings ({', '.join(differing)}): not compared"
 
 
+@bulk
 def format_changes(changes: list[Change], unmatched: list[str], threshold: float) -> str:
     header = ("test", "modes", "size", "link", "base", "new", "change", "p", "verdict")
-    table = [list(header)]
-    for c in changes:
-        verdict = (
+    sizes: dict[int, str] = {}
+    olds = [c.base for c in changes]
+    columns = [
+        [row.test for row in olds],
+        [f"{row.src_mode}->{row.dst_mode}" for row in olds],
+        [sizes.get(row.size_bytes) or sizes.setdefault(row.size_bytes, format_size(row.size_bytes)) for row in olds],
+        [row.link for row in olds],
+        [f"{row.median:.3f}" for row in olds],
+        [f"{c.new.median:.3f} {c.base.unit}" for c in changes],
+        [f"{c.change:+.1%}" for c in changes],
+        [f"{c.p_value:.3f}" for c in changes],
+        [
             "REGRESSION" if c.regression else ("changed" if c.p_value < 0.05 and abs(c.change) > threshold else "same")
-        )
-        table.append(
-            [
-                c.base.test,
-                c.base.modes,
-                format_size(c.base.size_bytes),
-                c.base.link,
-                f"{c.base.median:.3f}",
-                f"{c.new.median:.3f} {c.base.unit}",
-                f"{c.change:+.1%}",
-                f"{c.p_value:.3f}",
-                verdict,
-            ]
-        )
-    widths = [max(len(line[i]) for line in table) for i in range(len(header))]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip() for line in table]
+            for c in changes
+        ],
+    ]
+    lines = _aligned(header, columns)
     regressions = sum(c.regression for c in changes)
     lines.append("")
     lines.append(

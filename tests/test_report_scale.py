@@ -1,0 +1,217 @@
+"""Reports at cluster scale: the quick paths (records folded without expanding entries, rows written
+as JSON without json.dumps, p-values in bulk) give what the plain ones give, and the distribution
+per link class, on GENERATED documents (marked so in their metadata) with planted slow links."""
+
+from __future__ import annotations
+
+import gc
+import json
+import math
+import shutil
+import statistics
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from rdmabench.errors import ResultsFileError
+from rdmabench.results import compact, distribution, report
+from rdmabench.results.document import load
+from rdmabench.results.html import render
+from rdmabench.stats import percentile
+
+REPO = Path(__file__).resolve().parents[1]
+NVLINK = {"gbps": 478.125, "kind": "NVLink", "detail": "18 x NVLink 4", "measured": False}
+NIC = {"gbps": 50.0, "kind": "NIC", "detail": "400 Gb/sec (4X NDR)", "measured": False}
+
+
+def _entry(test: str, src: int, dst: int, modes: str, size: int, value: float, **more: Any) -> dict[str, Any]:
+    field = "latency_us" if test == "lat" else "bandwidth_gbps"
+    entry = {
+        "test": test, "src_rank": src, "dst_rank": dst, "src_mode": modes, "dst_mode": modes, "size_bytes": size,
+        field: value, "samples": [value * 0.99, value, value * 1.01], "unit": "us" if test == "lat" else "GB/s",
+        "validated": True, "transport": "cuda_ipc/cuda", "engine": "native", "window": 2,
+        "src_host": f"n{src // 8}", "dst_host": f"n{dst // 8}", "src_gpu": src % 8, "dst_gpu": dst % 8,
+    }  # fmt: skip
+    limit = more.pop("limit", None)
+    if limit is not None:
+        entry.update(link_limit=limit, share_of_limit=value / limit["gbps"])
+    entry.update(more)
+    return entry
+
+
+def _classes_doc() -> dict[str, Any]:
+    """Four link classes: NVLink within nodes (three links planted at half speed), NIC between
+    nodes, latency within nodes (no limit), and a class of two links (no outlier threshold)."""
+    entries = []
+    for k, (src, dst) in enumerate((s, d) for s in range(16) for d in range(16) if s != d and s // 8 == d // 8):
+        share = 0.4 if k in (3, 50, 77) else 0.78 + 0.001 * (k % 40)
+        entries.append(_entry("bw", src, dst, "device", 1 << 28, share * NVLINK["gbps"], limit=NVLINK))
+    for k, src in enumerate(range(8)):
+        for dst in range(8, 14):
+            entries.append(_entry("bw", src, dst, "device", 1 << 28, 40.0 + k + 0.1 * dst, limit=NIC))
+    entries += [_entry("lat", s, s + 1, "pageable", 8, 2.0 + 0.1 * s) for s in range(7)]
+    entries += [_entry("bw", 0, 1, "pinned", 1 << 20, 20.0), _entry("bw", 1, 0, "pinned", 1 << 20, 21.0)]
+    metadata = {"generated": "made by tests/test_report_scale.py: link classes with planted slow links"}
+    return {"schema": {"name": "rdmabench-results", "version": 1}, "metadata": metadata, "results": entries}
+
+
+def test_distributions_per_link_class_in_every_format() -> None:
+    doc = _classes_doc()
+    rows = report.aggregate([("generated", doc)])
+    found = report.class_distributions(rows, 0.2)
+    assert [(d.key[0], d.key[4], d.links, d.unit) for d in found] == [  # by class: test, modes, size, link class
+        ("bw", "inter-node", 48, distribution.SHARE),
+        ("bw", "intra-node", 112, distribution.SHARE),
+        ("bw", "intra-node", 2, "GB/s"),
+        ("lat", "intra-node", 7, "us"),
+    ]
+    nic, nvlink, pair, lat = found
+    shares = sorted(e["share_of_limit"] for e in doc["results"] if e.get("link_limit") == NVLINK)
+    expected = {"min": shares[0], "p1": percentile(shares, 1), "p5": percentile(shares, 5)}
+    expected |= {"p50": statistics.median(shares), "p95": percentile(shares, 95), "max": shares[-1]}
+    assert nvlink.percentiles() == pytest.approx(expected, rel=1e-12)
+    assert nvlink.limit == "NVLink 478.1 GB/s" and nvlink.threshold == pytest.approx(nvlink.median * 0.8)
+    planted = [(row, off) for row, off in report.outliers(rows, 0.2) if row.limit_kind == "NVLink"]
+    assert nvlink.outliers == len(planted) == 3 and nic.outliers == 0 and lat.outliers == 0
+    assert lat.threshold == pytest.approx(lat.median * 1.2) and not lat.higher_is_better  # a time: above is worse
+    assert pair.threshold is None and pair.outliers == 0  # two links have no majority to stand out from
+    counts, edges = nvlink.histogram()
+    assert len(counts) == distribution.BINS and sum(counts) == 112 and counts[0] == 3  # the planted links
+    assert edges[0] == shares[0] and edges[-1] == shares[-1]
+    published = json.loads(report.format_json(rows, 0.2, []))["distributions"]
+    assert [d["links"] for d in published] == [48, 112, 2, 7]
+    assert published[1]["p5"] == pytest.approx(expected["p5"]) and published[1]["histogram"]["counts"] == counts
+    table = report.format_table(rows, "none", 0.2)
+    assert sum(line.startswith("  bw ") or line.startswith("  lat ") for line in table.splitlines()) >= 4
+    assert "112 links; min 40.0, p1 40.0" in table and "(% of NVLink 478.1 GB/s); outlier threshold" in table
+    assert table.count("| ") == 0 and "3 below" in table
+    markdown = report.format_markdown(rows, "none", 0.2)
+    assert markdown.count("| bw device->device 256MiB") == 2 and "| lat pageable->pageable 8 intra-node" in markdown
+    page = render(rows, ["generated"], [], 0.2)
+    assert page.count('<svg class="cdf"') == 4
+    for one in found:
+        assert f'data-class="{one.label}" data-links="{one.links}"' in page.replace("&gt;", ">")
+
+
+def _generated(directory: Path, ranks: int = 64) -> Path:
+    from rdmabench.bench.million import SOURCES, generate
+
+    path = directory / f"generated-{ranks}.json"
+    generate(str(path), ranks, 8, {link: str(REPO / source) for link, source in SOURCES.items()})
+    return path
+
+
+def _odd_records(path: Path) -> None:
+    """Records the quick path must leave to the plain one: an end that is not its rank's usual,
+    integer samples, a screen's re-measure, no share; and one record's link twice (two runs)."""
+    links = Path(compact.links_path(str(path)))
+    lines = links.read_text().splitlines()
+    records = [json.loads(line) for line in lines]
+    records[5]["src_host"] = "elsewhere"
+    records[6]["samples"] = [int(v) for v in records[6]["samples"]]
+    records[7]["remeasured_from"] = 1.5
+    records[8].pop("share", None)
+    records.append(dict(records[9], samples=[v * 0.5 for v in records[9]["samples"]]))
+    links.write_text("".join(json.dumps(r) + "\n" for r in records))
+
+
+def test_records_fold_as_expanded_entries(tmp_path: Path) -> None:
+    path = _generated(tmp_path)
+    _odd_records(path)
+    quick = report.aggregate([("a", load(str(path), lazy=True))])
+    plain = report.aggregate([("a", load(str(path)))])  # a list: every entry expanded and checked
+    assert isinstance(load(str(path), lazy=True)["results"], compact.LazyResults)
+    assert len(quick) == 64 * 63 and quick == plain  # every field of every row, samples and NICs included
+    assert any(row.load == "alone, re-measured after the screen" for row in quick)
+    assert any(row.src_host == "elsewhere" for row in quick) and max(len(row.values) for row in quick) == 2
+    filters = report.Filters(sizes=(1 << 20,), link_classes=("inter-node",), hosts=("node0001",))
+    assert report.aggregate([("a", load(str(path), lazy=True))], filters) == report.aggregate(
+        [("a", load(str(path)))], filters
+    )
+
+
+@pytest.mark.parametrize(
+    ("bad", "says"),
+    [
+        (lambda last: '{"src": 0, "dst": 1, "profile": 7}', "line 4033 is not a link record"),
+        (lambda last: "not json", "line 4033 is not a link record"),
+        (lambda last: json.dumps(dict(last, samples=[True, 1.0])), "line 4033.samples must be a list of numbers"),
+        (lambda last: json.dumps(dict(last, size=0)), "line 4033 has a negative rank or a size below 1 byte"),
+    ],
+)
+def test_a_bad_record_after_good_ones_is_named(tmp_path: Path, bad: Any, says: str) -> None:
+    path = _generated(tmp_path)
+    links = Path(compact.links_path(str(path)))
+    text = links.read_text()
+    links.write_text(text + bad(json.loads(text.splitlines()[-1])) + "\n")
+    with pytest.raises(ResultsFileError, match=says):
+        report.aggregate([("a", load(str(path), lazy=True))])
+    assert gc.isenabled()  # the collector, paused for the fold, runs again
+
+
+def test_rows_written_as_json_dumps_writes_them() -> None:
+    doc = _classes_doc()
+    odd = doc["results"][0]
+    odd.update(src_host='n"0\\', dst_host="nöde", warnings=['a "quoted" warning'], share_of_limit=None)
+    doc["results"][1].update(bandwidth_gbps=float("inf"), samples=[float("inf")])  # not a figure: left out
+    rows = report.aggregate([("generated", doc)])
+    rows[0].values.append(float("nan"))  # what a hand-made row may hold
+    text = report.format_json(rows, 0.2, ["x.json: not valid JSON", 'y "z"'])
+    lines = text.splitlines()
+    assert lines[2 : 2 + len(rows)] == [
+        json.dumps(row.to_dict()) + ("," if i < len(rows) - 1 else "") for i, row in enumerate(rows)
+    ]
+    found = report.outliers(rows, 0.2)
+    reference = json.dumps(
+        {
+            "outliers": [
+                {"link": r.link, "test": r.test, "size_bytes": r.size_bytes, "modes": r.modes, "off": off}
+                for r, off in found
+            ],
+            "skipped": ["x.json: not valid JSON", 'y "z"'],
+        },
+        indent=1,
+    )
+    assert found and text.split("\n ],\n", 1)[1].startswith(reference[2:-2])
+    nothing = report.format_json(rows[2:3], 0.2, [])
+    assert '"outliers": [],\n "skipped": []' in nothing and json.loads(nothing)["outliers"] == []
+
+
+def test_p_values_in_bulk_are_the_same_floats() -> None:
+    rng = np.random.default_rng(7)
+    pairs: list[tuple[list[float], list[float]]] = []
+    for k in range(400):
+        n1, n2 = [(5, 5), (3, 4), (6, 6), (1, 1), (2, 7)][k % 5]
+        pool = [1.0, 2.0, 2.5, *rng.random(3).tolist()]  # ties, and values without
+        pairs.append(([float(rng.choice(pool)) for _ in range(n1)], [float(rng.choice(pool)) for _ in range(n2)]))
+    pairs[10][0][0], pairs[11][1][0], pairs[12] = float("nan"), float("inf"), ([], [1.0])
+    bulk = report.mann_whitney_many(pairs)
+    one_by_one = [report.mann_whitney_p(a, b) for a, b in pairs]
+    assert all(x == y or (math.isnan(x) and math.isnan(y)) for x, y in zip(bulk, one_by_one, strict=True))
+
+
+def test_compare_of_generated_runs_names_what_is_on_one_side(tmp_path: Path) -> None:
+    base = report.aggregate([("a", load(str(_generated(tmp_path)), lazy=True))])
+    changes, unmatched = report.compare(base, base[1:], 0.05)  # the first link gone
+    assert len(changes) == len(base) - 1 and len(unmatched) == 1
+    assert unmatched[0].startswith(f"only in BASE: {base[0].link} bw ")
+    text = report.format_changes(changes, unmatched, 0.05)
+    assert "0 regression(s)" in text and text.splitlines()[0].split() == [
+        "test", "modes", "size", "link", "base", "new", "change", "p", "verdict"
+    ]  # fmt: skip
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="needs a headless Chromium (.ci/run installs Debian's)")
+def test_the_cdfs_render_in_a_browser(tmp_path: Path) -> None:
+    page = tmp_path / "classes.html"
+    page.write_text(render(report.aggregate([("generated", _classes_doc())]), ["generated"], [], 0.2))
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"]
+    dom = subprocess.run(
+        ["chromium", *flags, f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=10000", "--dump-dom", page.as_uri()],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    sizes = dom.stdout.split('data-cdf-sizes="')[1].split('"')[0].split(",")
+    assert len(sizes) == 4 and all(s == "360x180" for s in sizes)
