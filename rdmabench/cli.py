@@ -355,11 +355,16 @@ def _run_local(np_: int, config: RunConfig) -> None:
     if config.needs_gpu and visible_gpu_count() == 0:
         needing = "/".join(dict.fromkeys(m.value for m in config.modes if m.needs_gpu))
         raise ConfigError(f"{needing} memory needs a GPU: {gpu_unavailable_reason()}")
-    if config.output is None:
+    if config.output is None:  # a free name, reserved for this run
         config.output = document.default_output_path(config.test, config.src_mode.value, config.dst_mode.value)
+    else:
+        document.check_writable(config.output, config.force)
+        document.reserve(config.output)
     config.output = os.path.abspath(config.output)
-    document.check_writable(config.output, config.force)
-    code = run_local(np_, config)
+    try:
+        code = run_local(np_, config)
+    finally:
+        document.release(config.output)  # a run that ended before its first line leaves no stream
     sys.exit(code)
 
 
@@ -422,7 +427,7 @@ def copy_command(
         if not gpu_list or any(g >= count for g in gpu_list):
             raise ConfigError(f"--gpus {gpus!r}: this machine has GPUs 0..{count - 1}")
         if output is None:
-            output = document.default_output_path("copy", "host", "device")
+            output = document.default_output_path("copy", "host", "device", reserve_it=False)
         document.check_writable(output, force)
         doc = copy_module.run(cupy, size_list, direction_list, kinds, gpu_list, together, overlap, samples, click.echo)
         doc["metadata"]["command_line"] = shlex.join(["rdmabench", *sys.argv[1:]])

@@ -42,5 +42,9 @@ class ResultsFileError(RdmabenchError):
     """A results file cannot be written, or one that was read is not valid."""
 
 
+class ResultsWriteError(ResultsFileError):
+    """Results could not be written (a full disk, say); the message says where what was measured is kept."""
+
+
 class OtherDocumentError(ResultsFileError):
     """The file is another kind of rdmabench document (an anchor comparison, say), not results."""

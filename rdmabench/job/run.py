@@ -171,13 +171,16 @@ class _Job:
         # Rank 0, for a screen's second pass: this size's screened entries by (src, dst). Only a
         # screen keeps them: rank 0 holds no sweep's entries otherwise.
         self.screened: dict[tuple[int, int], Entry] = {}
+        self.reserved: str | None = None  # rank 0: the default output name it reserved
         # Rank 0, for --blocks: each link's figure as one contiguous message, by (src, dst).
         self.contiguous: dict[tuple[int, int], float] = {}
 
     def stop(self, reason: str) -> None:
         """Rank 0: write what was measured as the results file, marked incomplete."""
         stream, self.stream = self.stream, None
-        if stream is None:
+        if stream is None or stream.broken:  # nothing streamed, or a stream that cannot be written
+            if self.reserved:
+                document.release(self.reserved)
             return
         try:
             stream.finish(complete=False, stopped=reason)
@@ -191,6 +194,8 @@ class _Job:
                 error_line(f"could not write {stream.path}: {exc}; the stream is {document.stream_path(stream.path)}"),
                 file=sys.stderr,
             )
+        except RdmabenchError as exc:  # a full disk, say: the message says where the records are
+            print(error_line(str(exc)), file=sys.stderr)
 
     # --- set-up ----------------------------------------------------------------------------------
 
@@ -239,9 +244,9 @@ class _Job:
         meta["placement_warnings"] = _placement_warnings(topologies)
         meta["engine"] = {"requested": config.engine, "ranks": engines}
         output = config.output
-        if output is None:
+        if output is None:  # launched by mpirun/srun: rank 0 reserves a free name itself
             output = document.default_output_path(config.test, config.src_mode.value, config.dst_mode.value)
-            document.check_writable(output, force=False)
+            self.reserved = output
         self.stream = document.ResultsStream(output, meta)
 
     def _table_header(

@@ -11,7 +11,7 @@ import sys
 import threading
 from typing import IO, TextIO
 
-from ..errors import ERROR_PREFIX, LaunchError, RdmabenchError, error_line
+from ..errors import ERROR_PREFIX, LaunchError, RdmabenchError, ResultsWriteError, error_line
 from ..results import document
 from .config import RunConfig
 
@@ -107,16 +107,20 @@ def run_local(np: int, config: RunConfig) -> int:
             if interrupted
             else relay.first_error or f"the job ended with exit status {code}"
         )
-        _keep_partial(config.output, reason)
+        _keep_partial(config.output, reason, relay.first_error)
     return code
 
 
-def _keep_partial(output: str, reason: str) -> None:
+def _keep_partial(output: str, reason: str, said: str | None = None) -> None:
     """Say where the results measured before the end are; if rank 0 died before it could write
     the results file, build that file from the stream it left."""
     try:
         salvaged = document.salvage(output, reason)
         doc = document.load(output, lazy=True) if salvaged is not None or os.path.exists(output) else None
+    except ResultsWriteError as exc:
+        if "kept in" not in (said or ""):  # rank 0 already said where the records are (a full disk)
+            print(error_line(str(exc)), file=sys.stderr)
+        return
     except RdmabenchError as exc:
         print(error_line(f"the partial results could not be read: {exc}"), file=sys.stderr)
         return

@@ -21,14 +21,16 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import tempfile
 import time
 from collections.abc import Iterator
 from typing import Any, TextIO
 
-from ..errors import OtherDocumentError, ResultsFileError
+from ..errors import OtherDocumentError, ResultsFileError, ResultsWriteError
 from ..measure import registry
+from ..units import MAX_BANDWIDTH_GBPS
 from . import compact
 
 SCHEMA_NAME = "rdmabench-results"
@@ -124,21 +126,85 @@ def build_matrices(metadata: dict[str, Any], entries: list[dict[str, Any]], comp
     return matrices
 
 
-def default_output_path(test: str, src_mode: str, dst_mode: str, directory: str = RESULTS_DIR) -> str:
-    """results/rdmabench-<test>-<src>-<dst>-<UTC time>.json, with a suffix if that name is taken."""
+# Set by the launching process for the ranks it starts: the output it reserved for them.
+RESERVED_ENV = "RDMABENCH_RESERVED_OUTPUT"
+
+
+def default_output_path(
+    test: str, src_mode: str, dst_mode: str, directory: str = RESULTS_DIR, reserve_it: bool = True
+) -> str:
+    """results/rdmabench-<test>-<src>-<dst>-<UTC time>.json, with a suffix if that name is taken;
+    reserved (see reserve) so that a run started in the same second takes the next name."""
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     modes = src_mode if src_mode == dst_mode else f"{src_mode}-to-{dst_mode}"
     stem = os.path.join(directory, f"rdmabench-{test}-{modes}-{stamp}")
-    path, counter = f"{stem}.json", 1
-    while os.path.exists(path) or os.path.exists(compact.links_path(path)):
-        path, counter = f"{stem}-{counter}.json", counter + 1
-    return path
+    os.makedirs(directory, exist_ok=True)
+    for counter in range(10_000):
+        path = f"{stem}.json" if counter == 0 else f"{stem}-{counter}.json"
+        if os.path.exists(path) or os.path.exists(compact.links_path(path)):
+            continue
+        if not reserve_it:
+            return path
+        try:
+            reserve(path)
+        except ResultsFileError:
+            continue  # another run took this name a moment ago
+        return path
+    raise ResultsFileError(f"no free results file name for {stem}.json")
+
+
+def reserve(path: str) -> None:
+    """Claim `path` for this run: its stream PATH.partial created exclusively (O_EXCL), empty until
+    the run writes its first line. Two runs never share a name, and a stream another run is writing,
+    or left behind, is never truncated."""
+    partial = stream_path(path)
+    try:
+        fd = os.open(partial, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666)
+    except FileExistsError:
+        raise ResultsFileError(_taken(path)) from None
+    except OSError as exc:
+        raise ResultsFileError(f"cannot write results to {path}: {exc.strerror or exc}") from None
+    os.close(fd)
+    os.environ[RESERVED_ENV] = os.path.abspath(path)  # for this process and the ranks it starts
+
+
+def _reserved_here(path: str) -> bool:
+    """`path` was reserved by this run (this process, or the one that started the ranks)."""
+    return os.environ.get(RESERVED_ENV) == os.path.abspath(path)
+
+
+def release(path: str) -> None:
+    """Give back a reservation this run did not use (its stream still empty)."""
+    partial = stream_path(path)
+    with contextlib.suppress(OSError):
+        if os.path.getsize(partial) == 0:
+            os.unlink(partial)
+
+
+def _taken(path: str) -> str:
+    partial = stream_path(path)
+    try:
+        size = os.path.getsize(partial)
+    except OSError:
+        size = 0
+    if size == 0:
+        return (
+            f"another run is writing {path} ({partial} exists); choose another --output "
+            f"(if no run is, remove the empty {partial})"
+        )
+    return (
+        f"{partial} holds the results of a run that did not finish ({size} bytes): read it with "
+        f"`rdmabench report {partial}`, or move it away; rdmabench does not overwrite it"
+    )
 
 
 def check_writable(path: str, force: bool) -> None:
-    """Fail now, before any measurement, if the results could not be written to `path`."""
+    """Fail now, before any measurement, if the results could not be written to `path` (--force
+    allows replacing a results file, never the stream of another run)."""
     if os.path.isdir(path):
         raise ResultsFileError(f"output path {path} is a directory; give a file name")
+    if os.path.exists(stream_path(path)) and not _reserved_here(path):
+        raise ResultsFileError(_taken(path))
     for existing in (path, compact.links_path(path)):
         if os.path.exists(existing) and not force:
             raise ResultsFileError(f"output file {existing} already exists; choose another --output or pass --force")
@@ -197,7 +263,8 @@ class ResultsStream:
         self.metadata = metadata
         self.count = 0
         self._compactor = compact.Compactor()
-        self._handle = open(stream_path(path), "w")
+        self.broken = False
+        self._handle = _open_stream(path)
         self._synced = 0.0
         self._write_line({"schema": {"name": SCHEMA_NAME, "version": SCHEMA_VERSION}, "metadata": metadata})
         # On disk at once: a job aborted by another rank before its first record leaves a readable stream.
@@ -206,14 +273,27 @@ class ResultsStream:
     def _sync(self, at_least_every: float = 0.0) -> None:
         """Flush to the kernel (a job that dies keeps what it measured); fsync (a machine that goes
         down too) at most every `at_least_every` seconds: an fsync per round cost more than a round."""
-        self._handle.flush()
-        now = time.monotonic()
-        if now - self._synced >= at_least_every:
-            os.fsync(self._handle.fileno())
-            self._synced = now
+        try:
+            self._handle.flush()
+            now = time.monotonic()
+            if now - self._synced >= at_least_every:
+                os.fsync(self._handle.fileno())
+                self._synced = now
+        except OSError as exc:
+            raise self._failed(exc) from None
+
+    def _failed(self, exc: OSError) -> ResultsWriteError:
+        self.broken = True  # what it holds stays as it is: finishing would fail the same way
+        return ResultsWriteError(
+            f"cannot write the results stream {stream_path(self.path)}: {exc.strerror or exc}; "
+            f"the {self.count} result(s) measured before are kept in it"
+        )
 
     def _write_line(self, record: dict[str, Any]) -> None:
-        self._handle.write(json.dumps(record, separators=(",", ":")) + "\n")
+        try:
+            self._handle.write(json.dumps(record, separators=(",", ":")) + "\n")
+        except OSError as exc:
+            raise self._failed(exc) from None
 
     def append(self, entries: list[dict[str, Any]]) -> None:
         for entry in entries:
@@ -224,24 +304,52 @@ class ResultsStream:
 
     def finish(self, complete: bool, stopped: str | None = None) -> dict[str, Any]:
         """Write the results files from the stream, drop the stream, and return the summary."""
-        self._handle.close()
+        try:
+            self._handle.close()
+        except OSError as exc:
+            raise self._failed(exc) from None
         return _assemble(self.path, complete, stopped, self.metadata)
+
+
+def _open_stream(path: str) -> TextIO:
+    """The stream of `path`: the empty file the launching process reserved for this run, or a new
+    one created exclusively (never another run's, never one a dead run left)."""
+    partial = stream_path(path)
+    if _reserved_here(path) and os.path.exists(partial) and os.path.getsize(partial) == 0:
+        return open(partial, "w")
+    try:
+        return open(partial, "x")
+    except FileExistsError:
+        raise ResultsFileError(_taken(path)) from None
 
 
 def _assemble(path: str, complete: bool, stopped: str | None, metadata: dict[str, Any] | None = None) -> dict[str, Any]:
     """The two files of a schema-2 result from the stream PATH.partial: the links file first, so the
     summary never names a file that is not there. Up to MATRICES_UP_TO ranks the entries are also
     expanded on the way, for the matrices."""
+    try:
+        return _assemble_files(path, complete, stopped, metadata)
+    except OSError as exc:
+        name = getattr(exc, "filename", None) or compact.links_path(path)
+        raise ResultsWriteError(
+            f"cannot write {name}: {exc.strerror or exc}; the measured records are kept in {stream_path(path)}"
+        ) from None
+
+
+def _assemble_files(
+    path: str, complete: bool, stopped: str | None, metadata: dict[str, Any] | None
+) -> dict[str, Any]:
     partial, links = stream_path(path), compact.links_path(path)
     meta: dict[str, Any] = metadata or {}
     tables, entries = compact.Tables(), []
-    count, small = 0, False
+    count, small, cut = 0, False, False
     with _replacing(links) as out, open(partial, encoding="utf-8") as stream:
         for number, line in enumerate(stream):
             try:
                 record = json.loads(line)
             except json.JSONDecodeError:
-                break  # the line being written when the run died
+                cut = True  # the line being written when the run died: said in the summary
+                break
             if number == 0:
                 meta = metadata if metadata is not None else record.get("metadata") or {}
                 small = int(meta.get("world_size") or 0) <= MATRICES_UP_TO
@@ -264,6 +372,8 @@ def _assemble(path: str, complete: bool, stopped: str | None, metadata: dict[str
     }
     if stopped:
         summary["stopped"] = stopped
+    if cut:
+        summary["dropped"] = "the last record of the stream was cut off (the run died while writing it)"
     if small:
         summary["matrices"] = build_matrices(meta, entries, complete)
     write(path, summary)
@@ -276,6 +386,9 @@ def salvage(path: str, stopped: str) -> dict[str, Any] | None:
     is no stream (the run never started measuring, or it finished)."""
     partial = stream_path(path)
     if not os.path.exists(partial):
+        return None
+    if os.path.getsize(partial) == 0:  # reserved, never written: nothing was measured
+        os.unlink(partial)
         return None
     with open(partial, encoding="utf-8") as stream:
         first = stream.readline()
@@ -453,3 +566,27 @@ def _validate_entry(entry: Any, where: str) -> None:
         raise ResultsFileError(f"{where} has a negative rank or a size below 1 byte")
     if not all(isinstance(v, _NUMBER) and not isinstance(v, bool) for v in entry["samples"]):
         raise ResultsFileError(f"{where}.samples must be a list of numbers")
+    _validate_figures(entry, where)
+
+
+def _validate_figures(entry: dict[str, Any], where: str) -> None:
+    """Refuse figures no link can have: not finite, zero or below, or a bandwidth at or above
+    MAX_BANDWIDTH_GBPS (a report would rank them, and compare call a corrupt file an improvement)."""
+    field, unit = figure_field(entry)
+    checks = [(field, [entry[field]], compact.ceiling(unit)), ("samples", entry["samples"], compact.ceiling(unit))]
+    for name in ("aggregate_gbps", "aggregate_samples"):
+        value = entry.get(name)
+        values = value if isinstance(value, list) else [value] if value is not None else []
+        if not all(isinstance(v, _NUMBER) and not isinstance(v, bool) for v in values):
+            raise ResultsFileError(f"{where}.{name} must be a number or a list of numbers")
+        checks.append((name, values, MAX_BANDWIDTH_GBPS))
+    for name, values, bound in checks:
+        for value in values:
+            if not math.isfinite(value):
+                raise ResultsFileError(f"{where}.{name} holds {value}: not a finite number")
+            if value <= 0:
+                raise ResultsFileError(f"{where}.{name} holds {value} {unit}: a figure must be above 0")
+            if value >= bound:
+                raise ResultsFileError(
+                    f"{where}.{name} holds {value:g} GB/s: at or above {bound:g} GB/s (100 TB/s), beyond any link"
+                )
