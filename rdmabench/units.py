@@ -34,6 +34,11 @@ _SIZE_RE = re.compile(r"^\s*(\d+)\s*([A-Za-z]*)\s*$")
 # Larger messages than this are not a transfer benchmark any more, they are a memory test.
 MAX_MESSAGE_BYTES = 16 << 30
 
+# No link moves 1e5 GB/s (100 TB/s): a figure at or above it is a broken clock or a corrupt file, not a
+# measurement. The fastest links rdmabench meets are NVLink 5 (1.8 TB/s a GPU, both ways) and a node's
+# memory bus (a few TB/s): fifty times headroom, and still far below what a zero or tiny time gives.
+MAX_BANDWIDTH_GBPS = 1e5
+
 
 def parse_size(text: str) -> int:
     """Parse '8', '64KiB', '1MiB', '4M', '1G' (binary) or '1MB' (decimal, 1e6) into bytes."""
