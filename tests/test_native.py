@@ -83,3 +83,19 @@ def test_an_unwritable_cache_falls_back_to_a_private_temporary_directory(tmp_pat
     blocker.write_text("")
     doc = _run(["--sizes", "8"], tmp_path / "r.json", RDMABENCH_CACHE_DIR=str(blocker / "cache"))
     assert doc["results"][0]["engine"] == "native", doc["metadata"]["engine"]
+
+
+@needs_native
+def test_ranks_starting_together_build_the_loop_once(tmp_path: Path) -> None:
+    """A cold cache: four ranks start at once; one compiles under the lock, the others load its library."""
+    log = tmp_path / "compiles.log"
+    wrapper = tmp_path / "cc"
+    wrapper.write_text(f'#!/bin/sh\necho "$$" >> {log}\nsleep 1\nexec cc "$@"\n')
+    wrapper.chmod(0o755)
+    env = rdmabench_env(CC=str(wrapper), RDMABENCH_CACHE_DIR=str(tmp_path / "cache"))
+    out = tmp_path / "r.json"
+    proc = run_cli(["run", "--np", "4", "--pattern", "ring", "--sizes", "8", "-o", str(out), *QUICK], env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert len(log.read_text().split()) == 1
+    doc = load_results(str(out))
+    assert [r["native"] for r in doc["metadata"]["engine"]["ranks"]] == [True] * 4

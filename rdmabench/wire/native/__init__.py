@@ -13,6 +13,7 @@ either is missing the Python loop runs instead, and the results say so and why.
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import hashlib
 import os
 import shlex
@@ -213,10 +214,28 @@ def _build(prefix: Path, compiler: list[str]) -> Path:
     version = (prefix / "VERSION.txt").read_text().strip() if (prefix / "VERSION.txt").exists() else ""
     digest = hashlib.sha256(source + str(prefix).encode() + version.encode() + " ".join(compiler).encode())
     name = f"hotloop-{digest.hexdigest()[:16]}.so"
+    found = _cached(name)
+    if found is not None:
+        return found
+    target = _writable_dir() / name
+    # One build per node: the ranks that start together wait for the first one's, then load it.
+    with open(target.parent / ".build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        found = _cached(name)
+        if found is not None:
+            return found
+        _compile(prefix, compiler, target)
+    return target
+
+
+def _cached(name: str) -> Path | None:
     for directory in _cache_dirs():
         if (directory / name).exists():
             return directory / name
-    target = _writable_dir() / name
+    return None
+
+
+def _compile(prefix: Path, compiler: list[str], target: Path) -> None:
     lib = prefix / "lib"
     with tempfile.TemporaryDirectory(dir=target.parent) as scratch:
         built = Path(scratch) / target.name
@@ -226,8 +245,7 @@ def _build(prefix: Path, compiler: list[str]) -> Path:
         if proc.returncode != 0:
             first = (proc.stderr.strip().splitlines() or ["no output"])[0]
             raise OSError(f"{shlex.join(compiler)} failed: {first}")
-        os.replace(built, target)  # atomic: ranks building at once each publish a whole file
-    return target
+        os.replace(built, target)  # atomic: a reader never loads half a library
 
 
 def load() -> Availability:
