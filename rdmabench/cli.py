@@ -252,8 +252,9 @@ def main() -> None:
     "--format",
     "output_format",
     default="table",
-    metavar="table|json",
-    help="What rank 0 prints: a table as sizes complete, or the results document at the end.",
+    metavar="table|json|csv",
+    help="What rank 0 prints: a table as sizes complete, or at the end the results document (json) or one "
+    "CSV row per link and size (csv, as `report --format csv`).",
 )
 @click.option(
     "--progress",

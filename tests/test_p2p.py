@@ -181,3 +181,14 @@ def test_default_output_goes_under_results(tmp_path: Path) -> None:
     _run_ok(["run", "--sizes", "8", *QUICK], cwd=tmp_path)
     files = sorted((tmp_path / "results").glob("rdmabench-bw-pageable-*.json"))
     assert len(files) == 2  # the second run did not overwrite the first
+
+
+def test_csv_straight_from_run(results_path: Path) -> None:
+    import csv
+    import io
+
+    proc = run_cli(["run", "--sizes", "8,1KiB", "--format", "csv", "-o", str(results_path), *QUICK])
+    assert proc.returncode == 0, proc.stderr
+    rows = list(csv.DictReader(io.StringIO(proc.stdout)))
+    assert [int(r["size_bytes"]) for r in rows] == [8, 1024]  # nothing else on stdout: no table, no notes
+    assert all(r["test"] == "bw" and r["load"] == "alone" and float(r["median"]) > 0 for r in rows)

@@ -16,7 +16,7 @@ from .schedule import LINK_CLASSES, PATTERNS
 
 DEFAULT_SIZES = "1:64MiB:x4"
 DEFAULT_BLOCK_SIZES = "4KiB:1MiB:x4"  # --blocks without --block-size: KV-cache block sizes
-OUTPUT_FORMATS = ("table", "json")
+OUTPUT_FORMATS = ("table", "json", "csv")
 # What the table prints for patterns: a line per link, a line per round, or per link up to this many links.
 PROGRESS = ("auto", "links", "rounds")
 PER_LINK_UP_TO = 64
@@ -110,7 +110,7 @@ class RunConfig:
         if self.progress not in PROGRESS:
             raise ConfigError(f"unknown --progress {self.progress!r}: choose {', '.join(PROGRESS)}")
         if self.output_format not in OUTPUT_FORMATS:
-            raise ConfigError(f"unknown format {self.output_format!r}: choose table or json")
+            raise ConfigError(f"unknown format {self.output_format!r}: choose table, json or csv")
         for name, (option, low, high) in _LIMITS.items():
             value = getattr(self, name)
             if value is not None and not low <= value <= high:

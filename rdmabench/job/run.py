@@ -409,13 +409,22 @@ class _Job:
                 self.table.matrices(summary.get("matrices", []))
             if config.output_format == "json":
                 print(json.dumps(document.load(stream.path), indent=1), file=self.out, flush=True)
+            elif config.output_format == "csv":
+                print(_csv(stream.path), file=self.out, end="", flush=True)
             else:
                 print(f"# results written to {stream.path}", file=self.out, flush=True)
-            if config.expect:  # beside a JSON document on stdout, the verdict goes to stderr
-                verdict_out = sys.stderr if config.output_format == "json" else self.out
+            if config.expect:  # beside a JSON or CSV document on stdout, the verdict goes to stderr
+                verdict_out = self.out if config.output_format == "table" else sys.stderr
                 code = _verdict(stream.path, document.load(stream.path, lazy=True), config.expect, verdict_out)
         world.wait_for_all(transport.backend.progress)
         return code
+
+
+def _csv(path: str) -> str:
+    """The run's links as `report --format csv` gives them: one row per link and size."""
+    from ..results.report import aggregate, format_csv
+
+    return format_csv(aggregate([(path, document.load(path, lazy=True))]))
 
 
 def _verdict(path: str, doc: dict[str, Any], floors: dict[str, float], out: TextIO) -> int:
