@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from rdmabench.hardware.gpu import visible_gpu_count
 
 from .conftest import rdmabench_env, run_cli
@@ -36,3 +38,28 @@ def test_doctor_json_and_conflicting_settings() -> None:
 def test_doctor_bad_format() -> None:
     proc = run_cli(["doctor", "--format", "xml"])
     assert proc.returncode == 2 and proc.stderr.startswith("rdmabench: error:")
+
+
+def test_a_gpu_node_without_cupy_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    """NVML (nvidia-ml-py) sees the GPUs where CuPy is missing: doctor says what that costs."""
+    from rdmabench.hardware import doctor
+
+    class FakeNvml:
+        @staticmethod
+        def nvmlDeviceGetCount() -> int:
+            return 2
+
+        @staticmethod
+        def nvmlDeviceGetHandleByIndex(index: int) -> int:
+            return index
+
+        @staticmethod
+        def nvmlDeviceGetName(handle: int) -> bytes:
+            return b"NVIDIA H200"
+
+    monkeypatch.setattr(doctor, "visible_gpu_count", lambda: 0)
+    monkeypatch.setattr(doctor, "import_cupy", lambda: None)
+    monkeypatch.setattr(doctor.topology, "nvml", lambda: FakeNvml)
+    (finding,) = doctor.check_gpus()
+    assert finding.verdict == doctor.WARN and "NVML sees 2: NVIDIA H200, NVIDIA H200" in finding.detail
+    assert "CuPy is not installed" in finding.detail

@@ -32,8 +32,31 @@ class Finding:
         return asdict(self)
 
 
+def nvml_gpus() -> list[str]:
+    """The GPUs NVML sees (nvidia-ml-py, declared with the cu12/cu13 extras), without CUDA or CuPy."""
+    nvml = topology.nvml()
+    if nvml is None:
+        return []
+    try:
+        names = [nvml.nvmlDeviceGetName(nvml.nvmlDeviceGetHandleByIndex(i)) for i in range(nvml.nvmlDeviceGetCount())]
+    except Exception:
+        return []
+    return [name.decode() if isinstance(name, bytes) else str(name) for name in names]
+
+
 def check_gpus() -> list[Finding]:
     count = visible_gpu_count()
+    if count == 0 and import_cupy() is None:
+        seen = nvml_gpus()
+        if seen:  # a GPU node without CuPy: NVML still sees the GPUs
+            return [
+                Finding(
+                    "GPUs",
+                    WARN,
+                    f"NVML sees {len(seen)}: {', '.join(seen)}; CuPy is not installed, so no device mode can run",
+                    "install the gpu extra (CuPy) for device, managed, mapped, staged and bounce modes",
+                )
+            ]
     if count == 0:
         reason = "CuPy is not installed" if import_cupy() is None else "no CUDA GPU is visible"
         return [

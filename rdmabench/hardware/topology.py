@@ -102,7 +102,8 @@ def normalize_bus_id(bus_id: str) -> str:
     return f"{int(domain or '0', 16):04x}:{int(bus, 16):02x}:{int(device, 16):02x}.{function}"
 
 
-def _nvml() -> Any:
+def nvml() -> Any:
+    """pynvml, initialised, or None (no nvidia-ml-py, or no driver)."""
     try:
         import pynvml
 
@@ -135,28 +136,28 @@ def numa_node_of(bus_id: str) -> int | None:
 def gpu_topology(index: int, bus_id: str, peer_bus_ids: list[str]) -> GpuTopology:
     """PCIe link, NUMA node and NVLinks (to each of `peer_bus_ids`) of this process's GPU `index`."""
     topo = GpuTopology(index=index, pci_bus_id=normalize_bus_id(bus_id), numa_node=numa_node_of(bus_id))
-    nvml = _nvml()
-    if nvml is None:
+    api = nvml()
+    if api is None:
         topo.pcie = _sysfs_pcie(bus_id)
         return topo
     try:
-        handle = nvml.nvmlDeviceGetHandleByPciBusId(normalize_bus_id(bus_id).encode())
+        handle = api.nvmlDeviceGetHandleByPciBusId(normalize_bus_id(bus_id).encode())
     except Exception:
         try:
-            handle = nvml.nvmlDeviceGetHandleByIndex(index)
+            handle = api.nvmlDeviceGetHandleByIndex(index)
         except Exception:
             topo.pcie = _sysfs_pcie(bus_id)
             return topo
     try:
         topo.pcie = PcieLink(
-            nvml.nvmlDeviceGetCurrPcieLinkGeneration(handle),
-            nvml.nvmlDeviceGetCurrPcieLinkWidth(handle),
-            nvml.nvmlDeviceGetMaxPcieLinkGeneration(handle),
-            nvml.nvmlDeviceGetMaxPcieLinkWidth(handle),
+            api.nvmlDeviceGetCurrPcieLinkGeneration(handle),
+            api.nvmlDeviceGetCurrPcieLinkWidth(handle),
+            api.nvmlDeviceGetMaxPcieLinkGeneration(handle),
+            api.nvmlDeviceGetMaxPcieLinkWidth(handle),
         )
     except Exception:
         topo.pcie = _sysfs_pcie(bus_id)
-    topo.nvlinks = _nvlinks(nvml, handle, [normalize_bus_id(b) for b in peer_bus_ids])
+    topo.nvlinks = _nvlinks(api, handle, [normalize_bus_id(b) for b in peer_bus_ids])
     return topo
 
 
