@@ -26,6 +26,7 @@ import os
 import tempfile
 import time
 from collections.abc import Iterator
+from importlib import resources
 from typing import Any, TextIO
 
 from ..errors import OtherDocumentError, ResultsFileError, ResultsWriteError
@@ -250,6 +251,17 @@ def write(path: str, doc: dict[str, Any]) -> None:
         handle.write("\n")
 
 
+SCHEMAS = ("results-summary-v2", "results-link-v2")
+
+
+def json_schema(name: str) -> dict[str, Any]:
+    """The published JSON Schema `name` (one of SCHEMAS), shipped in rdmabench/results/schemas/."""
+    if name not in SCHEMAS:
+        raise ValueError(f"unknown schema {name!r}: choose one of {', '.join(SCHEMAS)}")
+    text = resources.files(__package__).joinpath("schemas").joinpath(f"{name}.schema.json").read_text(encoding="utf-8")
+    return json.loads(text)  # type: ignore[no-any-return]
+
+
 def stream_path(path: str) -> str:
     return path + STREAM_SUFFIX
 
@@ -336,9 +348,7 @@ def _assemble(path: str, complete: bool, stopped: str | None, metadata: dict[str
         ) from None
 
 
-def _assemble_files(
-    path: str, complete: bool, stopped: str | None, metadata: dict[str, Any] | None
-) -> dict[str, Any]:
+def _assemble_files(path: str, complete: bool, stopped: str | None, metadata: dict[str, Any] | None) -> dict[str, Any]:
     partial, links = stream_path(path), compact.links_path(path)
     meta: dict[str, Any] = metadata or {}
     tables, entries = compact.Tables(), []
@@ -443,6 +453,8 @@ def _expand_summary(doc: dict[str, Any], path: str, lazy: bool) -> dict[str, Any
     links, profiles, rank_list = doc.get("links"), doc.get("profiles"), doc.get("ranks")
     if not isinstance(links, dict) or not isinstance(profiles, list) or not isinstance(rank_list, list):
         raise ResultsFileError(f"{path}: a schema-2 summary needs links, profiles and ranks")
+    if not isinstance(doc.get("complete"), bool):
+        raise ResultsFileError(f"{path}: `complete` must be true or false, not {doc.get('complete')!r}")
     try:
         ranks = {int(r["rank"]): r for r in rank_list}
     except (KeyError, TypeError, ValueError):
