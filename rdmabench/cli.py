@@ -716,8 +716,10 @@ def check(
 @_filter_options
 def compare(base: str, new: str, threshold: float, output_format: str, **filters: Any) -> None:
     """Compare two results files (or directories): per link and size, the change of the median and
-    whether it is beyond run-to-run noise (Mann-Whitney U over the samples). Exit status 1 when a
-    regression is found, for use in a cluster's CI."""
+    whether it is beyond run-to-run noise: a Mann-Whitney U test on the runs' figures (4 runs or
+    more on each side; fewer are shown untested), corrected for the number of links tested
+    (Benjamini-Hochberg q-values). Exit status 1 when a significant regression is found, for use in
+    a cluster's CI; for a gate on single runs use `rdmabench check --baseline`."""
     import json
 
     from .results import report as report_module

@@ -197,6 +197,46 @@ def test_entries_with_wrong_types_are_rejected(tmp_path: Path, mutation: dict, m
         load_results(str(path))
 
 
+@pytest.mark.parametrize(
+    ("mutation", "message"),
+    [
+        (
+            {"bandwidth_gbps": -3.0, "samples": [-3.0]},
+            r"results\[0\]\.bandwidth_gbps holds -3.0 GB/s: a figure must be above 0",
+        ),
+        ({"bandwidth_gbps": 1e30, "samples": [1e30]}, r"bandwidth_gbps holds 1e\+30 GB/s: at or above 100000 GB/s"),
+        ({"samples": [0.1, float("nan")]}, r"results\[0\]\.samples holds nan: not a finite number"),
+        ({"bandwidth_gbps": float("inf")}, "bandwidth_gbps holds inf: not a finite number"),
+        ({"samples": [0.1, 0.0]}, "samples holds 0.0 GB/s: a figure must be above 0"),
+        ({"aggregate_gbps": -1.0}, "aggregate_gbps holds -1.0"),
+        ({"test": "lat", "unit": "us", "latency_us": 0.0, "samples": [0.0]}, "latency_us holds 0.0 us"),
+    ],
+)
+def test_figures_no_link_can_have_are_rejected(tmp_path: Path, mutation: dict, message: str) -> None:  # type: ignore[type-arg]
+    """Before: reported and compared (a negative or absurd bandwidth), or dropped without a word (NaN, inf)."""
+    from rdmabench.errors import ResultsFileError
+
+    entry = {
+        "test": "bw", "src_rank": 0, "dst_rank": 1, "src_mode": "pageable", "dst_mode": "pageable", "size_bytes": 8,
+        "bandwidth_gbps": 0.1, "samples": [0.1], "validated": True, "transport": None, "unit": "GB/s",
+    }  # fmt: skip
+    entry.update(mutation)
+    if "latency_us" in entry:
+        del entry["bandwidth_gbps"]
+    path = tmp_path / "r.json"
+    path.write_text(
+        json.dumps({"schema": {"name": "rdmabench-results", "version": 1}, "metadata": {}, "results": [entry]})
+    )
+    with pytest.raises(ResultsFileError, match=message) as caught:
+        load_results(str(path))
+    assert str(caught.value).startswith(f"{path}: results[0]")
+    proc = run_cli(["report", str(path)])  # the only file: skipped with a warning, then nothing usable
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    warning, error = proc.stderr.strip().splitlines()
+    assert warning.startswith(f"rdmabench: warning: skipped {path}: results[0]")
+    assert error.startswith("rdmabench: error: no usable results files")
+
+
 def test_huge_file_is_refused_without_reading_it(tmp_path: Path) -> None:
     from rdmabench.errors import ResultsFileError
 

@@ -117,23 +117,22 @@ def test_reports_never_overwrite_without_force(runs: Path, tmp_path: Path) -> No
     assert out.read_text().startswith("# rdmabench report")
 
 
-def test_compare_finds_a_regression_beyond_noise(runs: Path, tmp_path: Path) -> None:
+def test_compare_of_single_runs_shows_the_change_untested(runs: Path, tmp_path: Path) -> None:
+    """One run a side: the change is shown, never called significant (one run's samples are not
+    independent; tests/test_compare.py compares sets of runs)."""
     same = run_cli(["compare", str(runs / "first.json"), str(runs / "first.json")])
     assert same.returncode == 0 and "0 regression(s)" in same.stdout
     slower = _as_schema_1(copy.deepcopy(load_results(str(runs / "first.json"))))  # a schema-1 file against a 2
     victim = slower["results"][0]
-    # Every new sample below the slowest old one: a change no noise explains, whatever the spread.
     floor = min(victim["samples"]) * 0.5
     victim["samples"] = [floor * (1 - 0.01 * k) for k in range(len(victim["samples"]))]
     victim["bandwidth_gbps"] = statistics.median(victim["samples"])
     (tmp_path / "slower.json").write_text(json.dumps(slower))
     proc = run_cli(["compare", str(runs / "first.json"), str(tmp_path / "slower.json"), "--format", "json"])
-    assert proc.returncode == 1
+    assert proc.returncode == 0
     changes = json.loads(proc.stdout)["changes"]
-    regressions = [c for c in changes if c["regression"]]
-    assert len(regressions) == 1
-    assert regressions[0]["change"] < -0.5 and regressions[0]["p_value"] < 0.05
-    assert regressions[0]["size_bytes"] == victim["size_bytes"]
+    assert not any(c["regression"] or c["tested"] for c in changes)
+    assert min(c["change"] for c in changes) < -0.5
 
 
 def test_mann_whitney() -> None:

@@ -140,6 +140,19 @@ def test_records_fold_as_expanded_entries(tmp_path: Path) -> None:
         (lambda last: "not json", "line 4033 is not a link record"),
         (lambda last: json.dumps(dict(last, samples=[True, 1.0])), "line 4033.samples must be a list of numbers"),
         (lambda last: json.dumps(dict(last, size=0)), "line 4033 has a negative rank or a size below 1 byte"),
+        # Figures no link can have, in records the quick path reads: once folded, or dropped without a word.
+        (
+            lambda last: json.dumps(dict(last, samples=[1.0, math.nan])),
+            r"line 4033\.(samples|bandwidth_gbps) holds nan",
+        ),
+        (
+            lambda last: json.dumps(dict(last, samples=[math.inf, 1.0])),
+            r"line 4033\.(samples|bandwidth_gbps) holds inf",
+        ),
+        (lambda last: json.dumps(dict(last, samples=[-2.0, -2.0])), "line 4033.bandwidth_gbps holds -2.0 GB/s"),
+        (lambda last: json.dumps(dict(last, samples=[2.0, -1.0, 3.0])), "line 4033.samples holds -1.0 GB/s"),
+        (lambda last: json.dumps(dict(last, samples=[1e30, 1e30])), r"line 4033.bandwidth_gbps holds 1e\+30 GB/s"),
+        (lambda last: json.dumps(dict(last, agg=-1.0, agg_samples=[1.0])), "line 4033.aggregate_gbps holds -1.0"),
     ],
 )
 def test_a_bad_record_after_good_ones_is_named(tmp_path: Path, bad: Any, says: str) -> None:
@@ -200,7 +213,7 @@ def test_compare_of_generated_runs_names_what_is_on_one_side(tmp_path: Path) -> 
     assert unmatched[0].startswith(f"only in BASE: {base[0].link} bw ")
     text = report.format_changes(changes, unmatched, 0.05)
     assert "0 regression(s)" in text and text.splitlines()[0].split() == [
-        "test", "modes", "size", "link", "base", "new", "change", "p", "verdict"
+        "test", "modes", "size", "link", "runs", "base", "new", "change", "p", "q", "verdict"
     ]  # fmt: skip
 
 

@@ -20,12 +20,14 @@ from __future__ import annotations
 
 import json
 import json.scanner
+import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ResultsFileError
 from ..stats import summarize
+from ..units import MAX_BANDWIDTH_GBPS
 
 LINKS_SUFFIX = ".links.jsonl"
 # Entry fields that vary from link to link, and their names in a record.
@@ -49,6 +51,18 @@ _PER_RANK = {name for names in RANK_FIELDS.values() for name in names}
 DERIVED = ("stats", "messages_per_sample")  # recomputed on expansion
 _FIGURE = "_figure"  # the profile's name for the entry's figure field
 _ENDS = "_ends"  # the per-rank fields the profile's entries carry
+
+
+def ceiling(unit: Any) -> float:
+    """The bound a figure in `unit` stays below: MAX_BANDWIDTH_GBPS for a bandwidth, none for a time."""
+    return MAX_BANDWIDTH_GBPS if unit == "GB/s" else math.inf
+
+
+def plausible(values: list[float], bound: float) -> bool:
+    """Whether every value is finite, above 0 and below `bound` (False for an empty list): what a
+    link's figures and samples must be. Three calls in C, not a loop: a million records take them.
+    (Values so large that their sum overflows read as not plausible: the entry check decides.)"""
+    return bool(values) and math.isfinite(sum(values)) and min(values) > 0 and max(values) < bound
 
 
 def links_path(path: str) -> str:
@@ -192,6 +206,7 @@ class _Scanner:
         self.profiles, self.ranks = profiles, ranks
         self.known: dict[int, Profile] = {}
         self._fits: dict[int, tuple[set[int], set[int]] | None] = {}  # per profile: ranks usable as src, as dst
+        self._ceilings: dict[int, float] = {}  # per profile: the bound its figures stay below
 
     def _fit(self, index: int) -> tuple[set[int], set[int]] | None:
         """Per end, the ranks whose table row holds every field the profile's entries take from it;
@@ -234,7 +249,24 @@ class _Scanner:
         if type(record.get("iterations")) is not int or type(record.get("value")) not in _NUMBER_TYPES:
             return None
         fit = self._fit(index)
-        return index if fit is not None and src in fit[0] and dst in fit[1] else None
+        if fit is None or src not in fit[0] or dst not in fit[1] or not self._plausible(index, record):
+            return None
+        return index
+
+    def _plausible(self, index: int, record: dict[str, Any]) -> bool:
+        """Whether the samples (and a bibw record's aggregate) are figures a link can have, by the
+        rule of `document`'s entry check; a record that fails is expanded, and the check names it."""
+        bound = self._ceilings.get(index)
+        if bound is None:
+            bound = self._ceilings[index] = ceiling(self.profiles[index].get("unit"))
+        if not plausible(record["samples"], bound):
+            return False
+        if "agg" not in record and "agg_samples" not in record:
+            return True
+        agg, together = record.get("agg"), record.get("agg_samples")
+        if type(agg) not in _NUMBER_TYPES or type(together) is not list or {*map(type, together)} - _FLOATS:
+            return False
+        return plausible([float(agg), *together], MAX_BANDWIDTH_GBPS)  # type: ignore[arg-type]
 
     def profile(self, record: Any) -> Profile | None:
         """The Profile of an ordinary record whose profile has a checked entry already."""

@@ -37,7 +37,6 @@ def _image(title: str, data: str) -> str:
 
 def heatmaps(rows: list[Row]) -> list[tuple[str, str]]:
     """One heatmap per (test, modes, size) that has more than one link: senders down, receivers across."""
-    plt = _pyplot()
     groups: dict[tuple[str, str, str, int, str, str], list[Row]] = {}
     for row in rows:
         groups.setdefault((row.test, row.src_mode, row.dst_mode, row.size_bytes, row.load, row.differs), []).append(row)
@@ -46,76 +45,108 @@ def heatmaps(rows: list[Row]) -> list[tuple[str, str]]:
         if len(members) < 2:
             continue
         sources, targets, grid, by = _grid(members)
-        side = max(len(sources), len(targets))
-        inch = 0.9 if side <= LABELLED_UP_TO else max(0.05, 12.0 / side)  # a cluster's map stays a page wide
-        fig, ax = plt.subplots(figsize=(1.2 + inch * len(targets), 1.0 + inch * 0.66 * len(sources)))
-        image = ax.imshow(grid, cmap="viridis" if members[0].higher_is_better else "viridis_r", aspect="auto")
-        if side <= LABELLED_UP_TO:
-            ax.set_xticks(range(len(targets)), targets, rotation=45, ha="right", fontsize=8)
-            ax.set_yticks(range(len(sources)), sources, fontsize=8)
-            for i, line in enumerate(grid):
-                for j, value in enumerate(line):
-                    text = "N/A" if value != value else f"{value:.1f}"
-                    ax.text(j, i, text, ha="center", va="center", color="white", fontsize=7)
+        scale = _heatmap(sources, targets, grid, members)
         unit = members[0].unit
-        fig.colorbar(image, ax=ax, label=unit)
         variant = f", {differs}" if differs else ""
         title = (
             f"{test} {src_mode} -> {dst_mode}, {format_size(size)}, links {load}{variant}: median {unit} "
-            f"{by} (row: sender)"
+            f"{by} (row: sender); colour {scale}"
         )
-        ax.set_title(title, fontsize=9)
-        images.append((title, _png(fig)))
+        images.append((title, _png(_pyplot().gcf())))
     return images
+
+
+def _heatmap(sources: list[str], targets: list[str], grid: list[list[float]], members: list[Row]) -> str:
+    """Draw one map (the current figure); return what its colour scale spans, for the caption. The
+    scale runs from 0 to the physical limit where every link carries one (maps compare by colour),
+    else over this map's own figures."""
+    plt = _pyplot()
+    side = max(len(sources), len(targets))
+    inch = 0.9 if side <= LABELLED_UP_TO else max(0.05, 12.0 / side)  # a cluster's map stays a page wide
+    fig, ax = plt.subplots(figsize=(1.2 + inch * len(targets), 1.0 + inch * 0.66 * len(sources)))
+    limits = [row.limit_gbps for row in members]
+    unit = members[0].unit
+    if unit == "GB/s" and all(limit is not None for limit in limits):
+        top = max(limit for limit in limits if limit is not None)
+        named = {row.limit for row in members}
+        lowest, scale = 0.0, f"0 to the physical limit, {named.pop()}"
+        if named:  # more than one
+            scale = f"0 to {top:.1f} GB/s, the largest physical limit of these links"
+    else:
+        figures = [value for line in grid for value in line if value == value]
+        lowest, top = min(figures), max(figures)
+        scale = f"this map's own range, {lowest:.3g} to {top:.3g} {unit} (not comparable with other maps)"
+    cmap = "viridis" if members[0].higher_is_better else "viridis_r"
+    image = ax.imshow(grid, cmap=cmap, aspect="auto", vmin=lowest, vmax=top)
+    if side <= LABELLED_UP_TO:
+        ax.set_xticks(range(len(targets)), targets, rotation=45, ha="right", fontsize=8)
+        ax.set_yticks(range(len(sources)), sources, fontsize=8)
+        for i, line in enumerate(grid):
+            for j, value in enumerate(line):
+                known = value == value
+                ink = _ink(image.cmap(image.norm(value))) if known else "black"  # a gap shows the page
+                ax.text(j, i, f"{value:.1f}" if known else "N/A", ha="center", va="center", color=ink, fontsize=7)
+    fig.colorbar(image, ax=ax, label=unit)
+    return scale
+
+
+def _ink(rgba: tuple[float, ...]) -> str:
+    """Black or white, whichever contrasts more with a cell of colour `rgba` (WCAG relative
+    luminance; 0.179 is where the two contrasts are equal)."""
+
+    def linear(channel: float) -> float:
+        return channel / 12.92 if channel <= 0.04045 else ((channel + 0.055) / 1.055) ** 2.4
+
+    red, green, blue = (linear(c) for c in rgba[:3])
+    return "black" if 0.2126 * red + 0.7152 * green + 0.0722 * blue > 0.179 else "white"
+
+
+def _size_axis(ax: Any, sizes: list[int]) -> None:
+    """Message sizes on a log2 axis, labelled as the tables label them (64KiB, 1MiB)."""
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(sizes, [format_size(s) for s in sizes], rotation=45, ha="right", fontsize=7)
+    from matplotlib.ticker import NullLocator
+
+    ax.xaxis.set_minor_locator(NullLocator())  # no unlabelled 2^n ticks between the sizes
+    ax.set_xlabel("message size")
 
 
 def curves(rows: list[Row]) -> list[tuple[str, str]]:
-    """Per test: median over links of each size, one line per memory-mode pair; and the share of
-    the physical limit by size, where known."""
-    plt = _pyplot()
+    """Per test measured at two sizes or more: median over links of each size, one line per
+    memory-mode pair; and the share of the physical limit by size, where known."""
     images = []
     for test in sorted({r.test for r in rows}):
         members = [r for r in rows if r.test == test and r.load == "alone"]
-        if not members:
-            continue
-        fig, ax = plt.subplots(figsize=(7, 4))
-        for modes in sorted({r.modes for r in members}):
-            sizes = sorted({r.size_bytes for r in members if r.modes == modes})
-            values = [
-                statistics.median(r.median for r in members if r.modes == modes and r.size_bytes == s) for s in sizes
-            ]
-            ax.plot(sizes, values, marker="o", label=modes)
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
+        if len({r.size_bytes for r in members}) < 2:
+            continue  # a curve needs two sizes
         unit = members[0].unit
-        ax.set_xlabel("message size (bytes)")
         bandwidth = unit == "GB/s"
-        ax.set_ylabel(f"bandwidth ({unit}, 1e9 B/s)" if bandwidth else f"{test} ({unit})")
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=8)
+        _curve(members, lambda r: r.median, f"bandwidth ({unit}, 1e9 B/s)" if bandwidth else f"{test} ({unit})")
         title = f"{test}: {'bandwidth' if bandwidth else unit} against size, per memory mode (median over links)"
-        ax.set_title(title, fontsize=9)
-        images.append((title, _png(fig)))
+        images.append((title, _png(_pyplot().gcf())))
         shared = [r for r in members if r.share is not None]
-        if shared:
-            fig, ax = plt.subplots(figsize=(7, 3.5))
-            for modes in sorted({r.modes for r in shared}):
-                sizes = sorted({r.size_bytes for r in shared if r.modes == modes})
-                values = [
-                    100 * statistics.median(r.share or 0.0 for r in shared if r.modes == modes and r.size_bytes == s)
-                    for s in sizes
-                ]
-                ax.plot(sizes, values, marker="o", label=modes)
-            ax.set_xscale("log", base=2)
+        if len({r.size_bytes for r in shared}) >= 2:
+            ax = _curve(shared, lambda r: 100 * (r.share or 0.0), "% of the link's physical limit", log=False)
             ax.set_ylim(0, 105)
-            ax.set_xlabel("message size (bytes)")
-            ax.set_ylabel("% of the link's physical limit")
-            ax.grid(True, alpha=0.3)
-            ax.legend(fontsize=8)
             title = f"{test}: share of the physical limit (NVLink, PCIe, NIC or host copy) per memory mode"
-            ax.set_title(title, fontsize=9)
-            images.append((title, _png(fig)))
+            images.append((title, _png(_pyplot().gcf())))
     return images
+
+
+def _curve(members: list[Row], value: Any, label: str, log: bool = True) -> Any:
+    """One plot (the current figure): per memory-mode pair, the median of `value` over links by size."""
+    _fig, ax = _pyplot().subplots(figsize=(7, 4 if log else 3.5))
+    for modes in sorted({r.modes for r in members}):
+        sizes = sorted({r.size_bytes for r in members if r.modes == modes})
+        values = [statistics.median(value(r) for r in members if r.modes == modes and r.size_bytes == s) for s in sizes]
+        ax.plot(sizes, values, marker="o", label=modes)
+    _size_axis(ax, sorted({r.size_bytes for r in members}))
+    if log:
+        ax.set_yscale("log")
+    ax.set_ylabel(label)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    return ax
 
 
 _STYLE = """
@@ -216,7 +247,9 @@ def render(rows: list[Row], sources: list[str], problems: list[str], fraction: f
     maps = heatmaps(rows)
     parts += [_image(t, d) for t, d in maps] or ["<p>No (test, modes, size) with more than one link.</p>"]
     parts.append("<h2>Against message size</h2>")
-    parts += [_image(t, d) for t, d in curves(rows)]
+    parts += [_image(t, d) for t, d in curves(rows)] or [
+        "<p>No curves: no test here was measured alone at two message sizes or more.</p>"
+    ]
     listed = rows if len(rows) <= ALL_LINKS_UP_TO else _worst_first(rows)
     heading = "All links" if listed is rows else f"The {len(listed)} worst of {len(rows)} links (against their class)"
     parts.append(f"<h2>{heading}</h2><table><tr>" + "".join(f"<th>{c}</th>" for c in _COLUMNS) + "</tr>")

@@ -204,6 +204,7 @@ class Row:
     limit: str | None = None
     limit_kind: str | None = None  # "NVLink", "PCIe", "NIC", "host memory copy"
     nics: frozenset[str] = frozenset()  # inter-node links: "host/device" of each end
+    limit_gbps: float | None = None  # the physical limit `limit` names, in GB/s
 
     @property
     def link_key(self) -> tuple[str, str, str, int, str, str]:
@@ -308,6 +309,7 @@ class _Kind:
     warnings: frozenset[str]
     limit: str | None
     limit_kind: str | None
+    limit_gbps: float | None
     on_device: bool  # an end's memory is on a GPU (a link between one GPU's ends is "same GPU")
     accepted: bool  # by the filters on test and modes
     labels: int  # one number per (test, modes, load, settings): with size and link, a row's key
@@ -419,7 +421,7 @@ class _Folder:
         settings = settings_of(entry, metadata)  # once per profile of a schema-2 file
         settings = self.settings.setdefault(settings, settings)  # a million rows share a few
         intern = self.intern
-        limit, limit_kind = _limit(entry.get("link_limit"))
+        limit, limit_kind, limit_gbps = _limit(entry.get("link_limit"))
         kind = _Kind(
             entry["test"],
             intern(mode_label(entry, "src")),
@@ -432,6 +434,7 @@ class _Folder:
             intern.set(_NONE, tuple(str(w) for w in entry["warnings"]) if entry.get("warnings") else ()),
             intern(limit) if limit is not None else None,
             intern(limit_kind) if limit_kind is not None else None,
+            limit_gbps,
             _on_device(entry),
             self.filters.accept_kind(entry["test"], entry["src_mode"], entry["dst_mode"]),
             0,
@@ -484,6 +487,7 @@ class _Folder:
                 kind.limit,
                 kind.limit_kind,
                 frozenset(link.nics),  # a pair of NICs per link: a million of them, not worth keeping once
+                kind.limit_gbps,
             )
             return
         row.values.append(value)
@@ -493,15 +497,16 @@ class _Folder:
         row.warnings = intern.union(row.warnings, kind.warnings)
         row.nics = row.nics.union(link.nics)
         if kind.limit is not None:
-            row.limit, row.limit_kind = kind.limit, kind.limit_kind
+            row.limit, row.limit_kind, row.limit_gbps = kind.limit, kind.limit_kind, kind.limit_gbps
         row.dates = intern.union(row.dates, self.dates)
 
 
-def _limit(limit: Any) -> tuple[str | None, str | None]:
-    """A known physical limit as a row shows it ("NVLink 478.1 GB/s") and its kind."""
+def _limit(limit: Any) -> tuple[str | None, str | None, float | None]:
+    """A known physical limit as a row shows it ("NVLink 478.1 GB/s"), its kind and its GB/s."""
     if not isinstance(limit, dict) or not limit.get("gbps"):
-        return None, None
-    return f"{limit.get('kind')} {float(limit['gbps']):.1f} GB/s", str(limit.get("kind"))
+        return None, None, None
+    gbps = float(limit["gbps"])
+    return f"{limit.get('kind')} {gbps:.1f} GB/s", str(limit.get("kind")), gbps
 
 
 def _rank_end(ranks: dict[int, dict[str, Any]], rank: int, has: tuple[bool, ...]) -> End:
@@ -872,9 +877,14 @@ def format_csv(rows: list[Row]) -> str:
 # --- comparing two sets of runs ----------------------------------------------------------------
 
 
+RUNS_NEEDED = 4  # runs a side before a change is tested: with 3 a side, the smallest two-sided p is 2/20 = 0.1
+EXACT_UP_TO = 50  # runs a side up to which a p-value without ties is exact; beyond, the normal approximation
+
+
 def mann_whitney_p(a: list[float], b: list[float]) -> float:
-    """Two-sided p-value of the Mann-Whitney U test (normal approximation with tie correction):
-    how likely samples this far apart are if both come from one distribution."""
+    """Two-sided p-value of the Mann-Whitney U test: how likely values this far apart are if both
+    come from one distribution. Exact where no value is tied and each side has at most EXACT_UP_TO;
+    else the normal approximation with tie and continuity corrections (scipy's `asymptotic`)."""
     n1, n2 = len(a), len(b)
     if n1 == 0 or n2 == 0:
         return 1.0
@@ -893,6 +903,8 @@ def mann_whitney_p(a: list[float], b: list[float]) -> float:
         i = j + 1
     rank_a = sum(r for r, (_, group) in zip(ranks, combined, strict=True) if group == 0)
     u = rank_a - n1 * (n1 + 1) / 2
+    if ties == 0 and n1 <= EXACT_UP_TO and n2 <= EXACT_UP_TO:
+        return _exact_p(_exact_tail(n1, n2), u)
     n = n1 + n2
     variance = n1 * n2 / 12 * ((n + 1) - ties / (n * (n - 1))) if n > 1 else 0.0
     if variance <= 0:
@@ -901,12 +913,53 @@ def mann_whitney_p(a: list[float], b: list[float]) -> float:
     return max(0.0, min(1.0, math.erfc(max(z, 0.0) / math.sqrt(2))))
 
 
+@functools.cache
+def _exact_tail(n1: int, n2: int) -> tuple[float, ...]:
+    """P(U >= k), k = 0 .. n1*n2, for samples of n1 and n2 untied values from one distribution. The
+    counts of U are the coefficients of the Gaussian binomial [n1+n2 choose n1], the product over i
+    of (1 - q^(n2+i)) / (1 - q^i): multiplied and divided out term by term, in exact integers."""
+    top, small, large = n1 * n2, min(n1, n2), max(n1, n2)
+    counts = [1] + [0] * top
+    for i in range(1, small + 1):
+        for k in range(top, large + i - 1, -1):  # times (1 - q^(large+i)); beyond `top` nothing is kept
+            counts[k] -= counts[k - large - i]
+        for k in range(i, top + 1):  # divided by (1 - q^i): a power series, exact up to `top`
+            counts[k] += counts[k - i]
+    total, running, tail = math.comb(n1 + n2, n1), 0, [0.0] * (top + 1)
+    for k in range(top, -1, -1):
+        running += counts[k]
+        tail[k] = running / total  # integers divided: the float nearest the exact fraction
+    return tuple(tail)
+
+
+def _exact_p(tail: tuple[float, ...], u: float) -> float:
+    """The exact two-sided p-value of U = `u` (an integer: no ties) from its shape's `_exact_tail`."""
+    top = len(tail) - 1
+    return min(1.0, 2.0 * tail[int(max(u, top - u))])
+
+
+def benjamini_hochberg(p_values: list[float]) -> list[float]:
+    """Benjamini-Hochberg q-values: per test, the smallest false discovery rate at which it counts
+    as a discovery among all of them (a NaN p-value counts as 1)."""
+    if not p_values:
+        return []
+    values = np.nan_to_num(np.asarray(p_values, dtype=float), nan=1.0)
+    order = np.argsort(values, kind="stable")
+    count = len(values)
+    scaled = values[order] * count / np.arange(1, count + 1)
+    found = np.empty(count)
+    found[order] = np.minimum(np.minimum.accumulate(scaled[::-1])[::-1], 1.0)
+    return found.tolist()  # type: ignore[no-any-return]
+
+
 @dataclass(slots=True)
 class Change:
     base: Row
     new: Row
     change: float  # new median / base median - 1
-    p_value: float
+    p_value: float | None  # Mann-Whitney U over the per-run figures; None: fewer than RUNS_NEEDED runs a side
+    q_value: float | None  # Benjamini-Hochberg over every tested pair
+    significant: bool  # q below the level: a change no run-to-run noise explains
     regression: bool
 
     def to_dict(self) -> dict[str, Any]:
@@ -917,11 +970,15 @@ class Change:
             "size_bytes": self.base.size_bytes,
             "link": self.base.link,
             "unit": self.base.unit,
+            "base_runs": len(self.base.values),
+            "new_runs": len(self.new.values),
             "base_median": self.base.median,
             "new_median": self.new.median,
             "change": self.change,
+            "tested": self.p_value is not None,
             "p_value": self.p_value,
-            "significant": self.p_value < 0.05,
+            "q_value": self.q_value,
+            "significant": self.significant,
             "regression": self.regression,
         }
 
@@ -930,7 +987,9 @@ class Change:
 def compare(base: list[Row], new: list[Row], threshold: float, alpha: float = 0.05) -> tuple[list[Change], list[str]]:
     """Changes per link and size present in both with the same settings, and the keys present in
     only one of them (or under other settings, which are named). A regression is a change for the
-    worse beyond `threshold` that the samples say is no noise."""
+    worse beyond `threshold` that the runs say is no noise: the per-run figures of both sides
+    (RUNS_NEEDED or more each; one run's samples are not independent of each other) differ by a
+    Mann-Whitney U test, its q-value over all tested pairs below `alpha`."""
     by_key = dict(zip(map(_KEY, base), base, strict=True))
     pairs, only_new, seen = [], [], set()
     for row, key in zip(new, map(_KEY, new), strict=True):
@@ -940,12 +999,19 @@ def compare(base: list[Row], new: list[Row], threshold: float, alpha: float = 0.
         else:
             pairs.append((old, row))
             seen.add(key)
-    p_values = mann_whitney_many([(old.samples, row.samples) for old, row in pairs])
+    tested = [i for i, (old, row) in enumerate(pairs) if min(len(old.values), len(row.values)) >= RUNS_NEEDED]
+    p_values = mann_whitney_many([(pairs[i][0].values, pairs[i][1].values) for i in tested])
+    found: list[tuple[float | None, float | None]] = [(None, None)] * len(pairs)
+    for index, p, q in zip(tested, p_values, benjamini_hochberg(p_values), strict=True):
+        found[index] = (p, q)
     changes = []
-    for (old, row), p_value in zip(pairs, p_values, strict=True):
+    for (old, row), (p_value, q_value) in zip(pairs, found, strict=True):
         before = old.median
         change = row.median / before - 1 if before else 0.0
-        changes.append(Change(old, row, change, p_value, row.worse(change, threshold) and p_value < alpha))
+        significant = q_value is not None and q_value < alpha
+        changes.append(
+            Change(old, row, change, p_value, q_value, significant, significant and row.worse(change, threshold))
+        )
     # Every key of BASE seen (as many as its rows): none left, and no million keys to make again.
     only_base = [] if len(seen) == len(base) else [row for row in base if row.key not in seen]
     return changes, _unmatched(base, new, only_base, only_new)
@@ -1004,10 +1070,15 @@ def _mann_whitney_rows(values: Any, n1: int) -> list[float | None]:
         z = (np.abs(u - n1 * n2 / 2) - 0.5) / np.sqrt(variance)
     broken = np.isnan(values).any(axis=1)
     root2 = math.sqrt(2)
-    return [
+    found: list[float | None] = [
         None if bad else (1.0 if var <= 0 else max(0.0, min(1.0, math.erfc(max(zed, 0.0) / root2))))
         for bad, var, zed in zip(broken.tolist(), variance.tolist(), z.tolist(), strict=True)
     ]
+    if n1 <= EXACT_UP_TO and n2 <= EXACT_UP_TO:  # rows without ties: exact, as mann_whitney_p
+        tail = _exact_tail(n1, n2)
+        for index in np.flatnonzero((ties == 0) & ~broken).tolist():
+            found[index] = _exact_p(tail, float(u[index]))
+    return found
 
 
 def _describe(row: Row) -> str:
@@ -1026,7 +1097,7 @@ def _other_settings(row: Row, others: list[Row]) -> str:
 
 @bulk
 def format_changes(changes: list[Change], unmatched: list[str], threshold: float) -> str:
-    header = ("test", "modes", "size", "link", "base", "new", "change", "p", "verdict")
+    header = ("test", "modes", "size", "link", "runs", "base", "new", "change", "p", "q", "verdict")
     sizes: dict[int, str] = {}
     olds = [c.base for c in changes]
     columns = [
@@ -1034,21 +1105,36 @@ def format_changes(changes: list[Change], unmatched: list[str], threshold: float
         [f"{row.src_mode}->{row.dst_mode}" for row in olds],
         [sizes.get(row.size_bytes) or sizes.setdefault(row.size_bytes, format_size(row.size_bytes)) for row in olds],
         [row.link for row in olds],
+        [f"{len(c.base.values)}/{len(c.new.values)}" for c in changes],
         [f"{row.median:.3f}" for row in olds],
         [f"{c.new.median:.3f} {c.base.unit}" for c in changes],
         [f"{c.change:+.1%}" for c in changes],
-        [f"{c.p_value:.3f}" for c in changes],
-        [
-            "REGRESSION" if c.regression else ("changed" if c.p_value < 0.05 and abs(c.change) > threshold else "same")
-            for c in changes
-        ],
+        [f"{c.p_value:.3f}" if c.p_value is not None else "-" for c in changes],
+        [f"{c.q_value:.3f}" if c.q_value is not None else "-" for c in changes],
+        [_verdict(c, threshold) for c in changes],
     ]
     lines = _aligned(header, columns)
     regressions = sum(c.regression for c in changes)
+    untested = sum(c.p_value is None for c in changes)
     lines.append("")
     lines.append(
-        f"{regressions} regression(s) beyond {threshold:.0%} (Mann-Whitney U over the samples, p < 0.05); "
-        f"{len(changes)} link/size pair(s) compared"
+        f"{regressions} regression(s) beyond {threshold:.0%}; {len(changes) - untested} of {len(changes)} "
+        "link/size pair(s) tested (Mann-Whitney U over the per-run figures, exact without ties; "
+        "significant: Benjamini-Hochberg q < 0.05 over the tested pairs)"
     )
+    if untested:
+        lines.append(
+            f"{untested} pair(s) with fewer than {RUNS_NEEDED} runs a side (runs: BASE/NEW): the change is shown, "
+            "never called significant (one run's samples are not independent); "
+            f"give BASE and NEW as directories of {RUNS_NEEDED} or more runs each"
+        )
     lines += unmatched
     return "\n".join(lines)
+
+
+def _verdict(change: Change, threshold: float) -> str:
+    if change.regression:
+        return "REGRESSION"
+    if change.p_value is None:
+        return "untested"
+    return "changed" if change.significant and abs(change.change) > threshold else "same"

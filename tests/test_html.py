@@ -1,0 +1,89 @@
+"""The HTML page's plots, drawn for real (matplotlib, Agg) and read back from the figures: labels
+readable on every cell, colour scales anchored at the physical limit, sizes named as the tables name
+them, no caption repeated as a plot title, no empty section; and the CSV's load column."""
+
+from __future__ import annotations
+
+import csv
+import io
+from typing import Any
+
+import pytest
+
+from rdmabench.results import html, report
+
+NVLINK = {"gbps": 478.125, "kind": "NVLink", "detail": "18 x NVLink 4", "measured": False}
+
+
+def _entry(src: int, dst: int, size: int, value: float, **more: Any) -> dict[str, Any]:
+    entry = {
+        "test": "bw", "src_rank": src, "dst_rank": dst, "src_mode": "device", "dst_mode": "device",
+        "size_bytes": size, "bandwidth_gbps": value, "samples": [value], "unit": "GB/s", "validated": True,
+        "transport": "cuda_ipc/cuda", "src_host": "n0", "dst_host": "n0", "src_gpu": src, "dst_gpu": dst,
+        "link_limit": NVLINK, "share_of_limit": value / NVLINK["gbps"],
+    }  # fmt: skip
+    entry.update(more)
+    return entry
+
+
+def _rows(sizes: tuple[int, ...], **more: Any) -> list[report.Row]:
+    values = {(0, 1): 470.0, (1, 0): 60.0, (0, 2): 300.0, (2, 0): 450.0, (1, 2): 20.0, (2, 1): 380.0}
+    entries = [_entry(s, d, size, v * (1 + size / (1 << 30)), **more) for size in sizes for (s, d), v in values.items()]
+    return report.aggregate([("generated", {"metadata": {}, "results": entries})])
+
+
+@pytest.fixture
+def figures(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """Every figure the page draws, kept open instead of encoded."""
+    drawn: list[Any] = []
+    monkeypatch.setattr(html, "_png", lambda fig: drawn.append(fig) or "")
+    return drawn
+
+
+def test_heatmap_labels_read_on_their_cells_and_the_scale_is_the_limit(figures: list[Any]) -> None:
+    ((title, _data),) = html.heatmaps(_rows((1 << 20,)))
+    (ax, _bar) = figures[0].axes
+    image = ax.images[0]
+    assert (image.norm.vmin, image.norm.vmax) == (0.0, NVLINK["gbps"])  # anchored: maps compare by colour
+    assert "colour 0 to the physical limit, NVLink 478.1 GB/s" in title
+    inks = {text.get_text(): text.get_color() for text in ax.texts}
+    for text, ink in inks.items():
+        if text != "N/A" and float(text) >= 0.75 * NVLINK["gbps"]:  # viridis' light end: yellow, light green
+            assert ink == "black", text
+        elif text != "N/A" and float(text) <= 0.3 * NVLINK["gbps"]:  # its dark end: purple, blue
+            assert ink == "white", text
+    inks = set(inks.values())
+    assert inks == {"black", "white"}  # a light cell (470 GB/s, yellow) gets black, a dark one white
+    assert ax.get_title() == ""  # the caption says it, once
+
+
+def test_a_map_without_a_limit_says_its_scale(figures: list[Any]) -> None:
+    ((title, _data),) = html.heatmaps(_rows((1 << 20,), link_limit=None, share_of_limit=None))
+    image = figures[0].axes[0].images[0]
+    assert (image.norm.vmin, image.norm.vmax) == pytest.approx((20.0 * 1.001, 470.0 * 1.001), rel=1e-3)
+    assert "colour this map's own range, 20 to 470 GB/s (not comparable with other maps)" in title
+
+
+def test_size_axes_are_labelled_as_the_tables_are(figures: list[Any]) -> None:
+    titles = [title for title, _ in html.curves(_rows((8, 65536, 1 << 20)))]
+    assert len(titles) == 2  # bandwidth, share of the limit
+    for fig in figures:
+        ax = fig.axes[0]
+        assert [t.get_text() for t in ax.get_xticklabels()] == ["8", "64KiB", "1MiB"]
+        assert ax.get_title() == ""
+
+
+def test_one_size_leaves_no_empty_section() -> None:
+    rows = _rows((1 << 20,))
+    assert html.curves(rows) == []  # one point is no curve
+    page = html.render(rows, ["generated"], [], 0.2)
+    section = page.split("<h2>Against message size</h2>")[1].split("<h2>")[0]
+    assert "No curves: no test here was measured alone at two message sizes or more." in section
+
+
+def test_loaded_and_unloaded_rows_differ_in_every_table() -> None:
+    rows = _rows((1 << 20,)) + _rows((1 << 20,), concurrent_links=6, pattern="all-pairs")
+    found = list(csv.DictReader(io.StringIO(report.format_csv(rows))))
+    assert {r["load"] for r in found} == {"alone", "all-pairs, 6 links"}
+    assert "all-pairs, 6 links" in report.format_markdown(rows, "none", 0.2)
+    assert "all-pairs, 6 links" in report.format_table(rows, "none", 0.2)
