@@ -56,7 +56,11 @@ def test_native_loop_catches_corruption(results_path: Path) -> None:
 
 def test_without_a_compiler(tmp_path: Path) -> None:
     """auto falls back to the Python loop and says so; native refuses with one line."""
-    env = {"CC": str(tmp_path / "no-such-cc"), "RDMABENCH_CACHE_DIR": str(tmp_path / "cache")}
+    env = {
+        "CC": str(tmp_path / "no-such-cc"),
+        "RDMABENCH_CACHE_DIR": str(tmp_path / "cache"),
+        "RDMABENCH_NATIVE": "build",
+    }
     proc = run_cli(
         ["run", "--np", "2", "--sizes", "8", "-o", str(tmp_path / "auto.json"), *QUICK], env=rdmabench_env(**env)
     )
@@ -81,7 +85,9 @@ def test_unknown_engine() -> None:
 def test_an_unwritable_cache_falls_back_to_a_private_temporary_directory(tmp_path: Path) -> None:
     blocker = tmp_path / "not-a-directory"
     blocker.write_text("")
-    doc = _run(["--sizes", "8"], tmp_path / "r.json", RDMABENCH_CACHE_DIR=str(blocker / "cache"))
+    doc = _run(
+        ["--sizes", "8"], tmp_path / "r.json", RDMABENCH_CACHE_DIR=str(blocker / "cache"), RDMABENCH_NATIVE="build"
+    )
     assert doc["results"][0]["engine"] == "native", doc["metadata"]["engine"]
 
 
@@ -92,10 +98,20 @@ def test_ranks_starting_together_build_the_loop_once(tmp_path: Path) -> None:
     wrapper = tmp_path / "cc"
     wrapper.write_text(f'#!/bin/sh\necho "$$" >> {log}\nsleep 1\nexec cc "$@"\n')
     wrapper.chmod(0o755)
-    env = rdmabench_env(CC=str(wrapper), RDMABENCH_CACHE_DIR=str(tmp_path / "cache"))
+    env = rdmabench_env(CC=str(wrapper), RDMABENCH_CACHE_DIR=str(tmp_path / "cache"), RDMABENCH_NATIVE="build")
     out = tmp_path / "r.json"
     proc = run_cli(["run", "--np", "4", "--pattern", "ring", "--sizes", "8", "-o", str(out), *QUICK], env=env)
     assert proc.returncode == 0, proc.stderr
     assert len(log.read_text().split()) == 1
     doc = load_results(str(out))
     assert [r["native"] for r in doc["metadata"]["engine"]["ranks"]] == [True] * 4
+
+
+@pytest.mark.skipif(not native._prebuilt_candidates(), reason="no library built at install (a source tree only)")
+def test_the_loop_built_at_install_is_used_without_a_compiler(tmp_path: Path) -> None:
+    """`pip install` built the loop (setup.py): a run uses it with no compiler and an empty cache."""
+    env = {"CC": str(tmp_path / "no-such-cc"), "RDMABENCH_CACHE_DIR": str(tmp_path / "cache")}
+    doc = _run(["--sizes", "8"], tmp_path / "r.json", **env)
+    assert {e["engine"] for e in doc["results"]} == {"native"}
+    assert all(r["detail"].startswith("built at install against UCX") for r in doc["metadata"]["engine"]["ranks"])
+    assert not (tmp_path / "cache").exists() or not list((tmp_path / "cache").iterdir())

@@ -109,7 +109,9 @@ def test_one_sided_refusals_are_one_line(tmp_path: Path, args: list[str], messag
 
 
 def test_without_the_native_loop_a_one_sided_run_says_why_in_one_line(tmp_path: Path) -> None:
-    env = rdmabench_env(CC=str(tmp_path / "no-such-cc"), RDMABENCH_CACHE_DIR=str(tmp_path / "cache"))
+    env = rdmabench_env(
+        CC=str(tmp_path / "no-such-cc"), RDMABENCH_CACHE_DIR=str(tmp_path / "cache"), RDMABENCH_NATIVE="build"
+    )
     proc = run_cli(["run", "--np", "2", "--test", "put", "-o", str(tmp_path / "r.json")], env=env)
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert proc.returncode == 2 and len(lines) == 1, proc.stderr

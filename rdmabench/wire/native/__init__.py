@@ -6,8 +6,10 @@ Python costs about 3.5 us per UCX request posted through UCXX; ucx_perftest post
 0.1 us. Small messages therefore measure the interpreter unless the timed loop is native. Everything
 outside the clock (patterns, checks, calibration, statistics) stays in Python.
 
-Building needs a C compiler (`cc`, or $CC) and UCX's headers, which the libucx wheel ships. When
-either is missing the Python loop runs instead, and the results say so and why.
+`pip install` builds it (setup.py, against the UCX headers of the libucx wheel); a source tree, or an
+install without a compiler, builds it on first use instead. Building needs a C compiler (`cc`, or
+$CC) and UCX's headers, which the libucx wheel ships. When either is missing the Python loop runs
+instead, and the results say so and why.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from typing import Any
 from ...errors import TransportError
 
 SOURCE = Path(__file__).with_name("hotloop.c")
+# RDMABENCH_NATIVE=build: ignore the library built at install time (the tests of the first-use build).
+NATIVE_ENV = "RDMABENCH_NATIVE"
 _OK, _TIMEOUT, _PEER_GONE, _UCX_ERROR, _NO_MEMORY, _INTERRUPTED = range(6)
 
 _ptr, _size, _int, _tag, _double = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_uint64, ctypes.c_double
@@ -249,7 +253,8 @@ def _compile(prefix: Path, compiler: list[str], target: Path) -> None:
 
 
 def load() -> Availability:
-    """Build (once per UCX and source) and load the hot loop; never raises."""
+    """Load the hot loop: the library built at install time when it matches this UCX and this
+    source, else one built (once per UCX and source) on first use; never raises."""
     global _loaded
     if _loaded is not None:
         return _loaded
@@ -258,28 +263,66 @@ def load() -> Availability:
     if prefix is None:
         _loaded = Availability(None, "UCX headers not found (the libucx wheel provides them)")
         return _loaded
+    prebuilt = _prebuilt(prefix)
+    if prebuilt is not None:
+        _loaded = Availability(_configure(prebuilt[0]), prebuilt[1])
+        return _loaded
     try:
-        path = _build(prefix, compiler)
         # PyDLL keeps the GIL: the loop calls PyErr_CheckSignals, and ctypes raises what a handler raised.
-        library = ctypes.PyDLL(str(path))
-        library.rb_init.argtypes = [ctypes.c_void_p]
-        library.rb_init.restype = None
-        library.rb_init(ctypes.cast(ctypes.pythonapi.PyErr_CheckSignals, ctypes.c_void_p))
-        for name, argtypes in _SIGNATURES.items():
-            function = getattr(library, name)
-            function.argtypes = argtypes
-            function.restype = _int
-        for name, argtypes in _VOIDS.items():
-            function = getattr(library, name)
-            function.argtypes = argtypes
-            function.restype = None
-        library.rb_status_string.argtypes = [_int]
-        library.rb_status_string.restype = ctypes.c_char_p
+        library = _configure(ctypes.PyDLL(str(_build(prefix, compiler))))
     except (OSError, subprocess.SubprocessError) as exc:
         _loaded = Availability(None, f"cannot build the native loop: {exc}")
         return _loaded
-    _loaded = Availability(library, f"built with {shlex.join(compiler)} against {prefix}")
+    _loaded = Availability(library, f"built on first use with {shlex.join(compiler)} against {prefix}")
     return _loaded
+
+
+def _configure(library: Any) -> Any:
+    library.rb_init.argtypes = [ctypes.c_void_p]
+    library.rb_init.restype = None
+    library.rb_init(ctypes.cast(ctypes.pythonapi.PyErr_CheckSignals, ctypes.c_void_p))
+    for name, argtypes in _SIGNATURES.items():
+        function = getattr(library, name)
+        function.argtypes = argtypes
+        function.restype = _int
+    for name, argtypes in _VOIDS.items():
+        function = getattr(library, name)
+        function.argtypes = argtypes
+        function.restype = None
+    library.rb_status_string.argtypes = [_int]
+    library.rb_status_string.restype = ctypes.c_char_p
+    return library
+
+
+def _prebuilt(prefix: Path) -> tuple[Any, str] | None:
+    """The library setup.py built at install time, if it was built from this very source against
+    this UCX version (a source tree may run beside an installed package of another version)."""
+    if os.environ.get(NATIVE_ENV) == "build":
+        return None
+    version = (prefix / "VERSION.txt").read_text().strip() if (prefix / "VERSION.txt").exists() else ""
+    wanted = f"{version}|{hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:16]}".encode()
+    for path in _prebuilt_candidates():
+        try:
+            library = ctypes.PyDLL(str(path))
+            built_against = library.rb_built_against
+        except (OSError, AttributeError):
+            continue
+        built_against.restype = ctypes.c_char_p
+        if built_against() == wanted:
+            return library, f"built at install against UCX {version} ({path.name})"
+    return None
+
+
+def _prebuilt_candidates() -> list[Path]:
+    """Where setup.py's library may be: beside this module, or in the installed distribution."""
+    found = sorted(Path(__file__).parent.glob("_hotloop*.so"))
+    try:
+        from importlib import metadata
+
+        found += [Path(str(f.locate())) for f in metadata.files("rdmabench") or [] if f.name.startswith("_hotloop")]
+    except Exception:
+        pass  # not installed: a source tree only
+    return [path for path in found if path.exists()]
 
 
 def memory_type(ucx_memory: str) -> int:

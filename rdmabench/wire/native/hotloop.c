@@ -827,6 +827,12 @@ done:
     return rc;
 }
 
+/* "UCX version|source digest" when built at install time (setup.py), else empty. */
+#ifndef RB_BUILT_AGAINST
+#define RB_BUILT_AGAINST ""
+#endif
+const char *rb_built_against(void) { return RB_BUILT_AGAINST; }
+
 const char *rb_status_string(int ucx_status)
 {
     return ucs_status_string((ucs_status_t)ucx_status);
