@@ -35,6 +35,15 @@ def run_cli(
     )
 
 
+def refused_in_one_line(tmp_path: Path, args: list[str], message: str) -> None:
+    """`rdmabench run ARGS` is refused before any rank starts: exit 2, one line naming `message`,
+    and no results file."""
+    proc = run_cli(["run", "--np", "2", "-o", str(tmp_path / "r.json"), *args])
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode == 2 and len(lines) == 1 and message in lines[0], proc.stderr
+    assert not (tmp_path / "r.json").exists()
+
+
 def load(path: Path) -> dict[str, Any]:
     return json.loads(path.read_text())  # type: ignore[no-any-return]
 

@@ -17,7 +17,7 @@ from rdmabench.modes import MemoryMode
 from rdmabench.results.document import load as load_results
 from rdmabench.wire import native
 
-from .conftest import QUICK, rdmabench_env, run_cli
+from .conftest import QUICK, rdmabench_env, refused_in_one_line, run_cli
 
 needs_native = pytest.mark.skipif(native.load().library is None, reason=f"no native loop: {native.load().reason}")
 
@@ -117,7 +117,4 @@ def test_block_shapes() -> None:
     ],
 )
 def test_bad_block_options_are_one_line(tmp_path: Path, args: list[str], message: str) -> None:
-    proc = run_cli(["run", "--np", "2", "-o", str(tmp_path / "r.json"), *args])
-    lines = [line for line in proc.stderr.splitlines() if line.strip()]
-    assert proc.returncode == 2 and len(lines) == 1 and message in lines[0], proc.stderr
-    assert not (tmp_path / "r.json").exists()
+    refused_in_one_line(tmp_path, args, message)

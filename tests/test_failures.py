@@ -184,17 +184,26 @@ def test_stream_of_a_dead_run_reads_as_partial(tmp_path: Path) -> None:
 def test_entries_with_wrong_types_are_rejected(tmp_path: Path, mutation: dict, message: str) -> None:  # type: ignore[type-arg]
     from rdmabench.errors import ResultsFileError
 
+    path = _one_entry_file(tmp_path, mutation)
+    with pytest.raises(ResultsFileError, match=message):
+        load_results(str(path))
+
+
+def _one_entry_file(tmp_path: Path, mutation: dict) -> Path:  # type: ignore[type-arg]
+    """A schema-1 results file of one plausible bw entry, changed by `mutation` (a latency entry
+    loses its bandwidth)."""
     entry = {
         "test": "bw", "src_rank": 0, "dst_rank": 1, "src_mode": "pageable", "dst_mode": "pageable", "size_bytes": 8,
         "bandwidth_gbps": 0.1, "samples": [0.1], "validated": True, "transport": None, "unit": "GB/s",
     }  # fmt: skip
     entry.update(mutation)
+    if "latency_us" in entry:
+        del entry["bandwidth_gbps"]
     path = tmp_path / "r.json"
     path.write_text(
         json.dumps({"schema": {"name": "rdmabench-results", "version": 1}, "metadata": {}, "results": [entry]})
     )
-    with pytest.raises(ResultsFileError, match=message):
-        load_results(str(path))
+    return path
 
 
 @pytest.mark.parametrize(
@@ -216,17 +225,7 @@ def test_figures_no_link_can_have_are_rejected(tmp_path: Path, mutation: dict, m
     """Before: reported and compared (a negative or absurd bandwidth), or dropped without a word (NaN, inf)."""
     from rdmabench.errors import ResultsFileError
 
-    entry = {
-        "test": "bw", "src_rank": 0, "dst_rank": 1, "src_mode": "pageable", "dst_mode": "pageable", "size_bytes": 8,
-        "bandwidth_gbps": 0.1, "samples": [0.1], "validated": True, "transport": None, "unit": "GB/s",
-    }  # fmt: skip
-    entry.update(mutation)
-    if "latency_us" in entry:
-        del entry["bandwidth_gbps"]
-    path = tmp_path / "r.json"
-    path.write_text(
-        json.dumps({"schema": {"name": "rdmabench-results", "version": 1}, "metadata": {}, "results": [entry]})
-    )
+    path = _one_entry_file(tmp_path, mutation)
     with pytest.raises(ResultsFileError, match=message) as caught:
         load_results(str(path))
     assert str(caught.value).startswith(f"{path}: results[0]")

@@ -10,7 +10,7 @@ import pytest
 from rdmabench.results.document import load as load_results
 from rdmabench.wire import native, protoinfo
 
-from .conftest import QUICK, rdmabench_env, run_cli
+from .conftest import QUICK, rdmabench_env, refused_in_one_line, run_cli
 
 needs_native = pytest.mark.skipif(native.load().library is None, reason=f"no native loop: {native.load().reason}")
 OPERATION = {
@@ -102,10 +102,7 @@ def test_a_stalled_target_trips_the_watchdog(results_path: Path) -> None:
     ],
 )
 def test_one_sided_refusals_are_one_line(tmp_path: Path, args: list[str], message: str) -> None:
-    proc = run_cli(["run", "--np", "2", "-o", str(tmp_path / "r.json"), *args])
-    lines = [line for line in proc.stderr.splitlines() if line.strip()]
-    assert proc.returncode == 2 and len(lines) == 1 and message in lines[0], proc.stderr
-    assert not (tmp_path / "r.json").exists()
+    refused_in_one_line(tmp_path, args, message)
 
 
 def test_without_the_native_loop_a_one_sided_run_says_why_in_one_line(tmp_path: Path) -> None:

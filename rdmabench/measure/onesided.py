@@ -156,12 +156,10 @@ class OneSidedProtocol:
         state["loop"] = loop
 
     def fill(self, end: RoundEnd, index: int) -> None:
-        for side in end.targets:
-            end.fill(side, side.buffers, index)
+        end.fill_targets(index)
 
     def check(self, end: RoundEnd, index: int) -> None:
-        for side in end.sources:
-            end.check(side, side.buffers, index)
+        end.check_sources(index)
 
     def native_step(self, end: RoundEnd, index: int) -> list[float]:
         state = end.state

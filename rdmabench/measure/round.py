@@ -200,6 +200,16 @@ class RoundEnd:
             buffers[0].array[self.spec.size // 2] ^= 0xFF
         synchronize(side.mode)
 
+    def fill_targets(self, index: int) -> None:
+        """Write step `index`'s payloads into the buffers of every link this rank sends on."""
+        for side in self.targets:
+            self.fill(side, side.buffers, index)
+
+    def check_sources(self, index: int) -> None:
+        """Check what every link this rank receives on brought in step `index`."""
+        for side in self.sources:
+            self.check(side, side.buffers, index)
+
     def check(self, side: Side, buffers: list[Buffer], index: int) -> None:
         """Raise ValidationError at the first message whose bytes are not what the sender wrote."""
         if side.pattern is None:

@@ -45,12 +45,10 @@ class WindowProtocol:
             self._setup_python(end)
 
     def fill(self, end: RoundEnd, index: int) -> None:
-        for side in end.targets:
-            end.fill(side, side.buffers, index)
+        end.fill_targets(index)
 
     def check(self, end: RoundEnd, index: int) -> None:
-        for side in end.sources:
-            end.check(side, side.buffers, index)
+        end.check_sources(index)
 
     # --- Python ------------------------------------------------------------------------------
 

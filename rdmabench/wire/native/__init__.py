@@ -20,6 +20,7 @@ import hashlib
 import os
 import shlex
 import subprocess
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -314,15 +315,15 @@ def _prebuilt(prefix: Path) -> tuple[Any, str] | None:
 
 
 def _prebuilt_candidates() -> list[Path]:
-    """Where setup.py's library may be: beside this module, or in the installed distribution."""
+    """Where setup.py's library may be: beside this module, or in an installed copy of the package
+    on the path (tests and source trees run beside the installed package, whose library they may use
+    when it was built from the same source)."""
     found = sorted(Path(__file__).parent.glob("_hotloop*.so"))
-    try:
-        from importlib import metadata
-
-        found += [Path(str(f.locate())) for f in metadata.files("rdmabench") or [] if f.name.startswith("_hotloop")]
-    except Exception:
-        pass  # not installed: a source tree only
-    return [path for path in found if path.exists()]
+    for entry in sys.path:
+        installed = Path(entry or ".") / "rdmabench" / "wire" / "native"
+        if installed.is_dir() and installed.resolve() != Path(__file__).parent.resolve():
+            found += sorted(installed.glob("_hotloop*.so"))
+    return found
 
 
 def memory_type(ucx_memory: str) -> int:

@@ -159,6 +159,27 @@ static int settle(void **slot, int *ucx_status)
     return 1;
 }
 
+/* One poll of a step's loop: progress the worker and, every LIVENESS_PERIOD, run Python's signal
+ * handlers, check the deadline and whether a peer on this host is gone. */
+static int poll_step(ucp_worker_h worker, unsigned *polls, double began, double *next_check, double timeout,
+                     const int *pids, int npids, int *dead_pid)
+{
+    ucp_worker_progress(worker);
+    if (++*polls % POLLS_PER_CLOCK_READ == 0) {
+        double t = now();
+        if (t >= *next_check) {
+            *next_check = t + LIVENESS_PERIOD;
+            if (check_signals != NULL && check_signals() != 0)
+                return RB_INTERRUPTED;
+            if (t - began > timeout)
+                return RB_TIMEOUT;
+            if (!peers_alive(pids, npids, dead_pid))
+                return RB_PEER_GONE;
+        }
+    }
+    return RB_OK;
+}
+
 /* One end of a link in a round: the peer's endpoint and process, this end's message buffers and
  * the link's tags. For a target, `ready_tag`/`ack_tag` are received from the peer; for a source,
  * they are sent to it. Data tags carry the message slot in their low bits. */
@@ -279,16 +300,8 @@ int rb_round(ucp_worker_h worker, const rb_link *targets, int ntargets, const rb
         }
         if (finished == nlinks)
             break;
-        ucp_worker_progress(worker);
-        if (++polls % POLLS_PER_CLOCK_READ == 0) {
-            double t = now();
-            if (t >= next_check) {
-                next_check = t + LIVENESS_PERIOD;
-                if (check_signals != NULL && check_signals() != 0) { rc = RB_INTERRUPTED; goto done; }
-                if (t - began > timeout) { rc = RB_TIMEOUT; goto done; }
-                if (!peers_alive(pids, nlinks, dead_pid)) { rc = RB_PEER_GONE; goto done; }
-            }
-        }
+        if ((rc = poll_step(worker, &polls, began, &next_check, timeout, pids, nlinks, dead_pid)) != RB_OK)
+            goto done;
     }
 done:
     /* On failure the job is about to end: requests still in flight are left to it. */
@@ -538,16 +551,8 @@ int rb_rma_round(ucp_worker_h worker, int op, const rb_rma_link *active, int nac
         }
         if (finished == nlinks)
             break;
-        ucp_worker_progress(worker);
-        if (++polls % POLLS_PER_CLOCK_READ == 0) {
-            double t = now();
-            if (t >= next_check) {
-                next_check = t + LIVENESS_PERIOD;
-                if (check_signals != NULL && check_signals() != 0) { rc = RB_INTERRUPTED; goto done; }
-                if (t - began > timeout) { rc = RB_TIMEOUT; goto done; }
-                if (!peers_alive(pids, nlinks, dead_pid)) { rc = RB_PEER_GONE; goto done; }
-            }
-        }
+        if ((rc = poll_step(worker, &polls, began, &next_check, timeout, pids, nlinks, dead_pid)) != RB_OK)
+            goto done;
     }
 done:
     free(requests);
@@ -696,25 +701,6 @@ static int poll_transfers(int op, const rb_blocks_link *l, void **requests, rb_t
     return finished;
 }
 
-static int poll_step(ucp_worker_h worker, unsigned *polls, double began, double *next_check, double timeout,
-                     int *pid, int *dead_pid)
-{
-    ucp_worker_progress(worker);
-    if (++*polls % POLLS_PER_CLOCK_READ == 0) {
-        double t = now();
-        if (t >= *next_check) {
-            *next_check = t + LIVENESS_PERIOD;
-            if (check_signals != NULL && check_signals() != 0)
-                return RB_INTERRUPTED;
-            if (t - began > timeout)
-                return RB_TIMEOUT;
-            if (!peers_alive(pid, 1, dead_pid))
-                return RB_PEER_GONE;
-        }
-    }
-    return RB_OK;
-}
-
 /* The initiator's step: `post_seconds[t]`, `seconds[t]` per transfer, `step_seconds` for all. */
 int rb_blocks_active(ucp_worker_h worker, int op, const rb_blocks_link *l, void *signal, void *scratch, double timeout,
                      double stall, double *post_seconds, double *seconds, double *step_seconds, int *dead_pid,
@@ -756,7 +742,7 @@ int rb_blocks_active(ucp_worker_h worker, int op, const rb_blocks_link *l, void 
             rc = RB_UCX_ERROR;
             goto done;
         }
-        if ((rc = poll_step(worker, &polls, began, &next_check, timeout, &pid, dead_pid)) != RB_OK)
+        if ((rc = poll_step(worker, &polls, began, &next_check, timeout, &pid, 1, dead_pid)) != RB_OK)
             goto done;
     }
     *step_seconds = now() - began;
@@ -814,7 +800,7 @@ int rb_blocks_passive(ucp_worker_h worker, int op, const rb_blocks_link *l, void
                 acked++;
             }
         }
-        if (acked < l->batch && (rc = poll_step(worker, &polls, began, &next_check, timeout, &pid, dead_pid)) != RB_OK)
+        if (acked < l->batch && (rc = poll_step(worker, &polls, began, &next_check, timeout, &pid, 1, dead_pid)) != RB_OK)
             goto done;
     }
     rc = wait_all(worker, &ready, 1, timeout, &pid, 1, dead_pid, ucx_status);
