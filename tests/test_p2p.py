@@ -192,3 +192,19 @@ def test_csv_straight_from_run(results_path: Path) -> None:
     rows = list(csv.DictReader(io.StringIO(proc.stdout)))
     assert [int(r["size_bytes"]) for r in rows] == [8, 1024]  # nothing else on stdout: no table, no notes
     assert all(r["test"] == "bw" and r["load"] == "alone" and float(r["median"]) > 0 for r in rows)
+
+
+def test_every_bandwidth_entry_says_what_each_end_spent_in_cpu(tmp_path: Path) -> None:
+    """CPU seconds per GB at each end, in the sampled steps. On the CPU machine the receiver runs the
+    cma copy of a 1 MiB rendezvous and polls the rest of the time: it is busy for about the whole
+    transfer, so its CPU seconds per GB times the GB/s is close to 1 (handshakes add a little)."""
+    out = tmp_path / "bw.json"
+    proc = run_cli(["run", "--sizes", "1MiB", "--samples", "3", "--sample-time", "0.05", "-o", str(out)])
+    assert proc.returncode == 0, proc.stderr
+    (entry,) = load_results(str(out))["results"]
+    cpu = entry["cpu_s_per_gb"]
+    assert set(cpu) == {"src", "dst"} and all(v is not None and v > 0 for v in cpu.values())
+    assert 0.5 < cpu["dst"] * entry["bandwidth_gbps"] < 4, (cpu, entry["bandwidth_gbps"])
+    lat = tmp_path / "lat.json"
+    assert run_cli(["run", "--test", "lat", "--sizes", "8", "-o", str(lat), *QUICK]).returncode == 0
+    assert "cpu_s_per_gb" not in load_results(str(lat))["results"][0]  # a latency moves no bulk

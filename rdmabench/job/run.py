@@ -343,12 +343,10 @@ class _Job:
         """This rank's part of one round, gathered on rank 0: [(measurements, fetch rows)] per rank;
         and rank 0's `offer`, handed to every rank by the round's closing barrier."""
         world, transport = self.world, self.transport
-        mine: tuple[list[Any], dict[Any, Any]] = ([], {})
+        mine: tuple[list[Any], dict[Any, Any], float | None] = ([], {}, None)
         if world.rank in spec.ranks:
-            mine = (
-                run_round(transport, world.comm, spec, world.me.gpu is not None, transport.native),
-                fetch_rows(transport, spec),
-            )
+            measured, cpu = run_round(transport, world.comm, spec, world.me.gpu is not None, transport.native)
+            mine = (measured, fetch_rows(transport, spec), cpu)
         decided = world.wait_for_all(transport.backend.progress, offer if world.rank == 0 else 0)
         gathered = world.comm.gather(mine, root=0)
         return gathered or [], decided
@@ -360,10 +358,11 @@ class _Job:
         if self.stream is None:
             return []
         assert self.placement is not None
-        measured = [m for part, _rows in gathered for m in part]
-        rows = {key: value for _part, part_rows in gathered for key, value in part_rows.items()}
+        measured = [m for part, _rows, _cpu in gathered for m in part]
+        rows = {key: value for _part, part_rows, _cpu in gathered for key, value in part_rows.items()}
+        cpu = {rank: part[2] for rank, part in enumerate(gathered) if part[2] is not None}
         entries = make_entries(
-            spec, measured, rows, self.placement, self.config.pattern, is_pattern_round(self.config), seconds
+            spec, measured, rows, self.placement, self.config.pattern, is_pattern_round(self.config), seconds, cpu
         )
         for entry in entries:
             self._compare_blocks(entry)

@@ -27,6 +27,7 @@ _OPTIONAL = frozenset(
         "src_nic",
         "dst_nic",
         "blocks",
+        "cpu_s_per_gb",
     )
 )
 
@@ -84,6 +85,8 @@ class Entry:
     remeasured_from: float | None = None
     # Block lists (--blocks): the shape, per-transfer percentiles, and the contiguous reference.
     blocks: dict[str, Any] | None = None
+    # CPU seconds per GB moved at each end ("src", "dst"), in the sampled steps (bandwidth tests).
+    cpu_s_per_gb: dict[str, float | None] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {}
@@ -115,12 +118,15 @@ def make_entries(
     pattern: str,
     pattern_round: bool,
     round_seconds: float,
+    cpu: dict[int, float] | None = None,
 ) -> list[Entry]:
     """The entries of one round (on rank 0, from every rank's measurements). A pattern round's
     entries carry the pattern's aggregate; a pair round of several links (both ways) its own."""
     entries = [
         _entry(spec, m, fetch_rows.get((m.link.src, m.link.dst)), placement, pattern, round_seconds) for m in measured
     ]
+    if cpu and spec.kind.is_bandwidth:
+        _cpu_cost(entries, measured, spec, cpu)
     if len(measured) > 1 and spec.kind.is_bandwidth:
         aggregate = round_aggregate(spec.size, measured)
         median = summarize(aggregate)["median"]
@@ -136,6 +142,24 @@ def make_entries(
         for entry in entries:
             entry.concurrent_links = len(measured)
     return entries
+
+
+def _cpu_cost(entries: list[Entry], measured: list[LinkMeasurement], spec: RoundSpec, cpu: dict[int, float]) -> None:
+    """CPU seconds per GB moved, per end: a rank's CPU time in the sampled steps over every byte of
+    the round's links it sent or received (a rank of several links shares its time among them)."""
+    moved: dict[int, float] = {}
+    for m in measured:
+        nbytes = spec.size * m.window * m.iterations * len(m.step_times)
+        for rank in {m.link.src, m.link.dst}:
+            moved[rank] = moved.get(rank, 0.0) + nbytes
+    for entry in entries:
+        ends = {
+            end: (cpu.get(rank), moved.get(rank)) for end, rank in (("src", entry.src_rank), ("dst", entry.dst_rank))
+        }
+        entry.cpu_s_per_gb = {
+            end: round(seconds / (nbytes / 1e9), 6) if seconds is not None and nbytes else None
+            for end, (seconds, nbytes) in ends.items()
+        }
 
 
 def round_aggregate(size: int, measured: list[LinkMeasurement]) -> list[float]:

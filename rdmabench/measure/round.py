@@ -249,8 +249,11 @@ class RoundEnd:
 _TAG_CALIBRATE = 10  # MPI tag of the round's agreement on steps per sample
 
 
-def run_round(transport: Transport, comm: Any, spec: RoundSpec, have_gpu: bool, native: Any) -> list[LinkMeasurement]:
-    """Run `spec` on this rank (a rank of the round); returns the measurements of the links it timed."""
+def run_round(
+    transport: Transport, comm: Any, spec: RoundSpec, have_gpu: bool, native: Any
+) -> tuple[list[LinkMeasurement], float]:
+    """Run `spec` on this rank (a rank of the round); returns the measurements of the links it timed
+    and the CPU seconds this process spent in the sampled steps."""
     end = RoundEnd(transport, spec, have_gpu, native, comm)
     protocol = spec.protocol
     try:
@@ -259,7 +262,7 @@ def run_round(transport: Transport, comm: Any, spec: RoundSpec, have_gpu: bool, 
         protocol.setup(end)
         step = protocol.native_step if end.native is not None else protocol.python_step
         timed = protocol.timed(end)
-        samples, iterations = _sample(end, comm, step, len(timed))
+        samples, iterations, cpu = _sample(end, comm, step, len(timed))
         rows = [protocol.rows(end, side) for side in timed]
         details = getattr(protocol, "details", None)  # block lists keep every transfer's time
         kept = [details(end, side) if details else {} for side in timed]
@@ -282,7 +285,7 @@ def run_round(transport: Transport, comm: Any, spec: RoundSpec, have_gpu: bool, 
                 kept[position],
             )
         )
-    return measured
+    return measured, cpu
 
 
 def fetch_rows(transport: Transport, spec: RoundSpec) -> dict[tuple[int, int], dict[str, Any]]:
@@ -299,16 +302,21 @@ def fetch_rows(transport: Transport, spec: RoundSpec) -> dict[tuple[int, int], d
 
 def _sample(
     end: RoundEnd, comm: Any, step: Callable[[RoundEnd, int], list[float]], links: int
-) -> tuple[list[list[list[float]]], int]:
+) -> tuple[list[list[list[float]]], int, float]:
     """Warm up, agree on the steps per sample, then time `samples` x `iterations` steps. Returns
-    samples[sample][link] = that link's step times, and the iterations per sample."""
+    samples[sample][link] = that link's step times, the iterations per sample, and this process's
+    CPU seconds in the sampled steps (fills and checks left out: the cost of moving the bytes)."""
     plan, protocol = end.spec.plan, end.spec.protocol
+    cpu = 0.0
 
     def one(index: int) -> list[float]:
+        nonlocal cpu
         if end.stall_at == index:
             faults.stall_forever()
         protocol.fill(end, index)
+        began = time.process_time()
         times = step(end, index)
+        cpu += time.process_time() - began
         protocol.check(end, index)
         return times
 
@@ -318,6 +326,7 @@ def _sample(
         times = one(index)
         wall = time.perf_counter() - began
         timed = max(times, default=0.0)
+    cpu = 0.0  # the warm-up's steps are not measured
     if plan.iterations is None:  # steps given (--iterations, or an earlier round's): nothing to agree on
         wall, timed = agree_max(comm, end.spec.ranks, (wall, timed), _TAG_CALIBRATE)
     iterations = calibrated_iterations(wall, plan, timed)
@@ -330,7 +339,7 @@ def _sample(
                 per_link[position].append(seconds)
             index += 1
         samples.append(per_link)
-    return samples, iterations
+    return samples, iterations, cpu
 
 
 def staging_record(spec: RoundSpec, link: Link) -> dict[str, Any] | None:

@@ -44,6 +44,8 @@ RECORD_FIELDS = {
     "aggregate_samples": "agg_samples",
     "aggregate_share_of_limit": "agg_share",
     "remeasured_from": "remeasured_from",
+    "cpu_s_per_gb": "cpu",
+    "blocks": "blocks",  # block lists: per-transfer percentiles differ link by link
 }
 # Fields of each end that belong to the rank: stored once in the rank table.
 RANK_FIELDS = {"host": ("src_host", "dst_host"), "gpu": ("src_gpu", "dst_gpu"), "nic": ("src_nic", "dst_nic")}
