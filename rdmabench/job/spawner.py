@@ -8,11 +8,13 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 from typing import IO, TextIO
 
 from ..errors import ERROR_PREFIX, LaunchError, RdmabenchError, ResultsWriteError, error_line
 from ..results import document
+from ..wire import ucx_env
 from .config import RunConfig
 
 MPIEXEC_ENV = "RDMABENCH_MPIEXEC"
@@ -70,6 +72,15 @@ def run_local(np: int, config: RunConfig) -> int:
     if np < 2:
         raise LaunchError(f"--np must be at least 2 for a point-to-point test, not {np}")
     command, env = local_command(np, config)
+    scratch = tempfile.mkdtemp(prefix="rdmabench-ucx-")
+    env[ucx_env.SCRATCH_ENV] = scratch
+    try:
+        return _run_ranks(command, env, config)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _run_ranks(command: list[str], env: dict[str, str], config: RunConfig) -> int:
     try:
         process = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True, errors="replace")
     except OSError as exc:

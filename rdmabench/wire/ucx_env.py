@@ -15,6 +15,7 @@ import tempfile
 
 # Set by the user, this keeps every rank's UCX log (with its protocol report) in that directory.
 _LOG_DIR_ENV = "RDMABENCH_UCX_LOG_DIR"
+SCRATCH_ENV = "RDMABENCH_UCX_SCRATCH"  # set by the local launcher: where the ranks' log directories go
 _keep_logs = False
 
 
@@ -31,7 +32,9 @@ def prepare() -> str | None:
         _keep_logs = True  # the user asked for the logs: leave them there
         os.makedirs(log_dir, exist_ok=True)
     else:
-        log_dir = tempfile.mkdtemp(prefix="rdmabench-ucx-")
+        # Under `rdmabench run --np`, inside the directory the launching process removes at the end,
+        # whatever happened to the ranks (a rank killed outright cannot clean up after itself).
+        log_dir = tempfile.mkdtemp(prefix="rdmabench-ucx-", dir=os.environ.get(SCRATCH_ENV) or None)
         os.environ[_LOG_DIR_ENV] = log_dir
     os.environ["UCX_PROTO_INFO"] = "y"
     os.environ["UCX_LOG_FILE"] = os.path.join(log_dir, "ucx.%h.%p.log")
