@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -57,3 +58,27 @@ def mpiexec() -> str:
 @pytest.fixture
 def results_path(tmp_path: Path) -> Path:
     return tmp_path / "out.json"
+
+
+def chromium() -> str | None:
+    """A headless-capable Chromium on PATH (.ci/run installs Debian's), or None."""
+    return shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+
+
+needs_chromium = pytest.mark.skipif(chromium() is None, reason="needs a headless Chromium (.ci/run installs Debian's)")
+_BROWSER_FLAGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]  # fmt: skip
+
+
+def browse(page: Path, profile: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """Open `page` in a headless Chromium with its own profile directory; by default dump the DOM
+    after the page's scripts have run."""
+    browser = chromium()
+    assert browser is not None
+    action = list(args) or ["--virtual-time-budget=10000", "--dump-dom"]
+    return subprocess.run(
+        [browser, *_BROWSER_FLAGS, f"--user-data-dir={profile}", *action, page.as_uri()],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip

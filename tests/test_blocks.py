@@ -11,8 +11,8 @@ import pytest
 
 from rdmabench.errors import ConfigError
 from rdmabench.measure.blocks import BlockShape
-from rdmabench.measure.blocksteps import BlockPayload, block_keys
 from rdmabench.memory.buffers import allocate
+from rdmabench.memory.payload import BlockPayload, block_keys
 from rdmabench.modes import MemoryMode
 from rdmabench.results.document import load as load_results
 from rdmabench.wire import native

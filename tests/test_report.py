@@ -17,7 +17,7 @@ import pytest
 from rdmabench.results.document import load as load_results
 from rdmabench.results.report import mann_whitney_p
 
-from .conftest import run_cli
+from .conftest import browse, needs_chromium, run_cli
 
 SIZES = "4KiB,64KiB"
 
@@ -141,25 +141,12 @@ def test_mann_whitney() -> None:
     assert mann_whitney_p([], [1.0]) == 1.0
 
 
-def _chromium() -> str | None:
-    return shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
-
-
-@pytest.mark.skipif(_chromium() is None, reason="needs a headless Chromium (.ci/run installs Debian's)")
+@needs_chromium
 def test_html_report_renders_in_a_browser(runs: Path, tmp_path: Path) -> None:
     page = tmp_path / "report.html"
     proc = _report(str(runs), "--format", "html", "-o", str(page))
     assert proc.returncode == 0, proc.stderr
-    flags = [
-        "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync",
-    ]  # fmt: skip
-    browser = _chromium()
-    assert browser is not None
-    dom = subprocess.run(
-        [browser, *flags, f"--user-data-dir={tmp_path / 'profile1'}", "--virtual-time-budget=10000", "--dump-dom", page.as_uri()],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    dom = browse(page, tmp_path / "profile1")
     sizes = dom.stdout.split('data-image-sizes="')[1].split('"')[0].split(",")
     assert len(sizes) >= 3  # heatmaps and curves
     for size in sizes:
@@ -169,10 +156,7 @@ def test_html_report_renders_in_a_browser(runs: Path, tmp_path: Path) -> None:
     cdfs = dom.stdout.split('data-cdf-sizes="')[1].split('"')[0].split(",")
     assert cdfs == ["360x180", "360x180"]  # a CDF per link class: here one per size
     shot = tmp_path / "report.png"
-    subprocess.run(
-        [browser, *flags, f"--user-data-dir={tmp_path / 'profile2'}", f"--screenshot={shot}", "--window-size=1200,2000", page.as_uri()],
-        capture_output=True, timeout=120,
-    )  # fmt: skip
+    browse(page, tmp_path / "profile2", f"--screenshot={shot}", "--window-size=1200,2000")
     assert shot.exists() and shot.stat().st_size > 20_000
 
 

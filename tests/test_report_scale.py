@@ -7,9 +7,7 @@ from __future__ import annotations
 import gc
 import json
 import math
-import shutil
 import statistics
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +19,8 @@ from rdmabench.results import compact, distribution, report
 from rdmabench.results.document import load
 from rdmabench.results.html import render
 from rdmabench.stats import percentile
+
+from .conftest import browse, needs_chromium
 
 REPO = Path(__file__).resolve().parents[1]
 NVLINK = {"gbps": 478.125, "kind": "NVLink", "detail": "18 x NVLink 4", "measured": False}
@@ -217,14 +217,10 @@ def test_compare_of_generated_runs_names_what_is_on_one_side(tmp_path: Path) -> 
     ]  # fmt: skip
 
 
-@pytest.mark.skipif(shutil.which("chromium") is None, reason="needs a headless Chromium (.ci/run installs Debian's)")
+@needs_chromium
 def test_the_cdfs_render_in_a_browser(tmp_path: Path) -> None:
     page = tmp_path / "classes.html"
     page.write_text(render(report.aggregate([("generated", _classes_doc())]), ["generated"], [], 0.2))
-    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"]
-    dom = subprocess.run(
-        ["chromium", *flags, f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=10000", "--dump-dom", page.as_uri()],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    dom = browse(page, tmp_path / "profile")
     sizes = dom.stdout.split('data-cdf-sizes="')[1].split('"')[0].split(",")
     assert len(sizes) == 4 and all(s == "360x180" for s in sizes)

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -15,7 +13,7 @@ import pytest
 from rdmabench.results import compact
 from rdmabench.results.document import load as load_results
 
-from .conftest import run_cli
+from .conftest import browse, needs_chromium, run_cli
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA_1 = REPO / "results" / "h200x2-20261122" / "allpairs-bw-device.json"
@@ -102,7 +100,7 @@ def test_a_generated_cluster_result_reports_in_every_format(
     assert out.stat().st_size > 0
 
 
-@pytest.mark.skipif(shutil.which("chromium") is None, reason="needs a headless Chromium (.ci/run installs Debian's)")
+@needs_chromium
 def test_a_cluster_page_stays_small_and_renders(tmp_path: Path) -> None:
     """256 generated ranks on 32 hosts (65,280 links): maps per pair of hosts, the worst links listed."""
     from rdmabench.bench.million import SOURCES, generate
@@ -116,10 +114,6 @@ def test_a_cluster_page_stays_small_and_renders(tmp_path: Path) -> None:
     text = page.read_text()
     assert "per pair of hosts" in text and "The 2000 worst of 65280 links" in text
     assert text.count('<svg class="cdf"') == 2  # a CDF per link class: NVLink within hosts, pageable between
-    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"]
-    dom = subprocess.run(
-        ["chromium", *flags, f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=10000", "--dump-dom", page.as_uri()],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    dom = browse(page, tmp_path / "profile")
     sizes = dom.stdout.split('data-image-sizes="')[1].split('"')[0].split(",")
     assert sizes and all(int(s.split("x")[0]) > 100 and int(s.split("x")[1]) > 100 for s in sizes)

@@ -406,31 +406,38 @@ class _Job:
             summary = stream.finish(complete=True)
             if self.table and config.pattern != "pair":
                 self.table.matrices(summary.get("matrices", []))
+            # The CSV and the verdict read the same rows: the file is loaded and aggregated once.
+            rows = _rows(stream.path) if config.output_format == "csv" or config.expect else []
             if config.output_format == "json":
                 print(json.dumps(document.load(stream.path), indent=1), file=self.out, flush=True)
             elif config.output_format == "csv":
-                print(_csv(stream.path), file=self.out, end="", flush=True)
+                print(_csv(rows), file=self.out, end="", flush=True)
             else:
                 print(f"# results written to {stream.path}", file=self.out, flush=True)
             if config.expect:  # beside a JSON or CSV document on stdout, the verdict goes to stderr
                 verdict_out = self.out if config.output_format == "table" else sys.stderr
-                code = _verdict(stream.path, document.load(stream.path, lazy=True), config.expect, verdict_out)
+                code = _verdict(stream.path, rows, config.expect, verdict_out)
         world.wait_for_all(transport.backend.progress)
         return code
 
 
-def _csv(path: str) -> str:
-    """The run's links as `report --format csv` gives them: one row per link and size."""
-    from ..results.report import aggregate, format_csv
-
-    return format_csv(aggregate([(path, document.load(path, lazy=True))]))
-
-
-def _verdict(path: str, doc: dict[str, Any], floors: dict[str, float], out: TextIO) -> int:
+def _rows(path: str) -> list[Any]:
+    """The run's report rows: one per link and size, as `report` makes them."""
     from ..results.report import aggregate
+
+    return aggregate([(path, document.load(path, lazy=True))])
+
+
+def _csv(rows: list[Any]) -> str:
+    from ..results.report import format_csv
+
+    return format_csv(rows)
+
+
+def _verdict(path: str, rows: list[Any], floors: dict[str, float], out: TextIO) -> int:
     from ..results.verdict import format_verdict, judge
 
-    verdict = judge(aggregate([(path, doc)]), floors)
+    verdict = judge(rows, floors)
     print(format_verdict(verdict), file=out, flush=True)
     if verdict.passed:
         return 0

@@ -17,56 +17,14 @@ import numpy as np
 
 from ..errors import TransportError, ValidationError
 from ..memory.buffers import Buffer, synchronize
+from ..memory.payload import BlockPayload, block_keys
 from ..wire.native import RMA_GET, RMA_PUT, TAGGED, BlocksLinkEnd, HotLoop, memory_type
-from ..wire.protoinfo import RMA_GET as GET_TABLE
-from ..wire.protoinfo import RMA_PUT as PUT_TABLE
 from . import faults
 from .blocks import BlockShape
-from .onesided import lend_and_borrow, native_loop
+from .onesided import OPERATIONS, lend_and_borrow, native_loop
 from .round import ACK, DATA, READY, RoundEnd, Side, tag
 
 NAMES = {RMA_PUT: "put", RMA_GET: "get", TAGGED: "tagged"}
-
-
-def block_keys(xp: Any, index: int, count: int, dst: int) -> Any:
-    """A distinct non-zero 64-bit key per block of step `index` (splitmix64 of its number)."""
-    with np.errstate(over="ignore"):
-        z = np.arange(count, dtype=np.uint64) + np.uint64((index * 0x9E3779B97F4A7C15 + dst) & 0xFFFFFFFFFFFFFFFF)
-        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        z = z ^ (z >> np.uint64(31))
-    z[z == 0] = 1
-    return xp.asarray(z)
-
-
-class BlockPayload:
-    """Expected content of every block of a step: a base of one block's words (seeded by the sender
-    and the block size) XOR a key per block. The pool is read as a matrix of slots x words."""
-
-    def __init__(self, pool: Buffer, block: int, slots: np.ndarray, sender: int):
-        self.xp = pool.xp
-        self.block = block
-        words = block // 8
-        slots_in_pool = int(pool.array.size) // block
-        self.matrix = pool.array[: slots_in_pool * block].view(self.xp.uint64).reshape(-1, words)
-        self.slots = self.xp.asarray(slots)
-        rng = np.random.default_rng([sender, block, 0x626C6B73])
-        self.base = self.xp.asarray(np.frombuffer(rng.bytes(words * 8), dtype=np.uint64))
-
-    def fill(self, keys: Any) -> None:
-        self.matrix[self.slots] = self.base[None, :] ^ keys[:, None]
-
-    def wrong(self, keys: Any) -> tuple[int, int]:
-        """(first wrong block, its wrong bytes), or (-1, 0) when every block is right."""
-        xp = self.xp
-        got = self.matrix[self.slots]
-        expected = self.base[None, :] ^ keys[:, None]
-        per_block = (got.view(xp.uint8) != expected.view(xp.uint8)).sum(axis=1)
-        bad = xp.flatnonzero(per_block)
-        if int(bad.size) == 0:
-            return -1, 0
-        first = int(bad[0])
-        return first, int(per_block[first])
 
 
 class BlocksProtocol:
@@ -91,12 +49,15 @@ class BlocksProtocol:
     def rows(self, end: RoundEnd, side: Side) -> dict[str, Any]:
         if self.operation == TAGGED:
             return end.tag_rows(side)
-        peer = (side.link.dst_mode if side.link.src == end.rank else side.link.src_mode).ucx_memory
-        table = PUT_TABLE if self.operation == RMA_PUT else GET_TABLE
-        return end.transport.rma_rows(side.peer, table, side.mode.ucx_memory, peer, end.spec.size)
+        return end.rma_rows(side, OPERATIONS[self.operation])
 
     def details(self, end: RoundEnd, side: Side) -> dict[str, Any]:
-        return {"transfer_seconds": end.state["transfers"], "post_seconds": end.state["posting"]}
+        """Every timed transfer, and the shape and operation that moved them (for the entry's record)."""
+        state = end.state
+        return {
+            "shape": self.shape, "operation": self.name,
+            "transfer_seconds": state["transfers"], "post_seconds": state["posting"],
+        }  # fmt: skip
 
     def setup(self, end: RoundEnd) -> None:
         if len(end.targets) + len(end.sources) != 1:
@@ -105,21 +66,23 @@ class BlocksProtocol:
         outgoing = bool(end.targets)
         side = (end.targets + end.sources)[0]
         loop = native_loop(end)  # first: it provides the memory UCX allocates (MemoryMode.UCX)
-        pool = end.pool(side, shape.pool_slots(size) * size)
+        pool_bytes = shape.pool_slots(size) * size
+        pool = end.pool(side, pool_bytes)
         mine, theirs = ("src", "dst") if outgoing else ("dst", "src")
+        slots = shape.slots(mine, size)  # a random table costs a permutation of the pool: drawn once
         state.update(transfers=[], posting=[], pool=pool, loop=loop, initiator=self._initiator(end))
         state["slow_every"] = faults.slow_every()
         if end.spec.validate:
             sender = end.rank if outgoing else side.peer
-            state["payload"] = BlockPayload(pool, size, shape.slots(mine, size), sender)
+            state["payload"] = BlockPayload(pool, size, slots, sender)
         remote: tuple[Any, Any, Any] = (0, None, None)
         if self.operation != TAGGED:
             lent = [] if state["initiator"] else [(side, [pool])]
-            borrowed = lend_and_borrow(end, lent, [side] if state["initiator"] else [], shape.pool_slots(size) * size)
+            borrowed = lend_and_borrow(end, lent, [side] if state["initiator"] else [], pool_bytes)
             if state["initiator"]:
                 addresses, rkeys = borrowed[id(side)]
                 remote = (addresses[0], rkeys[0], shape.slots(theirs, size) * size)
-        state["link"] = self._link(end, side, pool, shape.slots(mine, size) * size, remote)
+        state["link"] = self._link(end, side, pool, slots * size, remote)
         state["scratch"] = np.zeros(8 * (shape.batch + 2), dtype=np.uint8)
         state["signal_at"] = end.signal()[1]
 
@@ -134,7 +97,7 @@ class BlocksProtocol:
         # READY comes from the end that does not initiate; DONE (one-sided) from the initiator, the
         # ACK of each transfer (tagged) from the receiver.
         done = tag(ACK, other if self.operation == TAGGED else initiator)
-        endpoint = end.transport.backend.endpoint_handle(end.transport.endpoint(side.peer))
+        endpoint = end.transport.endpoint_handle(side.peer)
         as_pointer = ctypes.POINTER(ctypes.c_uint64)
         return BlocksLinkEnd(
             endpoint, end.transport.local_pid(side.peer), memory_type(side.mode.ucx_memory), self.shape.count,

@@ -12,6 +12,7 @@ from ..modes import MemoryMode, pinned_method
 from ..stats import percentile, summarize
 from ..units import gbps
 from ..wire.ucx import describe_path
+from .blocks import BlockShape
 from .round import LinkMeasurement, RoundSpec, staging_record
 
 # Fields written only where they apply (a round of several links, a known or unknown limit).
@@ -214,7 +215,7 @@ def _entry(
         entry.transport, entry.protocol = path["transport"], path["protocol"]
         entry.ucx_locality, entry.ucx_report = path["ucx_locality"], path["ucx_report"]
     if m.details.get("transfer_seconds"):
-        entry.blocks = block_record(spec, m.details)
+        entry.blocks = block_record(spec.size, m.details)
     _place(entry, placement)
     if kind.is_bandwidth:
         _judge(entry, placement)
@@ -225,21 +226,21 @@ def _us(seconds: float) -> float:
     return round(seconds * 1e6, 3)  # to the nanosecond: the clock's own resolution
 
 
-def block_record(spec: RoundSpec, details: dict[str, Any]) -> dict[str, Any]:
+def block_record(size: int, details: dict[str, Any]) -> dict[str, Any]:
     """A block-list entry's shape and its transfers: GB/s and latency percentiles from every timed
     transfer (not sample means), and how the time split into posting and completion."""
-    shape = getattr(spec.protocol, "shape", None)
+    shape: BlockShape = details["shape"]
     times, posting = details["transfer_seconds"], details["post_seconds"]
-    moved = spec.size * (shape.count if shape else 1)
+    moved = size * shape.count
     completion = [t - p for t, p in zip(times, posting, strict=True)]
     return {
-        "count": shape.count if shape else 1,
-        "block_bytes": spec.size,
+        "count": shape.count,
+        "block_bytes": size,
         "transfer_bytes": moved,
-        "layout": shape.layout if shape else "contiguous",
-        "batch": shape.batch if shape else 1,
-        "pool_bytes": shape.pool_slots(spec.size) * spec.size if shape else moved,
-        "operation": spec.protocol.name,
+        "layout": shape.layout,
+        "batch": shape.batch,
+        "pool_bytes": shape.pool_slots(size) * size,
+        "operation": details["operation"],
         "transfers": len(times),
         "transfer_us": {f"p{q:g}": _us(percentile(times, q)) for q in (50, 99, 99.9)} | {"max": _us(max(times))},
         "transfer_gbps_p50": round(gbps(moved, percentile(times, 50)), 6),

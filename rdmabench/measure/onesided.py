@@ -67,12 +67,25 @@ def lend_and_borrow(
     borrowed: dict[int, Any] = {}
     for side in borrowing:
         addresses, keys = receive(comm, side.peer, _TAG_KEYS)
-        endpoint = end.transport.backend.endpoint_handle(end.transport.endpoint(side.peer))
+        endpoint = end.transport.endpoint_handle(side.peer)
         rkeys = [regs.borrow(endpoint, key) for key in keys]
         borrowed[id(side)] = ((ctypes.c_uint64 * len(addresses))(*addresses), HotLoop.addresses(rkeys))
     for request in sends:
         request.wait()
     return borrowed
+
+
+def rma_link_end(
+    end: RoundEnd, side: Side, buffers: list[Buffer], ready: int, done: int, remote: Any = None, rkeys: Any = None
+) -> RmaLinkEnd:
+    """rb_rma_link for `side`: its local `buffers`, and for the initiating end the peer's buffer
+    addresses and unpacked keys. The ctypes arrays it points to are kept with the round's state."""
+    local = HotLoop.addresses([buffer.address for buffer in buffers])
+    end.state.setdefault("_keep", []).extend([local, remote, rkeys])
+    return RmaLinkEnd(
+        end.transport.endpoint_handle(side.peer), end.transport.local_pid(side.peer), len(buffers),
+        memory_type(side.mode.ucx_memory), end.spec.size, local, remote, rkeys, ready, done,
+    )  # fmt: skip
 
 
 def ucx_buffer(regs: Registrations, nbytes: int) -> Buffer:
@@ -92,9 +105,7 @@ def native_loop(end: RoundEnd) -> HotLoop:
     end.state["regs"] = regs
     end.on_release(regs.release)
     end.ucx_allocator = lambda nbytes: ucx_buffer(regs, nbytes)
-    return HotLoop(
-        end.native, transport.backend.worker_handle(), end.spec.plan.timeout, end.where, transport.local_pid_ranks()
-    )
+    return end.hot_loop()
 
 
 class OneSidedProtocol:
@@ -121,10 +132,7 @@ class OneSidedProtocol:
     timed = active
 
     def rows(self, end: RoundEnd, side: Side) -> dict[str, Any]:
-        peer_memory = (side.link.dst_mode if side.link.src == end.rank else side.link.src_mode).ucx_memory
-        return end.transport.rma_rows(
-            side.peer, OPERATIONS[self.operation], side.mode.ucx_memory, peer_memory, end.spec.size
-        )
+        return end.rma_rows(side, OPERATIONS[self.operation])
 
     def setup(self, end: RoundEnd) -> None:
         count = self._count(end)
@@ -136,20 +144,12 @@ class OneSidedProtocol:
         active, passive = self.active(end), self.passive(end)
         borrowed = lend_and_borrow(end, [(side, side.buffers) for side in passive], active)
         me, state = end.rank, end.state
-
-        def link_end(side: Side, ready: int, done: int, remote: Any = None, rkeys: Any = None) -> RmaLinkEnd:
-            local = HotLoop.addresses([buffer.address for buffer in side.buffers])
-            state.setdefault("_keep", []).extend([local, remote, rkeys])
-            endpoint = end.transport.backend.endpoint_handle(end.transport.endpoint(side.peer))
-            return RmaLinkEnd(
-                endpoint, end.transport.local_pid(side.peer), len(side.buffers), memory_type(side.mode.ucx_memory),
-                end.spec.size, local, remote, rkeys, ready, done,
-            )  # fmt: skip
-
         state["active"] = HotLoop.rma_link_ends(
-            [link_end(s, tag(READY, s.peer), tag(ACK, me), *borrowed[id(s)]) for s in active]
+            [rma_link_end(end, s, s.buffers, tag(READY, s.peer), tag(ACK, me), *borrowed[id(s)]) for s in active]
         )
-        state["passive"] = HotLoop.rma_link_ends([link_end(s, tag(READY, me), tag(ACK, s.peer)) for s in passive])
+        state["passive"] = HotLoop.rma_link_ends(
+            [rma_link_end(end, s, s.buffers, tag(READY, me), tag(ACK, s.peer)) for s in passive]
+        )
         state["counts"] = (len(active), len(passive))
         state["scratch"] = np.zeros(8 * max(1, len(active) + len(passive)), dtype=np.uint8)
         state["signal_at"] = end.signal()[1]
@@ -175,7 +175,7 @@ class OneSidedProtocol:
             int(state["scratch"].ctypes.data),
         )
 
-    python_step = native_step  # _setup_native refused a rank without the native loop
+    python_step = native_step  # native_loop() refused a rank without the native loop
 
 
 def _marker(index: int) -> int:
@@ -196,8 +196,7 @@ class PutPingPongProtocol:
         return end.targets
 
     def rows(self, end: RoundEnd, side: Side) -> dict[str, Any]:
-        peer_memory = (side.link.dst_mode if side.link.src == end.rank else side.link.src_mode).ucx_memory
-        return end.transport.rma_rows(side.peer, protoinfo.RMA_PUT, side.mode.ucx_memory, peer_memory, end.spec.size)
+        return end.rma_rows(side, protoinfo.RMA_PUT)
 
     def setup(self, end: RoundEnd) -> None:
         side = (end.targets + end.sources)[0]
@@ -213,17 +212,10 @@ class PutPingPongProtocol:
         borrowed = lend_and_borrow(end, [(side, incoming.buffers)], [side])
         pinging = bool(end.targets)
         ready = tag(READY, side.peer) if pinging else tag(READY, end.rank)
-        local = HotLoop.addresses([outgoing.buffers[0].address])
-        remote, rkeys = borrowed[id(side)]
-        endpoint = end.transport.backend.endpoint_handle(end.transport.endpoint(side.peer))
-        link = RmaLinkEnd(
-            endpoint, end.transport.local_pid(side.peer), 1, memory_type(side.mode.ucx_memory), size, local, remote,
-            rkeys, ready, 0,
-        )  # fmt: skip
+        link = rma_link_end(end, side, outgoing.buffers, ready, 0, *borrowed[id(side)])
         end.state.update(
             halves=(outgoing, incoming),
             link=HotLoop.rma_link_ends([link]),
-            keep=(local, remote, rkeys),
             flag=incoming.buffers[0].address + size - 1,
             signal_at=end.signal()[1],
             loop=loop,

@@ -49,11 +49,8 @@ class PingPongProtocol:
         state["signal"], state["signal_at"] = end.signal()
         state["signal_in"], state["signal_in_at"] = end.signal()
         if end.native is not None:
-            backend = end.transport.backend
-            state["loop"] = HotLoop(
-                end.native, backend.worker_handle(), end.spec.plan.timeout, end.where, end.transport.local_pid_ranks()
-            )
-            state["endpoint"] = backend.endpoint_handle(end.transport.endpoint(side.peer))
+            state["loop"] = end.hot_loop()
+            state["endpoint"] = end.transport.endpoint_handle(side.peer)
 
     def fill(self, end: RoundEnd, index: int) -> None:
         for side in end.targets + end.sources:

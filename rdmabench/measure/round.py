@@ -26,6 +26,7 @@ from ..memory.payload import Pattern, message_key
 from ..modes import MemoryMode
 from ..units import format_size
 from ..wire.mpi import agree_max
+from ..wire.native import HotLoop
 from ..wire.staging import Carrier, Staging, make_carrier, pieces, staging_buffers, wire_chunk
 from ..wire.ucx import Transport
 from . import faults
@@ -151,15 +152,9 @@ class RoundEnd:
 
     def allocate(self, side: Side, count: int, outgoing: bool) -> None:
         """`count` message buffers for `side`, their batch for UCX and the payload pattern."""
-        buffers = [self._allocate(side.mode, self.spec.size) for _ in range(count)]
-        # Zeroing a device buffer (new or kept from the last round) is queued on CuPy's stream; it
-        # must land before UCX copies a message in on its own streams, or it wipes the message (seen
-        # with 64 ranks sharing one GPU, where queued work waits for a time slice).
-        synchronize(side.mode)
-        self._allocated.extend(buffers)
+        buffers = self._take(side, self.spec.size, count)
         carrier = make_carrier(self.transport, side.mode, self.spec.chunk(side.link), self.spec.staging)
         self._carriers.append(carrier)
-        side.buffers.extend(buffers)
         side.carrier = carrier
         side.batch.extend(carrier.prepare(buffers, self.spec.size))
         if self.spec.validate:
@@ -168,11 +163,18 @@ class RoundEnd:
 
     def pool(self, side: Side, nbytes: int) -> Buffer:
         """One buffer of `nbytes` for `side` (a pool of block slots), given back when the round ends."""
-        buffer = self._allocate(side.mode, nbytes)
-        synchronize(side.mode)  # zeroing lands before UCX writes into it (see allocate above)
-        self._allocated.append(buffer)
-        side.buffers.append(buffer)
-        return buffer
+        return self._take(side, nbytes, 1)[0]
+
+    def _take(self, side: Side, nbytes: int, count: int) -> list[Buffer]:
+        """`count` buffers of `nbytes` in `side`'s memory, kept on `side` and released with the round."""
+        buffers = [self._allocate(side.mode, nbytes) for _ in range(count)]
+        # Zeroing a device buffer (new or kept from the last round) is queued on CuPy's stream; it
+        # must land before UCX copies a message in on its own streams, or it wipes the message (seen
+        # with 64 ranks sharing one GPU, where queued work waits for a time slice).
+        synchronize(side.mode)
+        self._allocated.extend(buffers)
+        side.buffers.extend(buffers)
+        return buffers
 
     def _allocate(self, mode: MemoryMode, nbytes: int) -> Buffer:
         if mode.ucx_allocated:
@@ -180,6 +182,14 @@ class RoundEnd:
                 raise TransportError(f"{mode.value} memory is allocated by a one-sided protocol ({self.where})")
             return self.ucx_allocator(nbytes)
         return allocate(mode, nbytes, self.have_gpu)
+
+    def hot_loop(self) -> HotLoop:
+        """The native loop's steps on this rank's worker (for a round that runs natively)."""
+        transport = self.transport
+        return HotLoop(
+            self.native, transport.backend.worker_handle(), self.spec.plan.timeout, self.where,
+            transport.local_pid_ranks(),
+        )  # fmt: skip
 
     def signal(self) -> tuple[Any, int]:
         """An 8-byte handshake buffer (READY, ACK): as a UCX message, and its address for C."""
@@ -233,6 +243,13 @@ class RoundEnd:
         return self.transport.path_rows(
             side.peer, side.mode.ucx_memory, link.dst_mode.ucx_memory, self.spec.chunk(link)
         )
+
+    def rma_rows(self, side: Side, operation: str) -> dict[str, Any]:
+        """What this rank's UCX reported for one-sided `operation` (protoinfo.RMA_PUT or RMA_GET) on the
+        link it initiates (its own end's memory, and the peer's)."""
+        link = side.link
+        peer_mode = link.dst_mode if link.src == self.rank else link.src_mode
+        return self.transport.rma_rows(side.peer, operation, side.mode.ucx_memory, peer_mode.ucx_memory, self.spec.size)
 
     def release(self) -> None:
         for release in reversed(self._releasers):

@@ -112,14 +112,13 @@ class WindowProtocol:
 
     def _setup_native(self, end: RoundEnd) -> None:
         transport, state = end.transport, end.state
-        backend = transport.backend
         me = end.rank
 
         def link_end(side: Any, data: int, ready: int, ack: int) -> LinkEnd:
             pointers = HotLoop.addresses([buffer.address for buffer in side.buffers])
             state.setdefault("_keep", []).append(pointers)
             return LinkEnd(
-                backend.endpoint_handle(transport.endpoint(side.peer)),
+                transport.endpoint_handle(side.peer),
                 transport.local_pid(side.peer),
                 len(side.buffers),
                 memory_type(side.mode.ucx_memory),
@@ -136,9 +135,7 @@ class WindowProtocol:
         scratch = state["scratch"] = np.zeros(16 * max(1, len(targets)), dtype=np.uint8)
         state["signal_at"] = end.signal()[1]
         state["scratch_at"] = int(scratch.ctypes.data)
-        state["loop"] = HotLoop(
-            end.native, backend.worker_handle(), end.spec.plan.timeout, end.where, transport.local_pid_ranks()
-        )
+        state["loop"] = end.hot_loop()
 
     def native_step(self, end: RoundEnd, index: int) -> list[float]:
         state = end.state

@@ -1,5 +1,6 @@
 """Payload patterns: every message carries bytes that depend on the sender rank, the size and the
-message's own number, so a receiver can tell a correct message from a stale, short or corrupted one."""
+message's own number, so a receiver can tell a correct message from a stale, short or corrupted one.
+Block lists (--blocks) get the same from BlockPayload: every block of a pool at once."""
 
 from __future__ import annotations
 
@@ -10,13 +11,27 @@ import numpy as np
 from .buffers import Buffer
 
 _MASK64 = (1 << 64) - 1
+# splitmix64's constants: the golden-ratio increment and the two mixing multipliers.
+_GOLDEN, _MIX1, _MIX2 = 0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB
 
 
 def _splitmix64(value: int) -> int:
-    value = (value + 0x9E3779B97F4A7C15) & _MASK64
-    value = ((value ^ (value >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
-    value = ((value ^ (value >> 27)) * 0x94D049BB133111EB) & _MASK64
+    value = (value + _GOLDEN) & _MASK64
+    value = ((value ^ (value >> 30)) * _MIX1) & _MASK64
+    value = ((value ^ (value >> 27)) * _MIX2) & _MASK64
     return value ^ (value >> 31)
+
+
+def block_keys(xp: Any, index: int, count: int, dst: int) -> Any:
+    """A distinct non-zero 64-bit key per block of step `index` (splitmix64 of its number), on the
+    host or the GPU (`xp`): a step of a million blocks gets its keys in one vectorised pass."""
+    with np.errstate(over="ignore"):
+        z = np.arange(count, dtype=np.uint64) + np.uint64((index * _GOLDEN + dst) & _MASK64)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(_MIX1)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(_MIX2)
+        z = z ^ (z >> np.uint64(31))
+    z[z == 0] = 1
+    return xp.asarray(z)
 
 
 def message_key(*ids: int) -> int:
@@ -66,3 +81,33 @@ class Pattern:
             xp.bitwise_xor(self.base, xp.uint64(key), out=self._scratch)
             counts[position] = xp.count_nonzero(buffer.array[: self.nbytes] != expected)
         return [int(count) for count in counts.get()]
+
+
+class BlockPayload:
+    """Expected content of every block of a step: a base of one block's words (seeded by the sender
+    and the block size) XOR a key per block. The pool is read as a matrix of slots x words."""
+
+    def __init__(self, pool: Buffer, block: int, slots: np.ndarray, sender: int):
+        self.xp = pool.xp
+        self.block = block
+        words = block // 8
+        slots_in_pool = int(pool.array.size) // block
+        self.matrix = pool.array[: slots_in_pool * block].view(self.xp.uint64).reshape(-1, words)
+        self.slots = self.xp.asarray(slots)
+        rng = np.random.default_rng([sender, block, 0x626C6B73])
+        self.base = self.xp.asarray(np.frombuffer(rng.bytes(words * 8), dtype=np.uint64))
+
+    def fill(self, keys: Any) -> None:
+        self.matrix[self.slots] = self.base[None, :] ^ keys[:, None]
+
+    def wrong(self, keys: Any) -> tuple[int, int]:
+        """(first wrong block, its wrong bytes), or (-1, 0) when every block is right."""
+        xp = self.xp
+        got = self.matrix[self.slots]
+        expected = self.base[None, :] ^ keys[:, None]
+        per_block = (got.view(xp.uint8) != expected.view(xp.uint8)).sum(axis=1)
+        bad = xp.flatnonzero(per_block)
+        if int(bad.size) == 0:
+            return -1, 0
+        first = int(bad[0])
+        return first, int(per_block[first])

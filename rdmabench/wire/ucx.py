@@ -274,6 +274,10 @@ class Transport:
             self._endpoints[peer] = endpoint
         return endpoint
 
+    def endpoint_handle(self, peer: int) -> int:
+        """The ucp_ep_h of the endpoint to `peer` (made if needed), for the native loop."""
+        return self.backend.endpoint_handle(self.endpoint(peer))
+
     def send(self, peer: int, message: Any, tag: Any) -> Request:
         """Post a tagged send; `tag` comes from backend.tag() (made once, reused every step)."""
         return self.backend.send(self.endpoint(peer), message, tag)

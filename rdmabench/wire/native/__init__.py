@@ -146,18 +146,9 @@ _SIGNATURES: dict[str, list[Any]] = {
     "rb_blocks_passive": [_ptr, _int, ctypes.POINTER(BlocksLinkEnd), _ptr, _ptr, _double, _out_int, _out_int],
     "rb_mem_map": [
         _ptr,
-        _ptr,
+        ctypes.POINTER(_ptr),
         _size,
         _int,
-        ctypes.POINTER(_ptr),
-        ctypes.POINTER(_ptr),
-        ctypes.POINTER(_size),
-        _out_int,
-    ],
-    "rb_mem_alloc": [
-        _ptr,
-        _size,
-        ctypes.POINTER(_ptr),
         ctypes.POINTER(_ptr),
         ctypes.POINTER(_ptr),
         ctypes.POINTER(_size),
@@ -490,32 +481,28 @@ class Registrations:
         UCX allocated here is mapped already: its key)."""
         if address in self._allocated:
             return self._allocated[address]
-        memh, packed, size, status = ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_size_t(), ctypes.c_int()
-        rc = self._lib.rb_mem_map(
-            self._context, address, length, memory, ctypes.byref(memh), ctypes.byref(packed), ctypes.byref(size),
-            ctypes.byref(status),
-        )  # fmt: skip
-        self._check(rc, status, f"map {length} bytes for remote access")
-        self._maps.append(memh)
-        key = ctypes.string_at(packed, size.value)
-        self._lib.rb_rkey_buffer_release(packed)
-        return key
+        return self._map(address, length, memory, f"map {length} bytes for remote access")[1]
 
     def allocate(self, length: int) -> tuple[int, bytes]:
         """`length` bytes of host memory allocated by UCX and lent for remote access: (address, key).
         The memory lives until release()."""
-        memh, address, packed = ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_void_p()
+        address, key = self._map(0, length, -1, f"allocate {length} bytes of host memory")
+        self._allocated[address] = key
+        return address, key
+
+    def _map(self, address: int, length: int, memory: int, what: str) -> tuple[int, bytes]:
+        """rb_mem_map: the program's memory at `address`, or (0) memory UCX allocates; (address, key)."""
+        where, memh, packed = ctypes.c_void_p(address or None), ctypes.c_void_p(), ctypes.c_void_p()
         size, status = ctypes.c_size_t(), ctypes.c_int()
-        rc = self._lib.rb_mem_alloc(
-            self._context, length, ctypes.byref(memh), ctypes.byref(address), ctypes.byref(packed), ctypes.byref(size),
-            ctypes.byref(status),
+        rc = self._lib.rb_mem_map(
+            self._context, ctypes.byref(where), length, memory, ctypes.byref(memh), ctypes.byref(packed),
+            ctypes.byref(size), ctypes.byref(status),
         )  # fmt: skip
-        self._check(rc, status, f"allocate {length} bytes of host memory")
+        self._check(rc, status, what)
         self._maps.append(memh)
         key = ctypes.string_at(packed, size.value)
         self._lib.rb_rkey_buffer_release(packed)
-        self._allocated[int(address.value or 0)] = key
-        return int(address.value or 0), key
+        return int(where.value or 0), key
 
     def borrow(self, endpoint: int, key: bytes) -> int:
         """The peer's packed key unpacked for `endpoint`: a ucp_rkey_h."""

@@ -84,13 +84,39 @@ static int peers_alive(const int *pids, int count, int *dead_pid)
     return 1;
 }
 
+/* One poll of a wait: progress the worker and, every LIVENESS_PERIOD, run Python's signal handlers,
+ * check the deadline and whether a peer on this host is gone. `*began` 0 starts the clock at the
+ * first clock read (a wait that ends within POLLS_PER_CLOCK_READ polls never reads it). */
+static int poll_step(ucp_worker_h worker, unsigned *polls, double *began, double *next_check, double timeout,
+                     const int *pids, int npids, int *dead_pid)
+{
+    ucp_worker_progress(worker);
+    if (++*polls % POLLS_PER_CLOCK_READ == 0) {
+        double t = now();
+        if (*began == 0) {
+            *began = t;
+            *next_check = t + LIVENESS_PERIOD;
+        } else if (t >= *next_check) {
+            *next_check = t + LIVENESS_PERIOD;
+            if (check_signals != NULL && check_signals() != 0)
+                return RB_INTERRUPTED; /* the handler's exception is set: ctypes raises it */
+            /* Leave the rest in flight: the job is about to end. */
+            if (t - *began > timeout)
+                return RB_TIMEOUT;
+            if (!peers_alive(pids, npids, dead_pid))
+                return RB_PEER_GONE;
+        }
+    }
+    return RB_OK;
+}
+
 /* Poll until every request in `requests` has completed; each is freed and set to NULL. */
 static int wait_all(ucp_worker_h worker, void **requests, int count, double timeout, const int *pids, int npids,
                     int *dead_pid, int *ucx_status)
 {
-    int index = 0;
+    int index = 0, rc;
     unsigned polls = 0;
-    double started = 0, next_check = 0;
+    double began = 0, next_check = 0;
     int failed = RB_OK;
     while (index < count) {
         void *request = requests[index];
@@ -114,23 +140,8 @@ static int wait_all(ucp_worker_h worker, void **requests, int count, double time
             requests[index++] = NULL;
             continue;
         }
-        ucp_worker_progress(worker);
-        if (++polls % POLLS_PER_CLOCK_READ == 0) {
-            double t = now();
-            if (started == 0) {
-                started = t;
-                next_check = t + LIVENESS_PERIOD;
-            } else if (t >= next_check) {
-                next_check = t + LIVENESS_PERIOD;
-                if (check_signals != NULL && check_signals() != 0)
-                    return RB_INTERRUPTED; /* the handler's exception is set: ctypes raises it */
-                /* Leave the rest in flight: the job is about to end. */
-                if (t - started > timeout)
-                    return RB_TIMEOUT;
-                if (!peers_alive(pids, npids, dead_pid))
-                    return RB_PEER_GONE;
-            }
-        }
+        if ((rc = poll_step(worker, &polls, &began, &next_check, timeout, pids, npids, dead_pid)) != RB_OK)
+            return rc;
     }
     return failed;
 }
@@ -157,27 +168,6 @@ static int settle(void **slot, int *ucx_status)
         return -1;
     }
     return 1;
-}
-
-/* One poll of a step's loop: progress the worker and, every LIVENESS_PERIOD, run Python's signal
- * handlers, check the deadline and whether a peer on this host is gone. */
-static int poll_step(ucp_worker_h worker, unsigned *polls, double began, double *next_check, double timeout,
-                     const int *pids, int npids, int *dead_pid)
-{
-    ucp_worker_progress(worker);
-    if (++*polls % POLLS_PER_CLOCK_READ == 0) {
-        double t = now();
-        if (t >= *next_check) {
-            *next_check = t + LIVENESS_PERIOD;
-            if (check_signals != NULL && check_signals() != 0)
-                return RB_INTERRUPTED;
-            if (t - began > timeout)
-                return RB_TIMEOUT;
-            if (!peers_alive(pids, npids, dead_pid))
-                return RB_PEER_GONE;
-        }
-    }
-    return RB_OK;
 }
 
 /* One end of a link in a round: the peer's endpoint and process, this end's message buffers and
@@ -300,7 +290,7 @@ int rb_round(ucp_worker_h worker, const rb_link *targets, int ntargets, const rb
         }
         if (finished == nlinks)
             break;
-        if ((rc = poll_step(worker, &polls, began, &next_check, timeout, pids, nlinks, dead_pid)) != RB_OK)
+        if ((rc = poll_step(worker, &polls, &began, &next_check, timeout, pids, nlinks, dead_pid)) != RB_OK)
             goto done;
     }
 done:
@@ -368,45 +358,33 @@ typedef struct {
     ucp_tag_t done_tag;  /* active sends it, passive receives it */
 } rb_rma_link;
 
-int rb_mem_map(ucp_context_h context, void *address, size_t length, int memory_type, ucp_mem_h *memh,
+/* Map memory for remote access and pack its remote key. `*address` is the program's memory; NULL
+ * asks UCX for host memory of its own (UCP_MEM_MAP_ALLOCATE, as ucx_perftest allocates its buffers):
+ * UCX takes it from a shared-memory segment (sysv, posix) where it can, so a peer on the node
+ * attaches the segment and puts become CPU stores, where the program's own memory is reachable only
+ * by cma. The address UCX chose is written back to `*address`. */
+int rb_mem_map(ucp_context_h context, void **address, size_t length, int memory_type, ucp_mem_h *memh,
                void **rkey_buffer, size_t *rkey_size, int *ucx_status)
 {
     ucp_mem_map_params_t params;
     params.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
-    params.address = address;
+    params.address = *address;
     params.length = length;
-    if (memory_type >= 0) {
+    if (*address == NULL) {
+        params.field_mask |= UCP_MEM_MAP_PARAM_FIELD_FLAGS;
+        params.flags = UCP_MEM_MAP_ALLOCATE;
+    } else if (memory_type >= 0) {
         params.field_mask |= UCP_MEM_MAP_PARAM_FIELD_MEMORY_TYPE;
         params.memory_type = (ucs_memory_type_t)memory_type;
     }
     ucs_status_t status = ucp_mem_map(context, &params, memh);
     if (status == UCS_OK) {
-        status = ucp_rkey_pack(context, *memh, rkey_buffer, rkey_size);
-        if (status != UCS_OK)
-            ucp_mem_unmap(context, *memh);
-    }
-    *ucx_status = status;
-    return status == UCS_OK ? RB_OK : RB_UCX_ERROR;
-}
-
-/* Host memory allocated by UCX itself (UCP_MEM_MAP_ALLOCATE), as ucx_perftest allocates its buffers:
- * UCX takes it from a shared-memory segment (sysv, posix) where it can, so a peer on the node
- * attaches the segment and puts become CPU stores; the program's own memory is reachable only by
- * cma. Returns the address and a packed remote key, like rb_mem_map. */
-int rb_mem_alloc(ucp_context_h context, size_t length, ucp_mem_h *memh, void **address, void **rkey_buffer,
-                 size_t *rkey_size, int *ucx_status)
-{
-    ucp_mem_map_params_t params;
-    params.field_mask = UCP_MEM_MAP_PARAM_FIELD_LENGTH | UCP_MEM_MAP_PARAM_FIELD_FLAGS | UCP_MEM_MAP_PARAM_FIELD_ADDRESS;
-    params.address = NULL;
-    params.length = length;
-    params.flags = UCP_MEM_MAP_ALLOCATE;
-    ucs_status_t status = ucp_mem_map(context, &params, memh);
-    if (status == UCS_OK) {
-        ucp_mem_attr_t attr;
-        attr.field_mask = UCP_MEM_ATTR_FIELD_ADDRESS;
-        status = ucp_mem_query(*memh, &attr);
-        *address = attr.address;
+        if (*address == NULL) {
+            ucp_mem_attr_t attr;
+            attr.field_mask = UCP_MEM_ATTR_FIELD_ADDRESS;
+            status = ucp_mem_query(*memh, &attr);
+            *address = attr.address;
+        }
         if (status == UCS_OK)
             status = ucp_rkey_pack(context, *memh, rkey_buffer, rkey_size);
         if (status != UCS_OK)
@@ -551,7 +529,7 @@ int rb_rma_round(ucp_worker_h worker, int op, const rb_rma_link *active, int nac
         }
         if (finished == nlinks)
             break;
-        if ((rc = poll_step(worker, &polls, began, &next_check, timeout, pids, nlinks, dead_pid)) != RB_OK)
+        if ((rc = poll_step(worker, &polls, &began, &next_check, timeout, pids, nlinks, dead_pid)) != RB_OK)
             goto done;
     }
 done:
@@ -567,26 +545,11 @@ static int wait_flag(ucp_worker_h worker, volatile const uint8_t *flag, uint8_t 
                      int *dead_pid)
 {
     unsigned polls = 0;
-    double started = 0, next_check = 0;
-    while (*flag != expect) {
-        ucp_worker_progress(worker);
-        if (++polls % POLLS_PER_CLOCK_READ == 0) {
-            double t = now();
-            if (started == 0) {
-                started = t;
-                next_check = t + LIVENESS_PERIOD;
-            } else if (t >= next_check) {
-                next_check = t + LIVENESS_PERIOD;
-                if (check_signals != NULL && check_signals() != 0)
-                    return RB_INTERRUPTED;
-                if (t - started > timeout)
-                    return RB_TIMEOUT;
-                if (!peers_alive(pid, 1, dead_pid))
-                    return RB_PEER_GONE;
-            }
-        }
-    }
-    return RB_OK;
+    double began = 0, next_check = 0;
+    int rc = RB_OK;
+    while (*flag != expect && rc == RB_OK)
+        rc = poll_step(worker, &polls, &began, &next_check, timeout, pid, 1, dead_pid);
+    return rc;
 }
 
 /* put latency, either side: the pinging side (`ping` = 1) waits for READY, starts the clock, puts
@@ -742,7 +705,7 @@ int rb_blocks_active(ucp_worker_h worker, int op, const rb_blocks_link *l, void 
             rc = RB_UCX_ERROR;
             goto done;
         }
-        if ((rc = poll_step(worker, &polls, began, &next_check, timeout, &pid, 1, dead_pid)) != RB_OK)
+        if ((rc = poll_step(worker, &polls, &began, &next_check, timeout, &pid, 1, dead_pid)) != RB_OK)
             goto done;
     }
     *step_seconds = now() - began;
@@ -800,7 +763,7 @@ int rb_blocks_passive(ucp_worker_h worker, int op, const rb_blocks_link *l, void
                 acked++;
             }
         }
-        if (acked < l->batch && (rc = poll_step(worker, &polls, began, &next_check, timeout, &pid, 1, dead_pid)) != RB_OK)
+        if (acked < l->batch && (rc = poll_step(worker, &polls, &began, &next_check, timeout, &pid, 1, dead_pid)) != RB_OK)
             goto done;
     }
     rc = wait_all(worker, &ready, 1, timeout, &pid, 1, dead_pid, ucx_status);
