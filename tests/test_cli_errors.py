@@ -117,13 +117,20 @@ def test_max_pinned_cap_is_checked_before_any_transfer(tmp_path: Path) -> None:
     )
 
 
-def test_launcher_noise_after_an_error_is_held_back() -> None:
+@pytest.mark.parametrize(
+    "noise",
+    [
+        "[n1:77] PMIX ERROR: PMIX_ERR_UNREACH in file pmix_server.c at line 3146\n",
+        "[warn] Epoll MOD(4) on fd 21 failed. Old events were 6; read change was 2 (del); write change was 0 "
+        "(none); close change was 0 (none): Bad file descriptor\n",
+    ],
+)
+def test_launcher_noise_after_an_error_is_held_back(noise: str) -> None:
     import io
 
     from rdmabench.job.spawner import StderrRelay
 
     said = "rdmabench: error: --engine native on rank 0 (n1): cannot build the native loop\n"
-    noise = "[n1:77] PMIX ERROR: PMIX_ERR_UNREACH in file pmix_server.c at line 3146\n"
     sink = io.StringIO()
     StderrRelay(io.StringIO(said + noise), sink).run()
     assert sink.getvalue() == said
