@@ -171,7 +171,17 @@ def main() -> None:
     "--window",
     type=int,
     default=None,
-    help="Messages in flight per step for bw/bibw. [default: up to 64, at most 512 MiB in flight]",
+    help="Messages in flight per link for bw/bibw and the patterns. [default: up to 64; at most 8 MiB "
+    "in flight for host memory, 512 MiB for GPU memory]",
+)
+@click.option(
+    "--passes",
+    type=int,
+    default=None,
+    help="Windows per step (round trips, for lat), streamed: each message is posted as soon as the one "
+    "before it in its buffer completes, with one READY/ACK handshake a step. 1: one drained window a "
+    "step. [default: about 64 MiB a step (1 GiB for GPU memory), at most 64 passes; lat: up to 200 "
+    "round trips]",
 )
 @click.option(
     "-n",
@@ -446,7 +456,8 @@ def copy_command(
 @click.option(
     "--tests",
     default="bw,lat",
-    help="Comma-separated: bw (vs tag_bw), lat (tag_lat), put (ucp_put_bw), get (ucp_get), put-lat (ucp_put_lat).",
+    help="Comma-separated: bw (vs tag_bw), lat (tag_lat), put (ucp_put_bw), get (ucp_get), put-lat (ucp_put_lat); "
+    "with --mode device also bibw (vs both copy engines copying GPU0 <-> GPU1 at once).",
 )
 @click.option("--output", "-o", default=None, type=click.Path(dir_okay=False), help="Also write the rows as JSON here.")
 def anchor(mode: str, sizes: str, tests: str, output: str | None) -> None:

@@ -57,3 +57,20 @@ def test_the_anchor_runs_end_to_end_on_a_one_sided_test(tmp_path: Path) -> None:
         assert row["anchor"] > 0 and row["validated"] > 0
         assert row["ratio_validated"] == row["validated"] / row["anchor"]
     assert "put " in proc.stdout and "host/ucx" in proc.stdout
+
+
+def test_bibw_has_a_copy_engine_anchor_only_for_gpu_memory(tmp_path: Path) -> None:
+    proc = run_cli(["anchor", "--mode", "host", "--sizes", "1MiB", "--tests", "bibw", "-o", str(tmp_path / "a.json")])
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode != 0 and len(lines) == 1 and "bibw" in lines[0], proc.stderr
+    assert not (tmp_path / "a.json").exists()
+
+
+def test_a_ceiling_row_prints_without_a_python_column() -> None:
+    row = {
+        "test": "bibw", "mode": "device", "size_bytes": 1 << 28, "anchor": 760.0, "validated": 740.0,
+        "unvalidated": 750.0, "ratio_validated": 740 / 760, "ratio_unvalidated": 750 / 760, "python_loop": None,
+        "ratio_python_loop": None, "overhead_us_per_msg": None, "engine": "native", "transport": "cuda_ipc/cuda",
+    }  # fmt: skip
+    text = format_rows([row])
+    assert "bibw" in text and "0.97" in text and "0.99" in text and "native cuda_ipc/cuda" in text

@@ -3,6 +3,7 @@ the GPU machine with `pytest -m gpu` (see the README)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -213,3 +214,16 @@ def test_block_lists_of_device_memory(test: str, results_path: Path) -> None:
     reference, blocks = _run(args, results_path)["results"]
     assert blocks["validated"] and blocks["blocks"]["transfers"] > 0 and blocks["transport"].startswith("cuda")
     assert reference["blocks"]["count"] == 1 and blocks["blocks"]["contiguous_gbps"] > 0
+
+
+@pytest.mark.skipif(visible_gpu_count() < 2, reason="the bidirectional copy needs two GPUs")
+def test_bibw_anchor_against_both_copy_engines(tmp_path: Path) -> None:
+    from rdmabench.bench.anchor import bidirectional_copy_gbps, peer_copy_gbps
+
+    both, one = bidirectional_copy_gbps(64 << 20), peer_copy_gbps(64 << 20)
+    assert both is not None and one is not None and both > 1.3 * one  # both directions really ran at once
+    out = tmp_path / "a.json"
+    proc = run_cli(["anchor", "--mode", "device", "--sizes", "64MiB", "--tests", "bibw", "-o", str(out)], timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    (row,) = json.loads(out.read_text())["rows"]
+    assert row["anchor_test"] == "bidirectional peer copy" and 0.5 < row["ratio_unvalidated"] < 1.2, row

@@ -39,7 +39,7 @@ def test_a_run_writes_a_summary_and_one_short_line_per_link(tmp_path: Path) -> N
         assert entry["bandwidth_gbps"] == entry["stats"]["median"] and entry["src_host"] and entry["transport"]
         assert math.isclose(entry["bandwidth_gbps"], record["value"], rel_tol=1e-5)  # the record's, rounded
         assert entry["stats"]["min"] == min(record["samples"])
-        assert entry["messages_per_sample"] == record["iterations"] * entry["window"]
+        assert entry["messages_per_sample"] == record["iterations"] * entry["window"] * entry["passes"]
 
 
 def test_schema_1_entries_survive_the_round_trip() -> None:

@@ -168,6 +168,51 @@ def peer_copy_gbps(size: int, repeats: int = 20) -> float | None:
     return size / times[len(times) // 2] / 1e9
 
 
+def bidirectional_copy_gbps(size: int, repeats: int = 20) -> float | None:
+    """GPU 0 -> GPU 1 and GPU 1 -> GPU 0 copy-engine copies at once (cudaMemcpyPeerAsync on a stream
+    of each GPU, both started by one event and joined into one end event): both directions' bytes
+    over the time until the later one finished, median of `repeats`. The ceiling of bibw between
+    those GPUs. None with fewer than two GPUs."""
+    from ..hardware.gpu import import_cupy, visible_gpu_count
+
+    cupy = import_cupy()
+    if cupy is None or visible_gpu_count() < 2:
+        return None
+    runtime = cupy.cuda.runtime
+    buffers, streams = {}, {}
+    for device in (0, 1):
+        with cupy.cuda.Device(device):
+            buffers[device] = (cupy.ones(size, dtype=cupy.uint8), cupy.empty(size, dtype=cupy.uint8))
+            streams[device] = cupy.cuda.Stream(non_blocking=True)
+            if runtime.deviceCanAccessPeer(device, 1 - device):
+                try:
+                    runtime.deviceEnablePeerAccess(1 - device)
+                except cupy.cuda.runtime.CUDARuntimeError:
+                    pass  # already enabled
+    times = []
+    for index in range(repeats + 3):
+        with cupy.cuda.Device(0):
+            start, end = cupy.cuda.Event(), cupy.cuda.Event()
+            start.record(streams[0])
+        with cupy.cuda.Device(1):
+            joined = cupy.cuda.Event(disable_timing=True)
+            streams[1].wait_event(start)
+            runtime.memcpyPeerAsync(buffers[0][1].data.ptr, 0, buffers[1][0].data.ptr, 1, size, streams[1].ptr)
+            joined.record(streams[1])
+        with cupy.cuda.Device(0):
+            runtime.memcpyPeerAsync(buffers[1][1].data.ptr, 1, buffers[0][0].data.ptr, 0, size, streams[0].ptr)
+            streams[0].wait_event(joined)
+            end.record(streams[0])
+            end.synchronize()
+            if index >= 3:
+                times.append(cupy.cuda.get_elapsed_time(start, end) / 1e3)
+    times.sort()
+    return 2 * size / times[len(times) // 2] / 1e9
+
+
+# Tests whose anchor is a copy-engine ceiling, not a ucx_perftest run (GPU memory only).
+CEILINGS = {"bibw": "bidirectional peer copy"}
+
 # rdmabench test -> (ucx_perftest test, whether its figure is a latency)
 ANCHORS = {
     "bw": ("tag_bw", False),
@@ -196,8 +241,14 @@ def compare(mode: str, sizes: list[int], tests: list[str]) -> list[dict[str, Any
     shared = same_ucx_settings()
     rows: list[dict[str, Any]] = []
     for test in tests:
+        if test in CEILINGS and device:
+            rows.extend(_compare_ceiling(test, sizes))
+            continue
         if test not in ANCHORS:
-            raise ConfigError(f"unknown anchor test {test!r}: choose {', '.join(ANCHORS)}")
+            raise ConfigError(
+                f"unknown anchor test {test!r}: choose {', '.join(ANCHORS)} (and, with --mode device, "
+                f"{', '.join(CEILINGS)})"
+            )
         rows.extend(_compare_test(test, sizes, device, rd_mode, shared))
         if not device and registry.get(test).one_sided:
             # ucx_perftest's host buffers are allocated by UCX (shared segments a peer attaches): the
@@ -243,10 +294,32 @@ def _compare_test(
     return rows
 
 
+def _compare_ceiling(test: str, sizes: list[int]) -> list[dict[str, Any]]:
+    """bibw between GPU 0 and GPU 1 against both copy engines copying at once: rdmabench's aggregate
+    (each direction's bytes once, over the slower direction's time) over the copies' aggregate."""
+    checked = run_rdmabench(test, sizes, "device", validate=True)
+    unchecked = run_rdmabench(test, sizes, "device", validate=False)
+    rows = []
+    for size in sizes:
+        ceiling = bidirectional_copy_gbps(size)
+        if ceiling is None:
+            raise LaunchError(f"the {CEILINGS[test]} needs two GPUs")
+        row: dict[str, Any] = {"test": test, "size_bytes": size, "mode": "device", "rdmabench_mode": "device"}
+        row["anchor_test"], row["anchor"] = CEILINGS[test], ceiling
+        for column, run in (("validated", checked), ("unvalidated", unchecked)):
+            row[column] = run[size].get("aggregate_gbps") or run[size]["bandwidth_gbps"]
+            row[f"ratio_{column}"] = row[column] / ceiling
+        row["python_loop"] = row["ratio_python_loop"] = row["overhead_us_per_msg"] = None
+        row["engine"], row["transport"] = checked[size].get("engine"), checked[size].get("transport")
+        rows.append(row)
+    return rows
+
+
 def format_rows(rows: list[dict[str, Any]]) -> str:
     lines = [
         "# ratios measured side by side in this run; bw, put, get in GB/s (1e9 B/s), lat, put-lat in us (half round trip)",
-        "# anchor: ucx_perftest tag_bw, tag_lat, ucp_put_bw, ucp_get, ucp_put_lat; rdmabench checked = default (every byte validated), unchecked = --no-validate,",
+        "# anchor: ucx_perftest tag_bw, tag_lat, ucp_put_bw, ucp_get, ucp_put_lat; bibw (device): both copy engines "
+        "copying GPU0 <-> GPU1 at once, aggregates; rdmabench checked = default (every byte validated), unchecked = --no-validate,",
         "# python = --no-validate --engine python (the step timed by the Python loop instead of the native one);",
         "# mode host = rdmabench's pageable memory, host/ucx = host memory allocated by UCX as ucx_perftest's is;",
         "# +us/msg = rdmabench's extra time per message over the anchor's (unchecked)",
@@ -263,10 +336,11 @@ def format_rows(rows: list[dict[str, Any]]) -> str:
     for r in rows:
         python = "-" if r["python_loop"] is None else f"{r['python_loop']:.3f}"
         python_ratio = "-" if r["ratio_python_loop"] is None else f"{r['ratio_python_loop']:.2f}"
+        extra = "-" if r["overhead_us_per_msg"] is None else f"{r['overhead_us_per_msg']:.2f}"
         lines.append(
             f"{r['test']:<7} {r['mode']:<8} {format_size(r['size_bytes']):>7} {r['anchor']:>10.3f} {r['validated']:>10.3f} "
             f"{r['ratio_validated']:>6.2f} {r['unvalidated']:>10.3f} {r['ratio_unvalidated']:>6.2f} "
-            f"{python:>10} {python_ratio:>6} {r['overhead_us_per_msg']:>8.2f}  {r['engine']} {r['transport']}"
+            f"{python:>10} {python_ratio:>6} {extra:>8}  {r['engine']} {r['transport']}"
         )
     for r in rows:
         if "anchor_msg_rate" in r and r["size_bytes"] <= 64:

@@ -28,6 +28,7 @@ UNITS = tuple(DISPLAY_UNITS)
 # field: (option, lowest, highest)
 _LIMITS = {
     "window": ("--window", 1, 65536),
+    "passes": ("--passes", 1, 1_000_000),
     "iterations": ("--iters", 1, 10_000_000),
     "warmup": ("--warmup", 0, 1_000_000),
     "samples": ("--samples", 1, 10_000),
@@ -41,6 +42,7 @@ class RunConfig:
     dst_mode: MemoryMode = MemoryMode.PAGEABLE
     sizes: list[int] = field(default_factory=lambda: parse_sizes(DEFAULT_SIZES))
     window: int | None = None
+    passes: int | None = None  # windows (round trips) per step; None: measure.plan.default_passes
     iterations: int | None = None
     warmup: int | None = None
     samples: int = 5

@@ -24,7 +24,7 @@ def is_pattern_round(config: RunConfig) -> bool:
 
 def size_plan(config: RunConfig, kind: TestKind, size: int, shape: BlockShape | None = None) -> Plan:
     if shape is not None:  # a step moves every block of its transfers: they are its window
-        plan = make_plan(True, size, config.device_only, shape.per_step, *_counts(config))
+        plan = make_plan(True, size, config.device_only, shape.per_step, *_counts(config), passes=1)
         return plan if config.timeout is not None else replace(plan, timeout=default_timeout(shape.per_step * size))
     return make_plan(
         kind.protocol.windowed,
@@ -36,6 +36,7 @@ def size_plan(config: RunConfig, kind: TestKind, size: int, shape: BlockShape | 
         config.samples,
         config.sample_time,
         config.timeout,
+        config.passes if kind.protocol.streams else 1,
     )
 
 

@@ -31,6 +31,7 @@ class BlocksProtocol:
     """Block lists moved by `operation` (RMA_PUT, RMA_GET or TAGGED); one link per rank."""
 
     windowed = True
+    streams = False
 
     def __init__(self, operation: int, shape: BlockShape):
         self.operation = operation

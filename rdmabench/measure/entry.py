@@ -58,6 +58,7 @@ class Entry:
     staging: dict[str, Any] | None
     engine: str
     ucx_memory_type_declared: bool
+    passes: int = 1  # windows (round trips) per step: messages_per_sample = iterations x window x passes
     transport: str | None = None
     protocol: str | None = None
     ucx_locality: str | None = None
@@ -150,7 +151,7 @@ def _cpu_cost(entries: list[Entry], measured: list[LinkMeasurement], spec: Round
     the round's links it sent or received (a rank of several links shares its time among them)."""
     moved: dict[int, float] = {}
     for m in measured:
-        nbytes = spec.size * m.window * m.iterations * len(m.step_times)
+        nbytes = spec.size * m.per_step * m.iterations * len(m.step_times)
         for rank in {m.link.src, m.link.dst}:
             moved[rank] = moved.get(rank, 0.0) + nbytes
     for entry in entries:
@@ -168,7 +169,7 @@ def round_aggregate(size: int, measured: list[LinkMeasurement]) -> list[float]:
     aggregate = []
     for sample in range(len(measured[0].step_times)):
         steps = list(zip(*(m.step_times[sample] for m in measured), strict=True))
-        moved = sum(size * m.window * len(m.step_times[sample]) for m in measured)
+        moved = sum(size * m.per_step * len(m.step_times[sample]) for m in measured)
         aggregate.append(gbps(moved, sum(max(times) for times in steps)))
     return aggregate
 
@@ -182,7 +183,7 @@ def _entry(
     round_seconds: float,
 ) -> Entry:
     kind, link = spec.kind, m.link
-    values = [kind.figure(spec.size, m.window, times) for times in m.step_times]
+    values = [kind.figure(spec.size, m.per_step, times) for times in m.step_times]
     stats = summarize(values)
     windowed = spec.protocol.windowed
     entry = Entry(
@@ -201,7 +202,8 @@ def _entry(
         window=m.window if windowed else None,
         iterations=m.iterations,
         warmup=m.warmup,
-        messages_per_sample=m.iterations * (m.window if windowed else 1),
+        messages_per_sample=m.iterations * m.per_step,
+        passes=m.passes,
         validated=spec.validate,
         wrong_bytes=0 if spec.validate else None,
         staging=staging_record(spec, link),

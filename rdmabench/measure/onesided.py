@@ -114,6 +114,7 @@ class OneSidedProtocol:
     def __init__(self, operation: int, windowed: bool = True):
         self.operation = operation
         self.windowed = windowed
+        self.streams = False
         self.name = ("put" if operation == RMA_PUT else "get") + ("" if windowed else "-once")
 
     def buffers(self, window: int, sends: int, receives: int) -> int:
@@ -188,6 +189,7 @@ class PutPingPongProtocol:
 
     name = "put-ping-pong"
     windowed = False
+    streams = False
 
     def buffers(self, window: int, sends: int, receives: int) -> int:
         return 2 * (sends + receives)

@@ -1,6 +1,7 @@
-"""The ping-pong protocol, used by lat: one message each way per step, timed on the link's src from
-the ping to the pong's arrival (half of it is the latency). Each step starts with an untimed READY
-from the echoing side, sent once its ping receive is posted."""
+"""The ping-pong protocol, used by lat: Plan.passes round trips per step, one after the other, timed
+on the link's src from the first ping to the last pong's arrival (half the mean round trip is the
+latency). Each step starts with an untimed READY from the echoing side, sent once its first ping
+receive is posted. Each round trip carries the step's payload; the last one is checked."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from .round import DATA, READY, RoundEnd, Side, tag
 class PingPongProtocol:
     name = "ping-pong"
     windowed = False
+    streams = True  # a step is Plan.passes round trips in a row
 
     def buffers(self, window: int, sends: int, receives: int) -> int:
         return 2 * (sends + receives)  # each end of a link both sends and receives one message
@@ -63,6 +65,10 @@ class PingPongProtocol:
             end.check(incoming, incoming.buffers, index)
 
     def python_step(self, end: RoundEnd, index: int) -> list[float]:
+        times = [self._python_round_trip(end) for _ in range(end.passes)]
+        return [sum(t[0] for t in times)] if end.targets else []
+
+    def _python_round_trip(self, end: RoundEnd) -> list[float]:
         state, transport, timeout = end.state, end.transport, end.spec.plan.timeout
         side = (end.targets + end.sources)[0]
         outgoing, incoming = state["halves"][id(side)]
@@ -96,10 +102,20 @@ class PingPongProtocol:
         if end.targets:
             return [
                 loop.ping(
-                    state["endpoint"], pid, out_at, in_at, end.spec.size, memory, state["tags"], state["signal_in_at"]
+                    state["endpoint"],
+                    pid,
+                    out_at,
+                    in_at,
+                    end.spec.size,
+                    memory,
+                    state["tags"],
+                    state["signal_in_at"],
+                    end.passes,
                 )
             ]
-        loop.pong(state["endpoint"], pid, out_at, in_at, end.spec.size, memory, state["tags"], state["signal_at"])
+        loop.pong(
+            state["endpoint"], pid, out_at, in_at, end.spec.size, memory, state["tags"], state["signal_at"], end.passes
+        )
         return []
 
 

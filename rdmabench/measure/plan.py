@@ -14,6 +14,12 @@ _MAX_ITERATIONS = 10_000_000
 # size got slower. GPU memory has no such cliff, and a deep window hides the per-step handshake.
 HOST_WINDOW_BUDGET = 8 << 20
 DEVICE_WINDOW_BUDGET = 512 << 20
+# Streaming: bytes a step moves through its window (host; GPU memory), round trips a ping-pong step
+# makes, and at most this many passes of the window per step.
+STREAM_BYTES = 64 << 20
+DEVICE_STREAM_BYTES = 1 << 30
+STREAM_ROUND_TRIPS = 200
+MAX_PASSES = 64
 
 
 @dataclass(frozen=True)
@@ -21,12 +27,20 @@ class Plan:
     """How much to run for one size. `iterations` None means: calibrate from the warm-up so that
     one sample takes about `sample_time` seconds."""
 
-    window: int
+    window: int  # messages in flight per link (a ping-pong: 1)
     iterations: int | None
     warmup: int
     samples: int
     sample_time: float
     timeout: float
+    # Windows per step (round trips, for a ping-pong): a step streams window x passes messages through
+    # the window's buffers, the next posted as each completes, with one handshake at each end.
+    passes: int = 1
+
+    @property
+    def per_step(self) -> int:
+        """Messages per step on a link (round trips, for a ping-pong)."""
+        return self.window * self.passes
 
     def shared(self, links: int, window_given: bool) -> Plan:
         """The plan for one of `links` links a rank serves at once: the default window is shared out."""
@@ -38,6 +52,16 @@ class Plan:
 def default_window(size: int, device_only: bool = False) -> int:
     budget = DEVICE_WINDOW_BUDGET if device_only else HOST_WINDOW_BUDGET
     return max(1, min(64, budget // size))
+
+
+def default_passes(windowed: bool, size: int, window: int, device_only: bool) -> int:
+    """Enough passes that a step's handshake (READY, then ACK; a ping-pong's READY) costs little
+    against what it streams, without making one step longer than a sample should be: a step moves
+    about STREAM_BYTES, or STREAM_ROUND_TRIPS round trips, and never more than MAX_PASSES windows."""
+    if not windowed:
+        return max(1, min(STREAM_ROUND_TRIPS, STREAM_BYTES // (16 * max(size, 1))))
+    budget = DEVICE_STREAM_BYTES if device_only else STREAM_BYTES
+    return max(1, min(MAX_PASSES, budget // (window * max(size, 1))))
 
 
 def default_warmup(windowed: bool, size: int) -> int:
@@ -61,8 +85,10 @@ def make_plan(
     samples: int,
     sample_time: float,
     timeout: float | None,
+    passes: int | None = None,
 ) -> Plan:
     win = (window or default_window(size, device_only)) if windowed else 1
+    runs = passes or default_passes(windowed, size, win, device_only)
     warm = default_warmup(windowed, size) if warmup is None else warmup
     if iterations is None:
         warm = max(warm, 1)  # the warm-up is what calibrates the iteration count
@@ -72,7 +98,8 @@ def make_plan(
         warmup=warm,
         samples=samples,
         sample_time=sample_time,
-        timeout=timeout if timeout is not None else default_timeout(win * size),
+        timeout=timeout if timeout is not None else default_timeout(win * runs * size),
+        passes=runs,
     )
 
 

@@ -13,6 +13,7 @@ if TYPE_CHECKING:
 class StepProtocol(Protocol):
     name: str
     windowed: bool  # a window of messages per step (False: one message each way)
+    streams: bool  # a step may make several passes of its window (Plan.passes); False: always one
 
     def buffers(self, window: int, sends: int, receives: int) -> int:
         """Message buffers a rank allocates when it sends on `sends` links and receives on `receives`."""

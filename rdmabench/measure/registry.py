@@ -48,7 +48,8 @@ class TestKind:
     protocol: StepProtocol
     # The links of one round for a pair (a, b): [(a, b)], both ways [(a, b), (b, a)], or reversed.
     pair_links: Callable[[int, int], list[tuple[int, int]]]
-    # The figure of one sample from its step times: (size, window, step seconds) -> value in `unit`.
+    # The figure of one sample from its step times: (size, messages or round trips per step, step
+    # seconds) -> value in `unit`.
     figure: Callable[[int, int, list[float]], float]
     # When a step's clock stops, for the table's header.
     timing: str = "timed until the receiver acknowledged every message"

@@ -106,6 +106,12 @@ class LinkMeasurement:
     memory_type_declared: bool  # UCX was told the buffers' memory type (native) or looked it up
     sender_rows: dict[str, Any] = field(default_factory=dict)  # the timing rank's UCX report rows
     details: dict[str, Any] = field(default_factory=dict)  # what the protocol keeps beyond step times
+    passes: int = 1  # windows (round trips) per step
+
+    @property
+    def per_step(self) -> int:
+        """Messages (round trips) per step: what a figure divides the step times by."""
+        return self.window * self.passes
 
 
 @dataclass
@@ -133,6 +139,7 @@ class RoundEnd:
         self.targets = [Side(link, link.dst, link.src_mode) for link in spec.links if link.src == self.rank]
         self.sources = [Side(link, link.src, link.dst_mode) for link in spec.links if link.dst == self.rank]
         self.window = spec.plan.window
+        self.passes = spec.plan.passes if spec.protocol.streams else 1
         self.where = spec.describe()
         self.native = native if native is not None and not spec.staged else None
         self.state: dict[str, Any] = {}  # what the protocol keeps between steps
@@ -300,6 +307,7 @@ def run_round(
                 end.native is not None,
                 rows[position],
                 kept[position],
+                end.passes,
             )
         )
     return measured, cpu

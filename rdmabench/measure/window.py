@@ -1,12 +1,20 @@
 """The window protocol, used by bw, bibw and every concurrent pattern: in each step every sender
-posts a window of messages to each of its targets, timed from one start to each target's
-acknowledgement.
+streams window x passes messages to each of its targets through the window's buffers, timed from
+its start to each target's acknowledgement.
 
-Each step starts with an untimed handshake: a receiver pre-posts its receives (so no message
-arrives unexpected) and sends READY to each of its sources. A sender starts its clock once every
-target's READY is in, posts all its windows, and stops each target's clock when that target's ACK
-(sent once its whole window has landed) arrives. The Python step and the native step
-(wire/native/hotloop.c, rb_round) speak exactly these messages.
+Each step starts with an untimed handshake: a receiver pre-posts a window of receives (so no
+message arrives unexpected) and sends READY to each of its sources. A sender starts a link's clock
+when its READY is in and stops it when that link's ACK (sent once the step's last message has
+landed) arrives. The native step (wire/native/hotloop.c, rb_round) streams: each end posts the next
+message into a buffer as soon as the message before it in that buffer has completed, so `window`
+messages stay in flight through all the passes, as ucx_perftest keeps its window full. The Python
+step makes the passes one after the other, each a window with its own READY and ACK (the interpreter
+could not refill a window at line rate anyway); both move the same bytes per step.
+
+Validation: every pass carries the same payload in a buffer (written once per step, untimed), so
+what is checked after the step is each buffer's last message, in full, against that step's pattern
+(the previous step's pattern is still there if it did not land); the earlier passes' messages were
+each completed by UCX with their full length. A step of one pass is the old drained window.
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ from .round import ACK, DATA, READY, RoundEnd, Side, tag
 class WindowProtocol:
     name = "window"
     windowed = True
+    streams = True  # a step streams window x Plan.passes messages through the window's buffers
 
     def buffers(self, window: int, sends: int, receives: int) -> int:
         return window * (sends + receives)
@@ -66,6 +75,12 @@ class WindowProtocol:
         state["signal"] = end.signal()[0]
 
     def python_step(self, end: RoundEnd, index: int) -> list[float]:
+        totals = [0.0] * len(end.targets)
+        for _ in range(end.passes):
+            totals = [a + b for a, b in zip(totals, self._python_pass(end), strict=True)]
+        return totals
+
+    def _python_pass(self, end: RoundEnd) -> list[float]:
         transport, state, plan = end.transport, end.state, end.spec.plan
         signal, targets = state["signal"], end.targets
         incoming = [s.carrier.recv(s.batch, state["data_in"][id(s)]) for s in end.sources]  # type: ignore[union-attr]
@@ -120,6 +135,7 @@ class WindowProtocol:
             return LinkEnd(
                 transport.endpoint_handle(side.peer),
                 transport.local_pid(side.peer),
+                len(side.buffers) * end.passes,
                 len(side.buffers),
                 memory_type(side.mode.ucx_memory),
                 end.spec.size,

@@ -160,8 +160,8 @@ def expand(record: dict[str, Any], profiles: list[dict[str, Any]], ranks: dict[i
     entry["stats"] = summarize([float(v) for v in samples])
     # The figure is the median sample, as in schema 1 (`value` in the record is that, rounded).
     entry[profile[_FIGURE]] = entry["stats"]["median"] if isinstance(record["value"], (int, float)) else None
-    window = profile.get("window")
-    entry["messages_per_sample"] = record["iterations"] * (window if window else 1)
+    window, passes = profile.get("window"), profile.get("passes")
+    entry["messages_per_sample"] = record["iterations"] * (window if window else 1) * (passes if passes else 1)
     return entry
 
 

@@ -155,12 +155,15 @@ def settings_of(entry: dict[str, Any], metadata: dict[str, Any]) -> tuple[tuple[
     tuned = ",".join(
         f"{key}={value}" for key, value in sorted(ucx.items()) if not str(key).startswith(_UCX_BOOKKEEPING)
     )
-    settings = (
+    settings: tuple[tuple[str, str], ...] = (
         ("engine", str(entry.get("engine") or "python")),
         ("validated", "yes" if entry.get("validated") else "no"),
         ("window", str(entry.get("window"))),
         ("ucx", tuned or "defaults"),
     )
+    passes = entry.get("passes")
+    if isinstance(passes, int) and passes > 1:  # streamed steps (files before streaming made one pass)
+        settings = (*settings, ("passes", str(passes)))
     blocks = entry.get("blocks")
     if isinstance(blocks, dict):  # block lists (--blocks): never merged with plain messages or other shapes
         shape = f"{blocks.get('count')} x {blocks.get('layout')}, {blocks.get('batch')} in flight"

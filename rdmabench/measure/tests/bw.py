@@ -8,9 +8,10 @@ from ..registry import TestKind, register
 from ..window import WINDOW
 
 
-def window_gbps(size: int, window: int, step_times: list[float]) -> float:
-    """Every byte of every window over the sum of the step times, in GB/s."""
-    return gbps(size * window * len(step_times), sum(step_times))
+def window_gbps(size: int, per_step: int, step_times: list[float]) -> float:
+    """Every byte of every step (`per_step` messages: its window's passes) over the sum of the step
+    times, in GB/s."""
+    return gbps(size * per_step * len(step_times), sum(step_times))
 
 
 BW = register(

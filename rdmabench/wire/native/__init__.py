@@ -44,6 +44,7 @@ class LinkEnd(ctypes.Structure):
         ("ep", _ptr),
         ("peer_pid", _int),
         ("count", _int),
+        ("slots", _int),
         ("memory_type", _int),
         ("size", _size),
         ("buffers", ctypes.POINTER(_ptr)),
@@ -107,13 +108,30 @@ _SIGNATURES: dict[str, list[Any]] = {
         _tag,
         _tag,
         _ptr,
+        _int,
         _double,
         _int,
         _out_seconds,
         _out_int,
         _out_int,
     ],
-    "rb_lat_pong": [_ptr, _ptr, _ptr, _ptr, _size, _int, _tag, _tag, _tag, _ptr, _double, _int, _out_int, _out_int],
+    "rb_lat_pong": [
+        _ptr,
+        _ptr,
+        _ptr,
+        _ptr,
+        _size,
+        _int,
+        _tag,
+        _tag,
+        _tag,
+        _ptr,
+        _int,
+        _double,
+        _int,
+        _out_int,
+        _out_int,
+    ],
     "rb_rma_round": [
         _ptr,
         _int,
@@ -431,9 +449,11 @@ class HotLoop:
         memory: int,
         tags: tuple[int, int, int],
         ready: int,
+        count: int,
     ) -> float:
+        """Seconds for `count` round trips in a row."""
         rc = self._lib.rb_lat_ping(
-            self._worker, endpoint, out, into, size, memory, *tags, ready, self._timeout, peer_pid,
+            self._worker, endpoint, out, into, size, memory, *tags, ready, count, self._timeout, peer_pid,
             ctypes.byref(self._seconds), ctypes.byref(self._dead), ctypes.byref(self._status),
         )  # fmt: skip
         self._check(rc, "a ping-pong round trip")
@@ -449,9 +469,10 @@ class HotLoop:
         memory: int,
         tags: tuple[int, int, int],
         signal: int,
+        count: int,
     ) -> None:
         rc = self._lib.rb_lat_pong(
-            self._worker, endpoint, out, into, size, memory, *tags, signal, self._timeout, peer_pid,
+            self._worker, endpoint, out, into, size, memory, *tags, signal, count, self._timeout, peer_pid,
             ctypes.byref(self._dead), ctypes.byref(self._status),
         )  # fmt: skip
         self._check(rc, "a ping and its pong")

@@ -4,12 +4,13 @@
  * between the start and the stop of the clock runs here, so the figure is the link's and not the
  * interpreter's.
  *
- * The round protocol is the one measure/window.py speaks, message for message. A rank has targets
- * (links it sends on) and sources (links it receives on): it pre-posts the receives of every
- * source and sends each source READY; each target's clock starts when that target's READY arrives
- * (its window is posted at once) and stops when that target's ACK arrives; each source is
- * acknowledged once its window has landed. A pair is a round of one link; bibw is a round of two
- * links, one each way.
+ * The round protocol is the one measure/window.py speaks. A rank has targets (links it sends on)
+ * and sources (links it receives on): it pre-posts a window of receives for every source and sends
+ * each source READY; each target's clock starts when that target's READY arrives and stops when
+ * that target's ACK arrives; each source is acknowledged once the step's last message has landed.
+ * In between, each link streams `count` messages through its `slots` buffers (the window), each
+ * posted as soon as the one before it in its buffer has completed. A pair is a round of one link;
+ * bibw is a round of two links, one each way.
  *
  * Every wait gives up after `timeout` seconds, or as soon as `peer_pid` (a peer on this host; 0 if
  * none) no longer exists. Each function returns a status: RB_OK, RB_TIMEOUT, RB_PEER_GONE,
@@ -177,6 +178,7 @@ typedef struct {
     ucp_ep_h ep;
     int peer_pid; /* the peer's pid when it runs on this host, else 0 */
     int count;    /* messages per step on this link */
+    int slots;    /* buffers, and messages in flight at most: message m uses buffer m % slots */
     int memory_type;
     size_t size;
     void **buffers;
@@ -187,7 +189,8 @@ typedef struct {
 
 /* Per-link progress of one step. */
 typedef struct {
-    void **requests; /* the link's data messages */
+    void **requests; /* the link's data messages in flight: message m in requests[m % slots] */
+    int posted;      /* how many of them have been posted */
     int done;        /* how many of them have completed, in order */
     void *ready;     /* target: READY from the peer; source: READY sent to it */
     void *ack;       /* target: ACK from the peer; source: ACK sent to it */
@@ -195,31 +198,42 @@ typedef struct {
     double start;
 } rb_progress;
 
-/* Settle in order every completed request of a link; -1 on failure. */
-static int settle_all(rb_progress *p, int count, int *ucx_status)
+/* Keep a link streaming: settle its completed messages in order, and post the next ones into the
+ * buffers they free, so that up to `slots` messages are always in flight until `count` have been
+ * posted. Message m uses buffer m % slots and carries that slot in its tag: UCX matches messages
+ * of one tag in order, so message m lands in the receive posted for it. -1 on failure. */
+static int stream(ucp_worker_h worker, rb_progress *p, const rb_link *l, int sending, int *ucx_status)
 {
     int r;
-    while (p->done < count && (r = settle(&p->requests[p->done], ucx_status)) != 0) {
+    while (p->done < p->posted && (r = settle(&p->requests[p->done % l->slots], ucx_status)) != 0) {
         if (r < 0)
             return -1;
         p->done++;
     }
+    while (p->posted < l->count && p->posted - p->done < l->slots) {
+        int k = p->posted % l->slots;
+        ucp_tag_t tag = l->data_tag | (ucp_tag_t)k;
+        p->requests[k] = sending ? post_send(l->ep, l->buffers[k], l->size, tag, l->memory_type)
+                                 : post_recv(worker, l->buffers[k], l->size, tag, l->memory_type);
+        p->posted++;
+    }
     return 0;
 }
 
-/* One step of a round on this rank: `targets` it sends a window to, `sources` it receives one from.
- * Each target's clock starts when its READY arrives (its window is posted at once) and stops when
- * its ACK arrives: `seconds[t]`. A source is acknowledged as soon as its whole window has landed,
- * whatever this rank's own targets are doing, so no link waits on another. `signals`: 16 bytes
- * per target of scratch for READY and ACK. */
+/* One step of a round on this rank: `targets` it sends `count` messages to, `sources` it receives
+ * `count` from, each link streaming through its `slots` buffers (stream()). Each target's clock
+ * starts when its READY arrives (its first messages are posted at once) and stops when its ACK
+ * arrives: `seconds[t]`. A source is acknowledged as soon as its last message has landed, whatever
+ * this rank's own targets are doing, so no link waits on another. `signals`: 16 bytes per target of
+ * scratch for READY and ACK. */
 int rb_round(ucp_worker_h worker, const rb_link *targets, int ntargets, const rb_link *sources, int nsources,
              void *signal_out, void *signals, double timeout, double *seconds, int *dead_pid, int *ucx_status)
 {
     int total = 0, rc = RB_OK, nlinks = ntargets + nsources;
     for (int s = 0; s < nsources; s++)
-        total += sources[s].count;
+        total += sources[s].slots;
     for (int t = 0; t < ntargets; t++)
-        total += targets[t].count;
+        total += targets[t].slots;
     void **requests = calloc((size_t)total + 1, sizeof(void *));
     rb_progress *progress = calloc((size_t)nlinks + 1, sizeof(rb_progress));
     int *pids = calloc((size_t)nlinks + 1, sizeof(int));
@@ -230,18 +244,16 @@ int rb_round(ucp_worker_h worker, const rb_link *targets, int ntargets, const rb
     rb_progress *out = progress, *in = progress + ntargets;
     char *scratch = signals;
     void **next = requests;
-    for (int t = 0; t < ntargets; t++, next += targets[t - 1].count) {
+    for (int t = 0; t < ntargets; t++, next += targets[t - 1].slots) {
         pids[t] = targets[t].peer_pid;
         out[t].requests = next;
         out[t].ack = post_recv(worker, scratch + 16 * t, 8, targets[t].ack_tag, SIGNAL_MEMORY);
         out[t].ready = post_recv(worker, scratch + 16 * t + 8, 8, targets[t].ready_tag, SIGNAL_MEMORY);
     }
-    for (int s = 0; s < nsources; s++, next += sources[s - 1].count) {
+    for (int s = 0; s < nsources; s++, next += sources[s - 1].slots) {
         pids[ntargets + s] = sources[s].peer_pid;
         in[s].requests = next;
-        for (int k = 0; k < sources[s].count; k++)
-            next[k] = post_recv(worker, sources[s].buffers[k], sources[s].size, sources[s].data_tag | (ucp_tag_t)k,
-                                sources[s].memory_type);
+        stream(worker, &in[s], &sources[s], 0, ucx_status); /* pre-post the first receives */
         in[s].ready = post_send(sources[s].ep, signal_out, 8, sources[s].ready_tag, SIGNAL_MEMORY);
     }
     double began = now(), next_check = began + LIVENESS_PERIOD;
@@ -255,12 +267,10 @@ int rb_round(ucp_worker_h worker, const rb_link *targets, int ntargets, const rb
                 if ((r = settle(&p->ready, ucx_status)) < 0) { rc = RB_UCX_ERROR; goto done; }
                 if (r > 0) {
                     p->start = now();
-                    for (int k = 0; k < targets[t].count; k++)
-                        p->requests[k] = post_send(targets[t].ep, targets[t].buffers[k], targets[t].size,
-                                                   targets[t].data_tag | (ucp_tag_t)k, targets[t].memory_type);
                     p->state = 1;
                 }
             }
+            if (p->state >= 1 && stream(worker, p, &targets[t], 1, ucx_status) < 0) { rc = RB_UCX_ERROR; goto done; }
             if (p->state == 1) {
                 if ((r = settle(&p->ack, ucx_status)) < 0) { rc = RB_UCX_ERROR; goto done; }
                 if (r > 0) {
@@ -268,12 +278,11 @@ int rb_round(ucp_worker_h worker, const rb_link *targets, int ntargets, const rb
                     p->state = 2;
                 }
             }
-            if (p->state >= 1 && settle_all(p, targets[t].count, ucx_status) < 0) { rc = RB_UCX_ERROR; goto done; }
             finished += p->state == 2 && p->done == targets[t].count;
         }
         for (int s = 0; s < nsources; s++) {
             rb_progress *p = &in[s];
-            if (settle_all(p, sources[s].count, ucx_status) < 0 || settle(&p->ready, ucx_status) < 0) {
+            if (stream(worker, p, &sources[s], 0, ucx_status) < 0 || settle(&p->ready, ucx_status) < 0) {
                 rc = RB_UCX_ERROR;
                 goto done;
             }
@@ -301,10 +310,13 @@ done:
     return rc;
 }
 
-/* lat, the side that times: wait for READY, send the ping, stop the clock when the pong is in. */
+/* lat, the side that times: wait for READY, then `count` round trips back to back (each pong's
+ * receive posted before its ping is sent); the clock covers all of them. Round trips in a row, in
+ * C, keep UCX's and this loop's code and data hot, as ucx_perftest's loop does: one round trip per
+ * call from Python measured the caches the interpreter had just evicted. */
 int rb_lat_ping(ucp_worker_h worker, ucp_ep_h ep, void *out, void *in, size_t size, int memory_type, ucp_tag_t out_tag,
-                ucp_tag_t in_tag, ucp_tag_t ready_tag, void *ready_in, double timeout, int peer_pid, double *seconds,
-                int *dead_pid, int *ucx_status)
+                ucp_tag_t in_tag, ucp_tag_t ready_tag, void *ready_in, int count, double timeout, int peer_pid,
+                double *seconds, int *dead_pid, int *ucx_status)
 {
     void *requests[2];
     requests[1] = post_recv(worker, in, size, in_tag, memory_type);
@@ -313,22 +325,30 @@ int rb_lat_ping(ucp_worker_h worker, ucp_ep_h ep, void *out, void *in, size_t si
     if (rc != RB_OK)
         return rc;
     double start = now();
-    requests[0] = post_send(ep, out, size, out_tag, memory_type);
-    rc = wait_all(worker, requests, 2, timeout, &peer_pid, 1, dead_pid, ucx_status);
+    for (int i = 0; i < count && rc == RB_OK; i++) {
+        if (i > 0)
+            requests[1] = post_recv(worker, in, size, in_tag, memory_type);
+        requests[0] = post_send(ep, out, size, out_tag, memory_type);
+        rc = wait_all(worker, requests, 2, timeout, &peer_pid, 1, dead_pid, ucx_status);
+    }
     *seconds = now() - start;
     return rc;
 }
 
-/* lat, the echoing side: pre-post the ping's receive, say READY, answer the ping. */
+/* lat, the echoing side: pre-post the ping's receive, say READY, answer `count` pings. */
 int rb_lat_pong(ucp_worker_h worker, ucp_ep_h ep, void *out, void *in, size_t size, int memory_type, ucp_tag_t out_tag,
-                ucp_tag_t in_tag, ucp_tag_t ready_tag, void *signal, double timeout, int peer_pid, int *dead_pid, int *ucx_status)
+                ucp_tag_t in_tag, ucp_tag_t ready_tag, void *signal, int count, double timeout, int peer_pid,
+                int *dead_pid, int *ucx_status)
 {
     void *ping = post_recv(worker, in, size, in_tag, memory_type);
     void *ready = post_send(ep, signal, 8, ready_tag, SIGNAL_MEMORY);
     int rc = wait_all(worker, &ready, 1, timeout, &peer_pid, 1, dead_pid, ucx_status);
-    if (rc == RB_OK)
+    for (int i = 0; i < count && rc == RB_OK; i++) {
         rc = wait_all(worker, &ping, 1, timeout, &peer_pid, 1, dead_pid, ucx_status);
-    if (rc == RB_OK) {
+        if (rc != RB_OK)
+            break;
+        if (i + 1 < count)
+            ping = post_recv(worker, in, size, in_tag, memory_type); /* before the pong: the next ping may follow it at once */
         void *pong = post_send(ep, out, size, out_tag, memory_type);
         rc = wait_all(worker, &pong, 1, timeout, &peer_pid, 1, dead_pid, ucx_status);
     }

@@ -1,0 +1,88 @@
+"""Streaming steps: a step keeps `--window` messages in flight through `--passes` passes of its
+buffers (each message posted as soon as the one before it in its buffer completed), with one
+handshake a step; a ping-pong step makes `--passes` round trips. Real ranks, real UCX."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rdmabench.measure.plan import MAX_PASSES, STREAM_ROUND_TRIPS, default_passes
+from rdmabench.results.document import load as load_results
+
+from .conftest import rdmabench_env, run_cli
+
+
+def test_default_passes_stream_about_a_step_of_bytes_and_stay_bounded() -> None:
+    assert default_passes(True, 8, 64, False) == MAX_PASSES  # small messages: as many passes as allowed
+    assert default_passes(True, 1 << 20, 8, False) == 8  # 8 MiB a window: 64 MiB a step
+    assert default_passes(True, 64 << 20, 1, False) == 1  # a window already past the step budget
+    assert default_passes(True, 256 << 20, 2, True) == 2  # GPU memory: 1 GiB a step
+    assert default_passes(False, 8, 1, False) == STREAM_ROUND_TRIPS
+    assert default_passes(False, 64 << 20, 1, False) == 1
+
+
+@pytest.mark.parametrize("engine", ["native", "python"])
+def test_a_streamed_step_moves_window_times_passes_messages_and_checks_them(tmp_path: Path, engine: str) -> None:
+    """Three buffers, seven passes: 21 messages a step through 3 slots (rendezvous at 64 KiB, eager at
+    4 KiB), every step's payload checked; the accounting says so."""
+    out = tmp_path / "r.json"
+    args = ["run", "--np", "2", "--sizes", "4KiB,64KiB", "--window", "3", "--passes", "7", "--samples", "2"]
+    proc = run_cli([*args, "--sample-time", "0.01", "--engine", engine, "-o", str(out)])
+    assert proc.returncode == 0, proc.stderr
+    entries = load_results(str(out))["results"]
+    assert [e["size_bytes"] for e in entries] == [4096, 65536]
+    for entry in entries:
+        assert entry["engine"] == engine and entry["validated"] and entry["wrong_bytes"] == 0
+        assert entry["window"] == 3 and entry["passes"] == 7
+        assert entry["messages_per_sample"] == entry["iterations"] * 21
+        assert entry["bandwidth_gbps"] > 0
+
+
+def test_a_corrupted_message_of_a_streamed_step_is_caught(tmp_path: Path) -> None:
+    """The planted corruption lands in a buffer that carries several passes: the check after the
+    step still names it (what is checked is each buffer's last message, in full)."""
+    env = rdmabench_env(RDMABENCH_FAULT="corrupt:1")
+    args = ["run", "--np", "2", "--sizes", "64KiB", "--window", "2", "--passes", "5", "--warmup", "1"]
+    proc = run_cli([*args, "--samples", "1", "-o", str(tmp_path / "r.json")], env=env)
+    assert proc.returncode != 0
+    assert "wrong" in proc.stderr.lower() or "mismatch" in proc.stderr.lower(), proc.stderr
+
+
+def test_lat_makes_its_round_trips_in_a_row_and_divides_by_them(tmp_path: Path) -> None:
+    """A lat step of 50 round trips: 50 round trips a step in the accounting, and the figure is half
+    the mean round trip (the same order as one round trip a step, not 50 times it)."""
+    figures = {}
+    for passes in (1, 50):
+        out = tmp_path / f"lat{passes}.json"
+        args = ["run", "--np", "2", "--test", "lat", "--sizes", "8", "--passes", str(passes), "--samples", "3"]
+        proc = run_cli([*args, "--sample-time", "0.02", "-o", str(out)])
+        assert proc.returncode == 0, proc.stderr
+        (entry,) = load_results(str(out))["results"]
+        assert entry["passes"] == passes and entry["messages_per_sample"] == entry["iterations"] * passes
+        figures[passes] = entry["latency_us"]
+    # Noisy 2-core machines: only the order of magnitude is asserted, which a figure not divided by
+    # the round trips (50x) would miss.
+    assert figures[50] < 10 * figures[1], figures
+
+
+def test_passes_out_of_range_are_refused_in_one_line(tmp_path: Path) -> None:
+    proc = run_cli(["run", "--np", "2", "--passes", "0", "-o", str(tmp_path / "r.json")])
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode == 2 and len(lines) == 1 and "--passes" in lines[0], proc.stderr
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_a_file_from_before_streaming_still_reads_one_pass(tmp_path: Path) -> None:
+    """Schema-2 files written before streaming have no `passes` in their profiles: one pass."""
+    out = tmp_path / "r.json"
+    proc = run_cli(["run", "--np", "2", "--sizes", "64KiB", "--samples", "1", "--sample-time", "0.01", "-o", str(out)])
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(out.read_text())
+    for profile in summary["profiles"]:
+        profile.pop("passes", None)
+    out.write_text(json.dumps(summary))
+    (entry,) = load_results(str(out))["results"]
+    assert entry["messages_per_sample"] == entry["iterations"] * entry["window"]
