@@ -180,7 +180,7 @@ def main() -> None:
     default=None,
     help="Windows per step (round trips, for lat), streamed: each message is posted as soon as the one "
     "before it in its buffer completes, with one READY/ACK handshake a step. 1: one drained window a "
-    "step. [default: about 64 MiB a step (1 GiB for GPU memory), at most 64 passes; lat: up to 200 "
+    "step. [default: about 64 MiB a step (4 GiB for GPU memory), at most 64 passes; lat: up to 200 "
     "round trips]",
 )
 @click.option(

@@ -227,3 +227,15 @@ def test_bibw_anchor_against_both_copy_engines(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     (row,) = json.loads(out.read_text())["rows"]
     assert row["anchor_test"] == "bidirectional peer copy" and 0.5 < row["ratio_unvalidated"] < 1.2, row
+
+
+def test_device_direct_costs_less_cpu_per_gb_than_staged(tmp_path: Path) -> None:
+    """Each end's CPU seconds per GB: a staged link's ranks copy every chunk through pinned buffers
+    (driven from Python), a device-direct link's hand the bytes to CUDA IPC."""
+    cost = {}
+    for mode in ("device", "staged"):
+        doc = _run(["--mode", mode, "--sizes", "16MiB"], tmp_path / f"{mode}.json")
+        (entry,) = doc["results"]
+        cost[mode] = entry["cpu_s_per_gb"]
+        assert all(v is not None and v > 0 for v in cost[mode].values()), cost
+    assert cost["device"]["src"] < cost["staged"]["src"] and cost["device"]["dst"] < cost["staged"]["dst"], cost

@@ -19,7 +19,7 @@ def test_default_passes_stream_about_a_step_of_bytes_and_stay_bounded() -> None:
     assert default_passes(True, 8, 64, False) == MAX_PASSES  # small messages: as many passes as allowed
     assert default_passes(True, 1 << 20, 8, False) == 8  # 8 MiB a window: 64 MiB a step
     assert default_passes(True, 64 << 20, 1, False) == 1  # a window already past the step budget
-    assert default_passes(True, 256 << 20, 2, True) == 2  # GPU memory: 1 GiB a step
+    assert default_passes(True, 256 << 20, 2, True) == 8  # GPU memory: 4 GiB a step
     assert default_passes(False, 8, 1, False) == STREAM_ROUND_TRIPS
     assert default_passes(False, 64 << 20, 1, False) == 1
 

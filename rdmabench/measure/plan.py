@@ -17,7 +17,7 @@ DEVICE_WINDOW_BUDGET = 512 << 20
 # Streaming: bytes a step moves through its window (host; GPU memory), round trips a ping-pong step
 # makes, and at most this many passes of the window per step.
 STREAM_BYTES = 64 << 20
-DEVICE_STREAM_BYTES = 1 << 30
+DEVICE_STREAM_BYTES = 4 << 30
 STREAM_ROUND_TRIPS = 200
 MAX_PASSES = 64
 
