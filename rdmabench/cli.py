@@ -12,7 +12,7 @@ import click
 
 from . import __version__
 from .bench.copy import HOST_KINDS
-from .errors import ConfigError, RdmabenchError, error_line
+from .errors import ConfigError, RdmabenchError, ResourceError, error_line
 from .job.config import DEFAULT_BLOCK_SIZES, DEFAULT_SIZES, RunConfig
 from .measure import registry
 from .modes import MemoryMode
@@ -448,6 +448,85 @@ def copy_command(
         _fail(exc)
 
 
+@main.command("storage", context_settings={"show_default": True})
+@click.argument("file", type=click.Path())
+@click.option(
+    "--size",
+    default=None,
+    metavar="SIZE",
+    help="Create FILE with this many bytes of rdmabench's pattern first (removed at the end unless --keep). "
+    "Without it FILE must exist (made by an earlier --keep run, or any file with --no-validate).",
+)
+@click.option("--test", "tests", default="read", help="Comma-separated: read (storage-read), write (storage-write).")
+@click.option(
+    "--paths",
+    default=None,
+    help="Comma-separated: pageable (read() + copy: the bounce), pinned (O_DIRECT into pinned buffers, pipelined "
+    "copies), kvikio (KvikIO CuFile: GPUDirect Storage or its POSIX mode). [default: every one this machine can run]",
+)
+@click.option(
+    "--memory", default=None, metavar="device|host", help="Into GPU or host memory. [default: device with a GPU]"
+)
+@click.option(
+    "--sizes",
+    default=None,
+    help="Request sizes, as for run (O_DIRECT: multiples of 4 KiB). [default: 1MiB,16MiB, those the file holds]",
+)
+@click.option("--threads", default="1", help="Comma-separated: requests in flight (one worker thread each).")
+@click.option("--buffers", default=2, help="Pinned buffers per worker of the pinned path (2: double buffering).")
+@click.option("--samples", default=3, help="Timed passes over the whole file per point.")
+@click.option("--gpu", default=0, help="The GPU to read into.")
+@click.option("--validate/--no-validate", default=True, help="Check every byte that landed (untimed).")
+@click.option("--keep", is_flag=True, help="Keep the file --size created.")
+@click.option(
+    "--output",
+    "-o",
+    default=None,
+    type=click.Path(dir_okay=False),
+    help="Results file. [default: results/rdmabench-storage-<time>.json]",
+)
+@click.option("--force", is_flag=True, help="Overwrite --output if it exists.")
+def storage_command(file: str, size: str | None, tests: str, paths: str | None, **options: Any) -> None:
+    """Read a file into GPU (or host) memory, and write memory to a file, by each path side by side:
+    GB/s (1e9 B/s) over the whole file, per-request latency, CPU seconds per GB, and the limits (the
+    device's own O_DIRECT rate, measured; the GPU's PCIe link). Every byte that landed is checked."""
+    from .bench import storage as storage_module
+
+    output, force = options.pop("output"), options.pop("force")
+    try:
+        config = storage_module.StorageConfig(
+            file=file,
+            create_size=parse_sizes(size)[0] if size else None,
+            tests=_names(tests),
+            paths=_names(paths) if paths else None,
+            sizes=parse_sizes(sizes) if (sizes := options.pop("sizes")) else None,
+            threads=[_count(t, "--threads") for t in _names(options.pop("threads"))],
+            **options,
+        )
+        storage_module.check(config)
+        if output is None:
+            output = document.default_output_path("storage", "file", config.memory or "memory", reserve_it=False)
+        document.check_writable(output, force)
+        doc = storage_module.run(config, click.echo)
+        doc["metadata"]["command_line"] = shlex.join(["rdmabench", *sys.argv[1:]])
+        document.write(output, doc)
+        click.echo(f"# results written to {output}")
+    except RdmabenchError as exc:
+        _fail(exc)
+    except OSError as exc:  # a file that vanished or cannot be read mid-run: one line, not a traceback
+        _fail(ResourceError(f"{exc.filename or file}: {exc.strerror or exc}"))
+
+
+def _names(text: str) -> list[str]:
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def _count(text: str, option: str) -> int:
+    if not text.isdigit():
+        raise ConfigError(f"{option} takes whole numbers, not {text!r}")
+    return int(text)
+
+
 @main.command(context_settings={"show_default": True})
 @click.option(
     "--mode", default="host", metavar="host|device", help="Memory on both sides: host, or device (GPUs 0 and 1)."
@@ -484,10 +563,17 @@ def anchor(mode: str, sizes: str, tests: str, output: str | None) -> None:
 
 @main.command(context_settings={"show_default": True})
 @click.option("--format", "output_format", default="table", metavar="table|json", help="A table for people, or JSON.")
-def doctor(output_format: str) -> None:
+@click.option(
+    "--path",
+    default=".",
+    type=click.Path(exists=True),
+    help="Where `rdmabench storage` would read: its file system, O_DIRECT and GPUDirect Storage are checked.",
+)
+def doctor(output_format: str, path: str) -> None:
     """Check this machine for what helps or hurts transfers: GPUs and their links, GPUDirect RDMA,
     gdrcopy, the memlock limit, UCX and its transports, UCX_* settings, MPI, NUMA placement, CPU
-    governor, transparent huge pages. Each check has a verdict and advice.
+    governor, transparent huge pages, and the storage under --path (file system, O_DIRECT, GPUDirect
+    Storage). Each check has a verdict and advice.
 
     Exit status: 0 when nothing blocks a device-direct run (or there is no GPU to run one on), 1 when
     a check fails, 2 for bad options.
@@ -498,7 +584,7 @@ def doctor(output_format: str) -> None:
 
     if output_format not in ("table", "json"):
         _fail(ConfigError(f"unknown format {output_format!r}: choose table or json"))
-    findings = doctor_module.run_checks()
+    findings = doctor_module.run_checks(path)
     if output_format == "json":
         payload = {
             "device_direct": doctor_module.device_direct(findings),

@@ -239,3 +239,34 @@ def test_device_direct_costs_less_cpu_per_gb_than_staged(tmp_path: Path) -> None
         cost[mode] = entry["cpu_s_per_gb"]
         assert all(v is not None and v > 0 for v in cost[mode].values()), cost
     assert cost["device"]["src"] < cost["staged"]["src"] and cost["device"]["dst"] < cost["staged"]["dst"], cost
+
+
+def test_storage_into_gpu_memory_by_every_path(tmp_path: Path) -> None:
+    """A file into GPU memory and back by the pageable bounce, the pinned pipeline and KvikIO (where
+    it is installed); every byte checked; KvikIO's entry says which mode really ran."""
+    import importlib.util
+
+    paths = "pageable,pinned" + (",kvikio" if importlib.util.find_spec("kvikio") else "")
+    out = tmp_path / "s.json"
+    args = ["storage", str(tmp_path / "f.dat"), "--size", "64MiB", "--memory", "device", "--paths", paths]
+    proc = run_cli([*args, "--test", "read,write", "--sizes", "4MiB", "--samples", "2", "-o", str(out)], timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    entries = load_results(str(out))["results"]
+    assert {e["storage_path"] for e in entries} == set(paths.split(","))
+    for entry in entries:
+        assert entry["validated"] and entry["dst_gpu" if entry["test"] == "storage-read" else "src_gpu"] == 0
+        assert entry["link_limit"] is not None and entry["share_of_limit"] > 0
+        if entry["storage_path"] == "kvikio":
+            assert "POSIX" in entry["kvikio_mode"] or "GPUDirect" in entry["kvikio_mode"]
+    assert not (tmp_path / "f.dat").exists()
+
+
+def test_storage_corruption_caught_in_gpu_memory(tmp_path: Path) -> None:
+    data = tmp_path / "f.dat"
+    base = ["storage", str(data), "--memory", "device", "--paths", "pinned", "--sizes", "1MiB", "--samples", "1"]
+    assert run_cli([*base, "--size", "8MiB", "--keep", "-o", str(tmp_path / "a.json")]).returncode == 0
+    with open(data, "r+b") as handle:
+        handle.seek(5_000_000)
+        handle.write(b"\0\0\0\0")
+    proc = run_cli([*base, "-o", str(tmp_path / "b.json")])
+    assert proc.returncode == 1 and "wrong from byte 500" in proc.stderr, proc.stderr

@@ -14,7 +14,7 @@ import subprocess
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from . import topology
+from . import storage, topology
 from .gpu import driver_version, import_cupy, visible_gpu_count
 from .memlock import can_lock_beyond_limit, memlock_limit_text
 
@@ -389,7 +389,35 @@ def check_thp() -> Finding:
     )
 
 
-def run_checks() -> list[Finding]:
+def check_storage(path: str, have_gpu: bool) -> list[Finding]:
+    """The file system of `path` (where `rdmabench storage` would read), O_DIRECT, and GPUDirect Storage."""
+    fs = storage.file_system(path)
+    device = f" on {fs.block_device}" + (f" ({fs.model})" if fs.model else "") if fs.block_device else ""
+    direct = {True: "takes O_DIRECT", False: "refuses O_DIRECT", None: "O_DIRECT untried (no access)"}[fs.direct_io]
+    findings = [
+        Finding(
+            "file system",
+            WARN if fs.direct_io is False else OK,
+            f"{fs.path}: {fs.fstype} at {fs.mount_point}{device}; {direct}",
+            "the pinned storage path needs O_DIRECT: use a path on a disk file system (not tmpfs)",
+        )
+    ]
+    driver = storage.gds()
+    verdict = storage.gds_verdict(fs, driver)
+    detail = f"nvidia-fs {driver.nvidia_fs or 'not loaded'}; cuFile config {driver.cufile_json or 'none'}: {verdict}"
+    gds_ok = verdict.startswith("GPUDirect Storage possible")
+    findings.append(
+        Finding(
+            "GPUDirect Storage",
+            NA if not have_gpu else (OK if gds_ok else WARN),
+            detail,
+            "load nvidia-fs (MLNX_OFED/GDS packages) and use NVMe with ext4/xfs; KvikIO otherwise runs POSIX reads",
+        )
+    )
+    return findings
+
+
+def run_checks(path: str = ".") -> list[Finding]:
     have_gpu = visible_gpu_count() > 0
     findings = check_gpus()
     findings += check_gpudirect(have_gpu)
@@ -400,6 +428,7 @@ def run_checks() -> list[Finding]:
     findings.append(check_numa(have_gpu))
     findings.append(check_cpu_governor())
     findings.append(check_thp())
+    findings += check_storage(path, have_gpu)
     return findings
 
 

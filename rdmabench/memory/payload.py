@@ -22,16 +22,35 @@ def _splitmix64(value: int) -> int:
     return value ^ (value >> 31)
 
 
+def _mix(xp: Any, z: Any) -> Any:
+    """splitmix64's finaliser over an array of uint64 (in place where it can)."""
+    with np.errstate(over="ignore"):
+        z ^= z >> xp.uint64(30)
+        z *= xp.uint64(_MIX1)
+        z ^= z >> xp.uint64(27)
+        z *= xp.uint64(_MIX2)
+        z ^= z >> xp.uint64(31)
+    return z
+
+
 def block_keys(xp: Any, index: int, count: int, dst: int) -> Any:
     """A distinct non-zero 64-bit key per block of step `index` (splitmix64 of its number), on the
     host or the GPU (`xp`): a step of a million blocks gets its keys in one vectorised pass."""
-    with np.errstate(over="ignore"):
-        z = np.arange(count, dtype=np.uint64) + np.uint64((index * _GOLDEN + dst) & _MASK64)
-        z = (z ^ (z >> np.uint64(30))) * np.uint64(_MIX1)
-        z = (z ^ (z >> np.uint64(27))) * np.uint64(_MIX2)
-        z = z ^ (z >> np.uint64(31))
+    z = _mix(np, np.arange(count, dtype=np.uint64) + np.uint64((index * _GOLDEN + dst) & _MASK64))
     z[z == 0] = 1
     return xp.asarray(z)
+
+
+FILE_SEED = 0x726462_66696C65  # "rdbfile": the storage tests' file pattern
+
+
+def file_words(xp: Any, first_word: int, count: int) -> Any:
+    """The content of a storage test's file from its 8-byte word `first_word` on: word w holds
+    splitmix64(w + seed), so every word of every file offset differs and a request that landed at the
+    wrong place shows. Built on the host or the GPU (`xp`) in one vectorised pass."""
+    z = xp.arange(first_word, first_word + count, dtype=xp.uint64)
+    z += xp.uint64(FILE_SEED)
+    return _mix(xp, z)
 
 
 def message_key(*ids: int) -> int:
