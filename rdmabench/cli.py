@@ -402,6 +402,13 @@ def _run_local(np_: int, config: RunConfig) -> None:
     help="Results file. [default: results/rdmabench-copy-<time>.json]",
 )
 @click.option("--force", is_flag=True, help="Overwrite --output if it exists.")
+@click.option(
+    "--framework",
+    default="cupy",
+    metavar="cupy|torch",
+    help="torch: PyTorch's own path (pageable/pinned tensors with and without non_blocking, pin_memory() per "
+    "call, a side-stream copy beside matmuls, DataLoader pin_memory), each beside the raw CuPy copy of the run.",
+)
 def copy_command(
     sizes: str,
     directions: str,
@@ -412,12 +419,16 @@ def copy_command(
     samples: int,
     output: str | None,
     force: bool,
+    framework: str,
 ) -> None:
     """Host-to-device, device-to-host and device-to-device copy bandwidth per GPU, from pageable,
     pinned, write-combined and registered host memory (CUDA events, medians, data checked), beside a
     plain CuPy loop; the cost of pinning; and copy/compute overlap. GB/s = 1e9 bytes/s."""
     from .bench import copy as copy_module
 
+    if framework != "cupy":
+        _torch_copy(framework, sizes, gpus, samples, output, force)
+        return
     try:
         size_list = parse_sizes(sizes)
         direction_list = [d.strip() for d in directions.split(",") if d.strip()]
@@ -441,6 +452,28 @@ def copy_command(
             output = document.default_output_path("copy", "host", "device", reserve_it=False)
         document.check_writable(output, force)
         doc = copy_module.run(cupy, size_list, direction_list, kinds, gpu_list, together, overlap, samples, click.echo)
+        doc["metadata"]["command_line"] = shlex.join(["rdmabench", *sys.argv[1:]])
+        document.write(output, doc)
+        click.echo(f"# results written to {output}")
+    except RdmabenchError as exc:
+        _fail(exc)
+
+
+def _torch_copy(framework: str, sizes: str, gpus: str, samples: int, output: str | None, force: bool) -> None:
+    from .bench import torchcopy
+
+    try:
+        if framework != "torch":
+            raise ConfigError(f"unknown --framework {framework!r}: choose cupy or torch")
+        size_list = parse_sizes(sizes)
+        if not 1 <= samples <= 1000:
+            raise ConfigError(f"--samples must be between 1 and 1000, not {samples}")
+        gpu = 0 if gpus == "all" else _count(gpus.split(",")[0].strip(), "--gpus")
+        torchcopy.require_cuda(torchcopy.import_torch())
+        if output is None:
+            output = document.default_output_path("copy-torch", "host", "device", reserve_it=False)
+        document.check_writable(output, force)
+        doc = torchcopy.run(size_list, samples, gpu, click.echo)
         doc["metadata"]["command_line"] = shlex.join(["rdmabench", *sys.argv[1:]])
         document.write(output, doc)
         click.echo(f"# results written to {output}")

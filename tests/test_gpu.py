@@ -270,3 +270,24 @@ def test_storage_corruption_caught_in_gpu_memory(tmp_path: Path) -> None:
         handle.write(b"\0\0\0\0")
     proc = run_cli([*base, "-o", str(tmp_path / "b.json")])
     assert proc.returncode == 1 and "wrong from byte 500" in proc.stderr, proc.stderr
+
+
+def test_torch_path_beside_the_raw_copy(tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("PyTorch without CUDA here")
+    out = tmp_path / "t.json"
+    proc = run_cli(["copy", "--framework", "torch", "--sizes", "64MiB", "--samples", "5", "-o", str(out)], timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    doc = load_results(str(out))
+    by = {(e["test"], e["src_mode"], e["dst_mode"], e["engine"]): e for e in doc["results"]}
+    fast = by[("copy-h2d", "pinned", "device", "torch non_blocking")]
+    slow = by[("copy-h2d", "pageable", "device", "torch non_blocking")]
+    assert fast["framework_version"] == torch.__version__ and fast["ratio_to_raw"] > 0.8, fast
+    # A pinned non_blocking call returns before the copy is done; a pageable one holds the CPU for it.
+    copy_seconds = (64 << 20) / (slow["bandwidth_gbps"] * 1e9)
+    assert fast["call_seconds"] < 0.5 * (64 << 20) / (fast["bandwidth_gbps"] * 1e9)
+    assert slow["call_seconds"] > 0.5 * copy_seconds
+    hidden = {row["host_memory"]: row["share_hidden"] for row in doc["overlap"]}
+    assert hidden["pinned"] > hidden["pageable"], hidden
+    assert {row["pin_memory"] for row in doc["dataloader"]} == {False, True}

@@ -1,0 +1,76 @@
+"""`rdmabench copy --framework torch` where there is no GPU: what it says, and the DataLoader's host
+side. The GPU figures are in tests/test_gpu.py."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rdmabench.errors import ConfigError
+from rdmabench.results.document import document, write
+
+from .conftest import run_cli
+
+
+def _one_line(proc: subprocess.CompletedProcess[str], code: int, words: str) -> None:
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode == code and len(lines) == 1 and words in lines[0], proc.stderr
+
+
+def test_without_pytorch_the_extra_is_named_in_one_line(tmp_path: Path) -> None:
+    code = "import sys; sys.modules['torch'] = None; from rdmabench.cli import main; main()"
+    proc = subprocess.run(
+        [sys.executable, "-c", code, "copy", "--framework", "torch", "-o", str(tmp_path / "r.json")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    _one_line(proc, 2, "pip install 'rdmabench[torch]'")
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_a_gpu_less_pytorch_says_so_in_one_line(tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU PyTorch can use")
+    proc = run_cli(["copy", "--framework", "torch", "-o", str(tmp_path / "r.json")])
+    _one_line(proc, 2, "needs a CUDA GPU")
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_the_dataloader_host_side_runs_and_pinning_is_refused_without_cuda() -> None:
+    torch = pytest.importorskip("torch")
+    from rdmabench.bench.torchcopy import dataloader_rate
+
+    row = dataloader_rate(torch, False, 12, 64 << 10, to_gpu=False)
+    assert row["batches"] == 12 and row["batches_per_second"] > 0 and row["cpu_seconds_per_batch"] > 0
+    assert row["batch_bytes"] == 64 << 10
+    if not torch.cuda.is_available():
+        with pytest.raises(ConfigError, match="pin_memory needs CUDA"):
+            dataloader_rate(torch, True, 4, 64 << 10, to_gpu=False)
+
+
+def test_torch_rows_are_their_own_rows_in_a_report(tmp_path: Path) -> None:
+    """A generated document (marked so) with a CuPy copy entry and two torch ones of the same copy:
+    three rows, none merged."""
+    base = {
+        "test": "copy-h2d", "src_rank": 0, "dst_rank": 0, "src_mode": "pinned", "dst_mode": "device",
+        "size_bytes": 1 << 26, "unit": "GB/s", "scope": "one copy engine direction", "validated": True,
+        "wrong_bytes": 0, "src_host": "gen", "dst_host": "gen", "link": "same host", "transport": "cudaMemcpyAsync",
+    }  # fmt: skip
+    entries = []
+    for engine, value in ((None, 55.0), ("torch blocking", 50.0), ("torch non_blocking", 54.0)):
+        entry = dict(base, bandwidth_gbps=value, samples=[value], stats={"median": value, "min": value, "max": value})
+        if engine:
+            entry.update(engine=engine, framework="torch", framework_version="generated")
+        entries.append(entry)
+    doc = document({"generated": "by tests/test_torchcopy.py, not measured", "hosts": ["gen"]}, entries, True)
+    path = tmp_path / "r.json"
+    write(str(path), doc)
+    proc = run_cli(["report", str(path), "--format", "csv"])
+    assert proc.returncode == 0, proc.stderr
+    rows = [line for line in proc.stdout.splitlines() if line.startswith("copy-h2d")]
+    assert len(rows) == 3 and sum("torch" in row for row in rows) == 2, proc.stdout
