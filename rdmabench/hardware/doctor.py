@@ -96,9 +96,12 @@ def _gpu_pairs(cupy: Any, count: int) -> list[Finding]:
             nvlink = topo.nvlinks.get(topology.normalize_bus_id(bus_ids[peer]))
             can_peer = bool(cupy.cuda.runtime.deviceCanAccessPeer(index, peer))
             if nvlink:
+                via = " via NVSwitch (the GPU's links, shared by all its peers)" if topo.nvswitch else ", direct links"
                 findings.append(
                     Finding(
-                        f"GPU {index} <-> {peer}", OK, f"{nvlink.describe()} = {nvlink.gbps:.1f} GB/s per direction"
+                        f"GPU {index} <-> {peer}",
+                        OK,
+                        f"{nvlink.describe()} = {nvlink.gbps:.1f} GB/s per direction{via}",
                     )
                 )
             elif can_peer:

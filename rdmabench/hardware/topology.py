@@ -86,6 +86,8 @@ class GpuTopology:
     pcie: PcieLink | None = None
     numa_node: int | None = None
     nvlinks: dict[str, NvLink] = field(default_factory=dict)  # peer PCI bus id -> links to it
+    # Its NVLinks end at NVSwitch ports (NVML's remote device type): every peer shares all of them.
+    nvswitch: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -158,7 +160,24 @@ def gpu_topology(index: int, bus_id: str, peer_bus_ids: list[str]) -> GpuTopolog
     except Exception:
         topo.pcie = _sysfs_pcie(bus_id)
     topo.nvlinks = _nvlinks(api, handle, [normalize_bus_id(b) for b in peer_bus_ids])
+    topo.nvswitch = _behind_nvswitch(api, handle)
     return topo
+
+
+_NVLINK_DEVICE_TYPE_SWITCH = 2  # nvmlIntNvLinkDeviceType_t: 0 GPU, 1 IBMNPU, 2 NVSwitch
+
+
+def _behind_nvswitch(nvml: Any, handle: Any) -> bool:
+    remote_type = getattr(nvml, "nvmlDeviceGetNvLinkRemoteDeviceType", None)
+    if remote_type is None:
+        return False
+    for link in range(getattr(nvml, "NVML_NVLINK_MAX_LINKS", 18)):
+        try:
+            if nvml.nvmlDeviceGetNvLinkState(handle, link) == 1:
+                return int(remote_type(handle, link)) == _NVLINK_DEVICE_TYPE_SWITCH
+        except Exception:
+            continue
+    return False
 
 
 def _nvlinks(nvml: Any, handle: Any, peers: list[str]) -> dict[str, NvLink]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from ..hardware import limits
+from ..hardware import limits, shared
 from ..hardware.pathcheck import path_warnings
 from ..modes import MemoryMode, pinned_method
 from ..stats import percentile, summarize
@@ -24,6 +24,8 @@ _OPTIONAL = frozenset(
         "aggregate_share_of_limit",
         "concurrent_links",
         "pattern_aggregate_gbps",
+        "pattern_limit",
+        "pattern_share_of_limit",
         "remeasured_from",
         "src_nic",
         "dst_nic",
@@ -81,6 +83,9 @@ class Entry:
     aggregate_share_of_limit: float | None = None
     concurrent_links: int | None = None
     pattern_aggregate_gbps: float | None = None
+    # The aggregate's own limit: a resource the round's links share, or every link at its limit.
+    pattern_limit: dict[str, Any] | None = None
+    pattern_share_of_limit: float | None = None
     pattern: str = "pair"
     round_seconds: float = 0.0
     # A screen's re-measure of a slow link, alone: the figure the link had in its concurrent round.
@@ -132,10 +137,14 @@ def make_entries(
     if len(measured) > 1 and spec.kind.is_bandwidth:
         aggregate = round_aggregate(spec.size, measured)
         median = summarize(aggregate)["median"]
+        pattern_limit = _pattern_limit(entries, placement) if pattern_round else None
         for entry in entries:
             if pattern_round:
                 entry.concurrent_links = len(measured)
                 entry.pattern_aggregate_gbps = median
+                if pattern_limit is not None:
+                    entry.pattern_limit = pattern_limit.to_dict()
+                    entry.pattern_share_of_limit = round(median / pattern_limit.gbps, 4)
             else:
                 entry.aggregate_gbps, entry.aggregate_samples = median, aggregate
                 if entry.link_limit:
@@ -273,6 +282,18 @@ def _place(entry: Entry, placement: Placement) -> None:
         },
         same_host,
     )
+
+
+def _pattern_limit(entries: list[Entry], placement: Placement) -> limits.Limit | None:
+    """The limit of a pattern round's aggregate: hardware/shared.py's bound over its links."""
+    topologies = placement.topologies
+    links = []
+    for entry in entries:
+        src, dst = topologies[entry.src_rank], topologies[entry.dst_rank]
+        host_copy = next((t.host_copy_gbps for t in topologies if t.host == src.host and t.host_copy_gbps), None)
+        found = shared.resources(src, dst, entry.src_mode, entry.dst_mode, host_copy)
+        links.append((found, entry.link_limit["gbps"] if entry.link_limit else None))
+    return shared.aggregate_limit(links)
 
 
 def _judge(entry: Entry, placement: Placement) -> None:

@@ -40,6 +40,7 @@ RECORD_FIELDS = {
     "share_of_limit": "share",
     "round_seconds": "round_s",
     "pattern_aggregate_gbps": "together",
+    "pattern_share_of_limit": "together_share",
     "aggregate_gbps": "agg",
     "aggregate_samples": "agg_samples",
     "aggregate_share_of_limit": "agg_share",

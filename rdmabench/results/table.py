@@ -157,7 +157,10 @@ class ProgressTable:
                 self._emit(f"#   warning: {warning}")
         aggregate = entries[0].pattern_aggregate_gbps
         if aggregate is not None:
-            self._emit(f"#   all {len(entries)} links together: {aggregate * self.factor:.3f} {self.units} aggregate")
+            self._emit(
+                f"#   all {len(entries)} links together: {aggregate * self.factor:.3f} {self.units} aggregate"
+                + _pattern_share(entries[0])
+            )
         self._emit(f"#   [{_progress(done, total, eta)}]")
 
     def _round_line(self, entries: list[Entry], done: int, total: int, eta: float) -> None:
@@ -166,7 +169,11 @@ class ProgressTable:
         ordered = sorted(entries, key=lambda e: e.value, reverse=not self.kind.higher_is_better)
         worst, middle = ordered[0], statistics.median(e.value for e in entries)
         aggregate = entries[0].pattern_aggregate_gbps
-        together = f", {aggregate * self.factor:.3f} {self.units} together" if aggregate is not None else ""
+        together = (
+            f", {aggregate * self.factor:.3f} {self.units} together{_pattern_share(entries[0])}"
+            if aggregate is not None
+            else ""
+        )
         self._emit(
             f"{format_size(worst.size_bytes):>8}  {len(entries)} links: median {self._figure(middle):.3f} {unit}, "
             f"worst {self._figure(worst.value):.3f} ({worst.src_rank} -> {worst.dst_rank}){together}  "
@@ -198,3 +205,11 @@ class ProgressTable:
 
     def _emit(self, text: str) -> None:
         print(text, file=self.out, flush=True)
+
+
+def _pattern_share(entry: Entry) -> str:
+    """' (41% of NVLink egress of GPU 0 ..., shared by 3 of the 3 links)', or '' without a limit."""
+    limit, share = entry.pattern_limit, entry.pattern_share_of_limit
+    if not limit or share is None:
+        return ""
+    return f" ({share:.0%} of {limit['gbps']:.1f} GB/s: {limit['detail']})"
