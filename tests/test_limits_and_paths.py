@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -201,3 +202,22 @@ def test_path_warnings(entry: dict[str, Any], same_host: bool, expect: str | Non
     else:
         assert len(warnings) == 1 and expect in warnings[0]
         assert is_device_path_warning(warnings[0]) == ("GPUDirect" in expect or "CUDA IPC" in expect)
+
+
+def test_the_wire_check_catches_tcp_over_loopback_between_ranks_of_one_host(tmp_path: Path) -> None:
+    """UCX_TLS without shared memory: the bytes are counted on lo (and the path check names it); with
+    shared memory there is no counter, and no figure is invented."""
+    from rdmabench.results.document import load as load_results
+
+    from .conftest import rdmabench_env, run_cli
+
+    base = ["run", "--np", "2", "--sizes", "4MiB", "--samples", "2", "--sample-time", "0.02"]
+    forced = run_cli([*base, "-o", str(tmp_path / "tcp.json")], env=rdmabench_env(UCX_TLS="tcp,self"))
+    assert forced.returncode == 0, forced.stderr
+    (entry,) = load_results(str(tmp_path / "tcp.json"))["results"]
+    assert entry["transport"] == "tcp/lo" and entry["wire"]["dev"] == "lo", entry.get("wire")
+    assert 1.0 <= entry["wire"]["ratio"] <= 1.5 and any("tcp/lo" in w for w in entry["warnings"])
+    normal = run_cli([*base, "-o", str(tmp_path / "shm.json")])
+    assert normal.returncode == 0, normal.stderr
+    (entry,) = load_results(str(tmp_path / "shm.json"))["results"]
+    assert "wire" not in entry and not entry["transport"].startswith("tcp")

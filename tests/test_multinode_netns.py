@@ -161,7 +161,9 @@ def test_a_screen_remeasures_the_links_of_a_slow_host_alone(cluster: Cluster, tm
     screened = [e for e in doc["results"] if e.get("remeasured_from") is None]
     again = {(e["src_rank"], e["dst_rank"]): e for e in doc["results"] if e.get("remeasured_from") is not None}
     touching = {(e["src_rank"], e["dst_rank"]) for e in screened if slow_host in (e["src_host"], e["dst_host"])}
-    assert len(screened) == 12 and len(touching) == 6 and touching <= set(again)
+    assert len(screened) == 12 and len(touching) == 6 and touching <= set(again), [
+        (e["src_rank"], e["dst_rank"], round(e["bandwidth_gbps"], 4), e.get("passes")) for e in screened
+    ]
     others = [e["bandwidth_gbps"] for e in screened if (e["src_rank"], e["dst_rank"]) not in touching]
     for link in touching:  # alone, they are still slow: the host is, not the load
         assert again[link]["bandwidth_gbps"] < 0.5 * min(others)
@@ -205,3 +207,20 @@ def test_block_lists_between_namespace_hosts(two_hosts: dict[str, str], cluster:
     assert blocks["transport"] == "tcp/eth0" and blocks["validated"] and blocks["link"] == "inter-node"
     assert blocks["blocks"]["layout"] == "random" and blocks["blocks"]["transfers"] > 0
     assert blocks["blocks"]["contiguous_gbps"] == pytest.approx(reference["bandwidth_gbps"], rel=1e-5)
+
+
+def test_the_wire_check_counts_the_bytes_on_the_veth_interface(cluster: Cluster, tmp_path: Path) -> None:
+    """Each inter-node link's bytes, counted on its namespace's interface during the sampled steps,
+    match what the application moved within TCP/IP's and UCX's overhead."""
+    cluster.up(2)
+    out = tmp_path / "wire.json"
+    proc = cluster.run(
+        1, ["--test", "bibw", "--sizes", "4MiB", "--samples", "2", "--sample-time", "0.02", "-o", str(out)]
+    )
+    assert proc.returncode == 0, proc.stderr
+    entries = load_results(str(out))["results"]
+    assert len(entries) == 2
+    for entry in entries:
+        wire = entry["wire"]
+        assert wire["dev"] == "eth0" and 1.0 <= wire["ratio"] <= 1.3, wire
+        assert wire["gbps"] > 0 and not any("counted on" in w for w in entry["warnings"])

@@ -86,3 +86,15 @@ def test_a_file_from_before_streaming_still_reads_one_pass(tmp_path: Path) -> No
     out.write_text(json.dumps(summary))
     (entry,) = load_results(str(out))["results"]
     assert entry["messages_per_sample"] == entry["iterations"] * entry["window"]
+
+
+def test_passes_shrink_where_one_pass_is_slow() -> None:
+    """On a slow link a step must not stream for seconds: the first warm-up pass sets the passes."""
+    from rdmabench.measure.plan import make_plan, passes_for
+
+    plan = make_plan(True, 64 << 10, False, 4, None, None, 2, 0.01, None)
+    assert plan.auto_passes and plan.passes == MAX_PASSES
+    assert passes_for(0.1, plan) == 1  # 100 ms a pass (a 20 Mbit/s link): one pass a step
+    assert passes_for(1e-6, plan) == MAX_PASSES  # a fast link keeps the byte budget's passes
+    given = make_plan(True, 64 << 10, False, 4, None, None, 2, 0.01, None, passes=8)
+    assert not given.auto_passes and given.passes == 8

@@ -36,7 +36,7 @@ from ..units import format_size
 from ..wire import ucx_env
 from ..wire.mpi import World, import_ucx_first
 from . import schedule
-from .calibration import Calibration, round_key
+from .calibration import Calibration, decode, round_key
 from .config import PER_LINK_UP_TO, RunConfig
 from .preflight import preflight
 from .rounds import is_pattern_round, round_spec, size_plan, slow_links
@@ -168,6 +168,9 @@ class _Job:
         self.transport: Any = None
         self.placement: Placement | None = None
         self.calibration = Calibration()
+        # Passes per step, one decision per size for the whole run (the first round of the size makes
+        # it): every round of a sweep, and a screen's re-measurements, stream the same way.
+        self.passes: dict[int, int] = {}
         # Rank 0, for a screen's second pass: this size's screened entries by (src, dst). Only a
         # screen keeps them: rank 0 holds no sweep's entries otherwise.
         self.screened: dict[tuple[int, int], Entry] = {}
@@ -308,13 +311,15 @@ class _Job:
         config = self.config
         assert self.placement is not None
         plan = size_plan(config, self.kind, size, shape)
+        if plan.auto_passes and size in self.passes:
+            plan = replace(plan, passes=self.passes[size], auto_passes=False)
         keys = [round_key(size, scheduled, self.placement.hosts) for scheduled in rounds]
         given = 0  # steps per sample of this round (0: it calibrates), decided by rank 0
         for index, scheduled in enumerate(rounds):
             started = time.monotonic()
-            spec = round_spec(
-                config, self.kind, scheduled, size, replace(plan, iterations=given) if given else plan, shape
-            )
+            steps, passes = decode(given)
+            known = replace(plan, iterations=steps, passes=passes, auto_passes=False) if given else plan
+            spec = round_spec(config, self.kind, scheduled, size, known, shape)
             # Rank 0 decides the next round's steps while this one ends: it has learnt from the rounds
             # before this one, and the decision rides on the round's closing barrier.
             offer = self.calibration.decide(keys[index + 1]) if index + 1 < len(rounds) else 0
@@ -323,6 +328,10 @@ class _Job:
             measured = self.record(spec, gathered, time.monotonic() - started, progress, alone)
             if measured and plan.iterations is None:
                 self.calibration.learn(keys[index], measured[0].iterations, not given, measured)
+            if plan.auto_passes:  # the first round of this size decided: every rank keeps its passes
+                decided = self.world.share(measured[0].passes if measured else 0, self.transport.backend.progress) or 1
+                self.passes[size] = decided
+                plan = replace(plan, passes=decided, auto_passes=False)
             given = following
 
     def remeasure(self, size: int, progress: _Progress) -> None:

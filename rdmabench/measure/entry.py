@@ -26,6 +26,7 @@ _OPTIONAL = frozenset(
         "pattern_aggregate_gbps",
         "pattern_limit",
         "pattern_share_of_limit",
+        "wire",
         "remeasured_from",
         "src_nic",
         "dst_nic",
@@ -86,6 +87,10 @@ class Entry:
     # The aggregate's own limit: a resource the round's links share, or every link at its limit.
     pattern_limit: dict[str, Any] | None = None
     pattern_share_of_limit: float | None = None
+    # Bytes counted on the network interface the transport names, during the sampled steps, at the
+    # timing end: {"dev", "ratio" (counted / moved by the application), "gbps"}. None: no counter
+    # for this path (shared memory, cma, CUDA IPC: n/a, never guessed).
+    wire: dict[str, Any] | None = None
     pattern: str = "pair"
     round_seconds: float = 0.0
     # A screen's re-measure of a slow link, alone: the figure the link had in its concurrent round.
@@ -134,6 +139,8 @@ def make_entries(
     ]
     if cpu and spec.kind.is_bandwidth:
         _cpu_cost(entries, measured, spec, cpu)
+    if spec.kind.is_bandwidth:
+        _wire(entries, measured, spec)
     if len(measured) > 1 and spec.kind.is_bandwidth:
         aggregate = round_aggregate(spec.size, measured)
         median = summarize(aggregate)["median"]
@@ -171,6 +178,38 @@ def _cpu_cost(entries: list[Entry], measured: list[LinkMeasurement], spec: Round
             end: round(seconds / (nbytes / 1e9), 6) if seconds is not None and nbytes else None
             for end, (seconds, nbytes) in ends.items()
         }
+
+
+def _wire_device(entry: Entry) -> str | None:
+    """The network interface a TCP transport names ("tcp/eth0" -> "eth0"); None for other paths."""
+    transport = entry.transport or ""
+    return transport.split("/", 1)[1] if transport.startswith("tcp/") else None
+
+
+def _wire(entries: list[Entry], measured: list[LinkMeasurement], spec: RoundSpec) -> None:
+    """Check each TCP link's bytes against its interface's counter at the timing end. A rank's counter
+    serves all of its links through that interface in the round: they share one ratio."""
+    moved: dict[tuple[int, str], float] = {}
+    seconds: dict[tuple[int, str], float] = {}
+    for entry, m in zip(entries, measured, strict=True):
+        dev = _wire_device(entry)
+        if dev is not None:
+            key = (m.timer, dev)
+            moved[key] = moved.get(key, 0.0) + spec.size * m.per_step * m.iterations * len(m.step_times)
+            seconds[key] = max(seconds.get(key, 0.0), sum(sum(times) for times in m.step_times))
+    for entry, m in zip(entries, measured, strict=True):
+        dev = _wire_device(entry)
+        if dev is None or (m.timer, dev) not in moved:
+            continue
+        rx, tx = m.wire.get(dev, (0, 0))
+        counted = tx if m.timer == m.link.src else rx
+        key = (m.timer, dev)
+        ratio = counted / moved[key] if moved[key] else 0.0
+        entry.wire = {"dev": dev, "ratio": round(ratio, 3), "gbps": round(gbps(counted, seconds[key]), 3)}
+        if ratio < 0.9:  # (a same-host link over tcp/lo is already named by the path check)
+            entry.warnings.append(
+                f"only {ratio:.0%} of the bytes were counted on {dev}, the interface UCX reported: they went another way"
+            )
 
 
 def round_aggregate(size: int, measured: list[LinkMeasurement]) -> list[float]:

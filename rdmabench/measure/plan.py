@@ -36,6 +36,9 @@ class Plan:
     # Windows per step (round trips, for a ping-pong): a step streams window x passes messages through
     # the window's buffers, the next posted as each completes, with one handshake at each end.
     passes: int = 1
+    # The passes are the default's (a byte budget): the first warm-up step, of one pass, may lower
+    # them so that a step lasts at most a quarter of sample_time on a slow link (round.py).
+    auto_passes: bool = False
 
     @property
     def per_step(self) -> int:
@@ -89,6 +92,7 @@ def make_plan(
 ) -> Plan:
     win = (window or default_window(size, device_only)) if windowed else 1
     runs = passes or default_passes(windowed, size, win, device_only)
+    auto = passes is None and runs > 1
     warm = default_warmup(windowed, size) if warmup is None else warmup
     if iterations is None:
         warm = max(warm, 1)  # the warm-up is what calibrates the iteration count
@@ -100,7 +104,15 @@ def make_plan(
         sample_time=sample_time,
         timeout=timeout if timeout is not None else default_timeout(win * runs * size),
         passes=runs,
+        auto_passes=auto,
     )
+
+
+def passes_for(step_seconds: float, plan: Plan) -> int:
+    """Passes a step may make when one pass's transfers took `step_seconds` (the slowest rank's): at
+    most the plan's, and few enough that a step's transfers last a quarter of sample_time or less."""
+    fit = int(plan.sample_time / 4 / max(step_seconds, 1e-7))
+    return max(1, min(plan.passes, fit))
 
 
 def calibrated_iterations(step_seconds: float, plan: Plan, timed_seconds: float | None = None) -> int:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import TransportError, ValidationError
+from ..hardware import counters
 from ..memory.buffers import Buffer, allocate, synchronize
 from ..memory.payload import Pattern, message_key
 from ..modes import MemoryMode
@@ -30,7 +31,7 @@ from ..wire.native import HotLoop
 from ..wire.staging import Carrier, Staging, make_carrier, pieces, staging_buffers, wire_chunk
 from ..wire.ucx import Transport
 from . import faults
-from .plan import Plan, calibrated_iterations
+from .plan import Plan, calibrated_iterations, passes_for
 from .registry import TestKind
 
 if TYPE_CHECKING:
@@ -107,6 +108,9 @@ class LinkMeasurement:
     sender_rows: dict[str, Any] = field(default_factory=dict)  # the timing rank's UCX report rows
     details: dict[str, Any] = field(default_factory=dict)  # what the protocol keeps beyond step times
     passes: int = 1  # windows (round trips) per step
+    # What the timing rank's network interfaces moved during the sampled steps: name -> (rx, tx) bytes.
+    wire: dict[str, tuple[int, int]] = field(default_factory=dict)
+    timer: int = -1  # the rank that timed the link (its src, or a get's dst)
 
     @property
     def per_step(self) -> int:
@@ -271,6 +275,7 @@ class RoundEnd:
 
 
 _TAG_CALIBRATE = 10  # MPI tag of the round's agreement on steps per sample
+_TAG_PASSES = 12  # and on passes per step
 
 
 def run_round(
@@ -286,7 +291,7 @@ def run_round(
         protocol.setup(end)
         step = protocol.native_step if end.native is not None else protocol.python_step
         timed = protocol.timed(end)
-        samples, iterations, cpu = _sample(end, comm, step, len(timed))
+        samples, iterations, cpu, wire = _sample(end, comm, step, len(timed))
         rows = [protocol.rows(end, side) for side in timed]
         details = getattr(protocol, "details", None)  # block lists keep every transfer's time
         kept = [details(end, side) if details else {} for side in timed]
@@ -308,6 +313,8 @@ def run_round(
                 rows[position],
                 kept[position],
                 end.passes,
+                wire,
+                end.rank,
             )
         )
     return measured, cpu
@@ -327,10 +334,11 @@ def fetch_rows(transport: Transport, spec: RoundSpec) -> dict[tuple[int, int], d
 
 def _sample(
     end: RoundEnd, comm: Any, step: Callable[[RoundEnd, int], list[float]], links: int
-) -> tuple[list[list[list[float]]], int, float]:
+) -> tuple[list[list[list[float]]], int, float, counters.Counters]:
     """Warm up, agree on the steps per sample, then time `samples` x `iterations` steps. Returns
-    samples[sample][link] = that link's step times, the iterations per sample, and this process's
-    CPU seconds in the sampled steps (fills and checks left out: the cost of moving the bytes)."""
+    samples[sample][link] = that link's step times, the iterations per sample, this process's
+    CPU seconds in the sampled steps (fills and checks left out: the cost of moving the bytes), and
+    what its network interfaces moved during them."""
     plan, protocol = end.spec.plan, end.spec.protocol
     cpu = 0.0
 
@@ -345,18 +353,36 @@ def _sample(
         protocol.check(end, index)
         return times
 
-    wall = timed = 0.0
-    for index in range(plan.warmup):
-        began = time.perf_counter()
-        times = one(index)
-        wall = time.perf_counter() - began
-        timed = max(times, default=0.0)
+    index = 0
+
+    def warm_up(steps: int) -> tuple[float, float]:
+        """Untimed steps; the wall and timed seconds of the last."""
+        nonlocal index
+        wall = timed = 0.0
+        for _ in range(steps):
+            began = time.perf_counter()
+            times = one(index)
+            wall, timed = time.perf_counter() - began, max(times, default=0.0)
+            index += 1
+        return wall, timed
+
+    if plan.auto_passes and end.passes > 1:
+        # The warm-up makes one pass a step (the first steps pay for connections and caches); the
+        # last one's transfer time (not its fills and checks, which passes do not repeat), the
+        # slowest rank's, says how many passes a step may make here.
+        end.passes = 1
+        _, one_pass = warm_up(max(1, plan.warmup))
+        (slowest,) = agree_max(comm, end.spec.ranks, (one_pass,), _TAG_PASSES)
+        end.passes = passes_for(slowest, plan)
+        wall, timed = warm_up(1)  # a step as it will be timed, for the steps per sample
+    else:
+        wall, timed = warm_up(plan.warmup)
     cpu = 0.0  # the warm-up's steps are not measured
     if plan.iterations is None:  # steps given (--iterations, or an earlier round's): nothing to agree on
         wall, timed = agree_max(comm, end.spec.ranks, (wall, timed), _TAG_CALIBRATE)
     iterations = calibrated_iterations(wall, plan, timed)
-    index = plan.warmup
     samples: list[list[list[float]]] = []
+    before = counters.net_counters()
     for _ in range(plan.samples):
         per_link: list[list[float]] = [[] for _ in range(links)]
         for _ in range(iterations):
@@ -364,7 +390,7 @@ def _sample(
                 per_link[position].append(seconds)
             index += 1
         samples.append(per_link)
-    return samples, iterations, cpu
+    return samples, iterations, cpu, counters.delta(before, counters.net_counters())
 
 
 def staging_record(spec: RoundSpec, link: Link) -> dict[str, Any] | None:

@@ -156,6 +156,11 @@ class WindowProtocol:
     def native_step(self, end: RoundEnd, index: int) -> list[float]:
         state = end.state
         loop: HotLoop = state["loop"]
+        if state.get("passes") != end.passes:  # the first warm-up step may change them (plan.auto_passes)
+            for ends, count in ((state["targets"], len(end.targets)), (state["sources"], len(end.sources))):
+                for position in range(count):
+                    ends[position].count = ends[position].slots * end.passes
+            state["passes"] = end.passes
         return loop.round(
             state["targets"],
             len(end.targets),

@@ -41,6 +41,7 @@ RECORD_FIELDS = {
     "round_seconds": "round_s",
     "pattern_aggregate_gbps": "together",
     "pattern_share_of_limit": "together_share",
+    "wire": "wire",
     "aggregate_gbps": "agg",
     "aggregate_samples": "agg_samples",
     "aggregate_share_of_limit": "agg_share",
