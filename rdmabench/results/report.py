@@ -161,9 +161,7 @@ def settings_of(entry: dict[str, Any], metadata: dict[str, Any]) -> tuple[tuple[
         ("window", str(entry.get("window"))),
         ("ucx", tuned or "defaults"),
     )
-    passes = entry.get("passes")
-    if isinstance(passes, int) and passes > 1:  # streamed steps (files before streaming made one pass)
-        settings = (*settings, ("passes", str(passes)))
+    # Passes are not a setting: they adapt to the link and --sample-time from run to run.
     blocks = entry.get("blocks")
     if isinstance(blocks, dict):  # block lists (--blocks): never merged with plain messages or other shapes
         shape = f"{blocks.get('count')} x {blocks.get('layout')}, {blocks.get('batch')} in flight"
