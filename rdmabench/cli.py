@@ -431,8 +431,7 @@ def copy_command(
         return
     try:
         size_list = parse_sizes(sizes)
-        direction_list = [d.strip() for d in directions.split(",") if d.strip()]
-        kinds = [k.strip() for k in host_memory.split(",") if k.strip()]
+        direction_list, kinds = _names(directions), _names(host_memory)
         for d in direction_list:
             if d not in copy_module.DIRECTIONS:
                 raise ConfigError(f"unknown direction {d!r}: choose from {', '.join(copy_module.DIRECTIONS)}")
@@ -585,7 +584,7 @@ def anchor(mode: str, sizes: str, tests: str, output: str | None) -> None:
     try:
         if output is not None and os.path.exists(output):
             raise ConfigError(f"output file {output} already exists")
-        rows = anchor_module.compare(mode, parse_sizes(sizes), [t.strip() for t in tests.split(",") if t.strip()])
+        rows = anchor_module.compare(mode, parse_sizes(sizes), _names(tests))
     except RdmabenchError as exc:
         _fail(exc)
     click.echo(anchor_module.format_rows(rows))

@@ -139,8 +139,7 @@ def write_pattern(path: str, size: int, exclusive: bool = True) -> None:
     try:
         os.posix_fallocate(fd, 0, size)  # no space: fail now, before the long write
         for offset in range(0, size, _CHECK_CHUNK):
-            words = file_words(np, offset // 8, (min(_CHECK_CHUNK, size - offset) + 7) // 8)
-            os.pwrite(fd, words.view(np.uint8)[: min(_CHECK_CHUNK, size - offset)], offset)
+            os.pwrite(fd, pattern(np, offset, min(_CHECK_CHUNK, size - offset)), offset)
         os.fsync(fd)
     except OSError as exc:
         os.close(fd)
@@ -167,7 +166,8 @@ def evict(path: str) -> str | None:
     """Drop the file's pages from the page cache; the reason when it cannot be done."""
     fd = os.open(path, os.O_RDONLY)
     try:
-        os.fdatasync(fd) if os.access(path, os.W_OK) else None
+        if os.access(path, os.W_OK):  # dirty pages stay cached: write them out first
+            os.fdatasync(fd)
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
         return None
     except OSError as exc:
@@ -194,15 +194,23 @@ def _region(cupy: Any, size: int, on_gpu: bool) -> Region:
     return Region(buffer.array[:size], np, False)
 
 
+def pattern(xp: Any, offset: int, nbytes: int) -> Any:
+    """The file's `nbytes` from `offset` (a multiple of 8) as rdmabench writes them, on host or GPU."""
+    return file_words(xp, offset // 8, (nbytes + 7) // 8).view(xp.uint8)[:nbytes]
+
+
+def _wrong_in(xp: Any, got: Any, offset: int) -> int | None:
+    """The file offset of the first byte of `got` (the file's bytes from `offset`) off the pattern."""
+    bad = xp.flatnonzero(got != pattern(xp, offset, int(got.size)))
+    return offset + int(bad[0]) if int(bad.size) else None
+
+
 def first_wrong(region: Region, size: int) -> int | None:
     """The offset of the first byte of `region` that differs from the pattern, or None."""
-    xp = region.xp
     for offset in range(0, size, _CHECK_CHUNK):
-        n = min(_CHECK_CHUNK, size - offset)
-        expected = file_words(xp, offset // 8, (n + 7) // 8).view(xp.uint8)[:n]
-        bad = xp.flatnonzero(region.array[offset : offset + n] != expected)
-        if int(bad.size):
-            return offset + int(bad[0])
+        wrong = _wrong_in(region.xp, region.array[offset : offset + min(_CHECK_CHUNK, size - offset)], offset)
+        if wrong is not None:
+            return wrong
     return None
 
 
@@ -210,17 +218,13 @@ def _file_first_wrong(path: str, size: int) -> int | None:
     """Read `path` back (O_DIRECT where it can) and find its first byte off the pattern."""
     scratch = Region(aligned(min(size, _CHECK_CHUNK)), np, False)
     direct = disk.direct_io_supported(path) and size % disk.DIRECT_ALIGNMENT == 0
-    fd = os.open(path, os.O_RDONLY | (getattr(os, "O_DIRECT", 0) if direct else 0))
-    try:
+    with _opened(path, os.O_RDONLY | (getattr(os, "O_DIRECT", 0) if direct else 0)) as fd:
         for offset in range(0, size, _CHECK_CHUNK):
             n = min(_CHECK_CHUNK, size - offset)
             os.preadv(fd, [scratch.host_view(0, n)], offset)
-            expected = file_words(np, offset // 8, (n + 7) // 8).view(np.uint8)[:n]
-            bad = np.flatnonzero(scratch.array[:n] != expected)
-            if bad.size:
-                return offset + int(bad[0])
-    finally:
-        os.close(fd)
+            wrong = _wrong_in(np, scratch.array[:n], offset)
+            if wrong is not None:
+                return wrong
     return None
 
 
@@ -381,7 +385,7 @@ def _device_rate(config: StorageConfig, reading: bool, target: str, size: int) -
     request = min(_LIMIT_REQUEST, size // disk.DIRECT_ALIGNMENT * disk.DIRECT_ALIGNMENT)
     region = Region(aligned(size), np, False)
     if not reading:
-        region.array[:] = file_words(np, 0, (size + 7) // 8).view(np.uint8)[:size]
+        region.array[:] = pattern(np, 0, size)
     quiet = StorageConfig(file=target, samples=config.samples, validate=False)
     # Several requests in flight, as a device needs to show its rate (an NVMe drive wants a queue).
     measured = measure(quiet, None, "pinned", reading, target, region, request, max(4, *config.threads))
@@ -548,7 +552,7 @@ def _measure_all(
     filled = False
     for case in cases(config, paths):
         if not case.reading and not filled:  # what the write tests write: the pattern
-            region.array[:] = file_words(region.xp, 0, (size + 7) // 8).view(region.xp.uint8)[:size]
+            region.array[:] = pattern(region.xp, 0, size)
             filled = True
         target = config.file if case.reading else write_target
         measured = measure(config, cupy, case.path_name, case.reading, target, region, case.request, case.threads)
@@ -573,6 +577,7 @@ def _document(
         import kvikio
 
         versions["kvikio"] = kvikio.__version__
+    driver = disk.gds()
     metadata = {
         "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "hosts": [socket.gethostname()],
@@ -583,8 +588,8 @@ def _document(
         "config": {"test": "storage", **{k: v for k, v in vars(config).items()}},
         "storage": {
             "file_system": fs.to_dict(),
-            "gds": disk.gds().to_dict(),
-            "gds_verdict": disk.gds_verdict(fs, disk.gds()),
+            "gds": driver.to_dict(),
+            "gds_verdict": disk.gds_verdict(fs, driver),
             "limits": vars(limits),
             "page_cache": "evicted per file (posix_fadvise DONTNEED) before each read sample; O_DIRECT bypasses it",
         },

@@ -41,21 +41,7 @@ def sample_seconds(measured: Sequence[LinkMeasurement]) -> float:
 @dataclass
 class _Known:
     iterations: int
-    passes: int
     seconds: float  # timed seconds of a sample in the calibrating round
-
-
-# A decision travels as one integer (on the round's closing barrier): steps per sample and passes.
-_PASS_BITS = 20
-
-
-def encode(iterations: int, passes: int) -> int:
-    return iterations << _PASS_BITS | passes
-
-
-def decode(offer: int) -> tuple[int, int]:
-    """(steps per sample, passes per step) of an offer; (0, 0) for none."""
-    return offer >> _PASS_BITS, offer & ((1 << _PASS_BITS) - 1)
 
 
 class Calibration:
@@ -66,9 +52,9 @@ class Calibration:
         self.calibrations = 0
 
     def decide(self, key: Key) -> int:
-        """Steps per sample and passes for the next round of `key` (encode()), or 0: it calibrates."""
+        """Steps per sample for the next round of `key`, or 0: that round calibrates."""
         known = self._known.get(key)
-        return encode(known.iterations, known.passes) if known else 0
+        return known.iterations if known else 0
 
     def learn(self, key: Key, iterations: int, calibrated: bool, measured: Sequence[LinkMeasurement]) -> None:
         """After a round of `key`: keep what it calibrated, or forget a count that no longer fits."""
@@ -77,7 +63,7 @@ class Calibration:
             self.calibrations += 1
             # The round after a calibrating one calibrates too (decisions lag a round): keep the first.
             if seconds > 0 and key not in self._known:
-                self._known[key] = _Known(iterations, measured[0].passes, seconds)
+                self._known[key] = _Known(iterations, seconds)
             return
         known = self._known.get(key)
         if known and not _TOO_SHORT * known.seconds <= seconds <= _TOO_LONG * known.seconds:

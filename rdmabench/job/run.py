@@ -36,7 +36,7 @@ from ..units import format_size
 from ..wire import ucx_env
 from ..wire.mpi import World, import_ucx_first
 from . import schedule
-from .calibration import Calibration, decode, round_key
+from .calibration import Calibration, round_key
 from .config import PER_LINK_UP_TO, RunConfig
 from .preflight import preflight
 from .rounds import is_pattern_round, round_spec, size_plan, slow_links
@@ -317,9 +317,10 @@ class _Job:
         given = 0  # steps per sample of this round (0: it calibrates), decided by rank 0
         for index, scheduled in enumerate(rounds):
             started = time.monotonic()
-            steps, passes = decode(given)
-            known = replace(plan, iterations=steps, passes=passes, auto_passes=False) if given else plan
-            spec = round_spec(config, self.kind, scheduled, size, known, shape)
+            # (Passes need no offer: after the first round of a size, `plan` carries the size's passes.)
+            spec = round_spec(
+                config, self.kind, scheduled, size, replace(plan, iterations=given) if given else plan, shape
+            )
             # Rank 0 decides the next round's steps while this one ends: it has learnt from the rounds
             # before this one, and the decision rides on the round's closing barrier.
             offer = self.calibration.decide(keys[index + 1]) if index + 1 < len(rounds) else 0

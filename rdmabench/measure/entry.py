@@ -167,7 +167,7 @@ def _cpu_cost(entries: list[Entry], measured: list[LinkMeasurement], spec: Round
     the round's links it sent or received (a rank of several links shares its time among them)."""
     moved: dict[int, float] = {}
     for m in measured:
-        nbytes = spec.size * m.per_step * m.iterations * len(m.step_times)
+        nbytes = m.sampled_bytes(spec.size)
         for rank in {m.link.src, m.link.dst}:
             moved[rank] = moved.get(rank, 0.0) + nbytes
     for entry in entries:
@@ -195,7 +195,7 @@ def _wire(entries: list[Entry], measured: list[LinkMeasurement], spec: RoundSpec
         dev = _wire_device(entry)
         if dev is not None:
             key = (m.timer, dev)
-            moved[key] = moved.get(key, 0.0) + spec.size * m.per_step * m.iterations * len(m.step_times)
+            moved[key] = moved.get(key, 0.0) + m.sampled_bytes(spec.size)
             seconds[key] = max(seconds.get(key, 0.0), sum(sum(times) for times in m.step_times))
     for entry, m in zip(entries, measured, strict=True):
         dev = _wire_device(entry)
@@ -250,7 +250,7 @@ def _entry(
         window=m.window if windowed else None,
         iterations=m.iterations,
         warmup=m.warmup,
-        messages_per_sample=m.iterations * m.per_step,
+        messages_per_sample=m.messages_per_sample,
         passes=m.passes,
         validated=spec.validate,
         wrong_bytes=0 if spec.validate else None,
@@ -323,14 +323,18 @@ def _place(entry: Entry, placement: Placement) -> None:
     )
 
 
+def _host_copy(topologies: list[limits.RankTopology], host: str) -> float | None:
+    """The memory copy rate one rank of `host` measured, where one did."""
+    return next((t.host_copy_gbps for t in topologies if t.host == host and t.host_copy_gbps), None)
+
+
 def _pattern_limit(entries: list[Entry], placement: Placement) -> limits.Limit | None:
     """The limit of a pattern round's aggregate: hardware/shared.py's bound over its links."""
     topologies = placement.topologies
     links = []
     for entry in entries:
         src, dst = topologies[entry.src_rank], topologies[entry.dst_rank]
-        host_copy = next((t.host_copy_gbps for t in topologies if t.host == src.host and t.host_copy_gbps), None)
-        found = shared.resources(src, dst, entry.src_mode, entry.dst_mode, host_copy)
+        found = shared.resources(src, dst, entry.src_mode, entry.dst_mode, _host_copy(topologies, src.host))
         links.append((found, entry.link_limit["gbps"] if entry.link_limit else None))
     return shared.aggregate_limit(links)
 
@@ -339,8 +343,7 @@ def _judge(entry: Entry, placement: Placement) -> None:
     """The link's physical limit and the figure's share of it, or a warning for an impossible figure."""
     topologies = placement.topologies
     src, dst = topologies[entry.src_rank], topologies[entry.dst_rank]
-    host_copy = next((t.host_copy_gbps for t in topologies if t.host == src.host and t.host_copy_gbps), None)
-    limit, reason = limits.link_limit(src, dst, entry.src_mode, entry.dst_mode, host_copy)
+    limit, reason = limits.link_limit(src, dst, entry.src_mode, entry.dst_mode, _host_copy(topologies, src.host))
     entry.link_limit = limit.to_dict() if limit else None
     if limit is None:
         entry.link_limit_unknown = reason

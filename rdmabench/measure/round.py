@@ -117,6 +117,14 @@ class LinkMeasurement:
         """Messages (round trips) per step: what a figure divides the step times by."""
         return self.window * self.passes
 
+    @property
+    def messages_per_sample(self) -> int:
+        return self.iterations * self.per_step
+
+    def sampled_bytes(self, size: int) -> int:
+        """Every byte the link moved in its sampled steps."""
+        return size * self.messages_per_sample * len(self.step_times)
+
 
 @dataclass
 class Side:

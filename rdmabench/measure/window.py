@@ -148,6 +148,7 @@ class WindowProtocol:
         targets = [link_end(s, tag(DATA, me), tag(READY, s.peer), tag(ACK, s.peer)) for s in end.targets]
         sources = [link_end(s, tag(DATA, s.peer), tag(READY, me), tag(ACK, me)) for s in end.sources]
         state["targets"], state["sources"] = HotLoop.link_ends(targets), HotLoop.link_ends(sources)
+        state["passes"] = end.passes  # the link ends' counts above
         scratch = state["scratch"] = np.zeros(16 * max(1, len(targets)), dtype=np.uint8)
         state["signal_at"] = end.signal()[1]
         state["scratch_at"] = int(scratch.ctypes.data)
