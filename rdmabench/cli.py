@@ -117,6 +117,14 @@ def main() -> None:
 )
 @click.option("--root", default=0, help="The rank incast sends to and fan-out sends from.")
 @click.option(
+    "--nics",
+    default=None,
+    metavar="DEV[,DEV...]",
+    help="The rails to send through: RDMA ports (mlx5_0:1) or network interfaces (eth1). Each rank takes "
+    "the one nearest its GPU, ties by local rank (rank i of a host takes rail i), and UCX is told "
+    "(UCX_NET_DEVICES). [default: the active RDMA ports; without them UCX chooses]",
+)
+@click.option(
     "--mode",
     default="pageable",
     metavar=_MODES,
@@ -318,6 +326,7 @@ def _config(options: dict[str, Any]) -> RunConfig:
     options["max_pinned"] = _size_option("--max-pinned", max_pinned) if max_pinned else None
     options["stage_chunk"] = _size_option("--chunk-size", options["stage_chunk"])
     options["expect"] = parse_expect(options.pop("expect"))
+    options["nics"] = _rails(options["nics"])
     return RunConfig(
         src_mode=MemoryMode.parse(src_mode) if src_mode else mode,
         dst_mode=MemoryMode.parse(dst_mode) if dst_mode else mode,
@@ -325,6 +334,16 @@ def _config(options: dict[str, Any]) -> RunConfig:
         command_line=shlex.join(["rdmabench", *sys.argv[1:]]),
         **options,
     ).check()
+
+
+def _rails(text: str | None) -> tuple[str, ...]:
+    """--nics as a tuple of distinct device names."""
+    if text is None:
+        return ()
+    rails = tuple(dict.fromkeys(_names(text)))
+    if not rails or any(" " in name or "/" in name for name in rails):
+        raise ConfigError(f"--nics takes device names separated by commas (mlx5_0:1,eth1), not {text!r}")
+    return rails
 
 
 def _size_range(low: str | None, high: str | None, factor: int | None) -> str | None:

@@ -48,6 +48,8 @@ def _one_line_error(args: list[str], expected: str, code: int | None = None, **k
         (["run", "--pattern", "screen", "--remeasure-below", "1.5"], "--remeasure-below is a share of the class"),
         (["run", "--np", "4", "--pattern", "screen"], "--pattern screen checks a cluster: its 4 ranks are all on"),
         (["run", "--np", "4", "--pattern", "screen", "--test", "lat"], "--test lat measures one link at a time"),
+        (["run", "--nics", ","], "--nics takes device names separated by commas"),
+        (["run", "--nics", "nosuch9", "--sizes", "8"], "--nics nosuch9: no such active RDMA port or interface"),
     ],
 )
 def test_bad_options(args: list[str], expected: str) -> None:
@@ -176,6 +178,11 @@ def test_a_transport_setting_ucx_cannot_use_is_named(tmp_path: Path) -> None:
     assert "UCX_TLS=bogus" in line
     doctor = run_cli(["doctor"], env=env)
     assert "UCX_TLS=bogus names bogus, not a transport of this UCX: UCX will not start" in doctor.stdout
+
+
+def test_nics_and_ucx_net_devices_are_not_both_given() -> None:
+    env = rdmabench_env(UCX_NET_DEVICES="lo")
+    _one_line_error(["run", "--nics", "lo", "--sizes", "8"], "--nics and UCX_NET_DEVICES=lo both choose", env=env)
 
 
 def test_an_odd_bisection_names_the_idle_rank(tmp_path: Path) -> None:

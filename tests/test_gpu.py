@@ -291,3 +291,27 @@ def test_torch_path_beside_the_raw_copy(tmp_path: Path) -> None:
     hidden = {row["host_memory"]: row["share_hidden"] for row in doc["overlap"]}
     assert hidden["pinned"] > hidden["pageable"], hidden
     assert {row["pin_memory"] for row in doc["dataloader"]} == {False, True}
+
+
+@pytest.mark.parametrize("test", ["bw", "bibw"])
+def test_the_wire_check_counts_nvlink_bytes(test: str, results_path: Path) -> None:
+    """Device to device across NVLink: the GPU's NVLink data counters carried the bytes the application
+    moved (within 5%), and its wire GB/s is the application's figure within 5%."""
+    if visible_gpu_count() < 2:
+        pytest.skip("needs two GPUs")
+    doc = _run(["--test", test, "--mode", "device", "--sizes", "256MiB", "--sample-time", "0.2"], results_path)
+    entries = doc["results"]
+    if entries[0]["link_limit"]["kind"] != "NVLink":
+        pytest.skip("the GPUs are not joined by NVLink")
+    for entry in entries:
+        wire = entry["wire"]
+        assert wire["dev"] == f"nvlink/gpu{entry['src_gpu']}", wire
+        assert 0.95 <= wire["ratio"] <= 1.05, wire
+        assert 0.95 <= wire["gbps"] / entry["bandwidth_gbps"] <= 1.05, (wire, entry["bandwidth_gbps"])
+        assert not any("counted on" in w for w in entry["warnings"])
+
+
+def test_the_wire_check_is_na_for_a_copy_within_one_gpu(results_path: Path) -> None:
+    doc = _run(["--mode", "device", "--sizes", "64MiB"], results_path, CUDA_VISIBLE_DEVICES="0")
+    (entry,) = doc["results"]
+    assert entry.get("wire") is None  # no link between the ends: nothing to count, nothing claimed

@@ -46,9 +46,9 @@ class Cluster:
         self.env = env
         self.count = 0
 
-    def up(self, count: int) -> dict[str, str]:
+    def up(self, count: int, rails: int = 1) -> dict[str, str]:
         self.count = count
-        up = subprocess.run([str(SCRIPT), "up", str(count)], capture_output=True, text=True, env=self.env)
+        up = subprocess.run([str(SCRIPT), "up", str(count), str(rails)], capture_output=True, text=True, env=self.env)
         if up.returncode != 0:
             pytest.skip(f"could not build the namespaces: {up.stderr.strip()}")
         return self.env
@@ -100,12 +100,12 @@ def test_links_between_namespaces_are_inter_node_and_cross_the_veth_network(
         [str(SCRIPT), "mpiexec-options", "2", "2"], capture_output=True, text=True, env=env, check=True
     ).stdout.split()
     out = tmp_path / "netns.json"
-    before = [_tx_bytes(f"{PREFIX}-v{i}") for i in (0, 1)]
+    before = [_tx_bytes(f"{PREFIX}-v{i}-0") for i in (0, 1)]
     command = [mpiexec(), "-n", "4", *options, sys.executable, "-m", "rdmabench", "run", "--pattern", "all-pairs"]
     command += ["--sizes", "64KiB", "--samples", "2", "--sample-time", "0.005", "-o", str(out)]
     proc = subprocess.run(command, capture_output=True, text=True, timeout=240, env=env, stdin=subprocess.DEVNULL)
     assert proc.returncode == 0, proc.stderr
-    sent = sum(_tx_bytes(f"{PREFIX}-v{i}") - before[i] for i in (0, 1))
+    sent = sum(_tx_bytes(f"{PREFIX}-v{i}-0") - before[i] for i in (0, 1))
     doc = load_results(str(out))
     assert doc["metadata"]["hosts"] == [f"{PREFIX}-h0", f"{PREFIX}-h1"]
     entries = doc["results"]
@@ -145,7 +145,7 @@ def test_a_screen_remeasures_the_links_of_a_slow_host_alone(cluster: Cluster, tm
     env = cluster.up(4)
     tbf = ["root", "tbf", "rate", "20mbit", "burst", "32kbit", "latency", "400ms"]
     for command in (
-        ["tc", "qdisc", "add", "dev", f"{PREFIX}-v3", *tbf],
+        ["tc", "qdisc", "add", "dev", f"{PREFIX}-v3-0", *tbf],
         ["ip", "netns", "exec", f"{PREFIX}-h3", "tc", "qdisc", "add", "dev", "eth0", *tbf],
     ):
         throttle = subprocess.run(command, capture_output=True, text=True, env=env)
@@ -182,7 +182,7 @@ def test_one_sided_between_namespace_hosts_goes_over_tcp_and_is_validated(
     two_hosts: dict[str, str], cluster: Cluster, tmp_path: Path, test: str
 ) -> None:
     out = tmp_path / f"{test}.json"
-    before = [_tx_bytes(f"{PREFIX}-v{i}") for i in (0, 1)]
+    before = [_tx_bytes(f"{PREFIX}-v{i}-0") for i in (0, 1)]
     args = ["--test", test, "--sizes", "8,64KiB", "--samples", "2", "--sample-time", "0.005", "-o", str(out)]
     proc = cluster.run(1, args)
     assert proc.returncode == 0, proc.stderr
@@ -195,7 +195,7 @@ def test_one_sided_between_namespace_hosts_goes_over_tcp_and_is_validated(
     if test in ("put", "get"):
         big = entries[1]
         moved = big["size_bytes"] * big["messages_per_sample"] * len(big["samples"])
-        assert sum(_tx_bytes(f"{PREFIX}-v{i}") - before[i] for i in (0, 1)) >= moved
+        assert sum(_tx_bytes(f"{PREFIX}-v{i}-0") - before[i] for i in (0, 1)) >= moved
 
 
 def test_block_lists_between_namespace_hosts(two_hosts: dict[str, str], cluster: Cluster, tmp_path: Path) -> None:
@@ -224,3 +224,39 @@ def test_the_wire_check_counts_the_bytes_on_the_veth_interface(cluster: Cluster,
         wire = entry["wire"]
         assert wire["dev"] == "eth0" and 1.0 <= wire["ratio"] <= 1.3, wire
         assert wire["gbps"] > 0 and not any("counted on" in w for w in entry["warnings"])
+
+
+def test_each_rank_sends_through_its_own_rail_and_the_wire_check_sees_it(cluster: Cluster, tmp_path: Path) -> None:
+    """Two hosts with two interfaces each (eth0, eth1: one subnet and bridge per rail). With --nics,
+    local rank i takes rail i, UCX is told, and each end's device is recorded. A rail-aligned link's
+    bytes are counted on its rail; a cross-rail link's leave through the other rail (the kernel routes
+    by destination), and the wire check says so."""
+    cluster.up(2, rails=2)
+    out = tmp_path / "rails.json"
+    args = ["--pattern", "all-pairs", "--links", "inter-node", "--nics", "eth0,eth1", "--sizes", "1MiB"]
+    before = {rail: [_tx_bytes(f"{PREFIX}-v{i}-{rail}") for i in (0, 1)] for rail in (0, 1)}
+    proc = cluster.run(2, [*args, "--samples", "2", "--sample-time", "0.01", "-o", str(out)])
+    assert proc.returncode == 0, proc.stderr
+    doc = load_results(str(out))
+    rail = {rank["rank"]: rank["local_rank"] for rank in doc["metadata"]["ranks"]}
+    entries = doc["results"]
+    assert len(entries) == 8  # every ordered pair of ranks on different hosts
+    for entry in entries:
+        src, dst = rail[entry["src_rank"]], rail[entry["dst_rank"]]
+        assert (entry["src_nic"], entry["dst_nic"]) == (f"eth{src}", f"eth{dst}")
+        assert entry["transport"] == f"tcp/eth{src}" and entry["validated"]
+        wire = entry["wire"]
+        assert wire["dev"] == f"eth{src}"
+        crossed = [w for w in entry["warnings"] if "counted on" in w]
+        if src == dst:
+            assert 1.0 <= wire["ratio"] <= 1.3 and not crossed, (wire, entry["warnings"])
+        else:
+            assert wire["ratio"] < 0.5 and crossed, (wire, entry["warnings"])
+    for placed in doc["metadata"]["topology"]:
+        nic = placed["nic"]
+        assert nic["name"] == f"eth{rail[placed['rank']]}" and nic["set_for_ucx"] and "among --nics" in nic["how"]
+    for r in (0, 1):  # both rails carried traffic: every host's bridge port on each rail sent bytes
+        assert all(_tx_bytes(f"{PREFIX}-v{i}-{r}") - before[r][i] > 1 << 20 for i in (0, 1))
+    wrong = cluster.run(1, ["--nics", "eth7", "--sizes", "8"], timeout=120)
+    assert wrong.returncode != 0 and "--nics eth7: no such" in wrong.stderr and "eth0, eth1" in wrong.stderr
+    assert "Traceback" not in wrong.stderr

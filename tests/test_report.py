@@ -60,9 +60,19 @@ def test_aggregates_match_the_inputs(runs: Path) -> None:
             figures.setdefault((entry["src_rank"], entry["dst_rank"], entry["size_bytes"]), []).append(
                 entry["bandwidth_gbps"]
             )
+    costs: dict[tuple[int, int, int], list[dict[str, float]]] = {}
+    for doc in _docs(runs):
+        for entry in doc["results"]:
+            costs.setdefault((entry["src_rank"], entry["dst_rank"], entry["size_bytes"]), []).append(
+                entry["cpu_s_per_gb"]
+            )
     for row in rows:
         src, dst = (int(end.split("rank")[1]) for end in row["link"].split(" -> "))
         values = figures[(src, dst, row["size_bytes"])]
+        spent = costs[(src, dst, row["size_bytes"])]
+        for end in ("src", "dst"):  # the CPU cost of each end: the mean of the runs'
+            assert row["cpu_s_per_gb"][end] == pytest.approx(statistics.mean(c[end] for c in spent), rel=1e-4)
+        assert row["wire"] is None  # shared memory between ranks of one host: no counter to check
         assert row["runs"] == 2
         assert row["median"] == pytest.approx(statistics.median(values))
         assert (row["min"], row["max"]) == (pytest.approx(min(values)), pytest.approx(max(values)))
@@ -73,9 +83,11 @@ def test_formats_filters_and_grouping(runs: Path) -> None:
     table = _report(str(runs), "--by", "size")
     assert table.returncode == 0 and "== size: 4KiB" in table.stdout and "outlier" in table.stdout
     markdown = _report(str(runs), "--format", "markdown")
-    assert "| test | modes | size |" in markdown.stdout
+    assert "| test | modes | size |" in markdown.stdout and "| CPU s/GB | wire |" in markdown.stdout
     rows = list(csv.DictReader(io.StringIO(_report(str(runs), "--format", "csv").stdout)))
     assert len(rows) == 12 and {r["size_bytes"] for r in rows} == {"4096", "65536"}
+    assert all(float(r["cpu_src_s_per_gb"]) > 0 and float(r["cpu_dst_s_per_gb"]) > 0 for r in rows)
+    assert all(r["wire_ratio"] == "" for r in rows)
     filtered = json.loads(_report(str(runs), "--format", "json", "--size", "4KiB").stdout)["rows"]
     assert len(filtered) == 6
     nothing = _report(str(runs), "--mode", "device")

@@ -2,16 +2,28 @@
 application reports can be checked against what went over the wire.
 
 Network interfaces: /proc/self/net/dev, which always describes the reading process's own network
-namespace (so a rank in a namespace "host" reads its own veth). Shared memory, cma and CUDA IPC have
-no byte counter: entries say so (n/a) rather than guess. NVLink (NVML) and RDMA port counters
-(sysfs) are not read yet.
+namespace (so a rank in a namespace "host" reads its own veth). NVLink: NVML's data counters of the
+rank's GPU (field values NVLINK_THROUGHPUT_DATA_TX/RX, cumulative KiB per link, payload without
+protocol headers), summed over its active links. Shared memory, cma, a copy within one GPU and PCIe
+(NVML gives PCIe only as a rate sampled over 20 ms, not a byte count) have no counter: entries say so
+(n/a) rather than guess. RDMA port counters are not read: no lent machine has an RDMA port.
 """
 
 from __future__ import annotations
 
-from .topology import read_text
+from typing import Any
 
-Counters = dict[str, tuple[int, int]]  # interface -> (received bytes, sent bytes)
+from .topology import nvml, read_text
+
+Counters = dict[str, tuple[int, int]]  # counter -> (received bytes, sent bytes)
+
+NVLINK = "nvlink"  # the key of this rank's GPU's NVLinks in a reading
+NVLINK_TX_FIELD = 138  # NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX
+NVLINK_RX_FIELD = 139  # NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX
+_KIB = 1024
+
+# The GPU whose NVLinks this process counts: (pynvml, handle, active link indices); set by watch_gpu.
+_gpu: tuple[Any, Any, list[int]] | None = None
 
 
 def net_counters() -> Counters:
@@ -25,11 +37,65 @@ def net_counters() -> Counters:
     return found
 
 
+def watch_gpu(bus_id: str | None) -> bool:
+    """Count the NVLinks of the GPU at `bus_id` in every later reading; False (and nothing counted)
+    where it has no active NVLink or NVML has no data counter for it."""
+    global _gpu
+    _gpu = None
+    api = nvml() if bus_id else None
+    if api is None or bus_id is None:
+        return False
+    try:
+        handle = api.nvmlDeviceGetHandleByPciBusId(bus_id.encode())
+    except Exception:
+        return False
+    active = []
+    for link in range(getattr(api, "NVML_NVLINK_MAX_LINKS", 18)):
+        try:
+            if api.nvmlDeviceGetNvLinkState(handle, link) == 1:
+                active.append(link)
+        except Exception:
+            continue
+    if active:
+        _gpu = (api, handle, active)
+        if nvlink_counters() is None:
+            _gpu = None
+    return _gpu is not None
+
+
+def nvlink_counters() -> tuple[int, int] | None:
+    """Bytes the watched GPU has received and sent over all its NVLinks, or None (n/a)."""
+    if _gpu is None:
+        return None
+    api, handle, links = _gpu
+    fields = [(field, link) for link in links for field in (NVLINK_RX_FIELD, NVLINK_TX_FIELD)]
+    try:
+        values = api.nvmlDeviceGetFieldValues(handle, fields)
+    except Exception:
+        return None
+    totals = {NVLINK_RX_FIELD: 0, NVLINK_TX_FIELD: 0}
+    for value in values:
+        if value.nvmlReturn != 0:
+            return None  # one link unreadable: the sum would undercount
+        totals[value.fieldId] += int(value.value.ullVal)
+    return totals[NVLINK_RX_FIELD] * _KIB, totals[NVLINK_TX_FIELD] * _KIB
+
+
+def read() -> Counters:
+    """Every counter of this process: its namespace's interfaces, and its GPU's NVLinks if watched."""
+    found = net_counters()
+    nvlink = nvlink_counters()
+    if nvlink is not None:
+        found[NVLINK] = nvlink
+    return found
+
+
 def delta(before: Counters, after: Counters) -> Counters:
-    """What each interface moved between two readings (interfaces that moved nothing left out)."""
+    """What each counter moved between two readings. Interfaces that moved nothing are left out;
+    NVLink stays even at zero, so that 'counted nothing' differs from 'no counter' (n/a)."""
     moved = {}
     for name, (rx, tx) in after.items():
         old_rx, old_tx = before.get(name, (rx, tx))
-        if rx > old_rx or tx > old_tx:
+        if rx > old_rx or tx > old_tx or (name == NVLINK and name in before):
             moved[name] = (rx - old_rx, tx - old_tx)
     return moved

@@ -2,7 +2,9 @@
 fewest hops between them in the sysfs device tree, the NUMA node next), given to UCX as
 UCX_NET_DEVICES unless the user set it; ties go by local rank, so rank i of a host takes rail i.
 Without RDMA ports UCX keeps its own choice among the host's interfaces (a wrong guess there could
-pick a management network), and the rank records the interface it has when it has one.
+pick a management network), and the rank records the interface it has when it has one. `--nics`
+names the rails (RDMA ports or interfaces) to choose among, by the same rule: the way to give each
+rank its own interface on hosts without RDMA (NCCL_SOCKET_IFNAME's role).
 """
 
 from __future__ import annotations
@@ -82,32 +84,60 @@ def hops(a: str, b: str) -> int:
     return len(first) + len(second) - 2 * shared
 
 
-def choose(gpu_bus_id: str | None, local_rank: int, environ: dict[str, str], root: str = SYSFS) -> NicChoice | None:
-    """This rank's device. Sets nothing: `apply` gives the choice to UCX."""
+def wanted_problem(wanted: tuple[str, ...], root: str = SYSFS) -> str | None:
+    """Why this host cannot use the rails `--nics` names (one missing, or down), or None."""
+    have = {d.name: d for d in rdma_ports(root)} | {d.name: d for d in interfaces(root)}
+    missing = [name for name in wanted if name not in have]
+    if missing:
+        known = ", ".join(sorted(have)) or "none"
+        return f"--nics {','.join(missing)}: no such active RDMA port or interface that is up (this host has: {known})"
+    return None
+
+
+def choose(
+    gpu_bus_id: str | None,
+    local_rank: int,
+    environ: dict[str, str],
+    root: str = SYSFS,
+    wanted: tuple[str, ...] = (),
+) -> NicChoice | None:
+    """This rank's device: among the rails `wanted` names, else the host's active RDMA ports. Sets
+    nothing: `apply` gives the choice to UCX."""
     if environ.get("UCX_NET_DEVICES"):
         return NicChoice(environ["UCX_NET_DEVICES"], "UCX_NET_DEVICES set by the user")
+    if wanted:
+        have = {d.name: d for d in rdma_ports(root)} | {d.name: d for d in interfaces(root)}
+        rails = [have[name] for name in wanted if name in have]
+        if rails:
+            return _nearest(rails, gpu_bus_id, local_rank, root, "among --nics")
     ports = rdma_ports(root)
     if ports:
-        gpu = (
-            _pci_path(os.path.join(root, "bus", "pci", "devices", normalize_bus_id(gpu_bus_id))) if gpu_bus_id else None
-        )
-        gpu_numa = _numa(gpu)
-        if gpu is not None and all(p.path for p in ports):
-            best = min(hops(gpu, str(p.path)) for p in ports)
-            near = [p for p in ports if hops(gpu, str(p.path)) == best]
-            how = f"nearest its GPU ({best} PCIe hops)"
-        elif gpu_numa is not None and any(p.numa_node == gpu_numa for p in ports):
-            near, how = [p for p in ports if p.numa_node == gpu_numa], "on its GPU's NUMA node"
-        else:
-            near, how = ports, "by local rank (no GPU to be near)"
-        pick = near[local_rank % len(near)]
-        if len(near) > 1:
-            how += f", rail {local_rank % len(near)} of {len(near)} as near"
-        return NicChoice(pick.name, how, pick.numa_node, set_for_ucx=True)
+        return _nearest(ports, gpu_bus_id, local_rank, root, "")
     found = interfaces(root)
     if len(found) == 1:
         return NicChoice(found[0].name, "the host's only network interface", found[0].numa_node)
     return None  # several interfaces, no RDMA: UCX chooses, and the transport of each link says which
+
+
+def _nearest(devices: list[_Device], gpu_bus_id: str | None, local_rank: int, root: str, among: str) -> NicChoice:
+    """The device nearest the GPU (PCIe hops, else its NUMA node), ties by local rank."""
+    gpu = _pci_path(os.path.join(root, "bus", "pci", "devices", normalize_bus_id(gpu_bus_id))) if gpu_bus_id else None
+    gpu_numa = _numa(gpu)
+    if gpu is not None and all(d.path for d in devices):
+        best = min(hops(gpu, str(d.path)) for d in devices)
+        near = [d for d in devices if hops(gpu, str(d.path)) == best]
+        how = f"nearest its GPU ({best} PCIe hops)"
+    elif gpu_numa is not None and any(d.numa_node == gpu_numa for d in devices):
+        near, how = [d for d in devices if d.numa_node == gpu_numa], "on its GPU's NUMA node"
+    else:
+        near = devices
+        how = "by local rank (no GPU to be near)" if gpu is None else "by local rank (no PCIe place to compare)"
+    pick = near[local_rank % len(near)]
+    if len(near) > 1:
+        how += f", rail {local_rank % len(near)} of {len(near)} as near"
+    if among:
+        how += f", {among}"
+    return NicChoice(pick.name, how, pick.numa_node, set_for_ucx=True)
 
 
 def apply(choice: NicChoice | None, environ: Any = os.environ) -> None:

@@ -58,6 +58,8 @@ class RunConfig:
     link_class: str = "all"
     concurrent: bool = False
     root: int = 0
+    # The rails (RDMA ports or network interfaces) ranks choose their device among; () = automatic.
+    nics: tuple[str, ...] = ()
     # screen: re-measure alone every link below this share of its link class's median (0: none).
     remeasure_below: float = 0.8
     max_pinned: int | None = None  # bytes of page-locked memory a rank may hold
@@ -179,6 +181,7 @@ class RunConfig:
         data: dict[str, Any] = json.loads(text)
         data["src_mode"] = MemoryMode.parse(data["src_mode"])
         data["dst_mode"] = MemoryMode.parse(data["dst_mode"])
+        data["nics"] = tuple(data.get("nics") or ())
         return cls(**data).check()
 
     def summary(self) -> dict[str, Any]:

@@ -4,7 +4,10 @@ reason the run cannot start, or None; run.py gathers them and rank 0 prints the 
 
 from __future__ import annotations
 
+import os
+
 from ..errors import RdmabenchError
+from ..hardware import nics
 from ..hardware.gpu import gpu_unavailable_reason
 from ..hardware.memlock import mlock_problem
 from ..measure import registry
@@ -33,6 +36,12 @@ def preflight(world: World, config: RunConfig, rounds: list[list[Link]]) -> str 
         problem = _memory_problem(world, config, rounds, my_modes)
         if problem:
             return problem
+    if config.nics:
+        if os.environ.get("UCX_NET_DEVICES"):
+            return f"--nics and UCX_NET_DEVICES={os.environ['UCX_NET_DEVICES']} both choose the devices: give one"
+        problem = nics.wanted_problem(config.nics)
+        if problem:
+            return f"{problem} (rank {world.rank}, {world.me.host})"
     if config.engine == "native":
         from ..wire import native
 

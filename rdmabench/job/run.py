@@ -23,7 +23,7 @@ from types import FrameType
 from typing import Any, TextIO
 
 from ..errors import ConfigError, RdmabenchError, TransportError, error_line
-from ..hardware import limits, nics
+from ..hardware import counters, limits, nics
 from ..hardware.pathcheck import is_device_path_warning
 from ..measure import registry
 from ..measure.blocks import BlockShape
@@ -207,8 +207,14 @@ class _Job:
         from ..wire.ucx import Transport
 
         world, config = self.world, self.config
-        nic = nics.choose(world.me.gpu.pci_bus_id if world.me.gpu else None, world.me.local_rank, dict(os.environ))
+        nic = nics.choose(
+            world.me.gpu.pci_bus_id if world.me.gpu else None,
+            world.me.local_rank,
+            dict(os.environ),
+            wanted=config.nics,
+        )
         nics.apply(nic)  # before UCX reads its settings
+        counters.watch_gpu(world.me.gpu.pci_bus_id if world.me.gpu else None)  # the wire check's NVLinks
         hosts = [i.host for i in world.ranks]
         transport = Transport(world.comm, self.log_dir, world.local_peer_pids(), hosts, self.kind.one_sided)
         transport.native, engine_detail = _hot_loop(config)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from ..hardware import limits, shared
+from ..hardware import counters, limits, shared
 from ..hardware.pathcheck import path_warnings
 from ..modes import MemoryMode, pinned_method
 from ..stats import percentile, summarize
@@ -180,35 +180,53 @@ def _cpu_cost(entries: list[Entry], measured: list[LinkMeasurement], spec: Round
         }
 
 
-def _wire_device(entry: Entry) -> str | None:
-    """The network interface a TCP transport names ("tcp/eth0" -> "eth0"); None for other paths."""
+def _wire_counter(entry: Entry, sends: bool) -> tuple[str, str] | None:
+    """The counter a link's bytes should cross, and its name in the entry: a TCP transport's
+    interface ("tcp/eth0": eth0), or the timing end's GPU's NVLinks for CUDA IPC between two GPUs
+    joined by NVLink. None where no counter exists (shared memory, cma, one GPU, PCIe)."""
     transport = entry.transport or ""
-    return transport.split("/", 1)[1] if transport.startswith("tcp/") else None
+    if transport.startswith("tcp/"):
+        dev = transport.split("/", 1)[1]
+        return dev, dev
+    limit = entry.link_limit or {}
+    if transport.startswith("cuda_ipc") and limit.get("kind") == "NVLink":
+        gpu = entry.src_gpu if sends else entry.dst_gpu
+        return counters.NVLINK, f"nvlink/gpu{gpu}"
+    return None
 
 
 def _wire(entries: list[Entry], measured: list[LinkMeasurement], spec: RoundSpec) -> None:
-    """Check each TCP link's bytes against its interface's counter at the timing end. A rank's counter
-    serves all of its links through that interface in the round: they share one ratio."""
-    moved: dict[tuple[int, str], float] = {}
-    seconds: dict[tuple[int, str], float] = {}
+    """Check each link's bytes against the counter of the link it claims, at the timing end. A
+    counter belongs to an interface of a host or to a GPU, not to one link or rank: it is compared
+    with the bytes of every link of the round whose timing end sends (or receives) through it."""
+    moved: dict[tuple[str, str, bool], float] = {}
+    seconds: dict[tuple[str, str, bool], float] = {}
+    keys: list[tuple[str, str, bool] | None] = []
     for entry, m in zip(entries, measured, strict=True):
-        dev = _wire_device(entry)
-        if dev is not None:
-            key = (m.timer, dev)
+        sends = m.timer == m.link.src
+        counter = _wire_counter(entry, sends)
+        host = entry.src_host if sends else entry.dst_host
+        key = (host, counter[1], sends) if counter else None
+        keys.append(key)
+        if key is not None:
             moved[key] = moved.get(key, 0.0) + m.sampled_bytes(spec.size)
             seconds[key] = max(seconds.get(key, 0.0), sum(sum(times) for times in m.step_times))
-    for entry, m in zip(entries, measured, strict=True):
-        dev = _wire_device(entry)
-        if dev is None or (m.timer, dev) not in moved:
+    for entry, m, key in zip(entries, measured, keys, strict=True):
+        counter = _wire_counter(entry, key[2]) if key else None
+        if key is None or counter is None:
             continue
-        rx, tx = m.wire.get(dev, (0, 0))
-        counted = tx if m.timer == m.link.src else rx
-        key = (m.timer, dev)
+        name, dev = counter
+        if name not in m.wire and name == counters.NVLINK:
+            entry.wire = {"dev": dev, "ratio": None, "gbps": None, "n/a": "NVML has no NVLink data counter here"}
+            continue
+        rx, tx = m.wire.get(name, (0, 0))
+        counted = tx if key[2] else rx
         ratio = counted / moved[key] if moved[key] else 0.0
         entry.wire = {"dev": dev, "ratio": round(ratio, 3), "gbps": round(gbps(counted, seconds[key]), 3)}
         if ratio < 0.9:  # (a same-host link over tcp/lo is already named by the path check)
             entry.warnings.append(
-                f"only {ratio:.0%} of the bytes were counted on {dev}, the interface UCX reported: they went another way"
+                f"only {ratio:.0%} of the bytes were counted on {dev}, the link the transport claims: "
+                "they went another way"
             )
 
 

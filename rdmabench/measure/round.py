@@ -390,7 +390,7 @@ def _sample(
         wall, timed = agree_max(comm, end.spec.ranks, (wall, timed), _TAG_CALIBRATE)
     iterations = calibrated_iterations(wall, plan, timed)
     samples: list[list[list[float]]] = []
-    before = counters.net_counters()
+    before = counters.read()
     for _ in range(plan.samples):
         per_link: list[list[float]] = [[] for _ in range(links)]
         for _ in range(iterations):
@@ -398,7 +398,7 @@ def _sample(
                 per_link[position].append(seconds)
             index += 1
         samples.append(per_link)
-    return samples, iterations, cpu, counters.delta(before, counters.net_counters())
+    return samples, iterations, cpu, counters.delta(before, counters.read())
 
 
 def staging_record(spec: RoundSpec, link: Link) -> dict[str, Any] | None:

@@ -206,6 +206,14 @@ class Row:
     limit_kind: str | None = None  # "NVLink", "PCIe", "NIC", "host memory copy"
     nics: frozenset[str] = frozenset()  # inter-node links: "host/device" of each end
     limit_gbps: float | None = None  # the physical limit `limit` names, in GB/s
+    # CPU seconds per GB at each end, summed over the runs that recorded it (cpu_runs): a mean, two
+    # floats a row rather than two lists, for a million rows.
+    cpu_src: float = 0.0
+    cpu_dst: float = 0.0
+    cpu_runs: int = 0
+    # The wire check: the lowest share of the bytes its counter saw over the runs, and the counter.
+    wire_ratio: float | None = None
+    wire_dev: str | None = None
 
     @property
     def link_key(self) -> tuple[str, str, str, int, str, str]:
@@ -237,6 +245,24 @@ class Row:
     def modes(self) -> str:
         return f"{self.src_mode}->{self.dst_mode}"
 
+    @property
+    def cpu_s_per_gb(self) -> dict[str, float] | None:
+        """Mean CPU seconds per GB of each end over the runs, or None where no run recorded it."""
+        if not self.cpu_runs:
+            return None
+        return {"src": self.cpu_src / self.cpu_runs, "dst": self.cpu_dst / self.cpu_runs}
+
+    def add_costs(self, cpu: Any, wire: Any, intern: Callable[[str], str]) -> None:
+        """A run's CPU cost ({"src", "dst"}) and wire check ({"dev", "ratio"}), where it has them."""
+        if isinstance(cpu, dict) and cpu.get("src") is not None and cpu.get("dst") is not None:
+            self.cpu_src += float(cpu["src"])
+            self.cpu_dst += float(cpu["dst"])
+            self.cpu_runs += 1
+        if isinstance(wire, dict) and isinstance(wire.get("ratio"), (int, float)):
+            ratio = float(wire["ratio"])
+            if self.wire_ratio is None or ratio < self.wire_ratio:
+                self.wire_ratio, self.wire_dev = ratio, intern(str(wire.get("dev")))
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "test": self.test,
@@ -255,6 +281,8 @@ class Row:
             "spread": self.spread,
             "share_of_limit": self.share,
             "link_limit": self.limit,
+            "cpu_s_per_gb": self.cpu_s_per_gb,
+            "wire": {"dev": self.wire_dev, "ratio": self.wire_ratio} if self.wire_dev else None,
             "transports": sorted(self.transports),
             "warnings": sorted(self.warnings),
         }
@@ -408,7 +436,9 @@ class _Folder:
             if dst_end is None:
                 dst_end = ends[(item["dst"], dst_has)] = _rank_end(results.ranks, item["dst"], dst_has)
             link = _link(src_end, dst_end, kind.on_device)
-            self.fold(kind, link, item["size"], value, item["samples"], item.get("share"))
+            self.fold(
+                kind, link, item["size"], value, item["samples"], item.get("share"), item.get("cpu"), item.get("wire")
+            )
 
     def _profile_kind(
         self, profile: compact.Profile, remeasured: bool, metadata: dict[str, Any]
@@ -450,11 +480,29 @@ class _Folder:
             return
         kind = self.kind(entry, metadata)
         link = _link(_entry_end(entry, "src"), _entry_end(entry, "dst"), kind.on_device)
+        samples = [float(v) for v in entry["samples"]]
         self.fold(
-            kind, link, entry["size_bytes"], value, [float(v) for v in entry["samples"]], entry.get("share_of_limit")
+            kind,
+            link,
+            entry["size_bytes"],
+            value,
+            samples,
+            entry.get("share_of_limit"),
+            entry.get("cpu_s_per_gb"),
+            entry.get("wire"),
         )
 
-    def fold(self, kind: _Kind, link: _Link, size: int, value: float, samples: list[float], share: Any) -> None:
+    def fold(
+        self,
+        kind: _Kind,
+        link: _Link,
+        size: int,
+        value: float,
+        samples: list[float],
+        share: Any,
+        cpu: Any = None,
+        wire: Any = None,
+    ) -> None:
         """Add a link's figure to its row (`samples`, a fresh list, may become the row's own)."""
         if self.filtering and not self.filters.accept_link(
             size, link.src_host, link.dst_host, link.link_class, self.created
@@ -490,7 +538,11 @@ class _Folder:
                 frozenset(link.nics),  # a pair of NICs per link: a million of them, not worth keeping once
                 kind.limit_gbps,
             )
+            if cpu is not None or wire is not None:
+                self.rows[key].add_costs(cpu, wire, intern)
             return
+        if cpu is not None or wire is not None:
+            row.add_costs(cpu, wire, intern)
         row.values.append(value)
         row.samples.extend(samples)
         row.shares.extend(shares)
@@ -636,6 +688,8 @@ _COLUMNS = (
     "max",
     "spread",
     "share",
+    "CPU s/GB",
+    "wire",
     "transport",
 )
 
@@ -669,11 +723,19 @@ def _cell_columns(rows: list[Row]) -> list[list[str]]:
             for high, low, median in zip(highs, lows, medians, strict=True)
         ],
         [f"{share:.0%}" if share is not None else "-" for share in shares],
+        [_cpu_cell(row) for row in rows],
+        [f"{row.wire_ratio:.2f} {row.wire_dev}" if row.wire_dev else "-" for row in rows],
         [
             joined.get(row.transports) or joined.setdefault(row.transports, ", ".join(sorted(row.transports)) or "-")
             for row in rows
         ],
     ]
+
+
+def _cpu_cell(row: Row) -> str:
+    """'src/dst' CPU seconds per GB, or '-'."""
+    cost = row.cpu_s_per_gb
+    return f"{cost['src']:.3g}/{cost['dst']:.3g}" if cost else "-"
 
 
 def _aligned(header: tuple[str, ...], columns: list[list[str]]) -> list[str]:
@@ -839,7 +901,9 @@ class _RowJson:
             f'"load": {label(row.load)}, "settings": {settings}, "unit": {label(row.unit)}, '
             f'"runs": {len(row.values)}, "median": {_json(median)}, "min": {_json(low)}, "max": {_json(high)}, '
             f'"spread": {_json((high - low) / median if median else 0.0)}, "share_of_limit": {_json(row.share)}, '
-            f'"link_limit": {label(row.limit)}, "transports": {self._set(row.transports)}, '
+            f'"link_limit": {label(row.limit)}, "cpu_s_per_gb": {_json(row.cpu_s_per_gb)}, '
+            f'"wire": {_json({"dev": row.wire_dev, "ratio": row.wire_ratio} if row.wire_dev else None)}, '
+            f'"transports": {self._set(row.transports)}, '
             f'"warnings": {self._set(row.warnings)}}}'
         )
 
@@ -864,11 +928,18 @@ def format_csv(rows: list[Row]) -> str:
         "max",
         "spread",
         "share_of_limit",
+        "cpu_src_s_per_gb",
+        "cpu_dst_s_per_gb",
+        "wire_ratio",
+        "wire_dev",
         "transports",
     ]
     writer.writerow(fields)
     for row in rows:
         data = row.to_dict()
+        cost = data["cpu_s_per_gb"] or {}
+        data["cpu_src_s_per_gb"], data["cpu_dst_s_per_gb"] = cost.get("src"), cost.get("dst")
+        data["wire_ratio"], data["wire_dev"] = row.wire_ratio, row.wire_dev
         data["transports"] = ";".join(data["transports"])
         data["settings"] = ";".join(f"{k}={v}" for k, v in row.settings)
         writer.writerow([data[f] for f in fields])

@@ -27,6 +27,18 @@ def _progress(done: int, total: int, eta: float) -> str:
     return f"{done}/{total} rounds done{left}"
 
 
+def _cost(entry: Entry) -> str:
+    """CPU seconds per GB at each end ('src/dst') and the wire check's ratio, or '-' for each."""
+    cpu = entry.cpu_s_per_gb or {}
+    spent = f"{cpu['src']:.2g}/{cpu['dst']:.2g}" if cpu.get("src") is not None and cpu.get("dst") is not None else "-"
+    wire = entry.wire or {}
+    ratio = wire.get("ratio")
+    return f"{spent:>13} {'-' if ratio is None else f'{ratio:.2f}':>5}"
+
+
+_COST_HEADER = f"{'CPU s/GB':>13} {'wire':>5}"
+
+
 def _share(entry: Entry) -> str:
     share, limit = entry.share_of_limit, entry.link_limit
     if share is None or limit is None:
@@ -68,20 +80,28 @@ class ProgressTable:
         elif self.two_way:
             lines.append(
                 f"# {self.unit_text}; each direction timed to its receiver's acknowledgement; "
-                "aggregate = both directions' bytes / slower time; share = per direction, of the link's limit"
+                "aggregate = both directions' bytes / slower time; share = per direction, of the link's limit; "
+                "CPU s/GB = each end's CPU seconds per GB moved (src/dst); wire = bytes counted on the link / bytes moved"
             )
             lines.append(
                 f"{'size':>8} {'window':>6} {'iters':>7} {f'{src}->{dst} {u}':>13} {f'{dst}->{src} {u}':>13} "
-                f"{'aggregate':>10} {'share':>14}  transport (UCX protocol)"
+                f"{'aggregate':>10} {'share':>14} {_COST_HEADER}  transport (UCX protocol)"
             )
         else:
             unit = self.unit_text if self.bandwidth else self.kind.unit
             lines.append(
                 f"# {unit}, {self.kind.summary}, {self.kind.timing}; "
                 "median of samples; share = of the link's physical limit"
+                + (
+                    "; CPU s/GB = each end's CPU seconds per GB moved (src/dst); wire = bytes counted on the link / "
+                    "bytes moved"
+                    if self.bandwidth
+                    else ""
+                )
             )
+            cost = f" {_COST_HEADER}" if self.bandwidth else ""
             lines.append(
-                f"{'size':>8} {'window':>6} {'iters':>7} {f'median {u}':>12} {'min':>8} {'max':>8} {'share':>14}  transport (UCX protocol)"
+                f"{'size':>8} {'window':>6} {'iters':>7} {f'median {u}':>12} {'min':>8} {'max':>8} {'share':>14}{cost}  transport (UCX protocol)"
             )
         self._emit("\n".join(lines))
 
@@ -98,12 +118,15 @@ class ProgressTable:
             aggregate = self._figure(forward.aggregate_gbps or 0.0)
             line = (
                 f"{size:>8} {forward.window:>6} {forward.iterations:>7} {self._figure(forward.value):>13.3f} "
-                f"{self._figure(backward.value):>13.3f} {aggregate:>10.3f} {_share(forward):>14}  {_transport(forward)}"
+                f"{self._figure(backward.value):>13.3f} {aggregate:>10.3f} {_share(forward):>14} {_cost(forward)}  "
+                f"{_transport(forward)}"
             )
         else:
+            cost = f" {_cost(first)}" if self.bandwidth else ""
             line = (
                 f"{size:>8} {first.window or 1:>6} {first.iterations:>7} {self._figure(s['median']):>12.3f} "
-                f"{self._figure(s['min']):>8.3f} {self._figure(s['max']):>8.3f} {_share(first):>14}  {_transport(first)}"
+                f"{self._figure(s['min']):>8.3f} {self._figure(s['max']):>8.3f} {_share(first):>14}{cost}  "
+                f"{_transport(first)}"
             )
         self._emit(line)
         for warning in sorted({w for e in entries for w in e.warnings}):
@@ -140,6 +163,7 @@ class ProgressTable:
         self._emit(
             f"# rdmabench {self.kind.name} {pattern}: {links} links ({at_once}), senders {src_mode}, receivers {dst_mode}; {check}\n"
             f"# {unit}; each link timed to its own receiver's acknowledgement; share = of the link's physical limit"
+            + ("; CPU s/GB (src/dst) and wire (counted / moved) as in a pair's table" if self.bandwidth else "")
         )
 
     def link_rows(self, entries: list[Entry], done: int, total: int, eta: float) -> None:
@@ -149,9 +173,10 @@ class ProgressTable:
         unit = self.units if self.bandwidth else self.kind.unit
         for entry in sorted(entries, key=lambda e: (e.src_rank, e.dst_rank)):
             figure = f"{self._figure(entry.value):>10.3f} {unit}"
+            cost = f" {_cost(entry)}" if self.bandwidth else ""
             self._emit(
                 f"{format_size(entry.size_bytes):>8}  {entry.src_rank:>4} -> {entry.dst_rank:<4} {figure} "
-                f"{_share(entry):>14}  {entry.link:<10} {_transport(entry)}"
+                f"{_share(entry):>14}{cost}  {entry.link:<10} {_transport(entry)}"
             )
             for warning in entry.warnings:
                 self._emit(f"#   warning: {warning}")

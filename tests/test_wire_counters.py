@@ -1,0 +1,80 @@
+"""The NVLink side of the wire check, read through an NVML stand-in (NVML is hardware monitoring,
+not the data path: the data path's counters are tested for real across namespace hosts and, on the
+GPU machine, in test_gpu.py)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from rdmabench.hardware import counters
+
+
+class FakeNvml:
+    """Per-link cumulative KiB counters for one GPU, as nvmlDeviceGetFieldValues returns them."""
+
+    NVML_NVLINK_MAX_LINKS = 4
+
+    def __init__(self, active: list[int], failing: int | None = None) -> None:
+        self.active, self.failing = active, failing
+        self.kib = {(field, link): 0 for link in active for field in (138, 139)}
+
+    def nvmlDeviceGetHandleByPciBusId(self, bus_id: bytes) -> str:
+        return "gpu"
+
+    def nvmlDeviceGetNvLinkState(self, handle: str, link: int) -> int:
+        return 1 if link in self.active else 0
+
+    def nvmlDeviceGetFieldValues(self, handle: str, fields: list[tuple[int, int]]) -> list[Any]:
+        return [
+            SimpleNamespace(
+                fieldId=field,
+                nvmlReturn=3 if link == self.failing else 0,
+                value=SimpleNamespace(ullVal=self.kib.get((field, link), 0)),
+            )
+            for field, link in fields
+        ]
+
+
+@pytest.fixture(autouse=True)
+def _unwatch() -> Any:
+    yield
+    counters.watch_gpu(None)
+
+
+def _watch(monkeypatch: pytest.MonkeyPatch, fake: FakeNvml) -> bool:
+    monkeypatch.setattr(counters, "nvml", lambda: fake)
+    return counters.watch_gpu("0000:18:00.0")
+
+
+def test_nvlink_bytes_are_summed_over_the_active_links_in_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = FakeNvml(active=[0, 2])
+    assert _watch(monkeypatch, fake)
+    before = counters.read()
+    fake.kib[(138, 0)] += 3  # sent on link 0
+    fake.kib[(138, 2)] += 5  # and link 2
+    fake.kib[(139, 2)] += 7  # received
+    moved = counters.delta(before, counters.read())
+    assert moved[counters.NVLINK] == (7 * 1024, 8 * 1024)
+
+
+def test_nvlink_that_moved_nothing_is_zero_not_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert _watch(monkeypatch, FakeNvml(active=[1]))
+    before = counters.read()
+    assert counters.delta(before, counters.read())[counters.NVLINK] == (0, 0)
+
+
+def test_a_gpu_without_nvlink_or_with_an_unreadable_link_is_not_counted(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert not _watch(monkeypatch, FakeNvml(active=[]))
+    assert counters.NVLINK not in counters.read()
+    assert not _watch(monkeypatch, FakeNvml(active=[0, 1], failing=1))  # a partial sum would undercount
+    assert counters.NVLINK not in counters.read()
+
+
+def test_without_nvml_only_interfaces_are_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(counters, "nvml", lambda: None)
+    assert not counters.watch_gpu("0000:18:00.0")
+    reading = counters.read()
+    assert counters.NVLINK not in reading and "lo" in reading
