@@ -4,6 +4,7 @@ GPU machine, in test_gpu.py)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -78,3 +79,15 @@ def test_without_nvml_only_interfaces_are_read(monkeypatch: pytest.MonkeyPatch) 
     assert not counters.watch_gpu("0000:18:00.0")
     reading = counters.read()
     assert counters.NVLINK not in reading and "lo" in reading
+
+
+def test_rdma_port_counters_are_read_in_bytes_under_ucx_device_names(tmp_path: Path) -> None:
+    """A sysfs tree laid out as an RDMA host's: port counters count 4-byte words."""
+    for device, port, rx, tx in (("mlx5_0", 1, 10, 20), ("mlx5_1", 1, 7, 0)):
+        here = tmp_path / "class" / "infiniband" / device / "ports" / str(port) / "counters"
+        here.mkdir(parents=True)
+        (here / "port_rcv_data").write_text(f"{rx}\n")
+        (here / "port_xmit_data").write_text(f"{tx}\n")
+    (tmp_path / "class" / "infiniband" / "mlx5_2" / "ports" / "1").mkdir(parents=True)  # no counters: left out
+    assert counters.rdma_counters(str(tmp_path)) == {"mlx5_0:1": (40, 80), "mlx5_1:1": (28, 0)}
+    assert counters.rdma_counters(str(tmp_path / "none")) == {}

@@ -4,13 +4,16 @@ application reports can be checked against what went over the wire.
 Network interfaces: /proc/self/net/dev, which always describes the reading process's own network
 namespace (so a rank in a namespace "host" reads its own veth). NVLink: NVML's data counters of the
 rank's GPU (field values NVLINK_THROUGHPUT_DATA_TX/RX, cumulative KiB per link, payload without
-protocol headers), summed over its active links. Shared memory, cma, a copy within one GPU and PCIe
-(NVML gives PCIe only as a rate sampled over 20 ms, not a byte count) have no counter: entries say so
-(n/a) rather than guess. RDMA port counters are not read: no lent machine has an RDMA port.
+protocol headers), summed over its active links. RDMA ports: sysfs port_xmit_data/port_rcv_data,
+which count 4-byte words (the InfiniBand specification's unit), under the UCX device name
+("mlx5_0:1"); untested on a real port (no lent machine has one), tested on a sysfs tree laid out
+alike. Shared memory, cma, a copy within one GPU and PCIe (NVML gives PCIe only as a rate sampled
+over 20 ms, not a byte count) have no counter: entries say so (n/a) rather than guess.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from .topology import nvml, read_text
@@ -21,6 +24,8 @@ NVLINK = "nvlink"  # the key of this rank's GPU's NVLinks in a reading
 NVLINK_TX_FIELD = 138  # NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX
 NVLINK_RX_FIELD = 139  # NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX
 _KIB = 1024
+_IB_WORD = 4  # port_xmit_data and port_rcv_data count 4-byte words
+SYSFS = "/sys"
 
 # The GPU whose NVLinks this process counts: (pynvml, handle, active link indices); set by watch_gpu.
 _gpu: tuple[Any, Any, list[int]] | None = None
@@ -34,6 +39,20 @@ def net_counters() -> Counters:
         values = fields.split()
         if len(values) >= 9:
             found[name.strip()] = (int(values[0]), int(values[8]))
+    return found
+
+
+def rdma_counters(root: str = SYSFS) -> Counters:
+    """Bytes received and sent so far by every RDMA port that has data counters, as UCX names it."""
+    base = os.path.join(root, "class", "infiniband")
+    found: Counters = {}
+    for device in sorted(os.listdir(base)) if os.path.isdir(base) else []:
+        ports = os.path.join(base, device, "ports")
+        for port in sorted(os.listdir(ports)) if os.path.isdir(ports) else []:
+            here = os.path.join(ports, port, "counters")
+            rx, tx = read_text(os.path.join(here, "port_rcv_data")), read_text(os.path.join(here, "port_xmit_data"))
+            if rx is not None and tx is not None and rx.isdigit() and tx.isdigit():
+                found[f"{device}:{port}"] = (int(rx) * _IB_WORD, int(tx) * _IB_WORD)
     return found
 
 
@@ -82,8 +101,9 @@ def nvlink_counters() -> tuple[int, int] | None:
 
 
 def read() -> Counters:
-    """Every counter of this process: its namespace's interfaces, and its GPU's NVLinks if watched."""
-    found = net_counters()
+    """Every counter of this process: its namespace's interfaces, the host's RDMA ports, and its GPU's
+    NVLinks if watched."""
+    found = net_counters() | rdma_counters()
     nvlink = nvlink_counters()
     if nvlink is not None:
         found[NVLINK] = nvlink

@@ -182,11 +182,13 @@ def _cpu_cost(entries: list[Entry], measured: list[LinkMeasurement], spec: Round
 
 def _wire_counter(entry: Entry, sends: bool) -> tuple[str, str] | None:
     """The counter a link's bytes should cross, and its name in the entry: a TCP transport's
-    interface ("tcp/eth0": eth0), or the timing end's GPU's NVLinks for CUDA IPC between two GPUs
+    interface ("tcp/eth0": eth0), an RDMA transport's port ("rc_mlx5/mlx5_0:1": mlx5_0:1), or the timing end's GPU's NVLinks for CUDA IPC between two GPUs
     joined by NVLink. None where no counter exists (shared memory, cma, one GPU, PCIe)."""
     transport = entry.transport or ""
-    if transport.startswith("tcp/"):
-        dev = transport.split("/", 1)[1]
+    if "," in transport:
+        return None  # several lanes (multi-rail): no one counter to hold them to
+    name, _, dev = transport.partition("/")
+    if name == "tcp" or (dev and ":" in dev and not name.startswith("cuda")):  # an interface, an RDMA port
         return dev, dev
     limit = entry.link_limit or {}
     if transport.startswith("cuda_ipc") and limit.get("kind") == "NVLink":
