@@ -29,14 +29,18 @@ class FakeNvml:
         return 1 if link in self.active else 0
 
     def nvmlDeviceGetFieldValues(self, handle: str, fields: list[tuple[int, int]]) -> list[Any]:
-        return [
-            SimpleNamespace(
-                fieldId=field,
-                nvmlReturn=3 if link == self.failing else 0,
-                value=SimpleNamespace(ullVal=self.kib.get((field, link), 0)),
+        """Per link, or summed over every link for scope id 0xFFFFFFFF (what NVML does)."""
+        values = []
+        for field, scope in fields:
+            links = self.active if scope == 0xFFFFFFFF else [scope]
+            values.append(
+                SimpleNamespace(
+                    fieldId=field,
+                    nvmlReturn=3 if self.failing in links else 0,
+                    value=SimpleNamespace(ullVal=sum(self.kib.get((field, link), 0) for link in links)),
+                )
             )
-            for field, link in fields
-        ]
+        return values
 
 
 @pytest.fixture(autouse=True)
@@ -50,7 +54,7 @@ def _watch(monkeypatch: pytest.MonkeyPatch, fake: FakeNvml) -> bool:
     return counters.watch_gpu("0000:18:00.0")
 
 
-def test_nvlink_bytes_are_summed_over_the_active_links_in_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_nvlink_bytes_are_the_sum_over_the_active_links_in_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
     fake = FakeNvml(active=[0, 2])
     assert _watch(monkeypatch, fake)
     before = counters.read()
@@ -70,7 +74,7 @@ def test_nvlink_that_moved_nothing_is_zero_not_missing(monkeypatch: pytest.Monke
 def test_a_gpu_without_nvlink_or_with_an_unreadable_link_is_not_counted(monkeypatch: pytest.MonkeyPatch) -> None:
     assert not _watch(monkeypatch, FakeNvml(active=[]))
     assert counters.NVLINK not in counters.read()
-    assert not _watch(monkeypatch, FakeNvml(active=[0, 1], failing=1))  # a partial sum would undercount
+    assert not _watch(monkeypatch, FakeNvml(active=[0, 1], failing=1))  # NVML refuses the sum
     assert counters.NVLINK not in counters.read()
 
 
@@ -91,3 +95,12 @@ def test_rdma_port_counters_are_read_in_bytes_under_ucx_device_names(tmp_path: P
     (tmp_path / "class" / "infiniband" / "mlx5_2" / "ports" / "1").mkdir(parents=True)  # no counters: left out
     assert counters.rdma_counters(str(tmp_path)) == {"mlx5_0:1": (40, 80), "mlx5_1:1": (28, 0)}
     assert counters.rdma_counters(str(tmp_path / "none")) == {}
+
+
+def test_a_counter_shared_by_ranks_spans_all_their_readings() -> None:
+    """Two ranks on one GPU sample at slightly different times: only the span from the first
+    reading to the last holds both ranks' bytes; each rank's own window holds part of them."""
+    first = counters.Window({counters.NVLINK: (0, 100)}, {counters.NVLINK: (0, 300)})
+    second = counters.Window({counters.NVLINK: (0, 150)}, {counters.NVLINK: (0, 400)})
+    assert counters.spanning([first, second], counters.NVLINK) == (0, 300)
+    assert counters.spanning([first], "eth0") is None

@@ -200,28 +200,35 @@ def _wire_counter(entry: Entry, sends: bool) -> tuple[str, str] | None:
 def _wire(entries: list[Entry], measured: list[LinkMeasurement], spec: RoundSpec) -> None:
     """Check each link's bytes against the counter of the link it claims, at the timing end. A
     counter belongs to an interface of a host or to a GPU, not to one link or rank: it is compared
-    with the bytes of every link of the round whose timing end sends (or receives) through it."""
-    moved: dict[tuple[str, str, bool], float] = {}
-    seconds: dict[tuple[str, str, bool], float] = {}
-    keys: list[tuple[str, str, bool] | None] = []
+    with the bytes of every link of the round whose timing end sends (or receives) through it, over
+    the span from the first of their ranks' readings to the last. (That span can hold some of their
+    warm-up too: a ratio above 1 is no alarm; one well below 1 is.)"""
+    Key = tuple[str, str, bool]
+    moved: dict[Key, float] = {}
+    seconds: dict[Key, float] = {}
+    windows: dict[Key, dict[int, counters.Window]] = {}
+    keys: list[tuple[Key, str] | None] = []
     for entry, m in zip(entries, measured, strict=True):
         sends = m.timer == m.link.src
         counter = _wire_counter(entry, sends)
-        host = entry.src_host if sends else entry.dst_host
-        key = (host, counter[1], sends) if counter else None
-        keys.append(key)
-        if key is not None:
-            moved[key] = moved.get(key, 0.0) + m.sampled_bytes(spec.size)
-            seconds[key] = max(seconds.get(key, 0.0), sum(sum(times) for times in m.step_times))
-    for entry, m, key in zip(entries, measured, keys, strict=True):
-        counter = _wire_counter(entry, key[2]) if key else None
-        if key is None or counter is None:
+        if counter is None:
+            keys.append(None)
             continue
-        name, dev = counter
-        if name not in m.wire and name == counters.NVLINK:
+        key = (entry.src_host if sends else entry.dst_host, counter[1], sends)
+        keys.append((key, counter[0]))
+        moved[key] = moved.get(key, 0.0) + m.sampled_bytes(spec.size)
+        seconds[key] = max(seconds.get(key, 0.0), sum(sum(times) for times in m.step_times))
+        windows.setdefault(key, {})[m.timer] = m.wire
+    for entry, found in zip(entries, keys, strict=True):
+        if found is None:
+            continue
+        key, name = found
+        dev = key[1]
+        counted_pair = counters.spanning(list(windows[key].values()), name)
+        if counted_pair is None and name == counters.NVLINK:
             entry.wire = {"dev": dev, "ratio": None, "gbps": None, "n/a": "NVML has no NVLink data counter here"}
             continue
-        rx, tx = m.wire.get(name, (0, 0))
+        rx, tx = counted_pair or (0, 0)  # an interface absent from a reading moved nothing
         counted = tx if key[2] else rx
         ratio = counted / moved[key] if moved[key] else 0.0
         entry.wire = {"dev": dev, "ratio": round(ratio, 3), "gbps": round(gbps(counted, seconds[key]), 3)}

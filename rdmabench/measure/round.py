@@ -108,8 +108,8 @@ class LinkMeasurement:
     sender_rows: dict[str, Any] = field(default_factory=dict)  # the timing rank's UCX report rows
     details: dict[str, Any] = field(default_factory=dict)  # what the protocol keeps beyond step times
     passes: int = 1  # windows (round trips) per step
-    # What the timing rank's network interfaces moved during the sampled steps: name -> (rx, tx) bytes.
-    wire: dict[str, tuple[int, int]] = field(default_factory=dict)
+    # The timing rank's link counters read before and after the sampled steps (the wire check).
+    wire: counters.Window = field(default_factory=lambda: counters.Window({}, {}))
     timer: int = -1  # the rank that timed the link (its src, or a get's dst)
 
     @property
@@ -284,6 +284,7 @@ class RoundEnd:
 
 _TAG_CALIBRATE = 10  # MPI tag of the round's agreement on steps per sample
 _TAG_PASSES = 12  # and on passes per step
+_TAG_START = 13  # and on when a concurrent round's samples start
 
 
 def run_round(
@@ -342,11 +343,12 @@ def fetch_rows(transport: Transport, spec: RoundSpec) -> dict[tuple[int, int], d
 
 def _sample(
     end: RoundEnd, comm: Any, step: Callable[[RoundEnd, int], list[float]], links: int
-) -> tuple[list[list[list[float]]], int, float, counters.Counters]:
+) -> tuple[list[list[list[float]]], int, float, counters.Window]:
     """Warm up, agree on the steps per sample, then time `samples` x `iterations` steps. Returns
     samples[sample][link] = that link's step times, the iterations per sample, this process's
     CPU seconds in the sampled steps (fills and checks left out: the cost of moving the bytes), and
-    what its network interfaces moved during them."""
+    its link counters read around them (its GPU's NVLinks only where both ends of one of its links
+    are in GPU memory: NVML's reads are not free)."""
     plan, protocol = end.spec.plan, end.spec.protocol
     cpu = 0.0
 
@@ -386,11 +388,18 @@ def _sample(
     else:
         wall, timed = warm_up(plan.warmup)
     cpu = 0.0  # the warm-up's steps are not measured
-    if plan.iterations is None:  # steps given (--iterations, or an earlier round's): nothing to agree on
+    if plan.iterations is None:
         wall, timed = agree_max(comm, end.spec.ranks, (wall, timed), _TAG_CALIBRATE)
+    elif len(end.spec.links) > 1:
+        # Steps given (--iterations, or an earlier round's): nothing to agree on, but the links of a
+        # concurrent round still start their samples together, so that each is timed under the load
+        # of all and the counters they share (wire check) see one span of traffic.
+        agree_max(comm, end.spec.ranks, (0.0,), _TAG_START)
     iterations = calibrated_iterations(wall, plan, timed)
     samples: list[list[list[float]]] = []
-    before = counters.read()
+    mine = [side.link for side in end.targets + end.sources]
+    nvlink = any(link.src_mode.on_device and link.dst_mode.on_device for link in mine)
+    before = counters.read(nvlink)
     for _ in range(plan.samples):
         per_link: list[list[float]] = [[] for _ in range(links)]
         for _ in range(iterations):
@@ -398,7 +407,7 @@ def _sample(
                 per_link[position].append(seconds)
             index += 1
         samples.append(per_link)
-    return samples, iterations, cpu, counters.delta(before, counters.read())
+    return samples, iterations, cpu, counters.Window(before, counters.read(nvlink))
 
 
 def staging_record(spec: RoundSpec, link: Link) -> dict[str, Any] | None:

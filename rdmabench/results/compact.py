@@ -75,11 +75,18 @@ def links_path(path: str) -> str:
     return stem + LINKS_SUFFIX
 
 
-def _short(value: Any) -> Any:
+# Significant digits a record keeps: 6, or fewer for figures that vary more than that from run to
+# run (CPU seconds per GB, a shared counter's rate): about 15 bytes a link.
+_DIGITS = {"cpu_s_per_gb": 3, "wire": 4}
+
+
+def _short(value: Any, digits: int = 6) -> Any:
     if isinstance(value, float):
-        return float(f"{value:.6g}")
+        return float(f"{value:.{digits}g}")
     if isinstance(value, list):
-        return [_short(v) for v in value]
+        return [_short(v, digits) for v in value]
+    if isinstance(value, dict):
+        return {k: _short(v, digits) for k, v in value.items()}
     return value
 
 
@@ -96,7 +103,7 @@ class Compactor:
         record: dict[str, Any] = {}
         for name, short in RECORD_FIELDS.items():
             if entry.get(name) is not None:
-                record[short] = _short(entry[name])
+                record[short] = _short(entry[name], _DIGITS.get(name, 6))
         record["value"] = _short(entry[figure])
         ends = []
         for field, names in RANK_FIELDS.items():
