@@ -134,6 +134,11 @@ def test_a_screen_of_32_ranks_on_8_hosts_meets_every_host_pair_on_every_rail(clu
     assert all(rail[e["src_rank"]] == rail[e["dst_rank"]] for e in inter)  # rail-aligned
     assert met == {(a, b, r) for a in set(hosts) for b in set(hosts) if a != b for r in range(4)}
     assert all(e["src_nic"] == e["dst_nic"] == "eth0" for e in inter)  # each end's device, recorded
+    # Four ranks of a host share its eth0 in a round: its counter, over all their samples, held
+    # every byte they sent (the headers and ACKs only add).
+    assert all(e["wire"]["dev"] == "eth0" and e["wire"]["ratio"] >= 0.95 for e in inter), sorted(
+        e["wire"]["ratio"] for e in inter
+    )[:5]
     intra = [e for e in screened if e["link"] == "same host"]
     assert {e["src_rank"] for e in intra} == {e["dst_rank"] for e in intra} == set(range(32))
     assert len(screened) == 32 * 2 + 8 * 7 * 4
