@@ -388,17 +388,10 @@ def _sample(
     else:
         wall, timed = warm_up(plan.warmup)
     cpu = 0.0  # the warm-up's steps are not measured
-    if plan.iterations is None:
-        wall, timed = agree_max(comm, end.spec.ranks, (wall, timed), _TAG_CALIBRATE)
-    elif len(end.spec.links) > 1:
-        # Steps given (--iterations, or an earlier round's): nothing to agree on, but the links of a
-        # concurrent round still start their samples together, so that each is timed under the load
-        # of all and the counters they share (wire check) see one span of traffic.
-        agree_max(comm, end.spec.ranks, (0.0,), _TAG_START)
+    wall, timed = _agree_to_start(end, comm, wall, timed)
     iterations = calibrated_iterations(wall, plan, timed)
     samples: list[list[list[float]]] = []
-    mine = [side.link for side in end.targets + end.sources]
-    nvlink = any(link.src_mode.on_device and link.dst_mode.on_device for link in mine)
+    nvlink = any(side.link.src_mode.on_device and side.link.dst_mode.on_device for side in end.targets + end.sources)
     before = counters.read(nvlink)
     for _ in range(plan.samples):
         per_link: list[list[float]] = [[] for _ in range(links)]
@@ -408,6 +401,18 @@ def _sample(
             index += 1
         samples.append(per_link)
     return samples, iterations, cpu, counters.Window(before, counters.read(nvlink))
+
+
+def _agree_to_start(end: RoundEnd, comm: Any, wall: float, timed: float) -> tuple[float, float]:
+    """The round's ranks agree on the slowest step's wall and timed seconds (what sizes a sample),
+    unless the steps are given (--iterations, or an earlier round's); a concurrent round's ranks
+    still agree on when to start, so that each link is timed under the load of all and the counters
+    they share (wire check) see one span of traffic."""
+    if end.spec.plan.iterations is None:
+        wall, timed = agree_max(comm, end.spec.ranks, (wall, timed), _TAG_CALIBRATE)
+    elif len(end.spec.links) > 1:
+        agree_max(comm, end.spec.ranks, (0.0,), _TAG_START)
+    return wall, timed
 
 
 def staging_record(spec: RoundSpec, link: Link) -> dict[str, Any] | None:
