@@ -61,14 +61,14 @@ def test_nvlink_bytes_are_the_sum_over_the_active_links_in_bytes(monkeypatch: py
     fake.kib[(138, 0)] += 3  # sent on link 0
     fake.kib[(138, 2)] += 5  # and link 2
     fake.kib[(139, 2)] += 7  # received
-    moved = counters.delta(before, counters.read())
-    assert moved[counters.NVLINK] == (7 * 1024, 8 * 1024)
+    moved = counters.spanning([counters.Window(before, counters.read())], counters.NVLINK)
+    assert moved == (7 * 1024, 8 * 1024)
 
 
 def test_nvlink_that_moved_nothing_is_zero_not_missing(monkeypatch: pytest.MonkeyPatch) -> None:
     assert _watch(monkeypatch, FakeNvml(active=[1]))
     before = counters.read()
-    assert counters.delta(before, counters.read())[counters.NVLINK] == (0, 0)
+    assert counters.spanning([counters.Window(before, counters.read())], counters.NVLINK) == (0, 0)
 
 
 def test_a_gpu_without_nvlink_or_with_an_unreadable_link_is_not_counted(monkeypatch: pytest.MonkeyPatch) -> None:

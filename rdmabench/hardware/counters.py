@@ -118,9 +118,6 @@ class Window:
     before: Counters
     after: Counters
 
-    def moved(self) -> Counters:
-        return delta(self.before, self.after)
-
 
 def spanning(windows: list[Window], name: str) -> tuple[int, int] | None:
     """Bytes (rx, tx) counter `name` moved from the earliest to the latest of these readings of it
@@ -133,14 +130,3 @@ def spanning(windows: list[Window], name: str) -> tuple[int, int] | None:
         max(a[0] for a in afters) - min(b[0] for b in befores),
         max(a[1] for a in afters) - min(b[1] for b in befores),
     )
-
-
-def delta(before: Counters, after: Counters) -> Counters:
-    """What each counter moved between two readings. Interfaces that moved nothing are left out;
-    NVLink stays even at zero, so that 'counted nothing' differs from 'no counter' (n/a)."""
-    moved = {}
-    for name, (rx, tx) in after.items():
-        old_rx, old_tx = before.get(name, (rx, tx))
-        if rx > old_rx or tx > old_tx or (name == NVLINK and name in before):
-            moved[name] = (rx - old_rx, tx - old_tx)
-    return moved
