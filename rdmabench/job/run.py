@@ -106,8 +106,10 @@ def run_job(config: RunConfig, out: TextIO | None = None) -> int:
         os._exit(1 if told else 128 + stop.signum)
     except BaseException as exc:
         _ignore_signals()  # the launcher's SIGTERM, which a failure brings, must not cut the saving short
-        _report(world, exc)
+        # One wording on stderr and in the results file, also when the launcher kills rank 0 before it
+        # writes and the file is salvaged from the first error line.
         reason = f"failed on rank {world.rank} ({world.me.host}): {_describe(exc)[0]}"
+        _report(reason)
         world.tell_rank0(reason)
         job.stop(reason)
         ucx_env.cleanup(log_dir)  # MPI_Abort ends the process before the `finally` below
@@ -522,7 +524,7 @@ def _describe(exc: BaseException) -> tuple[str, int]:
     return f"{type(exc).__name__}: {exc}", 1
 
 
-def _report(world: World, exc: BaseException) -> None:
+def _report(reason: str) -> None:
     if os.environ.get("RDMABENCH_DEBUG"):
         traceback.print_exc()
-    print(error_line(f"rank {world.rank} on {world.me.host}: {_describe(exc)[0]}"), file=sys.stderr, flush=True)
+    print(error_line(reason), file=sys.stderr, flush=True)
