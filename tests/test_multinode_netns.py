@@ -260,8 +260,35 @@ def test_each_rank_sends_through_its_own_rail_and_the_wire_check_sees_it(cluster
     for placed in doc["metadata"]["topology"]:
         nic = placed["nic"]
         assert nic["name"] == f"eth{rail[placed['rank']]}" and nic["set_for_ucx"] and "among --nics" in nic["how"]
+    assert "UCX_NET_DEVICES" not in doc["metadata"]["ucx_env"]  # rdmabench's choice, per rank: not a setting
     for r in (0, 1):  # both rails carried traffic: every host's bridge port on each rail sent bytes
         assert all(_tx_bytes(f"{PREFIX}-v{i}-{r}") - before[r][i] > 1 << 20 for i in (0, 1))
     wrong = cluster.run(1, ["--nics", "eth7", "--sizes", "8"], timeout=120)
     assert wrong.returncode != 0 and "--nics eth7: no such" in wrong.stderr and "eth0, eth1" in wrong.stderr
     assert "Traceback" not in wrong.stderr
+
+
+def _links(prefix: str) -> list[str]:
+    shown = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True, check=True).stdout
+    return [line.split(": ")[1].split("@")[0] for line in shown.splitlines() if f": {prefix}-" in line]
+
+
+def test_the_namespace_script_builds_three_rails_refuses_bad_counts_and_leaves_nothing(cluster: Cluster) -> None:
+    env = cluster.up(2, rails=3)
+    shown = subprocess.run(
+        ["ip", "-n", f"{PREFIX}-h1", "-o", "addr", "show"], capture_output=True, text=True, check=True
+    ).stdout
+    assert all(f"10.213.{rail}.2/24" in shown for rail in range(3)), shown
+    for bad in (["up", "2", "9"], ["up", "two"], ["up", "0"]):
+        refused = subprocess.run([str(SCRIPT), *bad], capture_output=True, text=True, env=env)
+        assert refused.returncode == 2 and len(refused.stderr.splitlines()) == 1, refused.stderr
+    long_prefix = dict(env, RDMABENCH_NETNS_PREFIX="p" * 12)
+    refused = subprocess.run([str(SCRIPT), "up", "2"], capture_output=True, text=True, env=long_prefix)
+    assert refused.returncode == 2 and "15 characters" in refused.stderr
+    assert _links(PREFIX), "the three rails' bridges and veths"
+    # A leftover of the single-rail layout of earlier versions goes too.
+    subprocess.run(["ip", "link", "add", f"{PREFIX}-br", "type", "bridge"], check=True)
+    down = subprocess.run([str(SCRIPT), "down"], capture_output=True, text=True, env=env)
+    assert down.returncode == 0, down.stderr
+    assert _links(PREFIX) == []
+    assert f"{PREFIX}-h" not in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout

@@ -108,3 +108,12 @@ def test_the_schema_and_the_runtime_validator_reject_the_same_documents(
     (tmp_path / "r.links.jsonl").write_text("".join(json.dumps(line) + "\n" for line in links))
     with pytest.raises(ResultsFileError):
         document.load(str(bad))
+
+
+def test_a_wire_check_without_a_readable_counter_follows_the_schema(real_run: Path, tmp_path: Path) -> None:
+    summary, links = _files(real_run)
+    links[0]["wire"] = {"dev": "mlx5_0:1", "ratio": None, "gbps": None, "n/a": "no byte counter readable"}
+    links[1]["wire"] = {"dev": "eth0", "ratio": 0.998, "gbps": 11.2}
+    assert _schema_errors(summary, links) == []
+    links[1]["wire"]["ratio"] = "most"
+    assert _schema_errors(summary, links)

@@ -104,3 +104,92 @@ def test_a_counter_shared_by_ranks_spans_all_their_readings() -> None:
     second = counters.Window({counters.NVLINK: (0, 150)}, {counters.NVLINK: (0, 400)})
     assert counters.spanning([first, second], counters.NVLINK) == (0, 300)
     assert counters.spanning([first], "eth0") is None
+
+
+# The check's bookkeeping (measure/entry.py): which counter each link is held to, read from windows
+# built here. The readings themselves are real in test_multinode_netns.py and test_gpu.py.
+
+_SIZE = 1 << 20
+
+
+def _measured(src: int, dst: int, timer: int, before: counters.Counters, after: counters.Counters) -> Any:
+    from rdmabench.measure.round import Link, LinkMeasurement
+    from rdmabench.modes import MemoryMode
+
+    link = Link(src, dst, MemoryMode.DEVICE, MemoryMode.DEVICE)
+    return LinkMeasurement(
+        link, [[0.001] * 4], 4, 1, 1, "native", True, wire=counters.Window(before, after), timer=timer
+    )
+
+
+def _entry(src: int, dst: int, transport: str, **known: Any) -> Any:
+    from rdmabench.measure.entry import Entry
+
+    entry = Entry(
+        "bw", src, dst, "device", "device", _SIZE, "bandwidth_gbps", 1.0, "GB/s", "link", {}, [], 1, 4, 1, 4,
+        False, None, None, "native", True, transport=transport,
+    )  # fmt: skip
+    for name, value in known.items():
+        setattr(entry, name, value)
+    return entry
+
+
+def _placement(hosts: list[str], bus_ids: list[str | None]) -> Any:
+    from rdmabench.hardware.limits import RankTopology
+    from rdmabench.hardware.topology import GpuTopology
+    from rdmabench.measure.entry import Placement
+
+    gpus = [GpuTopology(0, bus) if bus else None for bus in bus_ids]
+    topologies = [RankTopology(rank, host, gpu, [0]) for rank, (host, gpu) in enumerate(zip(hosts, gpus, strict=True))]
+    return Placement(hosts, [0 if bus else None for bus in bus_ids], topologies)
+
+
+def _check(entries: list[Any], measured: list[Any], placement: Any) -> None:
+    from rdmabench.measure.entry import _wire
+
+    _wire(entries, measured, SimpleNamespace(size=_SIZE), placement)  # type: ignore[arg-type]
+
+
+def test_gpus_that_all_are_cuda_device_0_keep_their_own_nvlink_counters() -> None:
+    """One GPU per rank by CUDA_VISIBLE_DEVICES: every rank's GPU is ordinal 0. Two links from two
+    GPUs must each be held to their own GPU's counter, told apart by PCI bus id."""
+    moved = 4 * _SIZE
+    nvlink = {"kind": "NVLink", "gbps": 450.0}
+    placement = _placement(["n"] * 4, ["0000:18:00.0", "0000:2a:00.0", "0000:3a:00.0", "0000:5d:00.0"])
+    measured = [
+        _measured(0, 1, 0, {counters.NVLINK: (0, 10_000)}, {counters.NVLINK: (0, 10_000 + moved)}),
+        _measured(2, 3, 2, {counters.NVLINK: (0, 900_000_000)}, {counters.NVLINK: (0, 900_000_000 + moved)}),
+    ]
+    common = {"src_host": "n", "dst_host": "n", "src_gpu": 0, "dst_gpu": 0, "link_limit": nvlink}
+    entries = [_entry(0, 1, "cuda_ipc/cuda", **common), _entry(2, 3, "cuda_ipc/cuda", **common)]
+    _check(entries, measured, placement)
+    assert [e.wire["ratio"] for e in entries] == [1.0, 1.0]
+    assert all(e.wire["dev"] == "nvlink/gpu0" and not e.warnings for e in entries)
+
+
+def test_an_rdma_link_is_held_to_the_timing_ends_own_port() -> None:
+    """A rendezvous fetch row names the receiver's port; the sender reads its own."""
+    moved = 4 * _SIZE
+    placement = _placement(["a", "b"], [None, None])
+    before = {"mlx5_0:1": (0, 500), "eth0": (0, 0)}
+    measured = [_measured(0, 1, 0, before, {"mlx5_0:1": (0, 500 + moved), "eth0": (0, 0)})]
+    known = {"src_host": "a", "dst_host": "b", "src_nic": "mlx5_0:1", "dst_nic": "mlx5_3:1"}
+    entries = [_entry(0, 1, "rc_mlx5/mlx5_3:1", **known)]
+    _check(entries, measured, placement)
+    assert entries[0].wire["dev"] == "mlx5_0:1" and entries[0].wire["ratio"] == 1.0, entries[0].wire
+    assert not entries[0].warnings
+
+
+def test_a_counter_nobody_could_read_is_na_not_zero() -> None:
+    placement = _placement(["a", "b"], [None, None])
+    measured = [_measured(0, 1, 0, {"eth0": (0, 0)}, {"eth0": (0, 0)})]
+    entries = [_entry(0, 1, "rc_mlx5/mlx5_0:1", src_host="a", dst_host="b")]
+    _check(entries, measured, placement)
+    wire = entries[0].wire
+    assert wire["ratio"] is None and wire["gbps"] is None and "mlx5_0:1" in wire["n/a"], wire
+    assert not entries[0].warnings
+    # The same counter, read and idle, is a real 0%: the bytes went another way.
+    measured = [_measured(0, 1, 0, {"mlx5_0:1": (0, 7)}, {"mlx5_0:1": (0, 7)})]
+    entries = [_entry(0, 1, "rc_mlx5/mlx5_0:1", src_host="a", dst_host="b")]
+    _check(entries, measured, placement)
+    assert entries[0].wire["ratio"] == 0.0 and "went another way" in entries[0].warnings[0]

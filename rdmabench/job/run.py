@@ -251,6 +251,10 @@ class _Job:
             self.world, config, backend.name, backend.version, getattr(backend, "ucx_version", "unknown")
         )
         meta["topology"] = [t.to_dict() for t in topologies]
+        if any(t.nic and t.nic.set_for_ucx for t in topologies):
+            # rdmabench chose UCX_NET_DEVICES rank by rank (each topology's nic says which): not a
+            # setting of the user's, and recorded as one it would keep like runs apart in reports.
+            meta["ucx_env"].pop("UCX_NET_DEVICES", None)
         meta["doctor"] = [f.to_dict() for f in doctor.run_checks()]
         meta["placement_warnings"] = _placement_warnings(topologies)
         meta["engine"] = {"requested": config.engine, "ranks": engines}

@@ -87,9 +87,10 @@ class Entry:
     # The aggregate's own limit: a resource the round's links share, or every link at its limit.
     pattern_limit: dict[str, Any] | None = None
     pattern_share_of_limit: float | None = None
-    # Bytes counted on the network interface the transport names, during the sampled steps, at the
-    # timing end: {"dev", "ratio" (counted / moved by the application), "gbps"}. None: no counter
-    # for this path (shared memory, cma, CUDA IPC: n/a, never guessed).
+    # Bytes counted, during the sampled steps at the timing end, on the link the transport claims (its
+    # interface or RDMA port; the GPU's NVLinks for CUDA IPC over NVLink): {"dev", "ratio" (counted /
+    # moved by the application), "gbps"}, or ratio and gbps None with "n/a" saying why where the
+    # counter could not be read. None: no counter exists for this path (shared memory, cma, PCIe).
     wire: dict[str, Any] | None = None
     pattern: str = "pair"
     round_seconds: float = 0.0
@@ -140,7 +141,7 @@ def make_entries(
     if cpu and spec.kind.is_bandwidth:
         _cpu_cost(entries, measured, spec, cpu)
     if spec.kind.is_bandwidth:
-        _wire(entries, measured, spec)
+        _wire(entries, measured, spec, placement)
     if len(measured) > 1 and spec.kind.is_bandwidth:
         aggregate = round_aggregate(spec.size, measured)
         median = summarize(aggregate)["median"]
@@ -180,24 +181,42 @@ def _cpu_cost(entries: list[Entry], measured: list[LinkMeasurement], spec: Round
         }
 
 
-def _wire_counter(entry: Entry, sends: bool) -> tuple[str, str] | None:
-    """The counter a link's bytes should cross, and its name in the entry: a TCP transport's
-    interface ("tcp/eth0": eth0), an RDMA transport's port ("rc_mlx5/mlx5_0:1": mlx5_0:1), or the timing end's GPU's NVLinks for CUDA IPC between two GPUs
-    joined by NVLink. None where no counter exists (shared memory, cma, one GPU, PCIe)."""
+@dataclass(frozen=True)
+class _Counter:
+    """The counter a link's bytes should cross at its timing end."""
+
+    reading: str  # its name in a rank's reading: an interface, an RDMA port, or counters.NVLINK
+    label: str  # its name in the entry: "eth0", "mlx5_0:1", "nvlink/gpu1"
+    identity: str  # what makes two ranks' readings the same counter on one host (a GPU's PCI bus id)
+
+
+def _wire_counter(entry: Entry, sends: bool, placement: Placement) -> _Counter | None:
+    """A TCP transport's interface ("tcp/eth0"), an RDMA transport's port ("rc_mlx5/mlx5_0:1"), or
+    the timing end's GPU's NVLinks for CUDA IPC between two NVLink-joined GPUs; None where no
+    counter exists (shared memory, cma, one GPU, PCIe, several lanes)."""
     transport = entry.transport or ""
     if "," in transport:
         return None  # several lanes (multi-rail): no one counter to hold them to
     name, _, dev = transport.partition("/")
-    if name == "tcp" or (dev and ":" in dev and not name.startswith("cuda")):  # an interface, an RDMA port
-        return dev, dev
+    rdma = bool(dev) and ":" in dev and not name.startswith("cuda")
+    if name == "tcp" or rdma:
+        # The row may be the receiver's (a rendezvous fetch names its own port), but the counter is
+        # read at the timing end: take that end's own device where it is of the transport's kind.
+        own = entry.src_nic if sends else entry.dst_nic
+        if own and "," not in own and (":" in own) == rdma:
+            dev = own
+        return _Counter(dev, dev, dev)
     limit = entry.link_limit or {}
     if transport.startswith("cuda_ipc") and limit.get("kind") == "NVLink":
-        gpu = entry.src_gpu if sends else entry.dst_gpu
-        return counters.NVLINK, f"nvlink/gpu{gpu}"
+        rank = entry.src_rank if sends else entry.dst_rank
+        gpu = placement.topologies[rank].gpu
+        index = entry.src_gpu if sends else entry.dst_gpu
+        # One GPU per rank by CUDA_VISIBLE_DEVICES makes every ordinal 0: the bus id tells GPUs apart.
+        return _Counter(counters.NVLINK, f"nvlink/gpu{index}", gpu.pci_bus_id if gpu else f"gpu{index}")
     return None
 
 
-def _wire(entries: list[Entry], measured: list[LinkMeasurement], spec: RoundSpec) -> None:
+def _wire(entries: list[Entry], measured: list[LinkMeasurement], spec: RoundSpec, placement: Placement) -> None:
     """Check each link's bytes against the counter of the link it claims, at the timing end. A
     counter belongs to an interface of a host or to a GPU, not to one link or rank: it is compared
     with the bytes of every link of the round whose timing end sends (or receives) through it, over
@@ -207,34 +226,38 @@ def _wire(entries: list[Entry], measured: list[LinkMeasurement], spec: RoundSpec
     moved: dict[Key, float] = {}
     seconds: dict[Key, float] = {}
     windows: dict[Key, dict[int, counters.Window]] = {}
-    keys: list[tuple[Key, str] | None] = []
+    keys: list[tuple[Key, _Counter] | None] = []
     for entry, m in zip(entries, measured, strict=True):
         sends = m.timer == m.link.src
-        counter = _wire_counter(entry, sends)
+        counter = _wire_counter(entry, sends, placement)
         if counter is None:
             keys.append(None)
             continue
-        key = (entry.src_host if sends else entry.dst_host, counter[1], sends)
-        keys.append((key, counter[0]))
+        key = (entry.src_host if sends else entry.dst_host, counter.identity, sends)
+        keys.append((key, counter))
         moved[key] = moved.get(key, 0.0) + m.sampled_bytes(spec.size)
         seconds[key] = max(seconds.get(key, 0.0), sum(sum(times) for times in m.step_times))
         windows.setdefault(key, {})[m.timer] = m.wire
     for entry, found in zip(entries, keys, strict=True):
         if found is None:
             continue
-        key, name = found
-        dev = key[1]
-        counted_pair = counters.spanning(list(windows[key].values()), name)
-        if counted_pair is None and name == counters.NVLINK:
-            entry.wire = {"dev": dev, "ratio": None, "gbps": None, "n/a": "NVML has no NVLink data counter here"}
+        key, counter = found
+        counted_pair = counters.spanning(list(windows[key].values()), counter.reading)
+        if counted_pair is None:  # never "0% counted": a counter nobody could read says nothing
+            why = (
+                "NVML has no NVLink data counter here"
+                if counter.reading == counters.NVLINK
+                else f"{counter.label} has no byte counter readable at the timing end"
+            )
+            entry.wire = {"dev": counter.label, "ratio": None, "gbps": None, "n/a": why}
             continue
-        rx, tx = counted_pair or (0, 0)  # an interface absent from a reading moved nothing
+        rx, tx = counted_pair
         counted = tx if key[2] else rx
         ratio = counted / moved[key] if moved[key] else 0.0
-        entry.wire = {"dev": dev, "ratio": round(ratio, 3), "gbps": round(gbps(counted, seconds[key]), 3)}
+        entry.wire = {"dev": counter.label, "ratio": round(ratio, 3), "gbps": round(gbps(counted, seconds[key]), 3)}
         if ratio < 0.9:  # (a same-host link over tcp/lo is already named by the path check)
             entry.warnings.append(
-                f"only {ratio:.0%} of the bytes were counted on {dev}, the link the transport claims: "
+                f"only {ratio:.0%} of the bytes were counted on {counter.label}, the link the transport claims: "
                 "they went another way"
             )
 
