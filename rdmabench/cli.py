@@ -179,8 +179,8 @@ def main() -> None:
     "--window",
     type=int,
     default=None,
-    help="Messages in flight per link for bw/bibw and the patterns. [default: up to 64; at most 8 MiB "
-    "in flight for host memory, 512 MiB for GPU memory]",
+    help="Messages in flight per link for bw/bibw and the patterns. [default: up to 64; at most 1 MiB "
+    "in flight host to host (a core's cache), 8 MiB with one end in GPU memory, 512 MiB with both]",
 )
 @click.option(
     "--passes",
@@ -190,6 +190,13 @@ def main() -> None:
     "before it in its buffer completes, with one READY/ACK handshake a step. 1: one drained window a "
     "step. [default: about 64 MiB a step (4 GiB for GPU memory), at most 64 passes; lat: up to 200 "
     "round trips]",
+)
+@click.option(
+    "--one-buffer",
+    is_flag=True,
+    help="bw/bibw: every message of a window from one send buffer into one receive buffer, as ucx_perftest "
+    "and osu_bw do (their figures: a buffer that stays in cache). Needs --no-validate. [default: a buffer "
+    "per message, the working set an application has]",
 )
 @click.option(
     "-n",

@@ -35,10 +35,11 @@ def test_rows_print_every_ratio_and_the_message_rate() -> None:
         "test": "bw", "mode": "host", "size_bytes": 8, "anchor": 0.1136, "validated": 0.05, "unvalidated": 0.11,
         "python_loop": 0.002, "ratio_validated": 0.44, "ratio_unvalidated": 0.97, "ratio_python_loop": 0.018,
         "overhead_us_per_msg": 0.002, "engine": "native", "transport": "sysv/memory",
-        "rdmabench_msg_rate": 13.75e6, "anchor_msg_rate": 14.2e6,
+        "rdmabench_msg_rate": 13.75e6, "anchor_msg_rate": 14.2e6, "one_buffer": 0.1125, "ratio_one_buffer": 0.99,
     }  # fmt: skip
     text = format_rows([row])
     assert "0.97" in text and "0.018" not in text and "0.02" in text and "native sysv/memory" in text
+    assert "0.113" in text and "0.99" in text and "1 buffer" in text
     assert "message rate at 8 B: rdmabench 13.75 M/s (unchecked), ucx_perftest 14.20 M/s: ratio 0.97" in text
 
 

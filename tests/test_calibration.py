@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rdmabench.job.calibration import RULE, Calibration, round_key
-from rdmabench.measure.plan import Plan, calibrated_iterations, make_plan
+from rdmabench.measure.plan import HOST, Plan, calibrated_iterations, make_plan
 from rdmabench.measure.round import Link, LinkMeasurement
 from rdmabench.modes import MemoryMode
 from rdmabench.results.document import load as load_results
@@ -15,7 +15,7 @@ from .conftest import run_cli
 
 
 def _plan(iterations: int | None = None, sample_time: float = 0.05) -> Plan:
-    return make_plan(True, 8, False, None, iterations, None, 5, sample_time, None)
+    return make_plan(True, 8, HOST, None, iterations, None, 5, sample_time, None)
 
 
 def test_wall_clock_sets_the_count_when_the_step_is_mostly_transfer() -> None:

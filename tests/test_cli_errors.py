@@ -49,6 +49,9 @@ def _one_line_error(args: list[str], expected: str, code: int | None = None, **k
         (["run", "--np", "4", "--pattern", "screen"], "--pattern screen checks a cluster: its 4 ranks are all on"),
         (["run", "--np", "4", "--pattern", "screen", "--test", "lat"], "--test lat measures one link at a time"),
         (["run", "--nics", ","], "--nics takes device names separated by commas"),
+        (["run", "--one-buffer"], "so none can be checked: add --no-validate"),
+        (["run", "--one-buffer", "--no-validate", "--test", "lat"], "--one-buffer shapes the window of bw and bibw"),
+        (["run", "--one-buffer", "--no-validate", "--mode", "staged"], "--one-buffer cannot use staged memory"),
         (["run", "--nics", "nosuch9", "--sizes", "8"], "--nics nosuch9: no such active RDMA port or interface"),
     ],
 )

@@ -212,3 +212,18 @@ def test_runs_with_different_settings_are_never_merged(tmp_path: Path) -> None:
     new = aggregate([("u", load(str(tmp_path / "unchecked.json")))])
     changes, unmatched = compare(base, new, 0.05)
     assert changes == [] and any("validated yes vs no" in line or "validated no vs yes" in line for line in unmatched)
+
+
+def test_a_one_buffer_run_is_never_merged_with_a_buffer_per_message() -> None:
+    from rdmabench.results.report import aggregate
+
+    def entry(value: float, one_buffer: bool) -> dict[str, Any]:
+        return {
+            "test": "bw", "src_rank": 0, "dst_rank": 1, "src_mode": "pageable", "dst_mode": "pageable",
+            "size_bytes": 1 << 20, "bandwidth_gbps": value, "samples": [value], "unit": "GB/s", "window": 8,
+            "src_host": "n1", "dst_host": "n1", "engine": "native", "validated": False,
+        } | ({"one_buffer": True} if one_buffer else {})  # fmt: skip
+
+    rows = aggregate([("a", {"metadata": {}, "results": [entry(10.0, False), entry(15.0, True)]})])
+    assert len(rows) == 2 and sorted(r.values[0] for r in rows) == [10.0, 15.0]
+    assert sorted(dict(r.settings).get("buffers", "-") for r in rows) == ["-", "one"]

@@ -9,19 +9,35 @@ from pathlib import Path
 
 import pytest
 
-from rdmabench.measure.plan import MAX_PASSES, STREAM_ROUND_TRIPS, default_passes
+from rdmabench.measure.plan import DEVICE, HOST, MAX_PASSES, MIXED, STREAM_ROUND_TRIPS, default_passes
 from rdmabench.results.document import load as load_results
 
 from .conftest import rdmabench_env, run_cli
 
 
 def test_default_passes_stream_about_a_step_of_bytes_and_stay_bounded() -> None:
-    assert default_passes(True, 8, 64, False) == MAX_PASSES  # small messages: as many passes as allowed
-    assert default_passes(True, 1 << 20, 8, False) == 8  # 8 MiB a window: 64 MiB a step
-    assert default_passes(True, 64 << 20, 1, False) == 1  # a window already past the step budget
-    assert default_passes(True, 256 << 20, 2, True) == 8  # GPU memory: 4 GiB a step
-    assert default_passes(False, 8, 1, False) == STREAM_ROUND_TRIPS
-    assert default_passes(False, 64 << 20, 1, False) == 1
+    assert default_passes(True, 8, 64, HOST) == MAX_PASSES  # small messages: as many passes as allowed
+    assert default_passes(True, 1 << 20, 8, MIXED) == 8  # 8 MiB a window: 64 MiB a step
+    assert default_passes(True, 64 << 20, 1, HOST) == 1  # a window already past the step budget
+    assert default_passes(True, 256 << 20, 2, DEVICE) == 8  # GPU memory: 4 GiB a step
+    assert default_passes(False, 8, 1, HOST) == STREAM_ROUND_TRIPS
+    assert default_passes(False, 64 << 20, 1, HOST) == 1
+
+
+def test_the_default_window_fits_a_cache_host_to_host_and_goes_deeper_with_a_gpu() -> None:
+    from rdmabench.job.config import RunConfig
+    from rdmabench.measure.plan import default_window
+    from rdmabench.modes import MemoryMode as M
+
+    assert [default_window(size, HOST) for size in (4096, 65536, 1 << 20, 64 << 20)] == [64, 16, 1, 1]
+    assert [default_window(size, MIXED) for size in (65536, 1 << 20)] == [64, 8]
+    assert default_window(1 << 20, DEVICE) == 64
+    classes = {
+        (M.PAGEABLE, M.PINNED): HOST, (M.MAPPED, M.PAGEABLE): HOST, (M.DEVICE, M.DEVICE): DEVICE,
+        (M.DEVICE, M.PINNED): MIXED, (M.STAGED, M.DEVICE): MIXED, (M.MANAGED, M.MANAGED): MIXED,
+    }  # fmt: skip
+    for (src, dst), memory in classes.items():
+        assert RunConfig(src_mode=src, dst_mode=dst).memory_class == memory, (src, dst)
 
 
 @pytest.mark.parametrize("engine", ["native", "python"])
@@ -92,9 +108,25 @@ def test_passes_shrink_where_one_pass_is_slow() -> None:
     """On a slow link a step must not stream for seconds: the first warm-up pass sets the passes."""
     from rdmabench.measure.plan import make_plan, passes_for
 
-    plan = make_plan(True, 64 << 10, False, 4, None, None, 2, 0.01, None)
+    plan = make_plan(True, 64 << 10, HOST, 4, None, None, 2, 0.01, None)
     assert plan.auto_passes and plan.passes == MAX_PASSES
     assert passes_for(0.1, plan) == 1  # 100 ms a pass (a 20 Mbit/s link): one pass a step
     assert passes_for(1e-6, plan) == MAX_PASSES  # a fast link keeps the byte budget's passes
-    given = make_plan(True, 64 << 10, False, 4, None, None, 2, 0.01, None, passes=8)
+    given = make_plan(True, 64 << 10, HOST, 4, None, None, 2, 0.01, None, passes=8)
     assert not given.auto_passes and given.passes == 8
+
+
+def test_one_buffer_lays_the_window_out_as_ucx_perftest_does(tmp_path: Path) -> None:
+    """--one-buffer: every message of a window in one buffer per end. Proved by the pinned cap: 8
+    messages of 1 MiB in flight fit under --max-pinned 3MiB only if they share one buffer."""
+    common = ["run", "--mode", "pinned", "--max-pinned", "3MiB", "--window", "8", "--sizes", "1MiB", "--no-validate"]
+    common += ["--samples", "2", "--sample-time", "0.01"]
+    refused = run_cli([*common, "-o", str(tmp_path / "many.json")], timeout=120)
+    assert refused.returncode != 0 and "more than --max-pinned 3MiB" in refused.stderr
+    out = tmp_path / "one.json"
+    proc = run_cli([*common, "--one-buffer", "-o", str(out)], timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    doc = load_results(str(out))
+    (entry,) = doc["results"]
+    assert entry["one_buffer"] is True and entry["window"] == 8 and entry["bandwidth_gbps"] > 0
+    assert doc["metadata"]["config"]["one_buffer"] is True

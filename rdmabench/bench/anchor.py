@@ -118,7 +118,7 @@ def run_perftest(test: str, size: int, device: bool, iterations: int, timeout: f
 
 
 def run_rdmabench(
-    test: str, sizes: list[int], mode: str, validate: bool, engine: str = "auto"
+    test: str, sizes: list[int], mode: str, validate: bool, engine: str = "auto", one_buffer: bool = False
 ) -> dict[int, dict[str, Any]]:
     from ..results import document
 
@@ -129,6 +129,8 @@ def run_rdmabench(
         command += ["--engine", engine]
         if not validate:
             command.append("--no-validate")
+        if one_buffer:
+            command.append("--one-buffer")
         proc = subprocess.run(command, capture_output=True, text=True, timeout=1800)
         if proc.returncode != 0:
             raise LaunchError(f"rdmabench run failed: {proc.stderr.strip()[-500:]}")
@@ -213,6 +215,9 @@ def bidirectional_copy_gbps(size: int, repeats: int = 20) -> float | None:
 # Tests whose anchor is a copy-engine ceiling, not a ucx_perftest run (GPU memory only).
 CEILINGS = {"bibw": "bidirectional peer copy"}
 
+# Tests that can run with --one-buffer (ucx_perftest's own buffer layout).
+ONE_BUFFER_TESTS = ("bw",)
+
 # rdmabench test -> (ucx_perftest test, whether its figure is a latency)
 ANCHORS = {
     "bw": ("tag_bw", False),
@@ -266,6 +271,9 @@ def _compare_test(
     # The same run with the Python loop timing each step: what the native loop buys (one-sided
     # tests have no Python loop).
     python = None if registry.get(test).one_sided else run_rdmabench(test, sizes, rd_mode, False, engine="python")
+    # ucx_perftest sends every message of its window from one buffer into one: the like-for-like
+    # figure (cache-resident, unchecked) beside rdmabench's buffer per message.
+    one = run_rdmabench(test, sizes, rd_mode, False, one_buffer=True) if test in ONE_BUFFER_TESTS else None
     rows = []
     for size in sizes:
         anchor = run_perftest(perf_test, size, device, _perftest_iterations(perf_test, size))
@@ -274,7 +282,8 @@ def _compare_test(
         field = "latency_us" if latency else "bandwidth_gbps"
         row["anchor_test"] = perf_test
         row["anchor"] = anchor.latency_us if latency else anchor.bandwidth_gbps
-        for column, run in (("validated", checked), ("unvalidated", unchecked), ("python_loop", python)):
+        columns = (("validated", checked), ("unvalidated", unchecked), ("python_loop", python), ("one_buffer", one))
+        for column, run in columns:
             row[column] = run[size][field] if run is not None else None
             row[f"ratio_{column}"] = row[column] / row["anchor"] if run is not None else None
         if not latency:
@@ -310,6 +319,7 @@ def _compare_ceiling(test: str, sizes: list[int]) -> list[dict[str, Any]]:
             row[column] = run[size].get("aggregate_gbps") or run[size]["bandwidth_gbps"]
             row[f"ratio_{column}"] = row[column] / ceiling
         row["python_loop"] = row["ratio_python_loop"] = row["overhead_us_per_msg"] = None
+        row["one_buffer"] = row["ratio_one_buffer"] = None
         row["engine"], row["transport"] = checked[size].get("engine"), checked[size].get("transport")
         rows.append(row)
     return rows
@@ -321,6 +331,7 @@ def format_rows(rows: list[dict[str, Any]]) -> str:
         "# anchor: ucx_perftest tag_bw, tag_lat, ucp_put_bw, ucp_get, ucp_put_lat; bibw (device): both copy engines "
         "copying GPU0 <-> GPU1 at once, aggregates; rdmabench checked = default (every byte validated), unchecked = --no-validate,",
         "# python = --no-validate --engine python (the step timed by the Python loop instead of the native one);",
+        "# 1 buffer = --no-validate --one-buffer (bw): every message of the window in one buffer, as ucx_perftest's are;",
         "# mode host = rdmabench's pageable memory, host/ucx = host memory allocated by UCX as ucx_perftest's is;",
         "# +us/msg = rdmabench's extra time per message over the anchor's (unchecked)",
         "# both ran with the UCX settings UCXX sets: "
@@ -331,16 +342,18 @@ def format_rows(rows: list[dict[str, Any]]) -> str:
         )
         + " (and every UCX_* of this environment)",
         f"{'test':<7} {'mode':<8} {'size':>7} {'anchor':>10} {'checked':>10} {'ratio':>6} {'unchecked':>10} {'ratio':>6} "
-        f"{'python':>10} {'ratio':>6} {'+us/msg':>8}  engine transport",
+        f"{'python':>10} {'ratio':>6} {'1 buffer':>10} {'ratio':>6} {'+us/msg':>8}  engine transport",
     ]
     for r in rows:
         python = "-" if r["python_loop"] is None else f"{r['python_loop']:.3f}"
         python_ratio = "-" if r["ratio_python_loop"] is None else f"{r['ratio_python_loop']:.2f}"
+        one = "-" if r.get("one_buffer") is None else f"{r['one_buffer']:.3f}"
+        one_ratio = "-" if r.get("ratio_one_buffer") is None else f"{r['ratio_one_buffer']:.2f}"
         extra = "-" if r["overhead_us_per_msg"] is None else f"{r['overhead_us_per_msg']:.2f}"
         lines.append(
             f"{r['test']:<7} {r['mode']:<8} {format_size(r['size_bytes']):>7} {r['anchor']:>10.3f} {r['validated']:>10.3f} "
             f"{r['ratio_validated']:>6.2f} {r['unvalidated']:>10.3f} {r['ratio_unvalidated']:>6.2f} "
-            f"{python:>10} {python_ratio:>6} {extra:>8}  {r['engine']} {r['transport']}"
+            f"{python:>10} {python_ratio:>6} {one:>10} {one_ratio:>6} {extra:>8}  {r['engine']} {r['transport']}"
         )
     for r in rows:
         if "anchor_msg_rate" in r and r["size_bytes"] <= 64:

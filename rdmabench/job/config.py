@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..errors import ConfigError
-from ..measure import registry
+from ..measure import plan, registry
 from ..measure.blocks import BlockShape
 from ..modes import MemoryMode
 from ..units import DISPLAY_UNITS, parse_sizes
@@ -24,6 +24,10 @@ PER_LINK_UP_TO = 64
 # native loop where it can be built.
 ENGINES = ("auto", "native", "python")
 UNITS = tuple(DISPLAY_UNITS)
+
+# Host memory that a CPU copies between two processes (cma, shared memory): mapped memory is pinned
+# host memory to UCX. Managed memory may sit on the GPU, staged memory moves by the copy engine.
+_CPU_COPIED = (MemoryMode.PAGEABLE, MemoryMode.PINNED, MemoryMode.MAPPED, MemoryMode.UCX)
 
 # field: (option, lowest, highest)
 _LIMITS = {
@@ -43,6 +47,8 @@ class RunConfig:
     sizes: list[int] = field(default_factory=lambda: parse_sizes(DEFAULT_SIZES))
     window: int | None = None
     passes: int | None = None  # windows (round trips) per step; None: measure.plan.default_passes
+    # Every message of a window in one buffer per end (ucx_perftest's and osu_bw's layout), unchecked.
+    one_buffer: bool = False
     iterations: int | None = None
     warmup: int | None = None
     samples: int = 5
@@ -95,6 +101,7 @@ class RunConfig:
         if kind.one_sided and self.engine == "python":
             raise ConfigError(f"--test {self.test} runs in the native loop only: use --engine auto or native")
         self._check_blocks(kind)
+        self._check_one_buffer(kind)
         if (self.stage_chunk, self.stage_buffers) != (DEFAULT_CHUNK, DEFAULT_BUFFERS) and not any(
             mode.staged for mode in self.modes
         ):
@@ -127,6 +134,24 @@ class RunConfig:
             raise ConfigError("no message sizes given")
         self.staging.check()
         return self
+
+    def _check_one_buffer(self, kind: registry.TestKind) -> None:
+        if not self.one_buffer:
+            return
+        if self.validate:
+            raise ConfigError(
+                "--one-buffer lands every message of a window in one buffer, so none can be checked: add --no-validate"
+            )
+        if kind.one_sided or not kind.protocol.windowed or self.blocks is not None:
+            raise ConfigError(
+                f"--one-buffer shapes the window of bw and bibw, not of --test {self.test}"
+                + (" with --blocks" if self.blocks is not None and not kind.one_sided else "")
+            )
+        staged = next((mode for mode in self.modes if mode.staged), None)
+        if staged is not None:
+            raise ConfigError(
+                f"--one-buffer cannot use {staged.value} memory: its pinned chunks are buffers of their own"
+            )
 
     def _check_blocks(self, kind: registry.TestKind) -> None:
         shape = self.block_shape
@@ -163,9 +188,14 @@ class RunConfig:
         return self.src_mode, self.dst_mode
 
     @property
-    def device_only(self) -> bool:
-        """Both ends in GPU memory: no host buffer whose cache would shape the default window."""
-        return self.src_mode is MemoryMode.DEVICE and self.dst_mode is MemoryMode.DEVICE
+    def memory_class(self) -> str:
+        """What the links' ends hold, for the default window: GPU memory at both (a deep window),
+        host memory at both (a CPU copies: a cache-sized window), or one of each."""
+        if all(mode is MemoryMode.DEVICE for mode in self.modes):
+            return plan.DEVICE
+        if all(mode in _CPU_COPIED for mode in self.modes):
+            return plan.HOST
+        return plan.MIXED
 
     @property
     def needs_gpu(self) -> bool:

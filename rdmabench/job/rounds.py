@@ -24,12 +24,12 @@ def is_pattern_round(config: RunConfig) -> bool:
 
 def size_plan(config: RunConfig, kind: TestKind, size: int, shape: BlockShape | None = None) -> Plan:
     if shape is not None:  # a step moves every block of its transfers: they are its window
-        plan = make_plan(True, size, config.device_only, shape.per_step, *_counts(config), passes=1)
+        plan = make_plan(True, size, config.memory_class, shape.per_step, *_counts(config), passes=1)
         return plan if config.timeout is not None else replace(plan, timeout=default_timeout(shape.per_step * size))
     return make_plan(
         kind.protocol.windowed,
         size,
-        config.device_only,
+        config.memory_class,
         config.window,
         config.iterations,
         config.warmup,
@@ -71,7 +71,7 @@ def round_spec(
         step = BlocksProtocol(kind.block_op, shape)
         return RoundSpec(kind, links, size, plan, config.validate, config.staging, step)
     shared = plan.shared(fan(links), config.window is not None)
-    return RoundSpec(kind, links, size, shared, config.validate, config.staging)
+    return RoundSpec(kind, links, size, shared, config.validate, config.staging, one_buffer=config.one_buffer)
 
 
 def slow_links(entries: list[Entry], below: float, higher_is_better: bool = True) -> list[Pair]:

@@ -106,10 +106,7 @@ def run_job(config: RunConfig, out: TextIO | None = None) -> int:
         os._exit(1 if told else 128 + stop.signum)
     except BaseException as exc:
         _ignore_signals()  # the launcher's SIGTERM, which a failure brings, must not cut the saving short
-        # One wording on stderr and in the results file, also when the launcher kills rank 0 before it
-        # writes and the file is salvaged from the first error line.
-        reason = f"failed on rank {world.rank} ({world.me.host}): {_describe(exc)[0]}"
-        _report(reason)
+        reason = _report(world, exc)
         world.tell_rank0(reason)
         job.stop(reason)
         ucx_env.cleanup(log_dir)  # MPI_Abort ends the process before the `finally` below
@@ -528,7 +525,11 @@ def _describe(exc: BaseException) -> tuple[str, int]:
     return f"{type(exc).__name__}: {exc}", 1
 
 
-def _report(reason: str) -> None:
+def _report(world: World, exc: BaseException) -> str:
+    """Say why this rank failed; the same words go into the results file, also when the launcher
+    kills rank 0 before it writes and the file is salvaged from this first error line."""
     if os.environ.get("RDMABENCH_DEBUG"):
         traceback.print_exc()
+    reason = f"failed on rank {world.rank} ({world.me.host}): {_describe(exc)[0]}"
     print(error_line(reason), file=sys.stderr, flush=True)
+    return reason

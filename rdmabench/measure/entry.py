@@ -32,6 +32,7 @@ _OPTIONAL = frozenset(
         "dst_nic",
         "blocks",
         "cpu_s_per_gb",
+        "one_buffer",
     )
 )
 
@@ -100,6 +101,8 @@ class Entry:
     blocks: dict[str, Any] | None = None
     # CPU seconds per GB moved at each end ("src", "dst"), in the sampled steps (bandwidth tests).
     cpu_s_per_gb: dict[str, float | None] | None = None
+    # --one-buffer: every message of the window came from one buffer into one (a cache-resident figure).
+    one_buffer: bool | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {}
@@ -152,7 +155,7 @@ def make_entries(
                 entry.pattern_aggregate_gbps = median
                 if pattern_limit is not None:
                     entry.pattern_limit = pattern_limit.to_dict()
-                    entry.pattern_share_of_limit = round(median / pattern_limit.gbps, 4)
+                    entry.pattern_share_of_limit = median / pattern_limit.gbps
             else:
                 entry.aggregate_gbps, entry.aggregate_samples = median, aggregate
                 if entry.link_limit:
@@ -309,6 +312,7 @@ def _entry(
         ucx_memory_type_declared=m.memory_type_declared,
         pattern=pattern,
         round_seconds=round_seconds,
+        one_buffer=True if spec.one_buffer else None,
     )
     if m.sender_rows:
         path = describe_path(m.sender_rows, {"fetch": fetch})

@@ -7,17 +7,20 @@ import math
 from dataclasses import dataclass, replace
 
 _MAX_ITERATIONS = 10_000_000
-# The default window keeps at most this much in flight. Host memory gets a budget that stays within
-# the CPU's caches: beyond it, a host-to-host figure measures DRAM, not the transport (and C tools,
-# which resend one buffer, report the cached figure). 8 MiB, not 16: with fresh data every step, 4 MiB
-# messages moved 1.5x (H200 node) to 1.8x (CI VM) faster two at a time than four at a time, and no
-# size got slower. GPU memory has no such cliff, and a deep window hides the per-step handshake.
-HOST_WINDOW_BUDGET = 8 << 20
-DEVICE_WINDOW_BUDGET = 512 << 20
+# Which memory a link's two ends hold, for its default window: both GPU memory, both host memory
+# (a CPU copies the bytes: its cache decides), or one of each (a DMA engine copies them).
+DEVICE, HOST, MIXED = "device", "host", "mixed"
+# The default window keeps at most this much in flight. Host to host it fits a core's L2 cache (1-2
+# MiB on the machines here): the core that runs the copy (cma: the receiver's) then holds the window's
+# source and destination, as ucx_perftest and osu_bw hold their one buffer. An 8 MiB window (the
+# budget before streaming passes, which made a window of one message stream) left that cache and gave
+# 0.56 / 0.68 of ucx_perftest at 64 KiB / 1 MiB on a 16-core H100 host, against 0.79 / 1.0 with 1 MiB
+# in flight (checked, medians of 3; results/h100-20261124/). A DMA engine has no such cliff, and a
+# deeper window hides the per-step handshake: 8 MiB with one end in GPU memory, 512 MiB with both.
+WINDOW_BUDGETS = {DEVICE: 512 << 20, HOST: 1 << 20, MIXED: 8 << 20}
 # Streaming: bytes a step moves through its window (host; GPU memory), round trips a ping-pong step
 # makes, and at most this many passes of the window per step.
-STREAM_BYTES = 64 << 20
-DEVICE_STREAM_BYTES = 4 << 30
+STREAM_BYTES = {DEVICE: 4 << 30, HOST: 64 << 20, MIXED: 64 << 20}
 STREAM_ROUND_TRIPS = 200
 MAX_PASSES = 64
 
@@ -52,19 +55,17 @@ class Plan:
         return replace(self, window=max(1, self.window // links))
 
 
-def default_window(size: int, device_only: bool = False) -> int:
-    budget = DEVICE_WINDOW_BUDGET if device_only else HOST_WINDOW_BUDGET
-    return max(1, min(64, budget // size))
+def default_window(size: int, memory: str = HOST) -> int:
+    return max(1, min(64, WINDOW_BUDGETS[memory] // size))
 
 
-def default_passes(windowed: bool, size: int, window: int, device_only: bool) -> int:
+def default_passes(windowed: bool, size: int, window: int, memory: str) -> int:
     """Enough passes that a step's handshake (READY, then ACK; a ping-pong's READY) costs little
     against what it streams, without making one step longer than a sample should be: a step moves
     about STREAM_BYTES, or STREAM_ROUND_TRIPS round trips, and never more than MAX_PASSES windows."""
     if not windowed:
-        return max(1, min(STREAM_ROUND_TRIPS, STREAM_BYTES // (16 * max(size, 1))))
-    budget = DEVICE_STREAM_BYTES if device_only else STREAM_BYTES
-    return max(1, min(MAX_PASSES, budget // (window * max(size, 1))))
+        return max(1, min(STREAM_ROUND_TRIPS, STREAM_BYTES[HOST] // (16 * max(size, 1))))
+    return max(1, min(MAX_PASSES, STREAM_BYTES[memory] // (window * max(size, 1))))
 
 
 def default_warmup(windowed: bool, size: int) -> int:
@@ -81,7 +82,7 @@ def default_timeout(window_bytes: int) -> float:
 def make_plan(
     windowed: bool,
     size: int,
-    device_only: bool,
+    memory: str,
     window: int | None,
     iterations: int | None,
     warmup: int | None,
@@ -90,8 +91,8 @@ def make_plan(
     timeout: float | None,
     passes: int | None = None,
 ) -> Plan:
-    win = (window or default_window(size, device_only)) if windowed else 1
-    runs = passes or default_passes(windowed, size, win, device_only)
+    win = (window or default_window(size, memory)) if windowed else 1
+    runs = passes or default_passes(windowed, size, win, memory)
     auto = passes is None and runs > 1
     warm = default_warmup(windowed, size) if warmup is None else warmup
     if iterations is None:

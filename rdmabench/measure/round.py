@@ -67,6 +67,7 @@ class RoundSpec:
     staging: Staging
     # A step protocol other than the test's own: block lists (--blocks) move the test's bytes in blocks.
     step: StepProtocol | None = None
+    one_buffer: bool = False  # every message of a window in one buffer per end (--one-buffer)
 
     @property
     def protocol(self) -> StepProtocol:
@@ -186,12 +187,15 @@ class RoundEnd:
 
     def _take(self, side: Side, nbytes: int, count: int) -> list[Buffer]:
         """`count` buffers of `nbytes` in `side`'s memory, kept on `side` and released with the round."""
-        buffers = [self._allocate(side.mode, nbytes) for _ in range(count)]
+        if self.spec.one_buffer:  # ucx_perftest's layout: every slot of the window is the same memory
+            buffers = [self._allocate(side.mode, nbytes)] * count
+        else:
+            buffers = [self._allocate(side.mode, nbytes) for _ in range(count)]
         # Zeroing a device buffer (new or kept from the last round) is queued on CuPy's stream; it
         # must land before UCX copies a message in on its own streams, or it wipes the message (seen
         # with 64 ranks sharing one GPU, where queued work waits for a time slice).
         synchronize(side.mode)
-        self._allocated.extend(buffers)
+        self._allocated.extend(dict.fromkeys(buffers))  # released once each
         side.buffers.extend(buffers)
         return buffers
 

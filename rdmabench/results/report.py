@@ -161,6 +161,8 @@ def settings_of(entry: dict[str, Any], metadata: dict[str, Any]) -> tuple[tuple[
         ("window", str(entry.get("window"))),
         ("ucx", tuned or "defaults"),
     )
+    if entry.get("one_buffer"):  # a cache-resident figure: never merged with a buffer per message
+        settings = (*settings, ("buffers", "one"))
     # Passes are not a setting: they adapt to the link and --sample-time from run to run.
     blocks = entry.get("blocks")
     if isinstance(blocks, dict):  # block lists (--blocks): never merged with plain messages or other shapes

@@ -362,7 +362,10 @@ class Transport:
         """UCX's configuration index of the endpoint to `peer`: the one whose tag-send table UCX
         printed first after that endpoint was created. UCX prints a configuration once: an endpoint
         that reuses one (a second peer on the same node, say) printed nothing new, and shares the
-        configuration of a connected peer placed alike."""
+        configuration of a connected peer placed alike, or, where UCX had printed one configuration
+        only before it connected, that one (it cannot be another: a new one would have been printed).
+        (Namespace "hosts" on one machine are one node to UCX: a peer on another of them may reuse
+        the configuration of a peer on this one.)"""
         config = self._endpoint_config.get(peer)
         if config is None and peer in self._endpoints:
             config = self._printed_after_connect(peer, tables)
@@ -371,6 +374,10 @@ class Transport:
                 if config is not None:
                     break
                 config = self._endpoint_config.get(other) or self._printed_after_connect(other, tables)
+            if config is None:
+                before = tables[: self._tables_at_connect.get(peer, 0)]
+                printed = {t.config for t in before if protoinfo.is_plain_tag_send(t)}
+                config = printed.pop() if len(printed) == 1 else None
             if config is not None:
                 self._endpoint_config[peer] = config
         return config
