@@ -179,7 +179,7 @@ def main() -> None:
     "--window",
     type=int,
     default=None,
-    help="Messages in flight per link for bw/bibw and the patterns. [default: up to 64; at most 1 MiB "
+    help="Messages in flight per link for bw/bibw and the patterns. [default: up to 64; at most 256 KiB "
     "in flight host to host (a core's cache), 8 MiB with one end in GPU memory, 512 MiB with both]",
 )
 @click.option(

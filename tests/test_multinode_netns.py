@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from rdmabench.measure.plan import MIXED, default_window
 from rdmabench.results.document import load as load_results
 
 from .conftest import mpiexec, rdmabench_env
@@ -116,6 +117,8 @@ def test_links_between_namespaces_are_inter_node_and_cross_the_veth_network(
     assert all(e["link_limit"] is None and "NIC" in e["link_limit_unknown"] for e in inter)  # veth has no rate
     moved = sum(e["size_bytes"] * e["messages_per_sample"] * len(e["samples"]) for e in inter)
     assert sent >= moved  # the inter-node bytes really went through the veth links
+    # Host memory between hosts moves by a NIC, not a core: the window is not held to a core's cache.
+    assert {e["window"] for e in entries} == {default_window(64 << 10, MIXED)}
 
 
 def test_a_screen_of_32_ranks_on_8_hosts_meets_every_host_pair_on_every_rail(cluster: Cluster, tmp_path: Path) -> None:

@@ -29,7 +29,7 @@ def test_the_default_window_fits_a_cache_host_to_host_and_goes_deeper_with_a_gpu
     from rdmabench.measure.plan import default_window
     from rdmabench.modes import MemoryMode as M
 
-    assert [default_window(size, HOST) for size in (4096, 65536, 1 << 20, 64 << 20)] == [64, 16, 1, 1]
+    assert [default_window(size, HOST) for size in (4096, 65536, 256 << 10, 1 << 20)] == [64, 4, 1, 1]
     assert [default_window(size, MIXED) for size in (65536, 1 << 20)] == [64, 8]
     assert default_window(1 << 20, DEVICE) == 64
     classes = {
@@ -38,6 +38,16 @@ def test_the_default_window_fits_a_cache_host_to_host_and_goes_deeper_with_a_gpu
     }  # fmt: skip
     for (src, dst), memory in classes.items():
         assert RunConfig(src_mode=src, dst_mode=dst).memory_class == memory, (src, dst)
+
+
+def test_host_memory_between_hosts_gets_the_window_of_a_dma_engine() -> None:
+    from rdmabench.job.config import RunConfig
+    from rdmabench.job.rounds import size_plan
+    from rdmabench.measure import registry
+
+    config, bw = RunConfig(), registry.get("bw")
+    assert size_plan(config, bw, 64 << 10).window == 4  # one host: the window fits a core's cache
+    assert size_plan(config, bw, 64 << 10, spans_hosts=True).window == 64  # a NIC copies: 8 MiB budget
 
 
 @pytest.mark.parametrize("engine", ["native", "python"])

@@ -10,7 +10,7 @@ from dataclasses import replace
 from ..measure.blocks import BlockShape
 from ..measure.blocksteps import BlocksProtocol
 from ..measure.entry import Entry
-from ..measure.plan import Plan, default_timeout, make_plan
+from ..measure.plan import HOST, MIXED, Plan, default_timeout, make_plan
 from ..measure.registry import TestKind
 from ..measure.round import Link, RoundSpec
 from .config import RunConfig
@@ -22,14 +22,23 @@ def is_pattern_round(config: RunConfig) -> bool:
     return config.pattern not in ("pair", "all-pairs") or config.concurrent
 
 
-def size_plan(config: RunConfig, kind: TestKind, size: int, shape: BlockShape | None = None) -> Plan:
+def size_plan(
+    config: RunConfig, kind: TestKind, size: int, shape: BlockShape | None = None, spans_hosts: bool = False
+) -> Plan:
+    """The plan of every round of one size. `spans_hosts`: the run has ranks on several hosts."""
+    memory = config.memory_class
+    if memory == HOST and spans_hosts:
+        # Between hosts a NIC's DMA engine moves host memory, not a core: no cache to fit, and a
+        # network round trip to cover. (One plan serves every round of a size, so a run over several
+        # hosts gives its links within a host the deeper window too.)
+        memory = MIXED
     if shape is not None:  # a step moves every block of its transfers: they are its window
-        plan = make_plan(True, size, config.memory_class, shape.per_step, *_counts(config), passes=1)
+        plan = make_plan(True, size, memory, shape.per_step, *_counts(config), passes=1)
         return plan if config.timeout is not None else replace(plan, timeout=default_timeout(shape.per_step * size))
     return make_plan(
         kind.protocol.windowed,
         size,
-        config.memory_class,
+        memory,
         config.window,
         config.iterations,
         config.warmup,
