@@ -596,12 +596,20 @@ def _count(text: str, option: str) -> int:
     help="Comma-separated: bw (vs tag_bw), lat (tag_lat), put (ucp_put_bw), get (ucp_get), put-lat (ucp_put_lat); "
     "with --mode device also bibw (vs both copy engines copying GPU0 <-> GPU1 at once).",
 )
+@click.option(
+    "--repeat",
+    default=1,
+    type=click.IntRange(min=1),
+    help="Run the whole comparison this many times; print each figure's median and each ratio's spread.",
+)
 @click.option("--output", "-o", default=None, type=click.Path(dir_okay=False), help="Also write the rows as JSON here.")
-def anchor(mode: str, sizes: str, tests: str, output: str | None) -> None:
+def anchor(mode: str, sizes: str, tests: str, repeat: int, output: str | None) -> None:
     """Compare rdmabench with ucx_perftest (the C anchor) on this machine, side by side.
 
     Runs ucx_perftest and `rdmabench run --np 2` on the same memory type and sizes, then prints both
     figures and their ratio, with and without payload validation, and the extra time per message.
+    On a noisy machine use --repeat 3 or more: each round's ratios are taken side by side, then their
+    medians.
     """
     import json
 
@@ -610,7 +618,9 @@ def anchor(mode: str, sizes: str, tests: str, output: str | None) -> None:
     try:
         if output is not None and os.path.exists(output):
             raise ConfigError(f"output file {output} already exists")
-        rows = anchor_module.compare(mode, parse_sizes(sizes), _names(tests))
+        rows = anchor_module.compare(
+            mode, parse_sizes(sizes), _names(tests), repeat, progress=lambda line: click.echo(line, err=True)
+        )
     except RdmabenchError as exc:
         _fail(exc)
     click.echo(anchor_module.format_rows(rows))

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from rdmabench.bench.anchor import format_rows, parse_final
+from rdmabench.bench.anchor import format_rows, parse_final, rounds_median
 from rdmabench.errors import LaunchError
 from rdmabench.wire import native
 
@@ -75,3 +75,40 @@ def test_a_ceiling_row_prints_without_a_python_column() -> None:
     }  # fmt: skip
     text = format_rows([row])
     assert "bibw" in text and "0.97" in text and "0.99" in text and "native cuda_ipc/cuda" in text
+
+
+def _round_row(size: int, anchor: float, checked: float, unchecked: float) -> dict[str, object]:
+    return {
+        "test": "bw", "mode": "host", "size_bytes": size, "anchor": anchor, "validated": checked,
+        "unvalidated": unchecked, "python_loop": None, "ratio_validated": checked / anchor,
+        "ratio_unvalidated": unchecked / anchor, "ratio_python_loop": None, "one_buffer": None,
+        "ratio_one_buffer": None, "overhead_us_per_msg": 0.1, "engine": "native", "transport": "cma/memory",
+    }  # fmt: skip
+
+
+def test_repeated_rounds_keep_each_ratio_side_by_side_then_take_medians() -> None:
+    """The median of the rounds' ratios, not the ratio of the medians: a round whose anchor and
+    rdmabench both ran slow (the machine was busy) must not skew the ratio."""
+    rounds = [
+        [_round_row(65536, 10.0, 9.0, 9.5)],
+        [_round_row(65536, 4.0, 3.8, 3.6)],  # everything slow in this round: the ratio still 0.9-0.95
+        [_round_row(65536, 12.0, 10.0, 12.0)],
+    ]
+    (row,) = rounds_median(rounds)  # type: ignore[arg-type]
+    assert row["rounds"] == 3 and row["anchor"] == 10.0 and row["validated"] == 9.0
+    assert row["ratio_unvalidated"] == pytest.approx(0.95)  # medians of 0.95, 0.9, 1.0
+    assert row["runs"]["ratio_validated"] == pytest.approx([0.9, 0.95, 10 / 12])
+    assert row["python_loop"] is None and "python_loop" not in row["runs"]
+    text = format_rows([row])
+    assert "median of 3 rounds" in text and "unchecked 0.90-1.00" in text and "anchor 4.000-12.000" in text
+
+
+def test_rounds_that_measured_different_rows_are_refused() -> None:
+    with pytest.raises(LaunchError, match="different rows"):
+        rounds_median([[_round_row(4096, 1, 1, 1)], [_round_row(65536, 1, 1, 1)]])  # type: ignore[list-item]
+
+
+def test_repeat_below_one_is_one_line() -> None:
+    proc = run_cli(["anchor", "--repeat", "0"])
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode != 0 and len(lines) == 1 and "--repeat" in lines[0], proc.stderr

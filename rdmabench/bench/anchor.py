@@ -8,10 +8,12 @@ from __future__ import annotations
 import os
 import re
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -228,7 +230,7 @@ ANCHORS = {
 }
 
 
-def _perftest_iterations(test: str, size: int) -> int:
+def perftest_iterations(test: str, size: int) -> int:
     if test.endswith("_lat"):
         return 20000 if size <= 65536 else max(50, (256 << 20) // size)
     # One-sided gets of device memory may be emulated (UCX 1.21: over shared memory, well under a
@@ -237,8 +239,61 @@ def _perftest_iterations(test: str, size: int) -> int:
     return max(50, min(most, (4 << 30) // size))
 
 
-def compare(mode: str, sizes: list[int], tests: list[str]) -> list[dict[str, Any]]:
-    """Rows of (test, size, anchor figure, rdmabench figures with and without validation, ratios)."""
+def compare(
+    mode: str, sizes: list[int], tests: list[str], repeat: int = 1, progress: Callable[[str], None] | None = None
+) -> list[dict[str, Any]]:
+    """Rows of (test, size, anchor figure, rdmabench figures with and without validation, ratios).
+    With `repeat` > 1 the whole comparison runs that many times and each row holds the medians
+    (rounds_median)."""
+    if repeat < 1:
+        raise ConfigError(f"--repeat must be at least 1, not {repeat}")
+    rounds = []
+    for index in range(repeat):
+        if progress is not None and repeat > 1:
+            progress(f"anchor round {index + 1} of {repeat}")
+        rounds.append(_compare_once(mode, sizes, tests))
+    return rounds[0] if repeat == 1 else rounds_median(rounds)
+
+
+# The figures of a row that rounds_median takes the median of; each ratio is taken per round (both
+# programs side by side in that round), then its median: never a ratio of two medians.
+FIGURES = (
+    "anchor", "validated", "unvalidated", "python_loop", "one_buffer", "peer_copy", "ratio_validated",
+    "ratio_unvalidated", "ratio_python_loop", "ratio_one_buffer", "ratio_peer_copy", "anchor_msg_rate",
+    "rdmabench_msg_rate", "overhead_us_per_msg",
+)  # fmt: skip
+
+
+def rounds_median(rounds: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """One row per (test, mode, size) of several rounds of the same comparison: each figure's median
+    over the rounds, `rounds` their count and `runs` each figure's values, round by round."""
+    first = rounds[0]
+    key = [(r["test"], r["mode"], r["size_bytes"]) for r in first]
+    for other in rounds[1:]:
+        if [(r["test"], r["mode"], r["size_bytes"]) for r in other] != key:
+            raise LaunchError("the anchor's rounds measured different rows: cannot take their medians")
+    merged = []
+    for position, row in enumerate(first):
+        out = dict(row)
+        runs: dict[str, list[float]] = {}
+        for figure in FIGURES:
+            values = [r[position].get(figure) for r in rounds]
+            numbers = [float(v) for v in values if isinstance(v, (int, float))]
+            if len(numbers) == len(values):  # a column a test lacks stays None
+                runs[figure] = numbers
+                out[figure] = statistics.median(numbers)
+        out["rounds"], out["runs"] = len(rounds), runs
+        merged.append(out)
+    return merged
+
+
+def _spread(row: dict[str, Any], figure: str) -> str:
+    values = (row.get("runs") or {}).get(figure)
+    digits = 3 if figure == "anchor" else 2
+    return f"{min(values):.{digits}f}-{max(values):.{digits}f}" if values else "-"
+
+
+def _compare_once(mode: str, sizes: list[int], tests: list[str]) -> list[dict[str, Any]]:
     if mode not in ("host", "device"):
         raise ConfigError(f"unknown anchor mode {mode!r}: choose host or device")
     device = mode == "device"
@@ -276,7 +331,7 @@ def _compare_test(
     one = run_rdmabench(test, sizes, rd_mode, False, one_buffer=True) if test in ONE_BUFFER_TESTS else None
     rows = []
     for size in sizes:
-        anchor = run_perftest(perf_test, size, device, _perftest_iterations(perf_test, size))
+        anchor = run_perftest(perf_test, size, device, perftest_iterations(perf_test, size))
         mode = "device" if device else ("host" if rd_mode == "pageable" else f"host/{rd_mode}")
         row: dict[str, Any] = {"test": test, "size_bytes": size, "mode": mode, "rdmabench_mode": rd_mode}
         field = "latency_us" if latency else "bandwidth_gbps"
@@ -361,6 +416,18 @@ def format_rows(rows: list[dict[str, Any]]) -> str:
                 f"# {r['test']} message rate at {r['size_bytes']} B: rdmabench {r['rdmabench_msg_rate'] / 1e6:.2f} M/s "
                 f"(unchecked), ucx_perftest {r['anchor_msg_rate'] / 1e6:.2f} M/s: ratio "
                 f"{r['rdmabench_msg_rate'] / r['anchor_msg_rate']:.2f}"
+            )
+    repeated = [r for r in rows if r.get("rounds")]
+    if repeated:
+        lines.append(
+            f"# every figure above is the median of {repeated[0]['rounds']} rounds (each ratio taken within its round); "
+            "the spread of each ratio over the rounds, min-max:"
+        )
+        for r in repeated:
+            lines.append(
+                f"{r['test']:<7} {r['mode']:<8} {format_size(r['size_bytes']):>7} checked {_spread(r, 'ratio_validated')}"
+                f"  unchecked {_spread(r, 'ratio_unvalidated')}  1 buffer {_spread(r, 'ratio_one_buffer')}"
+                f"  anchor {_spread(r, 'anchor')}"
             )
     peers = [r for r in rows if r.get("peer_copy")]
     if peers:

@@ -67,9 +67,8 @@ def _busiest_round(world: World, config: RunConfig, rounds: list[list[Link]], si
         spec = round_spec(config, kind, scheduled, size, plan)
         sends = sum(1 for link in round_links(config, kind, scheduled) if link.src == world.rank)
         receives = sum(1 for link in round_links(config, kind, scheduled) if link.dst == world.rank)
-        # --one-buffer: every message of a window shares its link end's one buffer.
-        buffers = kind.protocol.buffers(1 if config.one_buffer else spec.plan.window, sends, receives)
-        carriers = buffers if not kind.protocol.windowed else sends + receives
+        buffers = spec.protocol.buffers(spec.distinct_buffers(spec.plan.window), sends, receives)
+        carriers = buffers if not spec.protocol.windowed else sends + receives
         if buffers > best[0]:
             best = (buffers, carriers, spec.plan.window)
     return best

@@ -19,8 +19,9 @@ DEVICE, HOST, MIXED = "device", "host", "mixed"
 # difference there. A DMA engine has no such cliff, and a deeper window hides the per-step handshake:
 # 8 MiB with one end in GPU memory, 512 MiB with both.
 WINDOW_BUDGETS = {DEVICE: 512 << 20, HOST: 256 << 10, MIXED: 8 << 20}
-# Streaming: bytes a step moves through its window (host; GPU memory), round trips a ping-pong step
-# makes, and at most this many passes of the window per step.
+# Streaming: bytes a step moves through its window, by the memory its link's ends hold; round trips
+# a ping-pong step makes (its byte cap is the host figure whatever the memory); at most this many
+# passes of the window per step.
 STREAM_BYTES = {DEVICE: 4 << 30, HOST: 64 << 20, MIXED: 64 << 20}
 STREAM_ROUND_TRIPS = 200
 MAX_PASSES = 64

@@ -81,6 +81,11 @@ class RoundSpec:
     def staged(self) -> bool:
         return any(link.src_mode.staged or link.dst_mode.staged for link in self.links)
 
+    def distinct_buffers(self, slots: int) -> int:
+        """How many separate buffers `slots` messages of a window fill at one link end: one under
+        --one-buffer (ucx_perftest's layout: every slot is the same memory), else one per slot."""
+        return min(1, slots) if self.one_buffer else slots
+
     def chunk(self, link: Link) -> int:
         return wire_chunk(link.src_mode, link.dst_mode, self.size, self.staging)
 
@@ -187,10 +192,8 @@ class RoundEnd:
 
     def _take(self, side: Side, nbytes: int, count: int) -> list[Buffer]:
         """`count` buffers of `nbytes` in `side`'s memory, kept on `side` and released with the round."""
-        if self.spec.one_buffer:  # ucx_perftest's layout: every slot of the window is the same memory
-            buffers = [self._allocate(side.mode, nbytes)] * count
-        else:
-            buffers = [self._allocate(side.mode, nbytes) for _ in range(count)]
+        distinct = [self._allocate(side.mode, nbytes) for _ in range(self.spec.distinct_buffers(count))]
+        buffers = [distinct[slot % len(distinct)] for slot in range(count)]  # --one-buffer: all the one
         # Zeroing a device buffer (new or kept from the last round) is queued on CuPy's stream; it
         # must land before UCX copies a message in on its own streams, or it wipes the message (seen
         # with 64 ranks sharing one GPU, where queued work waits for a time slice).

@@ -13,7 +13,7 @@ import subprocess
 import sys
 import tempfile
 
-from rdmabench.bench.anchor import _perftest_iterations, run_perftest, same_ucx_settings
+from rdmabench.bench.anchor import perftest_iterations, run_perftest, same_ucx_settings
 from rdmabench.results.document import load
 from rdmabench.units import parse_sizes
 
@@ -24,7 +24,7 @@ settings |= {"default": ["--no-validate"], "checked": [], "1buf": ["--no-validat
 ratios: dict[str, list[float]] = {name: [] for name in settings}
 anchors = []
 for r in range(rounds):
-    anchor = run_perftest("tag_bw", size, False, _perftest_iterations("tag_bw", size)).bandwidth_gbps
+    anchor = run_perftest("tag_bw", size, False, perftest_iterations("tag_bw", size)).bandwidth_gbps
     anchors.append(anchor)
     line = [f"round {r + 1}: ucx_perftest {anchor:.2f} GB/s"]
     for name, extra in settings.items():
