@@ -415,7 +415,7 @@ def format_rows(rows: list[dict[str, Any]]) -> str:
             lines.append(
                 f"# {r['test']} message rate at {r['size_bytes']} B: rdmabench {r['rdmabench_msg_rate'] / 1e6:.2f} M/s "
                 f"(unchecked), ucx_perftest {r['anchor_msg_rate'] / 1e6:.2f} M/s: ratio "
-                f"{r['rdmabench_msg_rate'] / r['anchor_msg_rate']:.2f}"
+                f"{r['ratio_unvalidated']:.2f}"  # the same ratio; with --repeat, the median of the rounds' ones
             )
     repeated = [r for r in rows if r.get("rounds")]
     if repeated:
