@@ -594,7 +594,8 @@ def _count(text: str, option: str) -> int:
     "--tests",
     default="bw,lat",
     help="Comma-separated: bw (vs tag_bw), lat (tag_lat), put (ucp_put_bw), get (ucp_get), put-lat (ucp_put_lat); "
-    "with --mode device also bibw (vs both copy engines copying GPU0 <-> GPU1 at once).",
+    "with --mode device also bibw (vs both copy engines copying GPU0 <-> GPU1 at once) and incast (a rank a GPU, "
+    "all to GPU 0, vs every GPU copying into GPU 0 at once).",
 )
 @click.option(
     "--repeat",

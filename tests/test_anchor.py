@@ -60,11 +60,20 @@ def test_the_anchor_runs_end_to_end_on_a_one_sided_test(tmp_path: Path) -> None:
     assert "put " in proc.stdout and "host/ucx" in proc.stdout
 
 
-def test_bibw_has_a_copy_engine_anchor_only_for_gpu_memory(tmp_path: Path) -> None:
-    proc = run_cli(["anchor", "--mode", "host", "--sizes", "1MiB", "--tests", "bibw", "-o", str(tmp_path / "a.json")])
+@pytest.mark.parametrize("test", ["bibw", "incast"])
+def test_copy_engine_anchors_are_only_for_gpu_memory(test: str, tmp_path: Path) -> None:
+    proc = run_cli(["anchor", "--mode", "host", "--sizes", "1MiB", "--tests", test, "-o", str(tmp_path / "a.json")])
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
-    assert proc.returncode != 0 and len(lines) == 1 and "bibw" in lines[0], proc.stderr
+    assert proc.returncode != 0 and len(lines) == 1 and test in lines[0], proc.stderr
     assert not (tmp_path / "a.json").exists()
+
+
+def test_a_bad_test_is_refused_before_the_good_ones_run(tmp_path: Path) -> None:
+    """bw first, then a name that does not exist: nothing is measured (a comparison takes minutes)."""
+    proc = run_cli(["anchor", "--mode", "host", "--tests", "bw,bandwidth", "--repeat", "3"])
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode != 0 and len(lines) == 1 and "'bandwidth'" in lines[0], proc.stderr
+    assert proc.stdout == ""  # no round started, no table
 
 
 def test_a_ceiling_row_prints_without_a_python_column() -> None:

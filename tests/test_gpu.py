@@ -218,7 +218,7 @@ def test_block_lists_of_device_memory(test: str, results_path: Path) -> None:
 
 @pytest.mark.skipif(visible_gpu_count() < 2, reason="the bidirectional copy needs two GPUs")
 def test_bibw_anchor_against_both_copy_engines(tmp_path: Path) -> None:
-    from rdmabench.bench.anchor import bidirectional_copy_gbps, peer_copy_gbps
+    from rdmabench.bench.ceilings import bidirectional_copy_gbps, peer_copy_gbps
 
     both, one = bidirectional_copy_gbps(64 << 20), peer_copy_gbps(64 << 20)
     assert both is not None and one is not None and both > 1.3 * one  # both directions really ran at once
@@ -227,6 +227,29 @@ def test_bibw_anchor_against_both_copy_engines(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     (row,) = json.loads(out.read_text())["rows"]
     assert row["anchor_test"] == "bidirectional peer copy" and 0.5 < row["ratio_unvalidated"] < 1.2, row
+
+
+@pytest.mark.skipif(visible_gpu_count() < 2, reason="the all-to-one copy needs two GPUs")
+def test_incast_anchor_against_every_gpu_copying_into_gpu0(tmp_path: Path) -> None:
+    from rdmabench.bench.ceilings import all_to_one_copy_gbps, peer_copy_gbps
+
+    together, one = all_to_one_copy_gbps(64 << 20), peer_copy_gbps(64 << 20)
+    assert together is not None and one is not None and together > 0.8 * one
+    out = tmp_path / "a.json"
+    proc = run_cli(["anchor", "--mode", "device", "--sizes", "64MiB", "--tests", "incast", "-o", str(out)], timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    (row,) = json.loads(out.read_text())["rows"]
+    assert row["anchor_test"] == "all-to-one copy" and row["ranks"] == visible_gpu_count()
+    assert 0.3 < row["ratio_unvalidated"] < 1.2, row
+
+
+@pytest.mark.skipif(visible_gpu_count() != 1, reason="one GPU: the all-to-one copy has no second GPU")
+def test_incast_anchor_on_one_gpu_is_one_line() -> None:
+    proc = run_cli(["anchor", "--mode", "device", "--sizes", "1MiB", "--tests", "incast"])
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode != 0 and lines == [
+        "rdmabench: error: the all-to-one copy (the anchor of incast) needs two GPUs"
+    ]
 
 
 def test_device_direct_costs_less_cpu_per_gb_than_staged(tmp_path: Path) -> None:

@@ -18,8 +18,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ConfigError, LaunchError
+from ..hardware.gpu import visible_gpu_count
 from ..measure import registry
 from ..units import format_size
+from . import ceilings
 
 # ucx_perftest labels its bandwidth columns MB/s but computes them in MiB/s (2**20 bytes).
 _PERFTEST_MB = 1 << 20
@@ -77,12 +79,6 @@ def same_ucx_settings() -> dict[str, str]:
     return ucx_env.set_by_ucxx()
 
 
-def _gpus() -> int:
-    from ..hardware.gpu import visible_gpu_count
-
-    return visible_gpu_count()
-
-
 def run_perftest(test: str, size: int, device: bool, iterations: int, timeout: float = 120) -> PerftestResult:
     """One ucx_perftest server/client pair on this machine; GPUs 0 and 1 for device memory. Call
     same_ucx_settings() first."""
@@ -98,7 +94,10 @@ def run_perftest(test: str, size: int, device: bool, iterations: int, timeout: f
     server_env, client_env = dict(env), dict(env)
     if device:
         # GPUs 0 and 1 where there are two (rdmabench's two ranks take one each), else both on GPU 0.
-        server_env["CUDA_VISIBLE_DEVICES"], client_env["CUDA_VISIBLE_DEVICES"] = ("1" if _gpus() >= 2 else "0"), "0"
+        server_env["CUDA_VISIBLE_DEVICES"], client_env["CUDA_VISIBLE_DEVICES"] = (
+            ("1" if visible_gpu_count() >= 2 else "0"),
+            "0",
+        )
     server = subprocess.Popen([binary, *common], env=server_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         for _attempt in range(20):
@@ -120,13 +119,22 @@ def run_perftest(test: str, size: int, device: bool, iterations: int, timeout: f
 
 
 def run_rdmabench(
-    test: str, sizes: list[int], mode: str, validate: bool, engine: str = "auto", one_buffer: bool = False
+    test: str,
+    sizes: list[int],
+    mode: str,
+    validate: bool,
+    engine: str = "auto",
+    one_buffer: bool = False,
+    ranks: int = 2,
+    extra: tuple[str, ...] = (),
 ) -> dict[int, dict[str, Any]]:
+    """rdmabench's entry per size of a `run --np ranks` of `test`: the one sent from rank 0, or, where
+    rank 0 only receives (an incast to it), one received by it."""
     from ..results import document
 
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "r.json")
-        command = [sys.executable, "-m", "rdmabench", "run", "--np", "2", "--test", test, "--mode", mode]
+        command = [sys.executable, "-m", "rdmabench", "run", "--np", str(ranks), "--test", test, "--mode", mode, *extra]
         command += ["--sizes", ",".join(str(s) for s in sizes), "--samples", "5", "--sample-time", "0.2", "-o", out]
         command += ["--engine", engine]
         if not validate:
@@ -137,85 +145,32 @@ def run_rdmabench(
         if proc.returncode != 0:
             raise LaunchError(f"rdmabench run failed: {proc.stderr.strip()[-500:]}")
         entries = document.load(out)["results"]
-    return {e["size_bytes"]: e for e in entries if e["src_rank"] == 0}
+    received = {e["size_bytes"]: e for e in entries if e["dst_rank"] == 0}
+    return received | {e["size_bytes"]: e for e in entries if e["src_rank"] == 0}
 
 
-def peer_copy_gbps(size: int, repeats: int = 20) -> float | None:
-    """GPU 0 -> GPU 1 copy-engine bandwidth (cudaMemcpyPeerAsync, CUDA events, median), the ceiling
-    a device-to-device transfer between those GPUs can approach. None with fewer than two GPUs."""
-    from ..hardware.gpu import import_cupy, visible_gpu_count
+@dataclass(frozen=True)
+class Ceiling:
+    """An anchor that is a copy-engine ceiling (ceilings.py), not a ucx_perftest run: GPU memory only."""
 
-    cupy = import_cupy()
-    if cupy is None or visible_gpu_count() < 2:
-        return None
-    runtime = cupy.cuda.runtime
-    with cupy.cuda.Device(1):
-        dst = cupy.empty(size, dtype=cupy.uint8)
-    with cupy.cuda.Device(0):
-        src = cupy.ones(size, dtype=cupy.uint8)
-        if runtime.deviceCanAccessPeer(0, 1):
-            try:
-                runtime.deviceEnablePeerAccess(1)
-            except cupy.cuda.runtime.CUDARuntimeError:
-                pass  # already enabled
-        stream = cupy.cuda.Stream(non_blocking=True)
-        start, end = cupy.cuda.Event(), cupy.cuda.Event()
-        times = []
-        for index in range(repeats + 3):
-            start.record(stream)
-            runtime.memcpyPeerAsync(dst.data.ptr, 1, src.data.ptr, 0, size, stream.ptr)
-            end.record(stream)
-            end.synchronize()
-            if index >= 3:
-                times.append(cupy.cuda.get_elapsed_time(start, end) / 1e3)
-    times.sort()
-    return size / times[len(times) // 2] / 1e9
+    name: str  # the rows' anchor_test
+    gbps: Callable[[int], float | None]
+    test: str  # what rdmabench runs against it: this test, with these options, on this many ranks
+    options: tuple[str, ...]
+    ranks: Callable[[], int]
 
 
-def bidirectional_copy_gbps(size: int, repeats: int = 20) -> float | None:
-    """GPU 0 -> GPU 1 and GPU 1 -> GPU 0 copy-engine copies at once (cudaMemcpyPeerAsync on a stream
-    of each GPU, both started by one event and joined into one end event): both directions' bytes
-    over the time until the later one finished, median of `repeats`. The ceiling of bibw between
-    those GPUs. None with fewer than two GPUs."""
-    from ..hardware.gpu import import_cupy, visible_gpu_count
-
-    cupy = import_cupy()
-    if cupy is None or visible_gpu_count() < 2:
-        return None
-    runtime = cupy.cuda.runtime
-    buffers, streams = {}, {}
-    for device in (0, 1):
-        with cupy.cuda.Device(device):
-            buffers[device] = (cupy.ones(size, dtype=cupy.uint8), cupy.empty(size, dtype=cupy.uint8))
-            streams[device] = cupy.cuda.Stream(non_blocking=True)
-            if runtime.deviceCanAccessPeer(device, 1 - device):
-                try:
-                    runtime.deviceEnablePeerAccess(1 - device)
-                except cupy.cuda.runtime.CUDARuntimeError:
-                    pass  # already enabled
-    times = []
-    for index in range(repeats + 3):
-        with cupy.cuda.Device(0):
-            start, end = cupy.cuda.Event(), cupy.cuda.Event()
-            start.record(streams[0])
-        with cupy.cuda.Device(1):
-            joined = cupy.cuda.Event(disable_timing=True)
-            streams[1].wait_event(start)
-            runtime.memcpyPeerAsync(buffers[0][1].data.ptr, 0, buffers[1][0].data.ptr, 1, size, streams[1].ptr)
-            joined.record(streams[1])
-        with cupy.cuda.Device(0):
-            runtime.memcpyPeerAsync(buffers[1][1].data.ptr, 1, buffers[0][0].data.ptr, 0, size, streams[0].ptr)
-            streams[0].wait_event(joined)
-            end.record(streams[0])
-            end.synchronize()
-            if index >= 3:
-                times.append(cupy.cuda.get_elapsed_time(start, end) / 1e3)
-    times.sort()
-    return 2 * size / times[len(times) // 2] / 1e9
-
-
-# Tests whose anchor is a copy-engine ceiling, not a ucx_perftest run (GPU memory only).
-CEILINGS = {"bibw": "bidirectional peer copy"}
+CEILINGS = {
+    "bibw": Ceiling("bidirectional peer copy", ceilings.bidirectional_copy_gbps, "bibw", (), lambda: 2),
+    # One rank a GPU, every other GPU sending to GPU 0's rank at once.
+    "incast": Ceiling(
+        "all-to-one copy",
+        ceilings.all_to_one_copy_gbps,
+        "bw",
+        ("--pattern", "incast", "--root", "0"),
+        visible_gpu_count,
+    ),
+}
 
 # Tests that can run with --one-buffer (ucx_perftest's own buffer layout).
 ONE_BUFFER_TESTS = ("bw",)
@@ -247,6 +202,7 @@ def compare(
     (rounds_median)."""
     if repeat < 1:
         raise ConfigError(f"--repeat must be at least 1, not {repeat}")
+    _check(mode, tests)
     rounds = []
     for index in range(repeat):
         if progress is not None and repeat > 1:
@@ -293,9 +249,19 @@ def _spread(row: dict[str, Any], figure: str) -> str:
     return f"{min(values):.{digits}f}-{max(values):.{digits}f}" if values else "-"
 
 
-def _compare_once(mode: str, sizes: list[int], tests: list[str]) -> list[dict[str, Any]]:
+def _check(mode: str, tests: list[str]) -> None:
+    """Refuse a bad mode or test before anything runs (not after the tests before it have run)."""
     if mode not in ("host", "device"):
         raise ConfigError(f"unknown anchor mode {mode!r}: choose host or device")
+    for test in tests:
+        if test not in ANCHORS and not (test in CEILINGS and mode == "device"):
+            raise ConfigError(
+                f"unknown anchor test {test!r}: choose {', '.join(ANCHORS)} (and, with --mode device, "
+                f"{', '.join(CEILINGS)})"
+            )
+
+
+def _compare_once(mode: str, sizes: list[int], tests: list[str]) -> list[dict[str, Any]]:
     device = mode == "device"
     rd_mode = "device" if device else "pageable"
     shared = same_ucx_settings()
@@ -304,11 +270,6 @@ def _compare_once(mode: str, sizes: list[int], tests: list[str]) -> list[dict[st
         if test in CEILINGS and device:
             rows.extend(_compare_ceiling(test, sizes))
             continue
-        if test not in ANCHORS:
-            raise ConfigError(
-                f"unknown anchor test {test!r}: choose {', '.join(ANCHORS)} (and, with --mode device, "
-                f"{', '.join(CEILINGS)})"
-            )
         rows.extend(_compare_test(test, sizes, device, rd_mode, shared))
         if not device and registry.get(test).one_sided:
             # ucx_perftest's host buffers are allocated by UCX (shared segments a peer attaches): the
@@ -346,7 +307,7 @@ def _compare_test(
             row["rdmabench_msg_rate"] = row["unvalidated"] * 1e9 / size
             # Extra time rdmabench spends per message, beyond what UCX itself needs.
             row["overhead_us_per_msg"] = (1 / row["rdmabench_msg_rate"] - 1 / anchor.message_rate) * 1e6
-            peer = peer_copy_gbps(size) if device else None
+            peer = ceilings.peer_copy_gbps(size) if device else None
             row["peer_copy"] = peer
             row["ratio_peer_copy"] = row["validated"] / peer if peer else None
         else:
@@ -359,20 +320,26 @@ def _compare_test(
 
 
 def _compare_ceiling(test: str, sizes: list[int]) -> list[dict[str, Any]]:
-    """bibw between GPU 0 and GPU 1 against both copy engines copying at once: rdmabench's aggregate
-    (each direction's bytes once, over the slower direction's time) over the copies' aggregate."""
-    checked = run_rdmabench(test, sizes, "device", validate=True)
-    unchecked = run_rdmabench(test, sizes, "device", validate=False)
+    """A device pattern against its copy-engine ceiling: rdmabench's aggregate (bibw: each
+    direction's bytes once over the slower direction's time; an incast: the pattern's) over the
+    copies' aggregate."""
+    ceiling = CEILINGS[test]
+    if visible_gpu_count() < 2:
+        raise LaunchError(f"the {ceiling.name} (the anchor of {test}) needs two GPUs")
+    ranks = ceiling.ranks()
+    checked = run_rdmabench(ceiling.test, sizes, "device", True, ranks=ranks, extra=ceiling.options)
+    unchecked = run_rdmabench(ceiling.test, sizes, "device", False, ranks=ranks, extra=ceiling.options)
     rows = []
     for size in sizes:
-        ceiling = bidirectional_copy_gbps(size)
-        if ceiling is None:
-            raise LaunchError(f"the {CEILINGS[test]} needs two GPUs")
+        figure = ceiling.gbps(size)
+        if figure is None:
+            raise LaunchError(f"the {ceiling.name} (the anchor of {test}) needs two GPUs")
         row: dict[str, Any] = {"test": test, "size_bytes": size, "mode": "device", "rdmabench_mode": "device"}
-        row["anchor_test"], row["anchor"] = CEILINGS[test], ceiling
+        row["anchor_test"], row["anchor"], row["ranks"] = ceiling.name, figure, ranks
         for column, run in (("validated", checked), ("unvalidated", unchecked)):
-            row[column] = run[size].get("aggregate_gbps") or run[size]["bandwidth_gbps"]
-            row[f"ratio_{column}"] = row[column] / ceiling
+            entry = run[size]
+            row[column] = entry.get("pattern_aggregate_gbps") or entry.get("aggregate_gbps") or entry["bandwidth_gbps"]
+            row[f"ratio_{column}"] = row[column] / figure
         row["python_loop"] = row["ratio_python_loop"] = row["overhead_us_per_msg"] = None
         row["one_buffer"] = row["ratio_one_buffer"] = None
         row["engine"], row["transport"] = checked[size].get("engine"), checked[size].get("transport")
@@ -384,7 +351,8 @@ def format_rows(rows: list[dict[str, Any]]) -> str:
     lines = [
         "# ratios measured side by side in this run; bw, put, get in GB/s (1e9 B/s), lat, put-lat in us (half round trip)",
         "# anchor: ucx_perftest tag_bw, tag_lat, ucp_put_bw, ucp_get, ucp_put_lat; bibw (device): both copy engines "
-        "copying GPU0 <-> GPU1 at once, aggregates; rdmabench checked = default (every byte validated), unchecked = --no-validate,",
+        "copying GPU0 <-> GPU1 at once; incast (device, a rank a GPU): every GPU copying into GPU 0 at once; "
+        "aggregates; rdmabench checked = default (every byte validated), unchecked = --no-validate,",
         "# python = --no-validate --engine python (the step timed by the Python loop instead of the native one);",
         "# 1 buffer = --no-validate --one-buffer (bw): every message of the window in one buffer, as ucx_perftest's are;",
         "# mode host = rdmabench's pageable memory, host/ucx = host memory allocated by UCX as ucx_perftest's is;",
