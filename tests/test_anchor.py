@@ -112,6 +112,15 @@ def test_repeated_rounds_keep_each_ratio_side_by_side_then_take_medians() -> Non
     assert "median of 3 rounds" in text and "unchecked 0.90-1.00" in text and "anchor 4.000-12.000" in text
 
 
+def test_a_figure_some_rounds_lack_is_not_shown_and_a_changed_engine_is() -> None:
+    rounds = [[_round_row(65536, 10.0, 9.0, 9.5)] for _ in range(3)]
+    rounds[0][0]["python_loop"], rounds[0][0]["ratio_python_loop"] = 5.0, 0.5  # only the first round has it
+    rounds[2][0]["engine"] = "python"
+    (row,) = rounds_median(rounds)  # type: ignore[arg-type]
+    assert row["python_loop"] is None and row["ratio_python_loop"] is None and "python_loop" not in row["runs"]
+    assert row["engine"] == "native | python" and row["transport"] == "cma/memory"
+
+
 def test_rounds_that_measured_different_rows_are_refused() -> None:
     with pytest.raises(LaunchError, match="different rows"):
         rounds_median([[_round_row(4096, 1, 1, 1)], [_round_row(65536, 1, 1, 1)]])  # type: ignore[list-item]

@@ -235,9 +235,13 @@ def rounds_median(rounds: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
         for figure in FIGURES:
             values = [r[position].get(figure) for r in rounds]
             numbers = [float(v) for v in values if isinstance(v, (int, float))]
-            if len(numbers) == len(values):  # a column a test lacks stays None
+            if len(numbers) == len(values):
                 runs[figure] = numbers
                 out[figure] = statistics.median(numbers)
+            else:  # a column a test lacks; one some rounds lack is not a median of all: neither is shown
+                out[figure] = None
+        for label in ("engine", "transport"):  # a round that ran otherwise must not hide behind the first
+            out[label] = " | ".join(dict.fromkeys(str(r[position].get(label)) for r in rounds))
         out["rounds"], out["runs"] = len(rounds), runs
         merged.append(out)
     return merged
@@ -388,8 +392,9 @@ def format_rows(rows: list[dict[str, Any]]) -> str:
     repeated = [r for r in rows if r.get("rounds")]
     if repeated:
         lines.append(
-            f"# every figure above is the median of {repeated[0]['rounds']} rounds (each ratio taken within its round); "
-            "the spread of each ratio over the rounds, min-max:"
+            f"# every figure above is the median of {repeated[0]['rounds']} rounds, and each ratio the median of the "
+            "rounds' ratios (each taken within its round), so a ratio need not equal its figures' quotient; "
+            "the spread over the rounds, min-max (every round's figures are in the JSON, `runs`):"
         )
         for r in repeated:
             lines.append(

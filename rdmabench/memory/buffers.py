@@ -162,7 +162,11 @@ RECYCLER = Recycler()
 def page_aligned_zeros(capacity: int) -> Any:
     """Zeroed host memory whose first byte starts a page, as OSU's and ucx_perftest's buffers do: a
     copy between processes (cma) pins every page a message touches, and an unaligned 64 KiB message
-    touches 17 pages instead of 16."""
+    touches 17 pages instead of 16. Buffers under a page stay packed as NumPy places them: they go
+    eagerly (copied through shared memory, nothing pinned), and a window of 64 of them each at a page
+    start would share a few L1 cache sets."""
+    if capacity < PAGE_SIZE:
+        return np.zeros(capacity, dtype=np.uint8)
     raw = np.zeros(capacity + PAGE_SIZE, dtype=np.uint8)
     offset = -raw.ctypes.data % PAGE_SIZE
     return raw[offset : offset + capacity]  # the slice keeps `raw` alive
