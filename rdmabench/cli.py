@@ -12,7 +12,7 @@ import click
 
 from . import __version__
 from .bench.copy import HOST_KINDS
-from .errors import ConfigError, RdmabenchError, ResourceError, error_line
+from .errors import ConfigError, LaunchError, RdmabenchError, ResourceError, error_line
 from .job.config import DEFAULT_BLOCK_SIZES, DEFAULT_SIZES, RunConfig
 from .measure import registry
 from .modes import MemoryMode
@@ -628,6 +628,8 @@ def anchor(mode: str, sizes: str, tests: str, repeat: int, output: str | None) -
     if output is not None:
         with open(output, "w") as handle:
             json.dump({"schema": {"name": "rdmabench-anchor", "version": 1}, "rows": rows}, handle, indent=1)
+    if rows and rows[0].get("incomplete"):
+        _fail(LaunchError(rows[0]["incomplete"]))
 
 
 @main.command(context_settings={"show_default": True})

@@ -130,3 +130,30 @@ def test_repeat_below_one_is_one_line() -> None:
     proc = run_cli(["anchor", "--repeat", "0"])
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert proc.returncode != 0 and len(lines) == 1 and "--repeat" in lines[0], proc.stderr
+
+
+def test_a_failed_round_keeps_the_rounds_before_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Five host rounds take minutes: the third failing keeps the medians of two, marked incomplete.
+    (Generated rounds stand in for the comparisons: this is the merging, not the measuring.)"""
+    from rdmabench.bench import anchor
+
+    calls = []
+
+    def one_round(mode: str, sizes: list[int], tests: list[str]) -> list[dict[str, object]]:
+        calls.append(1)
+        if len(calls) == 3:
+            raise LaunchError("ucx_perftest client failed: connection refused")
+        return [_round_row(65536, 10.0, 9.0, 9.0 + len(calls))]
+
+    monkeypatch.setattr(anchor, "_compare_once", one_round)
+    (row,) = anchor.compare("host", [65536], ["bw"], repeat=5)
+    assert len(calls) == 3 and row["rounds"] == 2 and row["unvalidated"] == 10.5
+    assert row["incomplete"].startswith("round 3 of 5 failed (ucx_perftest client failed")
+    assert "INCOMPLETE: round 3 of 5" in format_rows([row])
+
+    def broken(mode: str, sizes: list[int], tests: list[str]) -> list[dict[str, object]]:
+        raise LaunchError("rdmabench run failed: no UCX")
+
+    monkeypatch.setattr(anchor, "_compare_once", broken)
+    with pytest.raises(LaunchError, match="no UCX"):  # the first round failing has nothing to keep
+        anchor.compare("host", [65536], ["bw"], repeat=3)

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import ConfigError, LaunchError
+from ..errors import ConfigError, LaunchError, RdmabenchError
 from ..hardware.gpu import visible_gpu_count
 from ..measure import registry
 from ..units import format_size
@@ -207,7 +207,18 @@ def compare(
     for index in range(repeat):
         if progress is not None and repeat > 1:
             progress(f"anchor round {index + 1} of {repeat}")
-        rounds.append(_compare_once(mode, sizes, tests))
+        try:
+            rounds.append(_compare_once(mode, sizes, tests))
+        except RdmabenchError as exc:
+            if not rounds:
+                raise
+            # Minutes of finished rounds are kept: their medians, marked with why the rest is missing.
+            merged = rounds_median(rounds)
+            for row in merged:
+                row["incomplete"] = (
+                    f"round {index + 1} of {repeat} failed ({exc}); medians of the {len(rounds)} before it"
+                )
+            return merged
     return rounds[0] if repeat == 1 else rounds_median(rounds)
 
 
@@ -389,6 +400,8 @@ def format_rows(rows: list[dict[str, Any]]) -> str:
                 f"(unchecked), ucx_perftest {r['anchor_msg_rate'] / 1e6:.2f} M/s: ratio "
                 f"{r['ratio_unvalidated']:.2f}"  # the same ratio; with --repeat, the median of the rounds' ones
             )
+    if rows and rows[0].get("incomplete"):
+        lines.append(f"# INCOMPLETE: {rows[0]['incomplete']}")
     repeated = [r for r in rows if r.get("rounds")]
     if repeated:
         lines.append(
