@@ -624,10 +624,10 @@ def anchor(mode: str, sizes: str, tests: str, repeat: int, output: str | None) -
         )
     except RdmabenchError as exc:
         _fail(exc)
-    click.echo(anchor_module.format_rows(rows))
-    if output is not None:
+    if output is not None:  # first: minutes of measurements must not hang on the table printing
         with open(output, "w") as handle:
             json.dump({"schema": {"name": "rdmabench-anchor", "version": 1}, "rows": rows}, handle, indent=1)
+    click.echo(anchor_module.format_rows(rows))
     if rows and rows[0].get("incomplete"):
         _fail(LaunchError(rows[0]["incomplete"]))
 

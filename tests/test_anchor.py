@@ -121,6 +121,15 @@ def test_a_figure_some_rounds_lack_is_not_shown_and_a_changed_engine_is() -> Non
     assert row["engine"] == "native | python" and row["transport"] == "cma/memory"
 
 
+def test_repeated_latency_rows_print_without_a_message_rate() -> None:
+    """lat rows have no message rate: merging rounds must not invent one (a --repeat lat run once
+    crashed printing None / 1e6 after five rounds of measuring)."""
+    row = dict(_round_row(8, 0.07, 0.09, 0.09), test="lat")
+    (merged,) = rounds_median([[dict(row)], [dict(row)], [dict(row)]])  # type: ignore[list-item]
+    assert "anchor_msg_rate" not in merged and "message rate" not in format_rows([merged])
+    assert "lat " in format_rows([merged])
+
+
 def test_rounds_that_measured_different_rows_are_refused() -> None:
     with pytest.raises(LaunchError, match="different rows"):
         rounds_median([[_round_row(4096, 1, 1, 1)], [_round_row(65536, 1, 1, 1)]])  # type: ignore[list-item]

@@ -249,7 +249,7 @@ def rounds_median(rounds: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
             if len(numbers) == len(values):
                 runs[figure] = numbers
                 out[figure] = statistics.median(numbers)
-            else:  # a column a test lacks; one some rounds lack is not a median of all: neither is shown
+            elif numbers:  # a column some rounds lack has no median of all: not shown (one a test lacks stays)
                 out[figure] = None
         for label in ("engine", "transport"):  # a round that ran otherwise must not hide behind the first
             out[label] = " | ".join(dict.fromkeys(str(r[position].get(label)) for r in rounds))
@@ -394,7 +394,7 @@ def format_rows(rows: list[dict[str, Any]]) -> str:
             f"{python:>10} {python_ratio:>6} {one:>10} {one_ratio:>6} {extra:>8}  {r['engine']} {r['transport']}"
         )
     for r in rows:
-        if "anchor_msg_rate" in r and r["size_bytes"] <= 64:
+        if r.get("anchor_msg_rate") is not None and r["size_bytes"] <= 64:
             lines.append(
                 f"# {r['test']} message rate at {r['size_bytes']} B: rdmabench {r['rdmabench_msg_rate'] / 1e6:.2f} M/s "
                 f"(unchecked), ucx_perftest {r['anchor_msg_rate'] / 1e6:.2f} M/s: ratio "
