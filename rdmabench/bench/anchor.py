@@ -362,6 +362,27 @@ def _compare_ceiling(test: str, sizes: list[int]) -> list[dict[str, Any]]:
     return rows
 
 
+def _round_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """Under a --repeat table: whether every round finished, and each ratio's spread over the rounds."""
+    lines = []
+    if rows and rows[0].get("incomplete"):
+        lines.append(f"# INCOMPLETE: {rows[0]['incomplete']}")
+    repeated = [r for r in rows if r.get("rounds")]
+    if repeated:
+        lines.append(
+            f"# every figure above is the median of {repeated[0]['rounds']} rounds, and each ratio the median of the "
+            "rounds' ratios (each taken within its round), so a ratio need not equal its figures' quotient; "
+            "the spread over the rounds, min-max (every round's figures are in the JSON, `runs`):"
+        )
+        for r in repeated:
+            lines.append(
+                f"{r['test']:<7} {r['mode']:<8} {format_size(r['size_bytes']):>7} checked {_spread(r, 'ratio_validated')}"
+                f"  unchecked {_spread(r, 'ratio_unvalidated')}  1 buffer {_spread(r, 'ratio_one_buffer')}"
+                f"  anchor {_spread(r, 'anchor')}"
+            )
+    return lines
+
+
 def format_rows(rows: list[dict[str, Any]]) -> str:
     lines = [
         "# ratios measured side by side in this run; bw, put, get in GB/s (1e9 B/s), lat, put-lat in us (half round trip)",
@@ -400,21 +421,7 @@ def format_rows(rows: list[dict[str, Any]]) -> str:
                 f"(unchecked), ucx_perftest {r['anchor_msg_rate'] / 1e6:.2f} M/s: ratio "
                 f"{r['ratio_unvalidated']:.2f}"  # the same ratio; with --repeat, the median of the rounds' ones
             )
-    if rows and rows[0].get("incomplete"):
-        lines.append(f"# INCOMPLETE: {rows[0]['incomplete']}")
-    repeated = [r for r in rows if r.get("rounds")]
-    if repeated:
-        lines.append(
-            f"# every figure above is the median of {repeated[0]['rounds']} rounds, and each ratio the median of the "
-            "rounds' ratios (each taken within its round), so a ratio need not equal its figures' quotient; "
-            "the spread over the rounds, min-max (every round's figures are in the JSON, `runs`):"
-        )
-        for r in repeated:
-            lines.append(
-                f"{r['test']:<7} {r['mode']:<8} {format_size(r['size_bytes']):>7} checked {_spread(r, 'ratio_validated')}"
-                f"  unchecked {_spread(r, 'ratio_unvalidated')}  1 buffer {_spread(r, 'ratio_one_buffer')}"
-                f"  anchor {_spread(r, 'anchor')}"
-            )
+    lines.extend(_round_lines(rows))
     peers = [r for r in rows if r.get("peer_copy")]
     if peers:
         lines.append("# device bw against the copy engine's GPU0 -> GPU1 peer copy (cudaMemcpyPeerAsync), same run:")
