@@ -192,8 +192,6 @@ typedef struct {
     void **requests; /* the link's data messages in flight: message m in requests[m % slots] */
     int posted;      /* how many of them have been posted */
     int done;        /* how many of them have completed, in order */
-    int done_slot;   /* done % slots, and posted % slots below, kept without dividing */
-    int posted_slot;
     void *ready;     /* target: READY from the peer; source: READY sent to it */
     void *ack;       /* target: ACK from the peer; source: ACK sent to it */
     int state;       /* target: 0 waiting READY, 1 window posted, 2 acknowledged; source: 0 landing, 1 ACK posted, 2 done */
@@ -207,17 +205,13 @@ typedef struct {
 static int stream(ucp_worker_h worker, rb_progress *p, const rb_link *l, int sending, int *ucx_status)
 {
     int r;
-    while (p->done < p->posted && (r = settle(&p->requests[p->done_slot], ucx_status)) != 0) {
+    while (p->done < p->posted && (r = settle(&p->requests[p->done % l->slots], ucx_status)) != 0) {
         if (r < 0)
             return -1;
         p->done++;
-        if (++p->done_slot == l->slots) /* no division per message: at 4 KiB a message is ~100 ns */
-            p->done_slot = 0;
     }
     while (p->posted < l->count && p->posted - p->done < l->slots) {
-        int k = p->posted_slot;
-        if (++p->posted_slot == l->slots)
-            p->posted_slot = 0;
+        int k = p->posted % l->slots;
         ucp_tag_t tag = l->data_tag | (ucp_tag_t)k;
         p->requests[k] = sending ? post_send(l->ep, l->buffers[k], l->size, tag, l->memory_type)
                                  : post_recv(worker, l->buffers[k], l->size, tag, l->memory_type);
