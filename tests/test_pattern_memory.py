@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from rdmabench.errors import ConfigError, ResourceError
-from rdmabench.memory.buffers import allocate, word_capacity
+from rdmabench.memory.buffers import allocate, page_aligned_zeros, word_capacity
 from rdmabench.memory.payload import Pattern, message_key
 from rdmabench.modes import PIN_MLOCK, MemoryMode
 
@@ -38,6 +38,16 @@ def test_host_buffers_start_a_page_as_ucx_perftests_and_osus_do(nbytes: int, mod
     for buffer in buffers:
         assert int(buffer.array.sum()) == 7 * buffer.array.size
         buffer.release()
+
+
+def test_host_buffers_under_a_page_stay_packed() -> None:
+    """Small messages go eagerly (nothing pinned), and a window of them each at a page start would
+    share a few L1 sets: they are neither padded to a page nor placed at one."""
+    buffers = [page_aligned_zeros(nbytes) for nbytes in (8, 1000, mmap.PAGESIZE - 8)]
+    for buffer in buffers:
+        assert buffer.base is None  # its own allocation, not a slice of a padded one
+        assert buffer.nbytes < mmap.PAGESIZE
+    assert page_aligned_zeros(mmap.PAGESIZE).base is not None  # a page or more is padded and sliced
 
 
 def test_wrong_bytes_are_counted_exactly() -> None:

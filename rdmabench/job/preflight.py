@@ -59,7 +59,7 @@ def preflight(world: World, config: RunConfig, rounds: list[list[Link]]) -> str 
 def _busiest_round(world: World, config: RunConfig, rounds: list[list[Link]], size: int) -> tuple[int, int, int]:
     """(buffers, staging carriers, window) of the round in which this rank holds the most buffers."""
     kind = registry.get(config.test)
-    plan = size_plan(config, kind, size, spans_hosts=len(world.hosts) > 1)
+    plan = size_plan(config, kind, size, spans_hosts=world.spans_hosts)
     best = (0, 0, plan.window)
     for scheduled in rounds:
         if not any(world.rank in link for link in scheduled):

@@ -319,7 +319,7 @@ class _Job:
     ) -> None:
         config = self.config
         assert self.placement is not None
-        plan = size_plan(config, self.kind, size, shape, len(self.world.hosts) > 1)
+        plan = size_plan(config, self.kind, size, shape, self.world.spans_hosts)
         if plan.auto_passes and size in self.passes:
             plan = replace(plan, passes=self.passes[size], auto_passes=False)
         keys = [round_key(size, scheduled, self.placement.hosts) for scheduled in rounds]

@@ -174,6 +174,11 @@ class World:
     def hosts(self) -> list[str]:
         return sorted({info.host for info in self.ranks})
 
+    @property
+    def spans_hosts(self) -> bool:
+        """The job has ranks on more than one host (a NIC, not a core, moves its host memory)."""
+        return len(self.hosts) > 1
+
     def tell_rank0(self, reason: str, grace: float = 0.5) -> None:
         """Before aborting on a rank other than 0: send rank 0 why, so that its results file and
         message name the real cause and the rank that saw it, not the SIGTERM the abort brings."""
