@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from rdmabench.bench.anchor import format_rows, parse_final, rounds_median
+from rdmabench.bench.anchor import format_rows, rounds_median
+from rdmabench.bench.perftest import DRIFT_LIMIT, Bracket, PerftestResult, parse_final
 from rdmabench.errors import LaunchError
 from rdmabench.wire import native
 
@@ -57,6 +58,9 @@ def test_the_anchor_runs_end_to_end_on_a_one_sided_test(tmp_path: Path) -> None:
         assert row["test"] == "put" and row["anchor_test"] == "ucp_put_bw" and row["python_loop"] is None
         assert row["anchor"] > 0 and row["validated"] > 0
         assert row["ratio_validated"] == row["validated"] / row["anchor"]
+        # ucx_perftest ran before rdmabench and after it: the anchor is their mean.
+        assert row["anchor"] == pytest.approx((row["anchor_before"] + row["anchor_after"]) / 2)
+        assert row["anchor_drift"] >= 0 and row["anchor_before"] > 0 and row["anchor_after"] > 0
     assert "put " in proc.stdout and "host/ucx" in proc.stdout
 
 
@@ -86,13 +90,61 @@ def test_a_ceiling_row_prints_without_a_python_column() -> None:
     assert "bibw" in text and "0.97" in text and "0.99" in text and "native cuda_ipc/cuda" in text
 
 
-def _round_row(size: int, anchor: float, checked: float, unchecked: float) -> dict[str, object]:
+def _round_row(size: int, anchor: float, checked: float, unchecked: float, drift: float = 0.02) -> dict[str, object]:
     return {
         "test": "bw", "mode": "host", "size_bytes": size, "anchor": anchor, "validated": checked,
         "unvalidated": unchecked, "python_loop": None, "ratio_validated": checked / anchor,
         "ratio_unvalidated": unchecked / anchor, "ratio_python_loop": None, "one_buffer": None,
         "ratio_one_buffer": None, "overhead_us_per_msg": 0.1, "engine": "native", "transport": "cma/memory",
+        "anchor_before": anchor * (1 - drift / 2), "anchor_after": anchor * (1 + drift / 2), "anchor_drift": drift,
     }  # fmt: skip
+
+
+def _perftest(gbps: float) -> PerftestResult:
+    return PerftestResult(latency_us=1 / gbps, bandwidth_gbps=gbps, message_rate=gbps * 1e5)
+
+
+def test_the_anchor_is_the_mean_of_the_runs_around_rdmabench_and_their_difference_its_drift() -> None:
+    bracket = Bracket(_perftest(10.0), _perftest(12.0))
+    assert bracket.figure(latency=False) == 11.0 and bracket.drift(latency=False) == pytest.approx(2 / 11)
+    assert bracket.message_rate == pytest.approx(11e5)
+    assert bracket.figure(latency=True) == pytest.approx((0.1 + 1 / 12) / 2)
+    assert Bracket(_perftest(10.0), _perftest(10.0)).drift(latency=True) == 0.0
+
+
+def test_a_round_whose_anchor_moved_is_flagged_unsteady() -> None:
+    steady, moved = _round_row(4096, 14.0, 13.0, 13.5), _round_row(16384, 27.0, 13.0, 13.5, drift=1.0)
+    text = format_rows([steady, moved])
+    lines = text.splitlines()
+    assert any(line.startswith("bw ") and "4KiB" in line and " 2% " in line for line in lines), text
+    assert any(line.startswith("bw ") and "16KiB" in line and "100%!" in line for line in lines), text
+    unsteady = [line for line in lines if line.startswith("# UNSTEADY")]
+    assert len(unsteady) == 1 and "16KiB" in unsteady[0] and "13.500 before" in unsteady[0], text
+    assert "--repeat" in text
+
+
+def test_repeated_rounds_give_the_steady_rounds_medians_beside_all_rounds() -> None:
+    """A VM that flips between a slow and a fast state gives ratios of 0.3 or 2.6 in rounds where the
+    two programs ran in different states; the steady rounds' medians leave those out."""
+    rounds = [
+        [_round_row(4096, 14.0, 13.0, 13.3, drift=0.03)],
+        [_round_row(4096, 28.0, 38.0, 37.0, drift=0.9)],  # perftest slow then fast, rdmabench fast
+        [_round_row(4096, 40.0, 36.0, 36.0, drift=0.05)],
+        [_round_row(4096, 27.0, 13.0, 13.0, drift=1.0)],
+        [_round_row(4096, 13.0, 12.0, 12.5, drift=0.15)],  # over the limit too
+    ]
+    (row,) = rounds_median(rounds)  # type: ignore[arg-type]
+    assert row["steady_rounds"] == 2 and row["anchor_drift"] == 0.15
+    assert row["steady_ratio_unvalidated"] == pytest.approx((13.3 / 14 + 36 / 40) / 2)
+    assert row["steady_ratio_validated"] == pytest.approx((13 / 14 + 36 / 40) / 2)
+    assert "steady_ratio_one_buffer" not in row  # no round had the column
+    assert row["ratio_unvalidated"] == pytest.approx(13.3 / 14)  # all five rounds' median, unchanged
+    text = format_rows([row])
+    assert f"steady rounds 2 of 5: checked {(13 / 14 + 36 / 40) / 2:.2f}, unchecked" in text, text
+    assert "UNSTEADY" not in text  # the per-round warning is for one-round tables
+    none_steady = rounds_median([[_round_row(4096, 27.0, 13.0, 13.0, drift=1.0)]] * 2)  # type: ignore[list-item]
+    assert none_steady[0]["steady_rounds"] == 0 and "steady_ratio_validated" not in none_steady[0]
+    assert "steady rounds 0 of 2" in format_rows(none_steady) and DRIFT_LIMIT < 0.15
 
 
 def test_repeated_rounds_keep_each_ratio_side_by_side_then_take_medians() -> None:

@@ -1,18 +1,17 @@
 """Side-by-side comparison with the C anchor: ucx_perftest (from the libucx wheel) and rdmabench on
 the same pair of local processes, memory type and sizes, in one go. A benchmark, not a test: it
 prints ratios measured in the same run, because these machines are too noisy for absolute targets.
+ucx_perftest runs just before and just after rdmabench (perftest.Bracket): a round in which the two
+differ by more than DRIFT_LIMIT is marked unsteady, and --repeat gives the steady rounds' medians.
 """
 
 from __future__ import annotations
 
 import os
-import re
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -22,100 +21,7 @@ from ..hardware.gpu import visible_gpu_count
 from ..measure import registry
 from ..units import format_size
 from . import ceilings
-
-# ucx_perftest labels its bandwidth columns MB/s but computes them in MiB/s (2**20 bytes).
-_PERFTEST_MB = 1 << 20
-_FINAL_RE = re.compile(r"^Final:\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)")
-
-
-@dataclass(frozen=True)
-class PerftestResult:
-    latency_us: float  # overall average; for tag_lat this is half a round trip
-    bandwidth_gbps: float  # 1e9 bytes/s, converted from perftest's MiB/s
-    message_rate: float  # messages per second, overall
-
-
-def perftest_paths() -> tuple[str, str]:
-    """The ucx_perftest binary of the libucx wheel that UCXX loads, and its library directory."""
-    try:
-        import libucx
-    except ImportError:
-        raise LaunchError("the libucx wheel (which carries ucx_perftest) is not installed") from None
-    root = os.path.dirname(libucx.__file__)
-    binary = os.path.join(root, "bin", "ucx_perftest")
-    if not os.access(binary, os.X_OK):
-        raise LaunchError(f"no ucx_perftest at {binary}")
-    return binary, os.path.join(root, "lib")
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def parse_final(text: str) -> PerftestResult:
-    for line in text.splitlines():
-        match = _FINAL_RE.match(line.strip())
-        if match:
-            fields = [float(v) for v in match.groups()]
-            return PerftestResult(
-                latency_us=fields[3],
-                bandwidth_gbps=fields[5] * _PERFTEST_MB / 1e9,
-                message_rate=fields[7],
-            )
-    raise LaunchError(f"ucx_perftest printed no Final line:\n{text[-2000:]}")
-
-
-def same_ucx_settings() -> dict[str, str]:
-    """Put in this process's environment the UCX settings rdmabench's ranks run with, so that
-    ucx_perftest runs under them too: importing UCXX sets some (UCX_RNDV_THRESH=8192 among them),
-    and a different rendezvous threshold would compare two protocols instead of two programs.
-    Returns the ones UCXX set."""
-    from ..wire import ucx_env
-    from ..wire.mpi import import_ucx_first
-
-    import_ucx_first()
-    return ucx_env.set_by_ucxx()
-
-
-def run_perftest(test: str, size: int, device: bool, iterations: int, timeout: float = 120) -> PerftestResult:
-    """One ucx_perftest server/client pair on this machine; GPUs 0 and 1 for device memory. Call
-    same_ucx_settings() first."""
-    binary, libdir = perftest_paths()
-    env = dict(os.environ)
-    env["LD_LIBRARY_PATH"] = libdir + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
-    for key in ("UCX_PROTO_INFO", "UCX_LOG_FILE"):
-        env.pop(key, None)
-    port = _free_port()
-    common = ["-t", test, "-s", str(size), "-n", str(iterations), "-w", str(max(10, iterations // 10)), "-p", str(port)]
-    if device:
-        common += ["-m", "cuda"]
-    server_env, client_env = dict(env), dict(env)
-    if device:
-        # GPUs 0 and 1 where there are two (rdmabench's two ranks take one each), else both on GPU 0.
-        server_env["CUDA_VISIBLE_DEVICES"], client_env["CUDA_VISIBLE_DEVICES"] = (
-            ("1" if visible_gpu_count() >= 2 else "0"),
-            "0",
-        )
-    server = subprocess.Popen([binary, *common], env=server_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        for _attempt in range(20):
-            time.sleep(0.25)
-            try:
-                client = subprocess.run(
-                    [binary, "127.0.0.1", *common], env=client_env, capture_output=True, text=True, timeout=timeout
-                )
-            except subprocess.TimeoutExpired:
-                raise LaunchError(
-                    f"ucx_perftest {test} {format_size(size)} did not finish in {timeout:.0f} s"
-                ) from None
-            if client.returncode == 0:
-                return parse_final(client.stdout)
-        raise LaunchError(f"ucx_perftest client failed: {client.stderr.strip()[-500:]}")
-    finally:
-        server.kill()  # its server does not always exit after a test (seen on the GPU node)
-        server.wait()
+from .perftest import DRIFT_LIMIT, Bracket, perftests, same_ucx_settings
 
 
 def run_rdmabench(
@@ -185,15 +91,6 @@ ANCHORS = {
 }
 
 
-def perftest_iterations(test: str, size: int) -> int:
-    if test.endswith("_lat"):
-        return 20000 if size <= 65536 else max(50, (256 << 20) // size)
-    # One-sided gets of device memory may be emulated (UCX 1.21: over shared memory, well under a
-    # million small messages a second): a smaller count keeps the anchor within its time limit.
-    most = 1_000_000 if test.startswith("tag") else 100_000
-    return max(50, min(most, (4 << 30) // size))
-
-
 def compare(
     mode: str, sizes: list[int], tests: list[str], repeat: int = 1, progress: Callable[[str], None] | None = None
 ) -> list[dict[str, Any]]:
@@ -227,8 +124,10 @@ def compare(
 FIGURES = (
     "anchor", "validated", "unvalidated", "python_loop", "one_buffer", "peer_copy", "ratio_validated",
     "ratio_unvalidated", "ratio_python_loop", "ratio_one_buffer", "ratio_peer_copy", "anchor_msg_rate",
-    "rdmabench_msg_rate", "overhead_us_per_msg",
+    "rdmabench_msg_rate", "overhead_us_per_msg", "anchor_before", "anchor_after", "anchor_drift",
 )  # fmt: skip
+# The ratios also given as medians of the steady rounds alone (ucx_perftest held still around them).
+STEADY_RATIOS = ("ratio_validated", "ratio_unvalidated", "ratio_one_buffer")
 
 
 def rounds_median(rounds: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
@@ -254,8 +153,24 @@ def rounds_median(rounds: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
         for label in ("engine", "transport"):  # a round that ran otherwise must not hide behind the first
             out[label] = " | ".join(dict.fromkeys(str(r[position].get(label)) for r in rounds))
         out["rounds"], out["runs"] = len(rounds), runs
+        out |= _steady(runs)
         merged.append(out)
     return merged
+
+
+def _steady(runs: dict[str, list[float]]) -> dict[str, Any]:
+    """How many rounds were steady (ucx_perftest's two runs around rdmabench's within DRIFT_LIMIT)
+    and, where any was, the median of each ratio over those rounds alone; nothing for rows without a
+    bracket (a copy-engine ceiling)."""
+    drifts = runs.get("anchor_drift")
+    if drifts is None:
+        return {}
+    steady = [index for index, drift in enumerate(drifts) if drift <= DRIFT_LIMIT]
+    out: dict[str, Any] = {"steady_rounds": len(steady)}
+    for ratio in STEADY_RATIOS:
+        if steady and ratio in runs:
+            out[f"steady_{ratio}"] = statistics.median(runs[ratio][index] for index in steady)
+    return out
 
 
 def _spread(row: dict[str, Any], figure: str) -> str:
@@ -297,6 +212,7 @@ def _compare_test(
     test: str, sizes: list[int], device: bool, rd_mode: str, shared: dict[str, str]
 ) -> list[dict[str, Any]]:
     perf_test, latency = ANCHORS[test]
+    before = perftests(perf_test, sizes, device)
     checked = run_rdmabench(test, sizes, rd_mode, validate=True)
     unchecked = run_rdmabench(test, sizes, rd_mode, validate=False)
     # The same run with the Python loop timing each step: what the native loop buys (one-sided
@@ -305,28 +221,31 @@ def _compare_test(
     # ucx_perftest sends every message of its window from one buffer into one: the like-for-like
     # figure (cache-resident, unchecked) beside rdmabench's buffer per message.
     one = run_rdmabench(test, sizes, rd_mode, False, one_buffer=True) if test in ONE_BUFFER_TESTS else None
+    after = perftests(perf_test, sizes, device)
     rows = []
     for size in sizes:
-        anchor = run_perftest(perf_test, size, device, perftest_iterations(perf_test, size))
+        bracket = Bracket(before[size], after[size])
         mode = "device" if device else ("host" if rd_mode == "pageable" else f"host/{rd_mode}")
         row: dict[str, Any] = {"test": test, "size_bytes": size, "mode": mode, "rdmabench_mode": rd_mode}
         field = "latency_us" if latency else "bandwidth_gbps"
         row["anchor_test"] = perf_test
-        row["anchor"] = anchor.latency_us if latency else anchor.bandwidth_gbps
+        row["anchor"] = bracket.figure(latency)
+        row["anchor_before"], row["anchor_after"] = bracket.figures(latency)
+        row["anchor_drift"] = bracket.drift(latency)
         columns = (("validated", checked), ("unvalidated", unchecked), ("python_loop", python), ("one_buffer", one))
         for column, run in columns:
             row[column] = run[size][field] if run is not None else None
             row[f"ratio_{column}"] = row[column] / row["anchor"] if run is not None else None
         if not latency:
-            row["anchor_msg_rate"] = anchor.message_rate
+            row["anchor_msg_rate"] = bracket.message_rate
             row["rdmabench_msg_rate"] = row["unvalidated"] * 1e9 / size
             # Extra time rdmabench spends per message, beyond what UCX itself needs.
-            row["overhead_us_per_msg"] = (1 / row["rdmabench_msg_rate"] - 1 / anchor.message_rate) * 1e6
+            row["overhead_us_per_msg"] = (1 / row["rdmabench_msg_rate"] - 1 / bracket.message_rate) * 1e6
             peer = ceilings.peer_copy_gbps(size) if device else None
             row["peer_copy"] = peer
             row["ratio_peer_copy"] = row["validated"] / peer if peer else None
         else:
-            row["overhead_us_per_msg"] = row["unvalidated"] - anchor.latency_us
+            row["overhead_us_per_msg"] = row["unvalidated"] - row["anchor"]
         row["engine"] = checked[size].get("engine")
         row["ucx_settings_set_by_ucxx"] = shared
         row["transport"] = checked[size].get("transport")
@@ -362,6 +281,39 @@ def _compare_ceiling(test: str, sizes: list[int]) -> list[dict[str, Any]]:
     return rows
 
 
+def _drift(row: dict[str, Any]) -> str:
+    drift = row.get("anchor_drift")
+    if drift is None:  # a copy-engine ceiling: measured once, no bracket
+        return "-"
+    return f"{drift:.0%}" + ("!" if drift > DRIFT_LIMIT else "")
+
+
+def _unsteady_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """Under a one-round table: a warning for each row whose anchor moved too much to trust its ratios."""
+    unsteady = [r for r in rows if not r.get("rounds") and (r.get("anchor_drift") or 0) > DRIFT_LIMIT]
+    lines = [
+        f"# UNSTEADY: {r['test']} {format_size(r['size_bytes'])}: ucx_perftest read {r['anchor_before']:.3f} before "
+        f"rdmabench ran and {r['anchor_after']:.3f} after; its ratios are unreliable"
+        for r in unsteady
+    ]
+    if lines:
+        lines.append("# the machine's speed changed while the programs ran: rerun with --repeat 5 or more")
+    return lines
+
+
+def _steady_text(row: dict[str, Any]) -> str:
+    if "steady_rounds" not in row:
+        return ""
+    text = f"  steady rounds {row['steady_rounds']} of {row['rounds']}"
+    if row["steady_rounds"]:
+        ratios = [(name, row.get(f"steady_ratio_{key}")) for name, key in _STEADY_NAMES]
+        text += ": " + ", ".join(f"{name} {value:.2f}" for name, value in ratios if value is not None)
+    return text
+
+
+_STEADY_NAMES = (("checked", "validated"), ("unchecked", "unvalidated"), ("1 buffer", "one_buffer"))
+
+
 def _round_lines(rows: list[dict[str, Any]]) -> list[str]:
     """Under a --repeat table: whether every round finished, and each ratio's spread over the rounds."""
     lines = []
@@ -372,13 +324,14 @@ def _round_lines(rows: list[dict[str, Any]]) -> list[str]:
         lines.append(
             f"# every figure above is the median of {repeated[0]['rounds']} rounds, and each ratio the median of the "
             "rounds' ratios (each taken within its round), so a ratio need not equal its figures' quotient; "
-            "the spread over the rounds, min-max (every round's figures are in the JSON, `runs`):"
+            "the spread over the rounds, min-max (every round's figures are in the JSON, `runs`); steady rounds: "
+            f"those whose anchor drifted {DRIFT_LIMIT:.0%} or less, and each ratio's median over them alone:"
         )
         for r in repeated:
             lines.append(
                 f"{r['test']:<7} {r['mode']:<8} {format_size(r['size_bytes']):>7} checked {_spread(r, 'ratio_validated')}"
                 f"  unchecked {_spread(r, 'ratio_unvalidated')}  1 buffer {_spread(r, 'ratio_one_buffer')}"
-                f"  anchor {_spread(r, 'anchor')}"
+                f"  anchor {_spread(r, 'anchor')}{_steady_text(r)}"
             )
     return lines
 
@@ -393,6 +346,9 @@ def format_rows(rows: list[dict[str, Any]]) -> str:
         "# 1 buffer = --no-validate --one-buffer (bw): every message of the window in one buffer, as ucx_perftest's are;",
         "# mode host = rdmabench's pageable memory, host/ucx = host memory allocated by UCX as ucx_perftest's is;",
         "# +us/msg = rdmabench's extra time per message over the anchor's (unchecked)",
+        f"# drift = how far ucx_perftest moved between its run just before rdmabench's and its run just after (the "
+        f"anchor is their mean); over {DRIFT_LIMIT:.0%} (!) the machine did not hold still and the row's ratios are "
+        "unreliable",
         "# both ran with the UCX settings UCXX sets: "
         + (
             ", ".join(f"{k}={v}" for k, v in sorted((rows[0].get("ucx_settings_set_by_ucxx") or {}).items()))
@@ -401,7 +357,7 @@ def format_rows(rows: list[dict[str, Any]]) -> str:
         )
         + " (and every UCX_* of this environment)",
         f"{'test':<7} {'mode':<8} {'size':>7} {'anchor':>10} {'checked':>10} {'ratio':>6} {'unchecked':>10} {'ratio':>6} "
-        f"{'python':>10} {'ratio':>6} {'1 buffer':>10} {'ratio':>6} {'+us/msg':>8}  engine transport",
+        f"{'python':>10} {'ratio':>6} {'1 buffer':>10} {'ratio':>6} {'+us/msg':>8} {'drift':>6}  engine transport",
     ]
     for r in rows:
         python = "-" if r["python_loop"] is None else f"{r['python_loop']:.3f}"
@@ -412,7 +368,8 @@ def format_rows(rows: list[dict[str, Any]]) -> str:
         lines.append(
             f"{r['test']:<7} {r['mode']:<8} {format_size(r['size_bytes']):>7} {r['anchor']:>10.3f} {r['validated']:>10.3f} "
             f"{r['ratio_validated']:>6.2f} {r['unvalidated']:>10.3f} {r['ratio_unvalidated']:>6.2f} "
-            f"{python:>10} {python_ratio:>6} {one:>10} {one_ratio:>6} {extra:>8}  {r['engine']} {r['transport']}"
+            f"{python:>10} {python_ratio:>6} {one:>10} {one_ratio:>6} {extra:>8} {_drift(r):>6}  {r['engine']} "
+            f"{r['transport']}"
         )
     for r in rows:
         if r.get("anchor_msg_rate") is not None and r["size_bytes"] <= 64:
@@ -421,6 +378,7 @@ def format_rows(rows: list[dict[str, Any]]) -> str:
                 f"(unchecked), ucx_perftest {r['anchor_msg_rate'] / 1e6:.2f} M/s: ratio "
                 f"{r['ratio_unvalidated']:.2f}"  # the same ratio; with --repeat, the median of the rounds' ones
             )
+    lines.extend(_unsteady_lines(rows))
     lines.extend(_round_lines(rows))
     peers = [r for r in rows if r.get("peer_copy")]
     if peers:
