@@ -3,9 +3,9 @@ then each rdmabench setting, in one round, so each ratio is taken under the same
 
     python window_sweep.py ROUNDS SIZE WINDOW[,WINDOW...] OUT.json
 
-Every setting is unchecked (--no-validate) except 'checked' (the default window, checked), so the
-window is the only thing that differs; '1buf' is --one-buffer at the default window (ucx_perftest's
-layout)."""
+Every setting is unchecked (--no-validate) except 'checked' (the default window, checked) and a
+window written cN (window N, checked), so the window is the only thing that differs; '1buf' is
+--one-buffer at the default window (ucx_perftest's layout)."""
 
 import json
 import statistics
@@ -13,13 +13,14 @@ import subprocess
 import sys
 import tempfile
 
-from rdmabench.bench.anchor import perftest_iterations, run_perftest, same_ucx_settings
+from rdmabench.bench.perftest import perftest_iterations, run_perftest, same_ucx_settings
 from rdmabench.results.document import load
 from rdmabench.units import parse_sizes
 
 rounds, size, windows, out = int(sys.argv[1]), parse_sizes(sys.argv[2])[0], sys.argv[3].split(","), sys.argv[4]
 same_ucx_settings()
-settings = {f"w{w}": ["--window", w, "--no-validate"] for w in windows}
+settings = {f"w{w}": ["--window", w, "--no-validate"] for w in windows if not w.startswith("c")}
+settings |= {f"checked-w{w[1:]}": ["--window", w[1:]] for w in windows if w.startswith("c")}
 settings |= {"default": ["--no-validate"], "checked": [], "1buf": ["--no-validate", "--one-buffer"]}
 ratios: dict[str, list[float]] = {name: [] for name in settings}
 anchors = []
