@@ -271,6 +271,27 @@ def test_each_rank_sends_through_its_own_rail_and_the_wire_check_sees_it(cluster
     assert "Traceback" not in wrong.stderr
 
 
+def test_every_link_of_a_concurrent_all_pairs_over_two_rails_names_its_transport(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """Same-host and cross-host links in the same rounds (UCX prints one configuration for both kinds
+    of peer over tcp): each entry still names the transport and device UCX used, never
+    "unreported", and only links between hosts name NICs."""
+    cluster.up(2, rails=2)
+    out = tmp_path / "mixed.json"
+    args = ["--pattern", "all-pairs", "--concurrent", "--nics", "eth0,eth1", "--sizes", "8,1MiB"]
+    proc = cluster.run(2, [*args, "--samples", "2", "--sample-time", "0.01", "-o", str(out)])
+    assert proc.returncode == 0, proc.stderr
+    doc = load_results(str(out))
+    rail = {rank["rank"]: rank["local_rank"] for rank in doc["metadata"]["ranks"]}
+    entries = doc["results"]
+    assert len(entries) == 2 * 12  # every ordered pair of the four ranks, at each size
+    for entry in entries:
+        assert entry["transport"] == f"tcp/eth{rail[entry['src_rank']]}", entry
+        between_hosts = entry["src_host"] != entry["dst_host"]
+        assert (entry.get("src_nic") is not None) == between_hosts, entry  # absent within a host
+
+
 def _links(prefix: str) -> list[str]:
     shown = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True, check=True).stdout
     return [line.split(": ")[1].split("@")[0] for line in shown.splitlines() if f": {prefix}-" in line]
