@@ -601,7 +601,8 @@ def _count(text: str, option: str) -> int:
     "--repeat",
     default=1,
     type=click.IntRange(min=1),
-    help="Run the whole comparison this many times; print each figure's median and each ratio's spread.",
+    help="Run the whole comparison this many times; print each figure's median, each ratio's spread and the "
+    "steady rounds' medians.",
 )
 @click.option("--output", "-o", default=None, type=click.Path(dir_okay=False), help="Also write the rows as JSON here.")
 def anchor(mode: str, sizes: str, tests: str, repeat: int, output: str | None) -> None:
@@ -609,8 +610,10 @@ def anchor(mode: str, sizes: str, tests: str, repeat: int, output: str | None) -
 
     Runs ucx_perftest and `rdmabench run --np 2` on the same memory type and sizes, then prints both
     figures and their ratio, with and without payload validation, and the extra time per message.
-    On a noisy machine use --repeat 3 or more: each round's ratios are taken side by side, then their
-    medians.
+    ucx_perftest runs just before and just after rdmabench; the anchor is their mean and `drift` how
+    far apart they were (over 10%: the machine changed speed, the row's ratios are unreliable). On a
+    noisy machine use --repeat 5: each round's ratios are taken side by side, then their medians, over
+    all rounds and over the steady ones.
     """
     import json
 
