@@ -289,7 +289,7 @@ def test_every_link_of_a_concurrent_all_pairs_over_two_rails_names_its_transport
     for entry in entries:
         assert entry["transport"] == f"tcp/eth{rail[entry['src_rank']]}", entry
         between_hosts = entry["src_host"] != entry["dst_host"]
-        assert (entry.get("src_nic") is not None) == between_hosts, entry  # absent within a host
+        assert entry.get("src_nic") == (f"eth{rail[entry['src_rank']]}" if between_hosts else None), entry
 
 
 def _links(prefix: str) -> list[str]:

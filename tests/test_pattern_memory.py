@@ -43,10 +43,9 @@ def test_host_buffers_start_a_page_as_ucx_perftests_and_osus_do(nbytes: int, mod
 def test_host_buffers_under_a_page_stay_packed() -> None:
     """Small messages go eagerly (nothing pinned), and a window of them each at a page start would
     share a few L1 sets: they are neither padded to a page nor placed at one."""
-    buffers = [page_aligned_zeros(nbytes) for nbytes in (8, 1000, mmap.PAGESIZE - 8)]
-    for buffer in buffers:
-        assert buffer.base is None  # its own allocation, not a slice of a padded one
-        assert buffer.nbytes < mmap.PAGESIZE
+    for nbytes in (8, 1000, mmap.PAGESIZE - 8):
+        buffer = page_aligned_zeros(nbytes)
+        assert buffer.base is None and buffer.nbytes == nbytes  # its own allocation, not a slice of a padded one
     assert page_aligned_zeros(mmap.PAGESIZE).base is not None  # a page or more is padded and sliced
 
 

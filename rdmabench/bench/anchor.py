@@ -21,7 +21,7 @@ from ..hardware.gpu import visible_gpu_count
 from ..measure import registry
 from ..units import format_size
 from . import ceilings
-from .perftest import DRIFT_LIMIT, Bracket, perftests, same_ucx_settings
+from .perftest import Bracket, perftests, same_ucx_settings
 
 
 def run_rdmabench(
@@ -126,8 +126,13 @@ FIGURES = (
     "ratio_unvalidated", "ratio_python_loop", "ratio_one_buffer", "ratio_peer_copy", "anchor_msg_rate",
     "rdmabench_msg_rate", "overhead_us_per_msg", "anchor_before", "anchor_after", "anchor_drift",
 )  # fmt: skip
-# The ratios also given as medians of the steady rounds alone (ucx_perftest held still around them).
-STEADY_RATIOS = ("ratio_validated", "ratio_unvalidated", "ratio_one_buffer")
+# Beyond this difference between ucx_perftest's run before rdmabench's and its run after (relative to
+# their mean), the machine did not hold still while the two programs ran and their ratio is not
+# trusted: the VMs here flip between states 2-3x apart within a minute.
+DRIFT_LIMIT = 0.10
+# The ratios also given as medians of the steady rounds alone (ucx_perftest held still around them),
+# by the name the table gives them.
+STEADY_RATIOS = (("checked", "ratio_validated"), ("unchecked", "ratio_unvalidated"), ("1 buffer", "ratio_one_buffer"))
 
 
 def rounds_median(rounds: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
@@ -167,7 +172,7 @@ def _steady(runs: dict[str, list[float]]) -> dict[str, Any]:
         return {}
     steady = [index for index, drift in enumerate(drifts) if drift <= DRIFT_LIMIT]
     out: dict[str, Any] = {"steady_rounds": len(steady)}
-    for ratio in STEADY_RATIOS:
+    for _name, ratio in STEADY_RATIOS:
         if steady and ratio in runs:
             out[f"steady_{ratio}"] = statistics.median(runs[ratio][index] for index in steady)
     return out
@@ -229,8 +234,8 @@ def _compare_test(
         row: dict[str, Any] = {"test": test, "size_bytes": size, "mode": mode, "rdmabench_mode": rd_mode}
         field = "latency_us" if latency else "bandwidth_gbps"
         row["anchor_test"] = perf_test
-        row["anchor"] = bracket.figure(latency)
-        row["anchor_before"], row["anchor_after"] = bracket.figures(latency)
+        row["anchor"] = bracket.mean(latency)
+        row["anchor_before"], row["anchor_after"] = bracket.pair(latency)
         row["anchor_drift"] = bracket.drift(latency)
         columns = (("validated", checked), ("unvalidated", unchecked), ("python_loop", python), ("one_buffer", one))
         for column, run in columns:
@@ -285,12 +290,15 @@ def _drift(row: dict[str, Any]) -> str:
     drift = row.get("anchor_drift")
     if drift is None:  # a copy-engine ceiling: measured once, no bracket
         return "-"
-    return f"{drift:.0%}" + ("!" if drift > DRIFT_LIMIT else "")
+    if (row.get("rounds") or 1) > 1:  # the rounds' median: which rounds were steady is said under the table
+        return f"{drift:.1%}"
+    return f"{drift:.1%}" + ("!" if drift > DRIFT_LIMIT else "")
 
 
 def _unsteady_lines(rows: list[dict[str, Any]]) -> list[str]:
     """Under a one-round table: a warning for each row whose anchor moved too much to trust its ratios."""
-    unsteady = [r for r in rows if not r.get("rounds") and (r.get("anchor_drift") or 0) > DRIFT_LIMIT]
+    # (An incomplete --repeat that finished one round is one round too.)
+    unsteady = [r for r in rows if (r.get("rounds") or 1) == 1 and (r.get("anchor_drift") or 0) > DRIFT_LIMIT]
     lines = [
         f"# UNSTEADY: {r['test']} {format_size(r['size_bytes'])}: ucx_perftest read {r['anchor_before']:.3f} before "
         f"rdmabench ran and {r['anchor_after']:.3f} after; its ratios are unreliable"
@@ -306,12 +314,9 @@ def _steady_text(row: dict[str, Any]) -> str:
         return ""
     text = f"  steady rounds {row['steady_rounds']} of {row['rounds']}"
     if row["steady_rounds"]:
-        ratios = [(name, row.get(f"steady_ratio_{key}")) for name, key in _STEADY_NAMES]
+        ratios = [(name, row.get(f"steady_{ratio}")) for name, ratio in STEADY_RATIOS]
         text += ": " + ", ".join(f"{name} {value:.2f}" for name, value in ratios if value is not None)
     return text
-
-
-_STEADY_NAMES = (("checked", "validated"), ("unchecked", "unvalidated"), ("1 buffer", "one_buffer"))
 
 
 def _round_lines(rows: list[dict[str, Any]]) -> list[str]:
@@ -321,11 +326,16 @@ def _round_lines(rows: list[dict[str, Any]]) -> list[str]:
         lines.append(f"# INCOMPLETE: {rows[0]['incomplete']}")
     repeated = [r for r in rows if r.get("rounds")]
     if repeated:
+        steady = (
+            f"; drift is the rounds' median; steady rounds: those whose anchor drifted {DRIFT_LIMIT:.0%} or less, and "
+            "each ratio's median over them alone"
+            if any("steady_rounds" in r for r in repeated)
+            else ""
+        )
         lines.append(
             f"# every figure above is the median of {repeated[0]['rounds']} rounds, and each ratio the median of the "
             "rounds' ratios (each taken within its round), so a ratio need not equal its figures' quotient; "
-            "the spread over the rounds, min-max (every round's figures are in the JSON, `runs`); steady rounds: "
-            f"those whose anchor drifted {DRIFT_LIMIT:.0%} or less, and each ratio's median over them alone:"
+            f"the spread over the rounds, min-max (every round's figures are in the JSON, `runs`){steady}:"
         )
         for r in repeated:
             lines.append(
@@ -357,7 +367,7 @@ def format_rows(rows: list[dict[str, Any]]) -> str:
         )
         + " (and every UCX_* of this environment)",
         f"{'test':<7} {'mode':<8} {'size':>7} {'anchor':>10} {'checked':>10} {'ratio':>6} {'unchecked':>10} {'ratio':>6} "
-        f"{'python':>10} {'ratio':>6} {'1 buffer':>10} {'ratio':>6} {'+us/msg':>8} {'drift':>6}  engine transport",
+        f"{'python':>10} {'ratio':>6} {'1 buffer':>10} {'ratio':>6} {'+us/msg':>8} {'drift':>7}  engine transport",
     ]
     for r in rows:
         python = "-" if r["python_loop"] is None else f"{r['python_loop']:.3f}"
@@ -368,7 +378,7 @@ def format_rows(rows: list[dict[str, Any]]) -> str:
         lines.append(
             f"{r['test']:<7} {r['mode']:<8} {format_size(r['size_bytes']):>7} {r['anchor']:>10.3f} {r['validated']:>10.3f} "
             f"{r['ratio_validated']:>6.2f} {r['unvalidated']:>10.3f} {r['ratio_unvalidated']:>6.2f} "
-            f"{python:>10} {python_ratio:>6} {one:>10} {one_ratio:>6} {extra:>8} {_drift(r):>6}  {r['engine']} "
+            f"{python:>10} {python_ratio:>6} {one:>10} {one_ratio:>6} {extra:>8} {_drift(r):>7}  {r['engine']} "
             f"{r['transport']}"
         )
     for r in rows:

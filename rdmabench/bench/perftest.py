@@ -124,12 +124,6 @@ def perftests(test: str, sizes: list[int], device: bool) -> dict[int, PerftestRe
     return {size: run_perftest(test, size, device, perftest_iterations(test, size)) for size in sizes}
 
 
-# Beyond this difference between ucx_perftest's run before rdmabench's and its run after (relative to
-# their mean), the machine did not hold still while the two programs ran and their ratio is not
-# trusted: the VMs here flip between states 2-3x apart within a minute.
-DRIFT_LIMIT = 0.10
-
-
 @dataclass(frozen=True)
 class Bracket:
     """ucx_perftest's figure for one size taken just before and just after rdmabench ran it: the
@@ -138,16 +132,19 @@ class Bracket:
     before: PerftestResult
     after: PerftestResult
 
-    def figures(self, latency: bool) -> tuple[float, float]:
+    def pair(self, latency: bool) -> tuple[float, float]:
+        """The two runs' figures, before and after: latency in us, or bandwidth in GB/s."""
         if latency:
             return self.before.latency_us, self.after.latency_us
         return self.before.bandwidth_gbps, self.after.bandwidth_gbps
 
-    def figure(self, latency: bool) -> float:
-        return sum(self.figures(latency)) / 2
+    def mean(self, latency: bool) -> float:
+        """The anchor: the mean of the two runs' figures."""
+        return sum(self.pair(latency)) / 2
 
     def drift(self, latency: bool) -> float:
-        first, second = self.figures(latency)
+        """How far apart the two runs were, relative to their mean (0: the machine held still)."""
+        first, second = self.pair(latency)
         return abs(second - first) / max((first + second) / 2, 1e-12)
 
     @property

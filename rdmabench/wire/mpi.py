@@ -176,7 +176,7 @@ class World:
 
     @property
     def spans_hosts(self) -> bool:
-        """The job has ranks on more than one host (a NIC, not a core, moves its host memory)."""
+        """The job has ranks on more than one host: some of its links cross a network."""
         return len(self.hosts) > 1
 
     def tell_rank0(self, reason: str, grace: float = 0.5) -> None:
