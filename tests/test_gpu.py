@@ -216,6 +216,26 @@ def test_block_lists_of_device_memory(test: str, results_path: Path) -> None:
     assert reference["blocks"]["count"] == 1 and blocks["blocks"]["contiguous_gbps"] > 0
 
 
+def test_copies_timed_together_really_copy_and_take_at_least_as_long_as_one() -> None:
+    """The timing under every copy-engine ceiling, on one GPU (copies within its memory): the bytes
+    land, and two copies at once take no less than one, and not three times as long."""
+    from rdmabench.bench.ceilings import PeerCopy, copies_together_seconds
+    from rdmabench.hardware.gpu import import_cupy
+
+    cupy = import_cupy()
+    size = 256 << 20
+    with cupy.cuda.Device(0):
+        sources = [cupy.full(size, 7 + k, dtype=cupy.uint8) for k in range(2)]
+        targets = [cupy.zeros(size, dtype=cupy.uint8) for _ in range(2)]
+    copies = [PeerCopy(0, t.data.ptr, 0, s.data.ptr, 0, size) for s, t in zip(sources, targets, strict=True)]
+    one = copies_together_seconds(cupy, copies[:1], repeats=5)
+    both = copies_together_seconds(cupy, copies, repeats=5)
+    for k, target in enumerate(targets):
+        assert int((target != 7 + k).sum()) == 0  # every byte of both copies landed
+    assert 50e9 < size / one < 10e12, one  # within one GPU's memory: tens of GB/s to a few TB/s
+    assert 0.9 * one <= both < 3 * one, (one, both)
+
+
 @pytest.mark.skipif(visible_gpu_count() < 2, reason="the bidirectional copy needs two GPUs")
 def test_bibw_anchor_against_both_copy_engines(tmp_path: Path) -> None:
     from rdmabench.bench.ceilings import bidirectional_copy_gbps, peer_copy_gbps

@@ -6,9 +6,25 @@ where the node has too few GPUs."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from ..hardware.gpu import import_cupy, visible_gpu_count
+
+WARMUP = 3  # timed copies not counted: the first ones pay for peer mappings and stream creation
+
+
+@dataclass(frozen=True)
+class PeerCopy:
+    """One cudaMemcpyPeerAsync: `nbytes` from `src` on GPU `src_device` to `dst` on `dst_device`,
+    issued on a stream of GPU `issuer`, whose copy engine runs it."""
+
+    issuer: int
+    dst: int
+    dst_device: int
+    src: int
+    src_device: int
+    nbytes: int
 
 
 def _enable_peer_access(cupy: Any, device: int, peer: int) -> None:
@@ -22,30 +38,59 @@ def _enable_peer_access(cupy: Any, device: int, peer: int) -> None:
                 pass  # already enabled
 
 
+def copies_together_seconds(cupy: Any, copies: list[PeerCopy], repeats: int = 20, lead: int = 0) -> float:
+    """Seconds from one start until the last of `copies` has finished, the upper median of `repeats`
+    after WARMUP. The start and end events are recorded on a stream of GPU `lead`; each copy runs on
+    a stream of its own GPU's, started by the start event and joined into the end. The first copy
+    that `lead` issues runs on the lead stream itself, so a single copy is timed as on a plain
+    stream. Copies are issued in list order."""
+    runtime = cupy.cuda.runtime
+    with cupy.cuda.Device(lead):
+        lead_stream = cupy.cuda.Stream(non_blocking=True)
+    streams = []
+    for position, copy in enumerate(copies):
+        first_of_lead = copy.issuer == lead and all(c.issuer != lead for c in copies[:position])
+        with cupy.cuda.Device(copy.issuer):
+            streams.append(lead_stream if first_of_lead else cupy.cuda.Stream(non_blocking=True))
+    times = []
+    for index in range(repeats + WARMUP):
+        with cupy.cuda.Device(lead):
+            start, end = cupy.cuda.Event(), cupy.cuda.Event()
+            start.record(lead_stream)
+        joined = []
+        for copy, stream in zip(copies, streams, strict=True):
+            with cupy.cuda.Device(copy.issuer):
+                if stream is not lead_stream:
+                    stream.wait_event(start)
+                runtime.memcpyPeerAsync(copy.dst, copy.dst_device, copy.src, copy.src_device, copy.nbytes, stream.ptr)
+                if stream is not lead_stream:
+                    done = cupy.cuda.Event(disable_timing=True)
+                    done.record(stream)
+                    joined.append(done)
+        with cupy.cuda.Device(lead):
+            for done in joined:
+                lead_stream.wait_event(done)
+            end.record(lead_stream)
+            end.synchronize()
+            if index >= WARMUP:
+                times.append(cupy.cuda.get_elapsed_time(start, end) / 1e3)
+    times.sort()
+    return float(times[len(times) // 2])
+
+
 def peer_copy_gbps(size: int, repeats: int = 20) -> float | None:
     """GPU 0 -> GPU 1 copy-engine bandwidth (cudaMemcpyPeerAsync, CUDA events, median), the ceiling
     a device-to-device transfer between those GPUs can approach. None with fewer than two GPUs."""
     cupy = import_cupy()
     if cupy is None or visible_gpu_count() < 2:
         return None
-    runtime = cupy.cuda.runtime
     with cupy.cuda.Device(1):
         dst = cupy.empty(size, dtype=cupy.uint8)
     _enable_peer_access(cupy, 0, 1)
     with cupy.cuda.Device(0):
         src = cupy.ones(size, dtype=cupy.uint8)
-        stream = cupy.cuda.Stream(non_blocking=True)
-        start, end = cupy.cuda.Event(), cupy.cuda.Event()
-        times = []
-        for index in range(repeats + 3):
-            start.record(stream)
-            runtime.memcpyPeerAsync(dst.data.ptr, 1, src.data.ptr, 0, size, stream.ptr)
-            end.record(stream)
-            end.synchronize()
-            if index >= 3:
-                times.append(cupy.cuda.get_elapsed_time(start, end) / 1e3)
-    times.sort()
-    return size / times[len(times) // 2] / 1e9
+    copy = PeerCopy(0, dst.data.ptr, 1, src.data.ptr, 0, size)
+    return size / copies_together_seconds(cupy, [copy], repeats) / 1e9
 
 
 def bidirectional_copy_gbps(size: int, repeats: int = 20) -> float | None:
@@ -56,32 +101,17 @@ def bidirectional_copy_gbps(size: int, repeats: int = 20) -> float | None:
     cupy = import_cupy()
     if cupy is None or visible_gpu_count() < 2:
         return None
-    runtime = cupy.cuda.runtime
-    buffers, streams = {}, {}
+    buffers = {}
     for device in (0, 1):
         with cupy.cuda.Device(device):
             buffers[device] = (cupy.ones(size, dtype=cupy.uint8), cupy.empty(size, dtype=cupy.uint8))
-            streams[device] = cupy.cuda.Stream(non_blocking=True)
         _enable_peer_access(cupy, device, 1 - device)
-    times = []
-    for index in range(repeats + 3):
-        with cupy.cuda.Device(0):
-            start, end = cupy.cuda.Event(), cupy.cuda.Event()
-            start.record(streams[0])
-        with cupy.cuda.Device(1):
-            joined = cupy.cuda.Event(disable_timing=True)
-            streams[1].wait_event(start)
-            runtime.memcpyPeerAsync(buffers[0][1].data.ptr, 0, buffers[1][0].data.ptr, 1, size, streams[1].ptr)
-            joined.record(streams[1])
-        with cupy.cuda.Device(0):
-            runtime.memcpyPeerAsync(buffers[1][1].data.ptr, 1, buffers[0][0].data.ptr, 0, size, streams[0].ptr)
-            streams[0].wait_event(joined)
-            end.record(streams[0])
-            end.synchronize()
-            if index >= 3:
-                times.append(cupy.cuda.get_elapsed_time(start, end) / 1e3)
-    times.sort()
-    return 2 * size / times[len(times) // 2] / 1e9
+    # GPU 1's copy is issued first, on its own stream; GPU 0's on the lead stream that times both.
+    copies = [
+        PeerCopy(1, buffers[0][1].data.ptr, 0, buffers[1][0].data.ptr, 1, size),
+        PeerCopy(0, buffers[1][1].data.ptr, 1, buffers[0][0].data.ptr, 0, size),
+    ]
+    return 2 * size / copies_together_seconds(cupy, copies, repeats) / 1e9
 
 
 def all_to_one_copy_gbps(size: int, repeats: int = 20) -> float | None:
@@ -104,36 +134,10 @@ def all_to_one_copy_gbps(size: int, repeats: int = 20) -> float | None:
         _enable_peer_access(cupy, device, 0)
         _enable_peer_access(cupy, 0, device)
     best = 0.0
-    for issuer in ("source", "destination"):
-        streams = {}
-        for device in sources:  # a stream a copy, on the GPU whose copy engine runs it
-            with cupy.cuda.Device(device if issuer == "source" else 0):
-                streams[device] = cupy.cuda.Stream(non_blocking=True)
-        with cupy.cuda.Device(0):
-            lead = cupy.cuda.Stream(non_blocking=True)  # starts every copy and waits for all
-        times = []
-        for index in range(repeats + 3):
-            with cupy.cuda.Device(0):
-                start, end = cupy.cuda.Event(), cupy.cuda.Event()
-                start.record(lead)
-            joined = []
-            for device in sources:
-                with cupy.cuda.Device(device if issuer == "source" else 0):
-                    stream = streams[device]
-                    stream.wait_event(start)
-                    cupy.cuda.runtime.memcpyPeerAsync(
-                        dst[device].data.ptr, 0, src[device].data.ptr, device, size, stream.ptr
-                    )
-                    done = cupy.cuda.Event(disable_timing=True)
-                    done.record(stream)
-                    joined.append(done)
-            with cupy.cuda.Device(0):
-                for done in joined:
-                    lead.wait_event(done)
-                end.record(lead)
-                end.synchronize()
-                if index >= 3:
-                    times.append(cupy.cuda.get_elapsed_time(start, end) / 1e3)
-        times.sort()
-        best = max(best, len(sources) * size / times[len(times) // 2] / 1e9)
+    for pulled in (False, True):
+        copies = [
+            PeerCopy(0 if pulled else device, dst[device].data.ptr, 0, src[device].data.ptr, device, size)
+            for device in sources
+        ]
+        best = max(best, len(sources) * size / copies_together_seconds(cupy, copies, repeats) / 1e9)
     return best
