@@ -74,6 +74,48 @@ static void *post_recv(ucp_worker_h worker, void *buffer, size_t size, ucp_tag_t
     return ucp_tag_recv_nbx(worker, buffer, size, tag, FULL_MASK, &param);
 }
 
+/* A streamed message's completion, run by UCX inside ucp_worker_progress: the request is freed
+ * here and its slot cleared (NULL: landed) or, on failure, set to the status as an error pointer,
+ * which settle_slot() reports. The loop then tests a message by reading its slot, where it would
+ * otherwise call into UCP twice per message (test, then free; each through the worker's lock, which
+ * UCXX's thread-safe worker takes on every call): ucx_perftest, too, completes by callback. */
+static void slot_done(void *request, ucs_status_t status, void *slot)
+{
+    ucp_request_free(request);
+    __atomic_store_n((void **)slot, status == UCS_OK ? NULL : UCS_STATUS_PTR(status), __ATOMIC_RELEASE);
+}
+
+static void sent_into_slot(void *request, ucs_status_t status, void *slot) { slot_done(request, status, slot); }
+
+static void landed_in_slot(void *request, ucs_status_t status, const ucp_tag_recv_info_t *info, void *slot)
+{
+    (void)info;
+    slot_done(request, status, slot);
+}
+
+/* Post a streamed message whose completion clears `*slot` (slot_done); a message that completed at
+ * once (NULL) or failed at once (an error pointer) is stored as it is. */
+static void post_into_slot(void **slot, int sending, ucp_worker_h worker, ucp_ep_h ep, void *buffer, size_t size,
+                           ucp_tag_t tag, int memory_type)
+{
+    ucp_request_param_t param;
+    ucp_tag_recv_info_t info; /* filled where a receive completes at once; not needed */
+    describe(&param, memory_type);
+    param.op_attr_mask |= UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    param.user_data = slot;
+    void *request;
+    if (sending) {
+        param.cb.send = sent_into_slot;
+        request = ucp_tag_send_nbx(ep, buffer, size, tag, &param);
+    } else {
+        param.op_attr_mask |= UCP_OP_ATTR_FIELD_RECV_INFO;
+        param.recv_info.tag_info = &info;
+        param.cb.recv = landed_in_slot;
+        request = ucp_tag_recv_nbx(worker, buffer, size, tag, FULL_MASK, &param);
+    }
+    __atomic_store_n(slot, request, __ATOMIC_RELEASE);
+}
+
 static int peers_alive(const int *pids, int count, int *dead_pid)
 {
     for (int i = 0; i < count; i++) {
@@ -187,6 +229,20 @@ typedef struct {
     ucp_tag_t ack_tag;
 } rb_link;
 
+/* A streamed message's slot (post_into_slot): 1 when it has landed, 0 while in flight, -1 on
+ * failure (*ucx_status set; the slot is cleared). */
+static int settle_slot(void **slot, int *ucx_status)
+{
+    void *state = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+    if (state == NULL)
+        return 1;
+    if (!UCS_PTR_IS_ERR(state))
+        return 0; /* its request: in flight until slot_done clears it */
+    *ucx_status = UCS_PTR_STATUS(state);
+    *slot = NULL;
+    return -1;
+}
+
 /* Per-link progress of one step. */
 typedef struct {
     void **requests; /* the link's data messages in flight: message m in requests[m % slots] */
@@ -205,16 +261,15 @@ typedef struct {
 static int stream(ucp_worker_h worker, rb_progress *p, const rb_link *l, int sending, int *ucx_status)
 {
     int r;
-    while (p->done < p->posted && (r = settle(&p->requests[p->done % l->slots], ucx_status)) != 0) {
+    while (p->done < p->posted && (r = settle_slot(&p->requests[p->done % l->slots], ucx_status)) != 0) {
         if (r < 0)
             return -1;
         p->done++;
     }
     while (p->posted < l->count && p->posted - p->done < l->slots) {
         int k = p->posted % l->slots;
-        ucp_tag_t tag = l->data_tag | (ucp_tag_t)k;
-        p->requests[k] = sending ? post_send(l->ep, l->buffers[k], l->size, tag, l->memory_type)
-                                 : post_recv(worker, l->buffers[k], l->size, tag, l->memory_type);
+        post_into_slot(&p->requests[k], sending, worker, l->ep, l->buffers[k], l->size, l->data_tag | (ucp_tag_t)k,
+                       l->memory_type);
         p->posted++;
     }
     return 0;
@@ -303,8 +358,10 @@ int rb_round(ucp_worker_h worker, const rb_link *targets, int ntargets, const rb
             goto done;
     }
 done:
-    /* On failure the job is about to end: requests still in flight are left to it. */
-    free(requests);
+    /* On failure the job is about to end: requests still in flight are left to it, and so are their
+     * slots, which their completions will still write (a few bytes a link, once). */
+    if (rc == RB_OK)
+        free(requests);
     free(progress);
     free(pids);
     return rc;
