@@ -94,7 +94,10 @@ static void landed_in_slot(void *request, ucs_status_t status, const ucp_tag_rec
 }
 
 /* Post a streamed message whose completion clears `*slot` (slot_done); a message that completed at
- * once (NULL) or failed at once (an error pointer) is stored as it is. */
+ * once (NULL) or failed at once (an error pointer) is stored as it is. UCX runs the callback only
+ * from ucp_worker_progress, never inside the nbx call (UCP_OP_ATTR_FLAG_NO_IMM_CMPL is not set), and
+ * this loop is the only thread that progresses the worker: the request is in its slot before its
+ * completion can clear it. A progress thread on this worker would break that. */
 static void post_into_slot(void **slot, int sending, ucp_worker_h worker, ucp_ep_h ep, void *buffer, size_t size,
                            ucp_tag_t tag, int memory_type)
 {
