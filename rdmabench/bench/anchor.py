@@ -286,19 +286,23 @@ def _compare_ceiling(test: str, sizes: list[int]) -> list[dict[str, Any]]:
     return rows
 
 
+def _one_round(row: dict[str, Any]) -> bool:
+    """The row is one round's figures: no --repeat, or an incomplete one that finished one round."""
+    return (row.get("rounds") or 1) == 1
+
+
 def _drift(row: dict[str, Any]) -> str:
     drift = row.get("anchor_drift")
     if drift is None:  # a copy-engine ceiling: measured once, no bracket
         return "-"
-    if (row.get("rounds") or 1) > 1:  # the rounds' median: which rounds were steady is said under the table
+    if not _one_round(row):  # the rounds' median: which rounds were steady is said under the table
         return f"{drift:.1%}"
     return f"{drift:.1%}" + ("!" if drift > DRIFT_LIMIT else "")
 
 
 def _unsteady_lines(rows: list[dict[str, Any]]) -> list[str]:
     """Under a one-round table: a warning for each row whose anchor moved too much to trust its ratios."""
-    # (An incomplete --repeat that finished one round is one round too.)
-    unsteady = [r for r in rows if (r.get("rounds") or 1) == 1 and (r.get("anchor_drift") or 0) > DRIFT_LIMIT]
+    unsteady = [r for r in rows if _one_round(r) and (r.get("anchor_drift") or 0) > DRIFT_LIMIT]
     lines = [
         f"# UNSTEADY: {r['test']} {format_size(r['size_bytes'])}: ucx_perftest read {r['anchor_before']:.3f} before "
         f"rdmabench ran and {r['anchor_after']:.3f} after; its ratios are unreliable"
