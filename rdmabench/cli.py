@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import shlex
 import sys
-from datetime import datetime
 from typing import Any
 
 import click
@@ -293,7 +292,8 @@ def main() -> None:
     multiple=True,
     metavar="KIND=SHARE|default",
     help="A pass/fail verdict at the end: every link at its largest size against this floor (see `rdmabench "
-    "check`); exit 1 if one fails.",
+    "check`); exit 1 if one fails, 2 if no link could be judged (the results are kept). Only for tests whose "
+    "figure is a bandwidth.",
 )
 def run(np_: int | None, **options: Any) -> None:
     """Run a point-to-point test between ranks 0 and 1.
@@ -685,8 +685,19 @@ def _filter_options(command: Any) -> Any:
             metavar="same GPU|intra-node|inter-node",
             help="Only this class of link (repeatable).",
         ),
-        click.option("--since", default=None, help="Only runs from this date on (YYYY-MM-DD)."),
-        click.option("--until", default=None, help="Only runs up to this date (YYYY-MM-DD)."),
+        click.option(
+            "--since",
+            default=None,
+            metavar="WHEN",
+            help="Only runs made at or after WHEN: YYYY-MM-DD (from the start of that UTC day) or "
+            "YYYY-MM-DDTHH:MM[:SS] with Z or an offset (2026-11-25T08:00:00+01:00); nothing else.",
+        ),
+        click.option(
+            "--until",
+            default=None,
+            metavar="WHEN",
+            help="Only runs made at or before WHEN, as --since (a day: through its end, UTC).",
+        ),
     ]
     for option in reversed(options):
         command = option(command)
@@ -702,18 +713,14 @@ def _filters(
     since: str | None,
     until: str | None,
 ) -> Any:
+    from .results import dates
     from .results.report import LINK_CLASSES, Filters
 
     for cls in link_classes:
         if cls not in LINK_CLASSES:
             raise ConfigError(f"unknown link class {cls!r}: choose one of {', '.join(LINK_CLASSES)}")
-    for option, value in (("--since", since), ("--until", until)):
-        if value is not None:
-            try:
-                datetime.fromisoformat(value)
-            except ValueError:
-                raise ConfigError(f"{option} wants a date (YYYY-MM-DD) or a date and time, not {value!r}") from None
-    return Filters(tests, modes, tuple(parse_sizes(sizes)) if sizes else (), hosts, link_classes, since, until)
+    first, last = dates.parse_bounds(since, until)
+    return Filters(tests, modes, tuple(parse_sizes(sizes)) if sizes else (), hosts, link_classes, first, last)
 
 
 def _write_or_print(text: str, output: str | None, force: bool) -> None:
@@ -727,12 +734,15 @@ def _write_or_print(text: str, output: str | None, force: bool) -> None:
     click.echo(f"# report written to {output}", err=True)
 
 
-def _load(paths: tuple[str, ...]) -> Any:
+def _load(paths: tuple[str, ...], warn_duplicates: bool = True) -> Any:
     from .results.report import load_all
 
     loaded = load_all(paths)
     for problem in loaded.problems:
         click.echo(f"rdmabench: warning: skipped {problem}", err=True)
+    if warn_duplicates:  # compare lists them in its output
+        for duplicate in loaded.duplicates:
+            click.echo(f"rdmabench: warning: ignored {duplicate}", err=True)
     if not loaded.documents:
         raise ConfigError("no usable results files among " + ", ".join(paths))
     return loaded
@@ -757,7 +767,8 @@ def _load(paths: tuple[str, ...]) -> Any:
     "--expect",
     multiple=True,
     metavar="KIND=SHARE|default",
-    help="Also judge every link at its largest size against a floor (see `rdmabench check`); exit 1 if one fails.",
+    help="Also judge every link at its largest size against a floor (see `rdmabench check`); exit 1 if one "
+    "fails, 2 if no link could be judged.",
 )
 @_filter_options
 def report(
@@ -785,11 +796,13 @@ def report(
             raise ConfigError(f"--outlier-fraction must be between 0 and 1, not {outlier_fraction}")
         if output is not None:
             document.check_writable(output, force)
+        floors = verdict_module.parse_expect(expect)
         chosen = _filters(**filters)  # bad filters are reported before any file is read
         loaded = _load(paths)
         rows = report_module.aggregate(loaded.documents, chosen)
         if not rows:
             raise ConfigError("no results match the filters")
+        skipped = [*loaded.problems, *map(str, loaded.duplicates)]  # files left out, each with why
         if output_format == "table":
             text = report_module.format_table(rows, by, outlier_fraction)
         elif output_format == "markdown":
@@ -797,19 +810,18 @@ def report(
         elif output_format == "csv":
             text = report_module.format_csv(rows)
         elif output_format == "json":
-            text = report_module.format_json(rows, outlier_fraction, loaded.problems)
+            text = report_module.format_json(rows, outlier_fraction, skipped)
         else:
             from .results.html import render
 
-            text = render(rows, [path for path, _ in loaded.documents], loaded.problems, outlier_fraction)
-        floors = verdict_module.parse_expect(expect)
+            text = render(rows, [path for path, _ in loaded.documents], skipped, outlier_fraction)
         _write_or_print(text, output, force)
+        judged = verdict_module.conclude(rows, floors) if floors else None
     except RdmabenchError as exc:
         _fail(exc)
-    if floors:
-        judged = verdict_module.judge(rows, floors)
+    if judged is not None:
         click.echo(verdict_module.format_verdict(judged), err=True)
-        sys.exit(0 if judged.passed else 1)
+        sys.exit(judged.exit_code)
 
 
 @main.command(context_settings={"show_default": True})
@@ -847,7 +859,8 @@ def check(
 ) -> None:
     """Pass or fail: every link at its largest size against a floor (a share of its physical limit)
     and/or a baseline run. Names every failing link and the GPUs and nodes they touch. Exit status 1
-    when a link fails, 0 when all pass, 2 for bad input."""
+    when a link fails, 0 when all pass, 2 for bad input or when there is no verdict: nothing matched,
+    no floor applied to any link, or no link was in the baseline (never a pass on nothing)."""
     from .results import report as report_module
     from .results import verdict as verdict_module
 
@@ -862,9 +875,7 @@ def check(
         base = report_module.aggregate(_load((baseline,)).documents, chosen) if baseline is not None else None
         if not rows:
             raise ConfigError("no results match the filters")
-        found = verdict_module.judge(rows, floors, base, tolerance)
-        if not found.judged:
-            raise ConfigError("no link could be judged: " + ("; ".join(found.skipped[:3]) or "no bandwidth results"))
+        found = verdict_module.conclude(rows, floors, base, tolerance)
         for path, text in ((json_path, verdict_module.summary_json), (junit_path, verdict_module.junit_xml)):
             if path is not None:
                 with open(path, "w") as handle:
@@ -874,7 +885,7 @@ def check(
     except OSError as exc:
         _fail(ConfigError(f"cannot write the verdict: {exc}"))
     click.echo(verdict_module.format_verdict(found))
-    sys.exit(0 if found.passed else 1)
+    sys.exit(found.exit_code)
 
 
 @main.command(context_settings={"show_default": True})
@@ -889,8 +900,10 @@ def compare(base: str, new: str, threshold: float, output_format: str, **filters
     """Compare two results files (or directories): per link and size, the change of the median and
     whether it is beyond run-to-run noise: a Mann-Whitney U test on the runs' figures (4 runs or
     more on each side; fewer are shown untested), corrected for the number of links tested
-    (Benjamini-Hochberg q-values). Exit status 1 when a significant regression is found, for use in
-    a cluster's CI; for a gate on single runs use `rdmabench check --baseline`."""
+    (Benjamini-Hochberg q-values). A run counts once: files of the same run (the same run id or the
+    same records) are named and ignored. Exit status 1 when a significant regression is found, 0 when
+    none is, 2 for bad input or when no pair could be tested (no verdict), for use in a cluster's CI;
+    for a gate on single runs use `rdmabench check --baseline`."""
     import json
 
     from .results import report as report_module
@@ -901,21 +914,30 @@ def compare(base: str, new: str, threshold: float, output_format: str, **filters
         if output_format not in ("table", "json"):
             raise ConfigError(f"unknown format {output_format!r}: choose table or json")
         chosen = _filters(**filters)
-        base_rows = report_module.aggregate(_load((base,)).documents, chosen)
-        new_rows = report_module.aggregate(_load((new,)).documents, chosen)
+        base_loaded, new_loaded = _load((base,), warn_duplicates=False), _load((new,), warn_duplicates=False)
+        base_rows = report_module.aggregate(base_loaded.documents, chosen)
+        new_rows = report_module.aggregate(new_loaded.documents, chosen)
         changes, unmatched = report_module.compare(base_rows, new_rows, threshold)
         if not changes:
             differ = next((line.split("; ", 1)[1] for line in unmatched if "other settings" in line), "")
             raise ConfigError("BASE and NEW have no link and size in common" + (f" ({differ})" if differ else ""))
     except RdmabenchError as exc:
         _fail(exc)
+    duplicates = [f"{side} {d}" for side, d in (("BASE", base_loaded), ("NEW", new_loaded)) for d in d.duplicates]
     if output_format == "json":
         # One change per line: an indented dump of a million changes took minutes.
         rows = ",\n".join(json.dumps(c.to_dict(), separators=(",", ":")) for c in changes)
-        click.echo(f'{{"changes": [\n{rows}\n],\n"unmatched": {json.dumps(unmatched, indent=1)}}}')
+        click.echo(
+            f'{{"changes": [\n{rows}\n],\n"unmatched": {json.dumps(unmatched, indent=1)},\n'
+            f'"duplicates": {json.dumps(duplicates, indent=1)}}}'
+        )
     else:
-        click.echo(report_module.format_changes(changes, unmatched, threshold))
-    sys.exit(1 if any(c.regression for c in changes) else 0)
+        click.echo(report_module.format_changes(changes, unmatched, threshold, duplicates))
+    try:
+        code = report_module.comparison_exit(changes)
+    except RdmabenchError as exc:
+        _fail(exc)
+    sys.exit(code)
 
 
 if __name__ == "__main__":

@@ -22,6 +22,13 @@ class ConfigError(RdmabenchError):
     exit_code = 2
 
 
+class InconclusiveError(RdmabenchError):
+    """A verdict or a comparison had nothing to judge (no link matched, no floor applied, too few
+    distinct runs): no verdict, never a pass. Exit status 2, as bad input."""
+
+    exit_code = 2
+
+
 class ResourceError(RdmabenchError):
     """Memory, GPU or pinning not available for the requested run."""
 

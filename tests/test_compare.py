@@ -70,9 +70,10 @@ def test_a_planted_slowdown_is_caught(tmp_path: Path) -> None:
 
 
 def test_single_runs_show_the_change_untested() -> None:
-    """One run a side: its samples are not independent, so nothing is called significant."""
+    """One run a side: its samples are not independent, so nothing is called significant, and with
+    no pair tested there is no verdict (exit 2, as `check` when nothing could be judged)."""
     proc = run_cli(["compare", str(DATA / "base" / "r01.json"), str(DATA / "new" / "r02.json")])
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 2 and "no verdict: none of the 3 link/size pair(s)" in proc.stderr, proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[0].split() == ["test", "modes", "size", "link", "runs", "base", "new", "change", "p", "q", "verdict"]
     assert all(line.split()[-1] == "untested" and " 1/1 " in line for line in lines[1:4])

@@ -131,9 +131,9 @@ def test_reports_never_overwrite_without_force(runs: Path, tmp_path: Path) -> No
 
 def test_compare_of_single_runs_shows_the_change_untested(runs: Path, tmp_path: Path) -> None:
     """One run a side: the change is shown, never called significant (one run's samples are not
-    independent; tests/test_compare.py compares sets of runs)."""
+    independent; tests/test_compare.py compares sets of runs). No pair tested: no verdict, exit 2."""
     same = run_cli(["compare", str(runs / "first.json"), str(runs / "first.json")])
-    assert same.returncode == 0 and "0 regression(s)" in same.stdout
+    assert same.returncode == 2 and "0 regression(s)" in same.stdout and "no verdict" in same.stderr
     slower = _as_schema_1(copy.deepcopy(load_results(str(runs / "first.json"))))  # a schema-1 file against a 2
     victim = slower["results"][0]
     floor = min(victim["samples"]) * 0.5
@@ -141,7 +141,7 @@ def test_compare_of_single_runs_shows_the_change_untested(runs: Path, tmp_path: 
     victim["bandwidth_gbps"] = statistics.median(victim["samples"])
     (tmp_path / "slower.json").write_text(json.dumps(slower))
     proc = run_cli(["compare", str(runs / "first.json"), str(tmp_path / "slower.json"), "--format", "json"])
-    assert proc.returncode == 0
+    assert proc.returncode == 2
     changes = json.loads(proc.stdout)["changes"]
     assert not any(c["regression"] or c["tested"] for c in changes)
     assert min(c["change"] for c in changes) < -0.5

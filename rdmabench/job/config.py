@@ -132,6 +132,13 @@ class RunConfig:
             raise ConfigError(f"--timeout must be above 0 and at most 86400 seconds, not {self.timeout}")
         if not self.sizes:
             raise ConfigError("no message sizes given")
+        if self.expect and not kind.higher_is_better:
+            # Floors are shares of a link's limit, for figures where more is better: they would judge
+            # no link, and a verdict on nothing is none. Said before anything is measured.
+            raise ConfigError(
+                f"--expect judges bandwidth against a share of the link's limit; --test {self.test} measures "
+                f"{kind.unit} (lower is better), so no floor applies: compare runs with `rdmabench check --baseline`"
+            )
         self.staging.check()
         return self
 

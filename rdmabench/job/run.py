@@ -22,7 +22,7 @@ from dataclasses import replace
 from types import FrameType
 from typing import Any, TextIO
 
-from ..errors import ConfigError, RdmabenchError, TransportError, error_line
+from ..errors import ConfigError, InconclusiveError, RdmabenchError, TransportError, error_line
 from ..hardware import counters, limits, nics
 from ..hardware.pathcheck import is_device_path_warning
 from ..measure import registry
@@ -454,18 +454,23 @@ def _csv(rows: list[Any]) -> str:
 
 
 def _verdict(path: str, rows: list[Any], floors: dict[str, float], out: TextIO) -> int:
-    from ..results.verdict import format_verdict, judge
+    """The verdict `check` would give on this run's file; its exit status (2: nothing was judged)."""
+    from ..results.verdict import conclude, format_verdict
 
-    verdict = judge(rows, floors)
+    try:
+        verdict = conclude(rows, floors)
+    except InconclusiveError as exc:
+        print(error_line(f"{exc} (results kept in {path})"), file=sys.stderr, flush=True)
+        return exc.exit_code
     print(format_verdict(verdict), file=out, flush=True)
     if verdict.passed:
-        return 0
+        return verdict.exit_code
     print(
         error_line(f"{len(verdict.failed)} link(s) below their --expect floor (results kept in {path})"),
         file=sys.stderr,
         flush=True,
     )
-    return 1
+    return verdict.exit_code
 
 
 def _check_gdr(config: RunConfig, entries: list[Entry]) -> None:

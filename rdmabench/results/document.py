@@ -32,7 +32,7 @@ from typing import Any, TextIO
 from ..errors import OtherDocumentError, ResultsFileError, ResultsWriteError
 from ..measure import registry
 from ..units import MAX_BANDWIDTH_GBPS
-from . import compact
+from . import compact, identity
 
 SCHEMA_NAME = "rdmabench-results"
 SCHEMA_VERSION = 2
@@ -63,6 +63,7 @@ _REQUIRED_ENTRY_FIELDS = {*ENTRY_KEY, "samples", "validated", "transport", "unit
 
 def document(metadata: dict[str, Any], entries: list[dict[str, Any]], complete: bool) -> dict[str, Any]:
     """A schema-1 document: every entry in one JSON file (`bench.copy`'s results, small files)."""
+    metadata = identity.with_run_id(metadata)
     return {
         "schema": {"name": SCHEMA_NAME, "version": 1},
         "complete": complete,
@@ -272,7 +273,7 @@ class ResultsStream:
 
     def __init__(self, path: str, metadata: dict[str, Any]):
         self.path = path
-        self.metadata = metadata
+        self.metadata = identity.with_run_id(metadata)  # what tells this run from copies of its files
         self.count = 0
         self._compactor = compact.Compactor()
         self.broken = False

@@ -15,17 +15,18 @@ import statistics
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from itertools import chain
 from operator import attrgetter
 from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
 
-from ..errors import OtherDocumentError, ResultsFileError
+from ..errors import InconclusiveError, OtherDocumentError, ResultsFileError
 from ..measure import registry
 from ..modes import mode_named
 from ..units import format_size
-from . import compact, distribution, document
+from . import compact, dates, distribution, document, identity
 
 GROUPINGS = ("none", "host", "link-class", "mode", "size", "date")
 LINK_CLASSES = ("same GPU", "intra-node", "inter-node")
@@ -57,6 +58,7 @@ def bulk(function: F) -> F:
 class Loaded:
     documents: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)  # one line per file that could not be used
+    duplicates: list[identity.Duplicate] = field(default_factory=list)  # files of a run counted already
 
 
 def find_files(paths: Iterable[str]) -> tuple[list[str], list[str]]:
@@ -90,6 +92,7 @@ def load_all(paths: Iterable[str]) -> Loaded:
         except ResultsFileError as exc:
             if not isinstance(exc, OtherDocumentError):  # anchor comparisons live beside results
                 loaded.problems.append(str(exc))
+    loaded.documents, loaded.duplicates = identity.distinct(loaded.documents)  # a run counts once
     return loaded
 
 
@@ -297,14 +300,25 @@ class Filters:
     sizes: tuple[int, ...] = ()
     hosts: tuple[str, ...] = ()  # an entry matches when either end ran there
     link_classes: tuple[str, ...] = ()
-    since: str | None = None  # ISO dates (or date-times), inclusive
-    until: str | None = None
+    since: datetime | None = None  # inclusive bounds on a run's time (dates.parse_bound), compared as datetimes
+    until: datetime | None = None
 
-    def accept(self, entry: dict[str, Any], created: str) -> bool:
+    def accept(self, entry: dict[str, Any]) -> bool:
         if not self.accept_kind(entry["test"], entry["src_mode"], entry["dst_mode"]):
             return False
         klass = link_class(entry) if self.link_classes else ""
-        return self.accept_link(entry["size_bytes"], entry.get("src_host"), entry.get("dst_host"), klass, created)
+        return self.accept_link(entry["size_bytes"], entry.get("src_host"), entry.get("dst_host"), klass)
+
+    def accept_run(self, created: datetime | None) -> bool:
+        """What the date bounds say of a run made at `created` (None: its time is unknown, so it is
+        within no bound)."""
+        if self.since is None and self.until is None:
+            return True
+        if created is None:
+            return False
+        return not (
+            (self.since is not None and created < self.since) or (self.until is not None and created > self.until)
+        )
 
     def accept_kind(self, test: Any, src_mode: Any, dst_mode: Any) -> bool:
         """What the filters say of a test and its memory modes."""
@@ -312,17 +326,13 @@ class Filters:
             return False
         return not (self.modes and src_mode not in self.modes and dst_mode not in self.modes)
 
-    def accept_link(self, size: int, src_host: Any, dst_host: Any, klass: str, created: str) -> bool:
-        """What the filters say of a link's size, hosts and class, and of its run's date."""
+    def accept_link(self, size: int, src_host: Any, dst_host: Any, klass: str) -> bool:
+        """What the filters say of a link's size, hosts and class."""
         if self.sizes and size not in self.sizes:
             return False
         if self.hosts and src_host not in self.hosts and dst_host not in self.hosts:
             return False
-        if self.link_classes and klass not in self.link_classes:
-            return False
-        if self.since and created[: len(self.since)] < self.since:
-            return False
-        return not (self.until and created[: len(self.until)] > self.until)
+        return not (self.link_classes and klass not in self.link_classes)
 
 
 @dataclass(frozen=True, slots=True)
@@ -405,10 +415,12 @@ class _Folder:
         self.labels: dict[tuple[Any, ...], int] = {}
         self.settings: dict[tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]] = {}
         self.intern = _Interner()
-        self.filtering = any((filters.sizes, filters.hosts, filters.link_classes, filters.since, filters.until))
+        self.filtering = any((filters.sizes, filters.hosts, filters.link_classes))
 
     def document(self, doc: dict[str, Any]) -> None:
         metadata = doc["metadata"]
+        if not self.filters.accept_run(dates.parse_created(metadata.get("created_utc"))):
+            return  # a run outside --since/--until: none of its links
         self.created = str(metadata.get("created_utc", ""))
         self.dates = self.intern.set(_NONE, (self.created[:10],))
         results = doc["results"]
@@ -478,7 +490,7 @@ class _Folder:
     def entry(self, entry: dict[str, Any], metadata: dict[str, Any]) -> None:
         """Fold one entry (a schema-1 file's, or a record that is not ordinary)."""
         value = figure(entry)
-        if value is None or not self.filters.accept(entry, self.created):
+        if value is None or not self.filters.accept(entry):
             return
         kind = self.kind(entry, metadata)
         link = _link(_entry_end(entry, "src"), _entry_end(entry, "dst"), kind.on_device)
@@ -506,9 +518,7 @@ class _Folder:
         wire: Any = None,
     ) -> None:
         """Add a link's figure to its row (`samples`, a fresh list, may become the row's own)."""
-        if self.filtering and not self.filters.accept_link(
-            size, link.src_host, link.dst_host, link.link_class, self.created
-        ):
+        if self.filtering and not self.filters.accept_link(size, link.src_host, link.dst_host, link.link_class):
             return
         key = (kind.labels, size, link.name)
         row = self.rows.get(key)
@@ -1091,6 +1101,21 @@ def compare(base: list[Row], new: list[Row], threshold: float, alpha: float = 0.
     return changes, _unmatched(base, new, only_base, only_new)
 
 
+def comparison_exit(changes: list[Change]) -> int:
+    """`compare`'s exit status: 1 a significant regression, 0 none among the tested pairs. No pair
+    tested (fewer than RUNS_NEEDED distinct runs a side) is no verdict: an InconclusiveError (2)."""
+    if any(change.regression for change in changes):
+        return 1
+    if changes and all(change.p_value is None for change in changes):
+        runs = f"{max(len(c.base.values) for c in changes)}/{max(len(c.new.values) for c in changes)}"
+        raise InconclusiveError(
+            f"no verdict: none of the {len(changes)} link/size pair(s) has {RUNS_NEEDED} distinct runs a side "
+            f"(at most {runs}, BASE/NEW), too few to tell a change from run-to-run noise; give BASE and NEW "
+            f"as directories of {RUNS_NEEDED} or more runs each"
+        )
+    return 0
+
+
 def _unmatched(base: list[Row], new: list[Row], only_base: list[Row], only_new: list[Row]) -> list[str]:
     """A line per row on one side only, naming the settings the other side measured it with."""
     lines = []
@@ -1170,7 +1195,9 @@ def _other_settings(row: Row, others: list[Row]) -> str:
 
 
 @bulk
-def format_changes(changes: list[Change], unmatched: list[str], threshold: float) -> str:
+def format_changes(
+    changes: list[Change], unmatched: list[str], threshold: float, duplicates: list[str] | None = None
+) -> str:
     header = ("test", "modes", "size", "link", "runs", "base", "new", "change", "p", "q", "verdict")
     sizes: dict[int, str] = {}
     olds = [c.base for c in changes]
@@ -1202,6 +1229,9 @@ def format_changes(changes: list[Change], unmatched: list[str], threshold: float
             "never called significant (one run's samples are not independent); "
             f"give BASE and NEW as directories of {RUNS_NEEDED} or more runs each"
         )
+    if duplicates:
+        lines.append(f"{len(duplicates)} duplicate run(s) ignored (a run counts once):")
+        lines += [f"  {line}" for line in duplicates]
     lines += unmatched
     return "\n".join(lines)
 

@@ -2,16 +2,21 @@
 of its physical limit, per limit kind or link class) or against a baseline run (within a tolerance).
 The verdict names every failing link, and the GPUs, nodes and NICs they touch; it can be written as JSON
 or JUnit XML for a cluster's CI. Like nccl-tests' minimum-bandwidth gate, the largest size is judged:
-small messages never approach a link's limit."""
+small messages never approach a link's limit.
+
+A verdict that judged nothing is no verdict: `conclude` (what `check`, `report --expect` and
+`run --expect` all call) refuses it. Exit status: 0 every judged link passed, 1 a link failed,
+2 nothing could be judged (InconclusiveError, as bad input)."""
 
 from __future__ import annotations
 
 import json
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 from xml.sax.saxutils import quoteattr
 
-from ..errors import ConfigError
+from ..errors import ConfigError, InconclusiveError
 from ..units import format_size
 from .report import LINK_CLASSES, Row, culprits
 
@@ -75,10 +80,15 @@ class Judgement:
         }
 
 
+EXIT_PASS, EXIT_FAIL = 0, 1  # and InconclusiveError.exit_code (2): nothing could be judged
+
+
 @dataclass
 class Verdict:
     judged: list[Judgement] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)  # links that could not be judged, and why
+    # Why there is no verdict: a criterion given (floors, a baseline) judged no link. None: one did.
+    inconclusive: str | None = None
 
     @property
     def failed(self) -> list[Judgement]:
@@ -86,7 +96,20 @@ class Verdict:
 
     @property
     def passed(self) -> bool:
-        return not self.failed
+        """Every judged link passed, and something was judged: nothing judged is no pass."""
+        return self.inconclusive is None and not self.failed
+
+    @property
+    def outcome(self) -> str:
+        if self.inconclusive is not None:
+            return "INCONCLUSIVE"
+        return "FAIL" if self.failed else "PASS"
+
+    @property
+    def exit_code(self) -> int:
+        if self.inconclusive is not None:
+            return InconclusiveError.exit_code
+        return EXIT_FAIL if self.failed else EXIT_PASS
 
     def culprits(self) -> dict[str, dict[str, int]]:
         """How many failing links touch each GPU, node and NIC: the slow part shows up most."""
@@ -125,10 +148,13 @@ def judge(
     rows: list[Row], floors: dict[str, float], baseline: list[Row] | None = None, tolerance: float = 0.1
 ) -> Verdict:
     """Every link at its largest size: against its floor (share of the limit), and against the same
-    link in `baseline` (no worse than `tolerance`)."""
+    link in `baseline` (no worse than `tolerance`). A criterion given that judged no link makes the
+    verdict inconclusive (see `conclude`)."""
     verdict = Verdict()
     base = {row.key: row for row in baseline or []}
-    for row in _largest(rows):
+    largest = _largest(rows)
+    by_floor = by_baseline = 0
+    for row in largest:
         what = f"{row.link} {row.test} {row.modes} {format_size(row.size_bytes)} ({row.load})"
         reasons: list[str] = []
         checked = False
@@ -138,6 +164,7 @@ def judge(
                 verdict.skipped.append(f"{what}: no physical limit known, its {floor[0]} floor cannot apply")
             else:
                 checked = True
+                by_floor += 1
                 if row.share < floor[1]:
                     reasons.append(f"{row.share:.0%} of its {row.limit}, below the {floor[0]} floor of {floor[1]:.0%}")
         old = base.get(row.key)
@@ -146,6 +173,7 @@ def judge(
                 verdict.skipped.append(f"{what}: not in the baseline")
             else:
                 checked = True
+                by_baseline += 1
                 change = row.median / old.median - 1 if old.median else 0.0
                 if row.worse(change, tolerance):
                     reasons.append(
@@ -154,7 +182,58 @@ def judge(
                     )
         if checked:
             verdict.judged.append(Judgement(row, not reasons, "; ".join(reasons) or "ok"))
+    verdict.inconclusive = _inconclusive(largest, floors, baseline, by_floor, by_baseline)
     return verdict
+
+
+def conclude(
+    rows: list[Row], floors: dict[str, float], baseline: list[Row] | None = None, tolerance: float = 0.1
+) -> Verdict:
+    """The verdict of `check`, `report --expect` and `run --expect`: `judge`, and no verdict (an
+    InconclusiveError, exit status 2) where nothing was judged; never a pass on nothing."""
+    verdict = judge(rows, floors, baseline, tolerance)
+    if verdict.inconclusive is not None:
+        raise InconclusiveError(f"no verdict: {verdict.inconclusive}")
+    return verdict
+
+
+def _inconclusive(
+    largest: list[Row], floors: dict[str, float], baseline: list[Row] | None, by_floor: int, by_baseline: int
+) -> str | None:
+    """Why the verdict on `largest` (each link at its largest size) is none: no link at all, or a
+    criterion given that judged none of them. None when every criterion judged a link."""
+    if not largest:
+        return "no results to judge"
+    if not floors and baseline is None:
+        return "no criterion: give a floor (--expect) or a baseline"
+    reasons = []
+    if floors and not by_floor:
+        reasons.append(_no_floor_applies(largest, floors))
+    if baseline is not None and not by_baseline:
+        held = f"it holds {len(baseline)} row(s), none of the same link, test, modes, load and settings"
+        reasons.append(
+            f"none of the {len(largest)} link(s) is in the baseline ({held if baseline else 'it holds no results'})"
+        )
+    return "; ".join(reasons) or None
+
+
+def _no_floor_applies(largest: list[Row], floors: dict[str, float]) -> str:
+    """Why no floor judged any link: the limits no floor names, links without a known limit, latencies."""
+    bandwidths = [row for row in largest if row.higher_is_better]
+    unnamed = Counter(row.limit_kind or "no known limit" for row in bandwidths if _floor(row, floors) is None)
+    limitless = sum(1 for row in bandwidths if _floor(row, floors) is not None and row.share is None)
+    latencies = len(largest) - len(bandwidths)
+    parts = []
+    if unnamed:
+        parts.append("no floor for their limit (" + ", ".join(f"{kind}: {n}" for kind, n in unnamed.items()) + ")")
+    if limitless:
+        parts.append(f"{limitless} with no known physical limit to take a share of")
+    if latencies:
+        parts.append(f"{latencies} lower-is-better figure(s) (latencies: floors judge bandwidth)")
+    return (
+        f"no --expect floor ({', '.join(floors)}) applies to any of the {len(largest)} link(s) at their largest "
+        f"size: {'; '.join(parts)}"
+    )
 
 
 def format_verdict(verdict: Verdict) -> str:
@@ -172,7 +251,7 @@ def format_verdict(verdict: Verdict) -> str:
         if culprits[name]:
             lines.append(f"failing {name}: " + ", ".join(f"{k} ({v} link(s))" for k, v in culprits[name].items()))
     lines += [f"not judged: {line}" for line in verdict.skipped]
-    lines.append("verdict: PASS" if verdict.passed else "verdict: FAIL")
+    lines.append(f"verdict: {verdict.outcome}")
     return "\n".join(lines)
 
 
