@@ -5,12 +5,21 @@ and 4 KiB, 8 runs per placement, interleaved (placement A, B, C, A, B, C, ...), 
 
 import json
 import os
+import socket
 import statistics
 import subprocess
 import sys
 import time
 
-from rdmabench.bench.perftest import _free_port, parse_final, perftest_iterations, perftest_paths, same_ucx_settings
+from rdmabench.bench.perftest import parse_final, perftest_iterations, perftest_paths, same_ucx_settings
+
+
+def free_port() -> int:
+    """A TCP port free on this host a moment ago, for ucx_perftest's server."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
 
 same_ucx_settings()
 binary, libdir = perftest_paths()
@@ -20,7 +29,7 @@ figures: dict[str, dict[int, list[float]]] = {name: {} for name in placements}
 for size in (16384, 4096):
     for _ in range(8):
         for name, (server_cpu, client_cpu) in placements.items():
-            port = _free_port()
+            port = free_port()
             n = perftest_iterations("tag_bw", size)
             common = ["-t", "tag_bw", "-s", str(size), "-n", str(n), "-w", str(n // 10), "-p", str(port)]
             pin = lambda cpu: ["taskset", "-c", cpu] if cpu else []  # noqa: E731
