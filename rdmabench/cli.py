@@ -268,9 +268,9 @@ def main() -> None:
     "--engine",
     default="auto",
     metavar="auto|native|python",
-    help="Who runs the timed part of bw, bibw and lat steps: a small C loop built on first use against UCXX's "
-    "UCX (native), the Python loop, or native where a C compiler is found (auto). Concurrent patterns and "
-    "staged modes always run in Python.",
+    help="Who runs the timed part of every step: a small C loop built on first use against UCXX's "
+    "UCX (native), the Python loop, or native where a C compiler is found (auto). Staged and bounce "
+    "modes always run in Python.",
 )
 @click.option(
     "--format",
@@ -296,7 +296,7 @@ def main() -> None:
     "figure is a bandwidth.",
 )
 def run(np_: int | None, **options: Any) -> None:
-    """Run a point-to-point test between ranks 0 and 1.
+    """Measure the links of a pattern (by default one pair: ranks 0 and 1), per size.
 
     \b
     Locally:         rdmabench run                  (two ranks on this machine)

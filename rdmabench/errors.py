@@ -6,7 +6,7 @@ ERROR_PREFIX = "rdmabench: error: "
 
 
 def error_line(message: str) -> str:
-    """The one line every failure is reported as (launch.py recognises it in the ranks' stderr)."""
+    """The one line every failure is reported as (job/spawner.py recognises it in the ranks' stderr)."""
     return ERROR_PREFIX + message
 
 

@@ -55,6 +55,17 @@ def mpiexec() -> str:
     return find_mpiexec()
 
 
+# Real results files copied from measurements/ (tests/data/results/README.md says which).
+RESULTS_DATA = Path(__file__).resolve().parent / "data" / "results"
+
+
+def million_sources() -> dict[str, str]:
+    """bench.million's real source runs, read from the tests' copies."""
+    from rdmabench.bench.million import SOURCES
+
+    return {link: str(RESULTS_DATA / Path(source).name) for link, source in SOURCES.items()}
+
+
 @pytest.fixture
 def results_path(tmp_path: Path) -> Path:
     return tmp_path / "out.json"

@@ -29,7 +29,7 @@ def test_fill_then_check_round_trip(nbytes: int, mode: MemoryMode) -> None:
 @pytest.mark.parametrize("mode", [MemoryMode.PAGEABLE, MemoryMode.PINNED])
 def test_host_buffers_start_a_page_as_ucx_perftests_and_osus_do(nbytes: int, mode: MemoryMode) -> None:
     """An unaligned 64 KiB message spans 17 pages, and cma pins each: 6-9% of host bw at 64 KiB on
-    the CI VM (results/cpu2-20261124c/align-ab.txt). Several at once, as a window allocates them."""
+    the CI VM (measurements/cpu2-20261124c/align-ab.txt). Several at once, as a window allocates them."""
     buffers = [allocate(mode, nbytes, have_gpu=False) for _ in range(4)]
     for buffer in buffers:
         assert buffer.address % mmap.PAGESIZE == 0 and buffer.array.size == word_capacity(nbytes)

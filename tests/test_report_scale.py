@@ -20,9 +20,8 @@ from rdmabench.results.document import load
 from rdmabench.results.html import render
 from rdmabench.stats import percentile
 
-from .conftest import browse, needs_chromium
+from .conftest import browse, million_sources, needs_chromium
 
-REPO = Path(__file__).resolve().parents[1]
 NVLINK = {"gbps": 478.125, "kind": "NVLink", "detail": "18 x NVLink 4", "measured": False}
 NIC = {"gbps": 50.0, "kind": "NIC", "detail": "400 Gb/sec (4X NDR)", "measured": False}
 
@@ -97,10 +96,10 @@ def test_distributions_per_link_class_in_every_format() -> None:
 
 
 def _generated(directory: Path, ranks: int = 64) -> Path:
-    from rdmabench.bench.million import SOURCES, generate
+    from rdmabench.bench.million import generate
 
     path = directory / f"generated-{ranks}.json"
-    generate(str(path), ranks, 8, {link: str(REPO / source) for link, source in SOURCES.items()})
+    generate(str(path), ranks, 8, million_sources())
     return path
 
 

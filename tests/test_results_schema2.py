@@ -1,5 +1,5 @@
 """Schema 2 (results that hold a cluster): a small summary beside one short JSON line per link, on
-real runs; the schema-1 files already in results/ still read the same; and a GENERATED cluster result
+real runs; real schema-1 files (tests/data/results/) still read the same; and a GENERATED cluster result
 (marked so in its metadata) through the loader and every report format."""
 
 from __future__ import annotations
@@ -13,10 +13,9 @@ import pytest
 from rdmabench.results import compact
 from rdmabench.results.document import load as load_results
 
-from .conftest import browse, needs_chromium, run_cli
+from .conftest import RESULTS_DATA, browse, million_sources, needs_chromium, run_cli
 
-REPO = Path(__file__).resolve().parents[1]
-SCHEMA_1 = REPO / "results" / "h200x2-20261122" / "allpairs-bw-device.json"
+SCHEMA_1 = RESULTS_DATA / "allpairs-bw-device.json"
 
 
 def test_a_run_writes_a_summary_and_one_short_line_per_link(tmp_path: Path) -> None:
@@ -84,14 +83,13 @@ def test_a_bad_link_record_names_its_line(tmp_path: Path) -> None:
 def test_a_generated_cluster_result_reports_in_every_format(
     name: str, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    from rdmabench.bench.million import SOURCES, generate
+    from rdmabench.bench.million import generate
 
     directory = tmp_path_factory.getbasetemp() / "generated"
     path = directory / "generated-64.json"
     if not path.exists():
         directory.mkdir(exist_ok=True)
-        sources = {link: str(REPO / source) for link, source in SOURCES.items()}
-        assert generate(str(path), 64, 8, sources) == 64 * 63
+        assert generate(str(path), 64, 8, million_sources()) == 64 * 63
     summary = json.loads(path.read_text())
     assert summary["metadata"]["generated"].startswith("SYNTHETIC")
     out = directory / f"report.{name}"
@@ -103,10 +101,10 @@ def test_a_generated_cluster_result_reports_in_every_format(
 @needs_chromium
 def test_a_cluster_page_stays_small_and_renders(tmp_path: Path) -> None:
     """256 generated ranks on 32 hosts (65,280 links): maps per pair of hosts, the worst links listed."""
-    from rdmabench.bench.million import SOURCES, generate
+    from rdmabench.bench.million import generate
 
     path = tmp_path / "generated-256.json"
-    generate(str(path), 256, 8, {link: str(REPO / source) for link, source in SOURCES.items()})
+    generate(str(path), 256, 8, million_sources())
     page = tmp_path / "cluster.html"
     proc = run_cli(["report", str(path), "--format", "html", "-o", str(page)], timeout=300)
     assert proc.returncode == 0, proc.stderr

@@ -26,8 +26,8 @@ from typing import Any
 from ..results import document
 
 SOURCES = {
-    "same host": "results/h200x2-20261122/allpairs-bw-device.json",
-    "inter-node": "results/cpu2-20261123/netns-allpairs-1mib.json",
+    "same host": "measurements/h200x2-20261122/allpairs-bw-device.json",
+    "inter-node": "measurements/cpu2-20261123/netns-allpairs-1mib.json",
 }
 
 

@@ -14,7 +14,7 @@ DEVICE, HOST, MIXED = "device", "host", "mixed"
 # destination together (twice the budget) stay within a core's L2 cache (1 MiB on the CI VM, 2 MiB on
 # the H100 host): the core that runs the copy (cma: the receiver's) then holds them, as ucx_perftest
 # and osu_bw hold their one buffer. Unchecked at 64 KiB against ucx_perftest on the H100 host (medians
-# of 5 rounds, results/window-20261124/): 16 messages in flight 0.63, 8 and 4 0.82, 2 0.92, one buffer
+# of 5 rounds, measurements/window-20261124/): 16 messages in flight 0.63, 8 and 4 0.82, 2 0.92, one buffer
 # 0.89; on the VM every depth from 2 to 16 gave 0.90-0.94, and at 4 KiB and 256 KiB depth made no
 # difference there. A DMA engine has no such cliff, and a deeper window hides the per-step handshake:
 # 8 MiB with one end in GPU memory, 512 MiB with both.

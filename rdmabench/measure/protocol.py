@@ -1,6 +1,7 @@
 """What a step protocol provides to the round engine: the buffers an end needs, and one timed step
-in Python and (where the native loop is built) in C. Two exist: window.py (bw, bibw and every
-concurrent pattern) and pingpong.py (lat)."""
+in Python and (where the native loop is built) in C. Four exist: window.py (bw, bibw and every
+concurrent pattern), pingpong.py (lat), onesided.py (put, get, put-lat, get-lat; native only) and
+blocksteps.py (--blocks; native only)."""
 
 from __future__ import annotations
 
