@@ -26,7 +26,7 @@ from ..modes import MemoryMode
 from ..wire import protoinfo
 from ..wire.mpi import receive
 from ..wire.native import RMA_GET, RMA_PUT, HotLoop, Registrations, RmaLinkEnd, memory_type
-from .round import ACK, READY, RoundEnd, Side, tag
+from .contract import ACK, READY, RoundEnd, Side, tag
 
 _TAG_KEYS = 11  # MPI tag of a round's remote keys
 OPERATIONS = {RMA_PUT: protoinfo.RMA_PUT, RMA_GET: protoinfo.RMA_GET}
