@@ -6,6 +6,7 @@ configuration all reason about modes without loading CUDA or UCX.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
@@ -33,37 +34,62 @@ class MemoryMode(str, Enum):
             raise ConfigError(f"unknown memory mode {text!r}: choose one of {choices}") from None
 
     @property
+    def record(self) -> ModeRecord:
+        """Everything the rest of the package asks of this mode (RECORDS below)."""
+        return RECORDS[self]
+
+    @property
     def on_device(self) -> bool:
         """The message's bytes live in GPU-addressable memory that CuPy handles (fill, check)."""
-        return self in _CUPY_MODES
+        return self.record.cupy
 
     @property
     def needs_gpu(self) -> bool:
-        return self not in (MemoryMode.PAGEABLE, MemoryMode.PINNED, MemoryMode.UCX)
+        return self.record.needs_gpu
 
     @property
     def ucx_allocated(self) -> bool:
         """UCX allocates the memory (and lends it): only a one-sided protocol can provide it."""
-        return self is MemoryMode.UCX
+        return self.record.allocation == "ucx"
 
     @property
     def staged(self) -> bool:
         """Device memory that UCX never sees: it moves through pinned host buffers."""
-        return self in (MemoryMode.STAGED, MemoryMode.BOUNCE)
+        return self.record.staging is not None
 
     @property
     def ucx_memory(self) -> str:
         """The memory type UCX detects for the buffers it is handed, as its reports name it."""
-        if self is MemoryMode.DEVICE:
-            return "cuda"
-        if self is MemoryMode.MANAGED:
-            return "cuda-managed"
-        return "host"
+        return self.record.ucx_memory
 
     @property
     def pinned_host(self) -> bool:
         """Page-locked host memory comes from the pool (staging buffers too)."""
-        return self in (MemoryMode.PINNED, MemoryMode.MAPPED)
+        return self.record.allocation in ("pinned", "mapped")
+
+    @property
+    def cpu_copied(self) -> bool:
+        """Host memory that a CPU copies between two processes (cma, shared memory)."""
+        return self.record.cpu_copied
+
+
+@dataclass(frozen=True)
+class ModeRecord:
+    """What a memory mode is, once: to UCX, to CuPy, to the allocator, to staging and to limits.
+    A new mode is a member of MemoryMode, its record here, and its allocation in memory/buffers.py."""
+
+    ucx_memory: str  # the memory type UCX detects for the buffers it is handed ("host", "cuda", "cuda-managed")
+    allocation: str  # how memory/buffers.py makes it: pageable, pinned, mapped, device, managed, ucx
+    cupy: bool = False  # CuPy fills and checks the bytes (GPU-addressable memory)
+    needs_gpu: bool = False
+    # Host memory that a CPU copies between two processes (cma, shared memory): a cache-sized window.
+    cpu_copied: bool = False
+    # UCX never sees the memory: "pipelined" (chunks through several pinned buffers), "bounce" (one
+    # message-sized pinned buffer), or None (UCX is handed the buffers).
+    staging: str | None = None
+    pin: str | None = None  # how its page-locked memory is pinned: "cuda" (mlock without a GPU), "mapped"
+    # A one-sided peer can poll a flag word in it with CPU loads (host memory, whoever allocated it).
+    pollable: bool = False
 
 
 def mode_named(text: Any) -> MemoryMode | None:
@@ -74,7 +100,18 @@ def mode_named(text: Any) -> MemoryMode | None:
         return None
 
 
-_CUPY_MODES = frozenset((MemoryMode.DEVICE, MemoryMode.MANAGED, MemoryMode.STAGED, MemoryMode.BOUNCE))
+RECORDS: dict[MemoryMode, ModeRecord] = {
+    MemoryMode.PAGEABLE: ModeRecord("host", "pageable", cpu_copied=True, pollable=True),
+    MemoryMode.PINNED: ModeRecord("host", "pinned", cpu_copied=True, pin="cuda", pollable=True),
+    # Mapped memory is pinned host memory to UCX.
+    MemoryMode.MAPPED: ModeRecord("host", "mapped", needs_gpu=True, cpu_copied=True, pin="mapped", pollable=True),
+    MemoryMode.DEVICE: ModeRecord("cuda", "device", cupy=True, needs_gpu=True),
+    # Managed memory may sit on the GPU: not a CPU copy.
+    MemoryMode.MANAGED: ModeRecord("cuda-managed", "managed", cupy=True, needs_gpu=True),
+    MemoryMode.STAGED: ModeRecord("host", "device", cupy=True, needs_gpu=True, staging="pipelined", pin="cuda"),
+    MemoryMode.BOUNCE: ModeRecord("host", "device", cupy=True, needs_gpu=True, staging="bounce", pin="cuda"),
+    MemoryMode.UCX: ModeRecord("host", "ucx", cpu_copied=True, pollable=True),
+}
 
 # How pinned memory was obtained; the results record it because the two differ in what the GPU can DMA.
 PIN_CUDA = "cudaHostAlloc"
@@ -84,8 +121,9 @@ PIN_MAPPED = "cudaHostAlloc(Mapped)"
 
 def pinned_method(mode: MemoryMode, have_gpu: bool) -> str | None:
     """How an end of this mode pins its page-locked memory (staged ends: their staging buffers)."""
-    if mode is MemoryMode.MAPPED:
+    pin = mode.record.pin
+    if pin == "mapped":
         return PIN_MAPPED
-    if mode in (MemoryMode.PINNED, MemoryMode.STAGED, MemoryMode.BOUNCE):
+    if pin == "cuda":
         return PIN_CUDA if have_gpu else PIN_MLOCK
     return None

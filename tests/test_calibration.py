@@ -6,8 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from rdmabench.job.calibration import RULE, Calibration, round_key
+from rdmabench.measure.contract import Link
 from rdmabench.measure.plan import HOST, Plan, calibrated_iterations, make_plan
-from rdmabench.measure.round import Link, LinkMeasurement
+from rdmabench.measure.round import LinkMeasurement
 from rdmabench.modes import MemoryMode
 from rdmabench.results.document import load as load_results
 

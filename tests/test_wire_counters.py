@@ -113,7 +113,8 @@ _SIZE = 1 << 20
 
 
 def _measured(src: int, dst: int, timer: int, before: counters.Counters, after: counters.Counters) -> Any:
-    from rdmabench.measure.round import Link, LinkMeasurement
+    from rdmabench.measure.contract import Link
+    from rdmabench.measure.round import LinkMeasurement
     from rdmabench.modes import MemoryMode
 
     link = Link(src, dst, MemoryMode.DEVICE, MemoryMode.DEVICE)

@@ -25,10 +25,6 @@ PER_LINK_UP_TO = 64
 ENGINES = ("auto", "native", "python")
 UNITS = tuple(DISPLAY_UNITS)
 
-# Host memory that a CPU copies between two processes (cma, shared memory): mapped memory is pinned
-# host memory to UCX. Managed memory may sit on the GPU, staged memory moves by the copy engine.
-_CPU_COPIED = (MemoryMode.PAGEABLE, MemoryMode.PINNED, MemoryMode.MAPPED, MemoryMode.UCX)
-
 # field: (option, lowest, highest)
 _LIMITS = {
     "window": ("--window", 1, 65536),
@@ -200,7 +196,7 @@ class RunConfig:
         host memory at both (a CPU copies: a cache-sized window), or one of each."""
         if all(mode is MemoryMode.DEVICE for mode in self.modes):
             return plan.DEVICE
-        if all(mode in _CPU_COPIED for mode in self.modes):
+        if all(mode.cpu_copied for mode in self.modes):
             return plan.HOST
         return plan.MIXED
 

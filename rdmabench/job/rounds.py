@@ -9,10 +9,11 @@ from dataclasses import replace
 
 from ..measure.blocks import BlockShape
 from ..measure.blocksteps import BlocksProtocol
+from ..measure.contract import Link
 from ..measure.entry import Entry
 from ..measure.plan import HOST, MIXED, Plan, default_timeout, make_plan
 from ..measure.registry import TestKind
-from ..measure.round import Link, RoundSpec
+from ..measure.round import RoundSpec
 from .config import RunConfig
 from .schedule import Link as Pair
 

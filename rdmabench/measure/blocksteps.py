@@ -21,8 +21,8 @@ from ..memory.payload import BlockPayload, block_keys
 from ..wire.native import RMA_GET, RMA_PUT, TAGGED, BlocksLinkEnd, HotLoop, memory_type
 from . import faults
 from .blocks import BlockShape
+from .contract import ACK, DATA, READY, RoundEnd, Side, tag
 from .onesided import OPERATIONS, lend_and_borrow, native_loop
-from .round import ACK, DATA, READY, RoundEnd, Side, tag
 
 NAMES = {RMA_PUT: "put", RMA_GET: "get", TAGGED: "tagged"}
 

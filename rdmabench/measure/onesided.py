@@ -26,12 +26,11 @@ from ..modes import MemoryMode
 from ..wire import protoinfo
 from ..wire.mpi import receive
 from ..wire.native import RMA_GET, RMA_PUT, HotLoop, Registrations, RmaLinkEnd, memory_type
-from .round import ACK, READY, RoundEnd, Side, tag
+from .contract import ACK, READY, RoundEnd, Side, tag
 
 _TAG_KEYS = 11  # MPI tag of a round's remote keys
 OPERATIONS = {RMA_PUT: protoinfo.RMA_PUT, RMA_GET: protoinfo.RMA_GET}
 # The CPU polls the last byte of a put latency's message: memory it can read while UCX writes it.
-POLLABLE = frozenset((MemoryMode.PAGEABLE, MemoryMode.PINNED, MemoryMode.MAPPED, MemoryMode.UCX))
 
 
 def refuse_staged(mode: MemoryMode) -> str | None:
@@ -43,7 +42,7 @@ def refuse_staged(mode: MemoryMode) -> str | None:
 
 
 def refuse_unpollable(mode: MemoryMode) -> str | None:
-    if mode not in POLLABLE:
+    if not mode.record.pollable:
         return (
             "the put latency polls the last byte from the CPU: use pageable, pinned, mapped or ucx memory "
             "(get-lat measures device memory)"

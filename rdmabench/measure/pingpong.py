@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 from ..wire.native import HotLoop, memory_type
-from .round import DATA, READY, RoundEnd, Side, tag
+from .contract import DATA, READY, RoundEnd, Side, tag
 
 
 class PingPongProtocol:

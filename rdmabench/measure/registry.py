@@ -23,7 +23,7 @@ from ..errors import ConfigError
 from ..modes import MemoryMode
 
 if TYPE_CHECKING:
-    from .protocol import StepProtocol
+    from .contract import StepProtocol
 
 PLUGINS_ENV = "RDMABENCH_PLUGINS"
 # Units whose smaller figure is the better one, for results of a test this process has no record of.

@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -31,28 +31,9 @@ from ..wire.native import HotLoop
 from ..wire.staging import Carrier, Staging, make_carrier, pieces, staging_buffers, wire_chunk
 from ..wire.ucx import Transport
 from . import faults
+from .contract import Link, Side, StepProtocol
 from .plan import Plan, calibrated_iterations, passes_for
 from .registry import TestKind
-
-if TYPE_CHECKING:
-    from .protocol import StepProtocol
-
-# Tag layout: kind in the top byte, sender rank in the next three, message slot below.
-DATA, READY, ACK = 1, 2, 3
-
-
-def tag(kind: int, sender: int, slot: int = 0) -> int:
-    return (kind << 56) | (sender << 32) | slot
-
-
-@dataclass(frozen=True)
-class Link:
-    """Bytes from src to dst: src's buffers are in src_mode, dst's in dst_mode."""
-
-    src: int
-    dst: int
-    src_mode: MemoryMode
-    dst_mode: MemoryMode
 
 
 @dataclass(frozen=True)
@@ -132,21 +113,9 @@ class LinkMeasurement:
         return size * self.messages_per_sample * len(self.step_times)
 
 
-@dataclass
-class Side:
-    """One end of one link on this rank: the peer, the memory, the buffers and how they are posted."""
-
-    link: Link
-    peer: int
-    mode: MemoryMode
-    buffers: list[Buffer] = field(default_factory=list)
-    batch: list[Any] = field(default_factory=list)  # the buffers as UCX messages (or staged chunks)
-    carrier: Carrier | None = None
-    pattern: Pattern | None = None  # the sender's payload pattern (for an incoming end: the peer's)
-
-
-class RoundEnd:
-    """This rank's part of a round: the links it sends on (targets) and receives on (sources)."""
+class EngineEnd:
+    """This rank's part of a round, as the engine builds it (contract.RoundEnd): the links it sends on
+    (targets) and receives on (sources)."""
 
     def __init__(self, transport: Transport, spec: RoundSpec, have_gpu: bool, native: Any, comm: Any = None):
         self.transport = transport
@@ -299,7 +268,7 @@ def run_round(
 ) -> tuple[list[LinkMeasurement], float]:
     """Run `spec` on this rank (a rank of the round); returns the measurements of the links it timed
     and the CPU seconds this process spent in the sampled steps."""
-    end = RoundEnd(transport, spec, have_gpu, native, comm)
+    end = EngineEnd(transport, spec, have_gpu, native, comm)
     protocol = spec.protocol
     try:
         for peer in end.peers:
@@ -349,7 +318,7 @@ def fetch_rows(transport: Transport, spec: RoundSpec) -> dict[tuple[int, int], d
 
 
 def _sample(
-    end: RoundEnd, comm: Any, step: Callable[[RoundEnd, int], list[float]], links: int
+    end: EngineEnd, comm: Any, step: Callable[[EngineEnd, int], list[float]], links: int
 ) -> tuple[list[list[list[float]]], int, float, counters.Window]:
     """Warm up, agree on the steps per sample, then time `samples` x `iterations` steps. Returns
     samples[sample][link] = that link's step times, the iterations per sample, this process's
@@ -410,7 +379,7 @@ def _sample(
     return samples, iterations, cpu, counters.Window(before, counters.read(nvlink))
 
 
-def _agree_to_start(end: RoundEnd, comm: Any, wall: float, timed: float) -> tuple[float, float]:
+def _agree_to_start(end: EngineEnd, comm: Any, wall: float, timed: float) -> tuple[float, float]:
     """The round's ranks agree on the slowest step's wall and timed seconds (what sizes a sample),
     unless the steps are given (--iterations, or an earlier round's); a concurrent round's ranks
     still agree on when to start, so that each link is timed under the load of all and the counters

@@ -26,7 +26,7 @@ import numpy as np
 
 from ..wire.native import HotLoop, LinkEnd, memory_type
 from ..wire.ucx import Request
-from .round import ACK, DATA, READY, RoundEnd, Side, tag
+from .contract import ACK, DATA, READY, RoundEnd, Side, tag
 
 
 class WindowProtocol:

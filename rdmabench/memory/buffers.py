@@ -187,17 +187,18 @@ def allocate(mode: MemoryMode, nbytes: int, have_gpu: bool) -> Buffer:
         kept = RECYCLER.take(mode, capacity)
         if kept is not None:
             return kept
-    if mode is MemoryMode.PAGEABLE:
+    allocation = mode.record.allocation
+    if allocation == "pageable":
         return Buffer(page_aligned_zeros(capacity), mode, None)
-    if mode is MemoryMode.PINNED:
+    if allocation == "pinned":
         return PINNED_POOL.take(capacity, PIN_CUDA if have_gpu else PIN_MLOCK)
     cupy = import_cupy()
     if cupy is None or not have_gpu:
         raise ResourceError(f"{mode.value} memory needs a GPU: {gpu_unavailable_reason()}")
-    if mode is MemoryMode.MAPPED:
+    if allocation == "mapped":
         return PINNED_POOL.take(capacity, PIN_MAPPED)
     try:
-        if mode is MemoryMode.MANAGED:
+        if allocation == "managed":
             pointer = cupy.cuda.MemoryPointer(cupy.cuda.ManagedMemory(capacity), 0)
             array = cupy.ndarray(capacity, dtype=cupy.uint8, memptr=pointer)
             array.fill(0)

@@ -53,7 +53,7 @@ DEFAULT_STAGING = Staging()
 def wire_chunk(src_mode: MemoryMode, dst_mode: MemoryMode, size: int, staging: Staging) -> int:
     """The largest piece one UCX message carries between these two ends: the staged chunk when
     either end is staged, else the whole message."""
-    if MemoryMode.STAGED in (src_mode, dst_mode):
+    if "pipelined" in (src_mode.record.staging, dst_mode.record.staging):
         return max(1, min(staging.chunk, size))
     return max(1, size)
 
@@ -61,9 +61,10 @@ def wire_chunk(src_mode: MemoryMode, dst_mode: MemoryMode, size: int, staging: S
 def staging_buffers(mode: MemoryMode, staging: Staging) -> int | None:
     """Pinned buffers an end of this mode stages through (per direction of a link); None for an
     end that hands its buffers to UCX."""
-    if mode is MemoryMode.STAGED:
+    kind = mode.record.staging
+    if kind == "pipelined":
         return staging.buffers
-    return 1 if mode is MemoryMode.BOUNCE else None
+    return 1 if kind == "bounce" else None
 
 
 def pieces(size: int, chunk: int) -> int:

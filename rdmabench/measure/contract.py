@@ -1,0 +1,139 @@
+"""The measurement contract: what a step protocol and the round engine agree on, and nothing of
+either's workings. Protocols (window, pingpong, onesided, blocksteps) import only this module to
+know a round; the engine (round.py) implements `RoundEnd` and drives any `StepProtocol`. So a new
+protocol is one module beside the others and its registry line, and the engine never names one.
+
+Holds: the message tags, a link and one end of it on a rank (`Side`), the round as a protocol sees
+it (`RoundShape`), this rank's part of a round (`RoundEnd`), and the protocol itself (`StepProtocol`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ..memory.buffers import Buffer
+from ..memory.payload import Pattern
+from ..modes import MemoryMode
+from ..wire.staging import Carrier
+
+if TYPE_CHECKING:
+    from ..wire.native import HotLoop
+    from ..wire.ucx import Transport
+    from .plan import Plan
+
+# Tag layout: kind in the top byte, sender rank in the next three, message slot below.
+DATA, READY, ACK = 1, 2, 3
+
+
+def tag(kind: int, sender: int, slot: int = 0) -> int:
+    return (kind << 56) | (sender << 32) | slot
+
+
+@dataclass(frozen=True)
+class Link:
+    """Bytes from src to dst: src's buffers are in src_mode, dst's in dst_mode."""
+
+    src: int
+    dst: int
+    src_mode: MemoryMode
+    dst_mode: MemoryMode
+
+
+@dataclass
+class Side:
+    """One end of one link on this rank: the peer, the memory, the buffers and how they are posted."""
+
+    link: Link
+    peer: int
+    mode: MemoryMode
+    buffers: list[Buffer] = field(default_factory=list)
+    batch: list[Any] = field(default_factory=list)  # the buffers as UCX messages (or staged chunks)
+    carrier: Carrier | None = None
+    pattern: Pattern | None = None  # the sender's payload pattern (for an incoming end: the peer's)
+
+
+class RoundShape(Protocol):
+    """The round as a protocol reads it: the same on every rank."""
+
+    @property
+    def size(self) -> int: ...
+    @property
+    def plan(self) -> Plan: ...
+    @property
+    def validate(self) -> bool: ...
+
+
+class RoundEnd(Protocol):
+    """This rank's part of a round, as the engine hands it to a protocol: the links it sends on
+    (`targets`) and receives on (`sources`), its transport, and the services a step needs."""
+
+    transport: Transport
+    comm: Any  # MPI, for what a protocol exchanges when the round is set up (remote keys)
+    rank: int
+    targets: list[Side]
+    sources: list[Side]
+    window: int
+    passes: int
+    where: str  # how errors name the round
+    native: Any  # the native loop's library, or None where the round runs in Python
+    state: dict[str, Any]  # what the protocol keeps between steps
+    ucx_allocator: Callable[[int], Buffer] | None  # memory UCX allocates, provided by a one-sided protocol
+    corrupt_at: int | None  # the planted fault's step (RDMABENCH_FAULT), on the round's first sender
+
+    @property
+    def spec(self) -> RoundShape: ...
+    @property
+    def peers(self) -> list[int]: ...
+    def allocate(self, side: Side, count: int, outgoing: bool) -> None: ...
+    def pool(self, side: Side, nbytes: int) -> Buffer: ...
+    def hot_loop(self) -> HotLoop: ...
+    def signal(self) -> tuple[Any, int]: ...
+    def slots(self, side: Side) -> int: ...
+    def fill(self, side: Side, buffers: list[Buffer], index: int) -> None: ...
+    def fill_targets(self, index: int) -> None: ...
+    def check_sources(self, index: int) -> None: ...
+    def check(self, side: Side, buffers: list[Buffer], index: int) -> None: ...
+    def on_release(self, release: Callable[[], None]) -> None: ...
+    def tag_rows(self, side: Side) -> dict[str, Any]: ...
+    def rma_rows(self, side: Side, operation: str) -> dict[str, Any]: ...
+
+
+class StepProtocol(Protocol):
+    """What a step protocol provides to the round engine: the buffers an end needs, and one timed
+    step in Python and (where the native loop is built) in C."""
+
+    name: str
+    windowed: bool  # a window of messages per step (False: one message each way)
+    streams: bool  # a step may make several passes of its window (Plan.passes); False: always one
+
+    def buffers(self, window: int, sends: int, receives: int) -> int:
+        """Message buffers a rank allocates when it sends on `sends` links and receives on `receives`."""
+        ...
+
+    def timed(self, end: RoundEnd) -> list[Side]:
+        """The sides of links this rank times, in the order its steps return their seconds."""
+        ...
+
+    def rows(self, end: RoundEnd, side: Side) -> dict[str, Any]:
+        """What this rank's UCX reported for a link it times (RoundEnd.tag_rows for tagged messages)."""
+        ...
+
+    def setup(self, end: RoundEnd) -> None:
+        """Allocate this rank's buffers and everything its steps reuse."""
+        ...
+
+    def python_step(self, end: RoundEnd, index: int) -> list[float]:
+        """One timed step (fill and check excluded): seconds per link this rank times."""
+        ...
+
+    def native_step(self, end: RoundEnd, index: int) -> list[float]: ...
+
+    def fill(self, end: RoundEnd, index: int) -> None:
+        """Write step `index`'s payloads into this rank's outgoing buffers (untimed)."""
+        ...
+
+    def check(self, end: RoundEnd, index: int) -> None:
+        """Check every byte this rank received in step `index` (untimed)."""
+        ...
