@@ -102,7 +102,9 @@ class RoundEnd(Protocol):
 
 class StepProtocol(Protocol):
     """What a step protocol provides to the round engine: the buffers an end needs, and one timed
-    step in Python and (where the native loop is built) in C."""
+    step in Python and (where the native loop is built) in C. Four exist: window.py (bw, bibw and
+    every concurrent pattern), pingpong.py (lat), onesided.py (put, get, put-lat, get-lat; native
+    only) and blocksteps.py (--blocks; native only)."""
 
     name: str
     windowed: bool  # a window of messages per step (False: one message each way)
