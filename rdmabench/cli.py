@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import shlex
 import sys
-from typing import Any
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import click
 
-from . import __version__
+from . import __version__, userfiles
 from .bench.copy import HOST_KINDS
-from .errors import ConfigError, LaunchError, RdmabenchError, ResourceError, error_line
+from .errors import ConfigError, LaunchError, RdmabenchError, ResourceError, ResultsWriteError, error_line
 from .job.config import DEFAULT_BLOCK_SIZES, DEFAULT_SIZES, RunConfig
 from .measure import registry
 from .modes import MemoryMode
@@ -40,6 +42,44 @@ def _test_help() -> str:
 def _fail(exc: RdmabenchError) -> None:
     click.echo(error_line(str(exc)), err=True)
     sys.exit(exc.exit_code)
+
+
+class _Written(NamedTuple):
+    """A file a command writes, named by an option: its flags, its parameter, and what it holds."""
+
+    flags: tuple[str, ...]
+    dest: str
+    holds: str  # for the refusal: "cannot write <holds> to PATH: ..."
+    help: str
+
+
+def _writes(*targets: _Written, checked_here: bool = True) -> Callable[[Any], Any]:
+    """The options naming the files a command writes, and one --force for them all. Each named file
+    is checked (`userfiles.check_output`: no device, FIFO, directory, dangling link or missing folder;
+    an existing file only with --force) before the command does anything, so nothing is measured or
+    computed for a file that cannot be written. `checked_here=False`: the command checks in the
+    library (run: under mpirun every rank parses the command line, and only rank 0 writes)."""
+
+    def decorate(command: Any) -> Any:
+        @functools.wraps(command)
+        def checked(**kwargs: Any) -> Any:
+            try:
+                for target in targets if checked_here else ():
+                    if kwargs.get(target.dest) is not None:
+                        userfiles.check_output(kwargs[target.dest], kwargs["force"], target.holds)
+            except RdmabenchError as exc:
+                _fail(exc)
+            return command(**kwargs)
+
+        names = " and ".join(target.flags[0] for target in targets)
+        replace = f"Replace {names} if it exists." if len(targets) == 1 else f"Replace the files {names} name."
+        options = [click.option(*t.flags, t.dest, default=None, metavar="FILE", help=t.help) for t in targets]
+        options.append(click.option("--force", is_flag=True, help=replace))
+        for option in reversed(options):
+            checked = option(checked)
+        return checked
+
+    return decorate
 
 
 class _OneLineErrors(click.Group):
@@ -226,14 +266,15 @@ def main() -> None:
     default=True,
     help="Check every byte of every message at the receiver (outside the timed region).",
 )
-@click.option(
-    "--output",
-    "-o",
-    default=None,
-    type=click.Path(dir_okay=False),
-    help="Results file (JSON). [default: results/rdmabench-<test>-<modes>-<time>.json]",
+@_writes(
+    _Written(
+        ("--output", "-o"),
+        "output",
+        "results",
+        "Results file (JSON). [default: results/rdmabench-<test>-<modes>-<time>.json]",
+    ),
+    checked_here=False,
 )
-@click.option("--force", is_flag=True, help="Overwrite --output if it exists.")
 @click.option(
     "--max-pinned",
     default=None,
@@ -420,14 +461,9 @@ def _run_local(np_: int, config: RunConfig) -> None:
 )
 @click.option("--overlap/--no-overlap", default=True, help="Also measure how much of a copy hides behind a kernel.")
 @click.option("--samples", default=5, help="Timed samples per point (each about 20 ms of copies).")
-@click.option(
-    "--output",
-    "-o",
-    default=None,
-    type=click.Path(dir_okay=False),
-    help="Results file. [default: results/rdmabench-copy-<time>.json]",
+@_writes(
+    _Written(("--output", "-o"), "output", "results", "Results file. [default: results/rdmabench-copy-<time>.json]")
 )
-@click.option("--force", is_flag=True, help="Overwrite --output if it exists.")
 @click.option(
     "--framework",
     default="cupy",
@@ -536,14 +572,9 @@ def _torch_copy(framework: str, sizes: str, gpus: str, samples: int, output: str
 @click.option("--gpu", default=0, help="The GPU to read into.")
 @click.option("--validate/--no-validate", default=True, help="Check every byte that landed (untimed).")
 @click.option("--keep", is_flag=True, help="Keep the file --size created.")
-@click.option(
-    "--output",
-    "-o",
-    default=None,
-    type=click.Path(dir_okay=False),
-    help="Results file. [default: results/rdmabench-storage-<time>.json]",
+@_writes(
+    _Written(("--output", "-o"), "output", "results", "Results file. [default: results/rdmabench-storage-<time>.json]")
 )
-@click.option("--force", is_flag=True, help="Overwrite --output if it exists.")
 def storage_command(file: str, size: str | None, tests: str, paths: str | None, **options: Any) -> None:
     """Read a file into GPU (or host) memory, and write memory to a file, by each path side by side:
     GB/s (1e9 B/s) over the whole file, per-request latency, CPU seconds per GB, and the limits (the
@@ -604,8 +635,8 @@ def _count(text: str, option: str) -> int:
     help="Run the whole comparison this many times; print each figure's median, each ratio's spread and the "
     "steady rounds' medians.",
 )
-@click.option("--output", "-o", default=None, type=click.Path(dir_okay=False), help="Also write the rows as JSON here.")
-def anchor(mode: str, sizes: str, tests: str, repeat: int, output: str | None) -> None:
+@_writes(_Written(("--output", "-o"), "output", "the anchor rows", "Also write the rows as JSON here."))
+def anchor(mode: str, sizes: str, tests: str, repeat: int, output: str | None, force: bool) -> None:
     """Compare rdmabench with ucx_perftest (the C anchor) on this machine, side by side.
 
     Runs ucx_perftest and `rdmabench run --np 2` on the same memory type and sizes, then prints both
@@ -620,16 +651,18 @@ def anchor(mode: str, sizes: str, tests: str, repeat: int, output: str | None) -
     from .bench import anchor as anchor_module
 
     try:
-        if output is not None and os.path.exists(output):
-            raise ConfigError(f"output file {output} already exists")
         rows = anchor_module.compare(
             mode, parse_sizes(sizes), _names(tests), repeat, progress=lambda line: click.echo(line, err=True)
         )
     except RdmabenchError as exc:
         _fail(exc)
     if output is not None:  # first: minutes of measurements must not hang on the table printing
-        with open(output, "w") as handle:
-            json.dump({"schema": {"name": "rdmabench-anchor", "version": 1}, "rows": rows}, handle, indent=1)
+        try:
+            text = json.dumps({"schema": {"name": "rdmabench-anchor", "version": 1}, "rows": rows}, indent=1)
+            userfiles.write_text(output, text)
+        except OSError as exc:  # a disk that filled meanwhile: the rows still reach the terminal
+            click.echo(anchor_module.format_rows(rows))
+            _fail(ResultsWriteError(f"cannot write {output}: {exc.strerror or exc}; the rows are printed above"))
     click.echo(anchor_module.format_rows(rows))
     if rows and rows[0].get("incomplete"):
         _fail(LaunchError(rows[0]["incomplete"]))
@@ -723,14 +756,14 @@ def _filters(
     return Filters(tests, modes, tuple(parse_sizes(sizes)) if sizes else (), hosts, link_classes, first, last)
 
 
-def _write_or_print(text: str, output: str | None, force: bool) -> None:
+def _write_or_print(text: str, output: str | None) -> None:
     if output is None:
         click.echo(text, nl=not text.endswith("\n"))
         return
-
-    document.check_writable(output, force)
-    with open(output, "w") as handle:
-        handle.write(text)
+    try:
+        userfiles.write_text(output, text)
+    except OSError as exc:
+        raise ResultsWriteError(f"cannot write the report to {output}: {exc.strerror or exc}") from None
     click.echo(f"# report written to {output}", err=True)
 
 
@@ -757,10 +790,7 @@ def _load(paths: tuple[str, ...], warn_duplicates: bool = True) -> Any:
     metavar="table|markdown|csv|html|json",
     help="Output format; html is one self-contained page with plots.",
 )
-@click.option(
-    "--output", "-o", default=None, type=click.Path(dir_okay=False), help="Write here instead of standard output."
-)
-@click.option("--force", is_flag=True, help="Overwrite --output if it exists.")
+@_writes(_Written(("--output", "-o"), "output", "the report", "Write here instead of standard output."))
 @click.option("--by", default="none", metavar="none|host|link-class|mode|size|date", help="Group the rows.")
 @click.option("--outlier-fraction", default=0.2, help="List links this much worse than the median of their class.")
 @click.option(
@@ -794,8 +824,6 @@ def report(
             raise ConfigError(f"unknown format {output_format!r}: choose table, markdown, csv, html or json")
         if not 0 < outlier_fraction < 1:
             raise ConfigError(f"--outlier-fraction must be between 0 and 1, not {outlier_fraction}")
-        if output is not None:
-            document.check_writable(output, force)
         floors = verdict_module.parse_expect(expect)
         chosen = _filters(**filters)  # bad filters are reported before any file is read
         loaded = _load(paths)
@@ -815,7 +843,7 @@ def report(
             from .results.html import render
 
             text = render(rows, [path for path, _ in loaded.documents], skipped, outlier_fraction)
-        _write_or_print(text, output, force)
+        _write_or_print(text, output)
         judged = verdict_module.conclude(rows, floors) if floors else None
     except RdmabenchError as exc:
         _fail(exc)
@@ -837,15 +865,9 @@ def report(
 )
 @click.option("--baseline", default=None, help="Results file or directory each link must be no worse than.")
 @click.option("--tolerance", default=0.1, help="How much worse than the baseline a link may be.")
-@click.option(
-    "--json", "json_path", default=None, type=click.Path(dir_okay=False), help="Write the verdict as JSON here."
-)
-@click.option(
-    "--junit",
-    "junit_path",
-    default=None,
-    type=click.Path(dir_okay=False),
-    help="Write JUnit XML here (one case per link).",
+@_writes(
+    _Written(("--json",), "json_path", "the verdict", "Write the verdict as JSON here."),
+    _Written(("--junit",), "junit_path", "the verdict", "Write JUnit XML here (one case per link)."),
 )
 @_filter_options
 def check(
@@ -855,6 +877,7 @@ def check(
     tolerance: float,
     json_path: str | None,
     junit_path: str | None,
+    force: bool,
     **filters: Any,
 ) -> None:
     """Pass or fail: every link at its largest size against a floor (a share of its physical limit)
@@ -878,8 +901,7 @@ def check(
         found = verdict_module.conclude(rows, floors, base, tolerance)
         for path, text in ((json_path, verdict_module.summary_json), (junit_path, verdict_module.junit_xml)):
             if path is not None:
-                with open(path, "w") as handle:
-                    handle.write(text(found))
+                userfiles.write_text(path, text(found))
     except RdmabenchError as exc:
         _fail(exc)
     except OSError as exc:

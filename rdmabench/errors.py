@@ -55,3 +55,10 @@ class ResultsWriteError(ResultsFileError):
 
 class OtherDocumentError(ResultsFileError):
     """The file is another kind of rdmabench document (an anchor comparison, say), not results."""
+
+
+class FileRefusedError(ConfigError, ResultsFileError):
+    """A file named on the command line is not what it must be: an output that is a device, FIFO,
+    directory or dangling link, or whose folder is missing, or that exists without --force; an input
+    that is not a regular file or is larger than rdmabench reads. Refused before it is opened (a
+    usage error: exit 2)."""

@@ -76,7 +76,7 @@ def test_device_mode_without_gpu() -> None:
 def test_existing_output_is_kept(tmp_path: Path) -> None:
     path = tmp_path / "precious.json"
     path.write_text("{}")
-    _one_line_error(["run", "-o", str(path)], "already exists", code=1)
+    _one_line_error(["run", "-o", str(path)], "already exists", code=2)
     assert path.read_text() == "{}"
 
 

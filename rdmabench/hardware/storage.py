@@ -67,14 +67,17 @@ def _block_device(major_minor: str) -> tuple[str | None, bool | None, str | None
 
 
 def direct_io_supported(path: str) -> bool | None:
-    """Whether the file system of `path` (a file, or a directory to try a file in) accepts O_DIRECT."""
-    flags = os.O_RDONLY | getattr(os, "O_DIRECT", 0)
+    """Whether the file system of `path` (a file, or a directory to try a file in) accepts O_DIRECT;
+    None for anything else (a FIFO's open would wait for a writer: never opened)."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_DIRECT", 0)
     try:
         if os.path.isdir(path):
             with tempfile.NamedTemporaryFile(dir=path, prefix=".rdmabench-odirect-") as probe:
                 os.close(os.open(probe.name, flags))
-        else:
+        elif os.path.isfile(path):
             os.close(os.open(path, flags))
+        else:
+            return None
         return True
     except OSError as exc:
         if exc.errno == errno.EINVAL:

@@ -18,6 +18,7 @@ partly written file stays readable, and pandas (`pd.read_json(path, lines=True)`
 
 from __future__ import annotations
 
+import io
 import json
 import json.scanner
 import math
@@ -25,7 +26,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import ResultsFileError
+from .. import userfiles
+from ..errors import FileRefusedError, ResultsFileError
 from ..stats import summarize
 from ..units import MAX_BANDWIDTH_GBPS
 
@@ -319,12 +321,15 @@ _SCAN = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[arg-type]
 def _lines(path: str) -> Iterator[tuple[int, Any]]:
     """Each line of a links file, its number and its JSON (what json.loads makes of it); a line
     that is not JSON raises ResultsFileError naming it."""
+    longest = userfiles.max_input_bytes()
     try:
-        handle = open(path, encoding="utf-8")
-    except OSError as exc:
-        raise ResultsFileError(f"{path}: cannot read the links file ({exc.strerror or exc})") from None
-    with handle:
-        for number, line in enumerate(handle, start=1):
+        handle = io.TextIOWrapper(userfiles.open_input(path, userfiles.max_by_line_bytes(), "links file"), "utf-8")
+    except FileRefusedError as exc:
+        raise ResultsFileError(f"{exc} (the links file)") from None
+    with handle:  # a line at a time, each bounded: a file of one endless line is not read whole
+        for number, line in enumerate(iter(lambda: handle.readline(longest), ""), start=1):
+            if len(line) == longest and not line.endswith("\n"):
+                raise ResultsFileError(f"{path}: line {number} is longer than {longest} characters: not a link record")
             try:
                 record, end = _SCAN(line, 0)
                 if end == len(line) or line[end:] == "\n":

@@ -20,15 +20,16 @@ left, and load() reads it as a partial document.
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import math
 import os
-import tempfile
+import stat
 import time
-from collections.abc import Iterator
 from importlib import resources
 from typing import Any, TextIO
 
+from .. import userfiles
 from ..errors import OtherDocumentError, ResultsFileError, ResultsWriteError
 from ..measure import registry
 from ..units import MAX_BANDWIDTH_GBPS
@@ -40,7 +41,6 @@ MATRICES_UP_TO = 64  # ranks: beyond, N x N matrices are not stored (report draw
 RESULTS_DIR = "results"
 
 STREAM_SUFFIX = ".partial"
-MAX_FILE_BYTES = 256 << 20  # a results file larger than this is not one rdmabench wrote
 
 ENTRY_KEY = ("test", "src_rank", "dst_rank", "src_mode", "dst_mode", "size_bytes")
 _KNOWN_FIGURES = (("bandwidth_gbps", "GB/s"), ("latency_us", "us"))
@@ -78,7 +78,7 @@ def build_matrices(metadata: dict[str, Any], entries: list[dict[str, Any]], comp
     the entry's figure where the link was measured, else null with the reason in `reasons`."""
     ranks = metadata.get("ranks") or []
     size = int(metadata.get("world_size") or len(ranks) or 0)
-    if size == 0:
+    if not 0 < size <= MATRICES_UP_TO:  # a claimed world of 30000 ranks must not cost 30000 squared
         return []
     hosts = [r.get("host") for r in ranks] if len(ranks) == size else [None] * size
     config = metadata.get("config") or {}
@@ -161,13 +161,17 @@ def reserve(path: str) -> None:
     or left behind, is never truncated."""
     partial = stream_path(path)
     try:
-        fd = os.open(partial, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666)
+        fd = os.open(partial, _CREATE, 0o666)
     except FileExistsError:
         raise ResultsFileError(_taken(path)) from None
     except OSError as exc:
         raise ResultsFileError(f"cannot write results to {path}: {exc.strerror or exc}") from None
     os.close(fd)
     os.environ[RESERVED_ENV] = os.path.abspath(path)  # for this process and the ranks it starts
+
+
+# A stream is only ever a file this run created: never an existing file, never through a link.
+_CREATE = os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 def _reserved_here(path: str) -> bool:
@@ -179,16 +183,23 @@ def release(path: str) -> None:
     """Give back a reservation this run did not use (its stream still empty)."""
     partial = stream_path(path)
     with contextlib.suppress(OSError):
-        if os.path.getsize(partial) == 0:
+        found = os.lstat(partial)
+        if stat.S_ISREG(found.st_mode) and found.st_size == 0:
             os.unlink(partial)
 
 
 def _taken(path: str) -> str:
     partial = stream_path(path)
     try:
-        size = os.path.getsize(partial)
+        found = os.lstat(partial)
     except OSError:
-        size = 0
+        found = None
+    if found is not None and not stat.S_ISREG(found.st_mode):
+        return (
+            f"{partial} is {userfiles.kind_of(found.st_mode)}, not a stream rdmabench wrote; "
+            f"remove it or choose another --output"
+        )
+    size = found.st_size if found is not None else 0
     if size == 0:
         return (
             f"another run is writing {path} ({partial} exists); choose another --output "
@@ -202,52 +213,17 @@ def _taken(path: str) -> str:
 
 def check_writable(path: str, force: bool) -> None:
     """Fail now, before any measurement, if the results could not be written to `path` (--force
-    allows replacing a results file, never the stream of another run)."""
-    if os.path.isdir(path):
-        raise ResultsFileError(f"output path {path} is a directory; give a file name")
-    if os.path.exists(stream_path(path)) and not _reserved_here(path):
+    allows replacing a results file, never the stream of another run): the file, its stream and
+    its links file each checked as `userfiles.check_output` does."""
+    userfiles.check_output(path, force, "results")
+    if os.path.lexists(stream_path(path)) and not _reserved_here(path):
         raise ResultsFileError(_taken(path))
-    for existing in (path, compact.links_path(path)):
-        if os.path.exists(existing) and not force:
-            raise ResultsFileError(f"output file {existing} already exists; choose another --output or pass --force")
-    directory = os.path.dirname(os.path.abspath(path))
-    try:
-        os.makedirs(directory, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=directory, prefix=".rdmabench-probe-"):
-            pass
-    except OSError as exc:
-        raise ResultsFileError(f"cannot write results to {path}: {exc.strerror or exc}") from None
-
-
-def _readable(path: str) -> None:
-    """mkstemp makes files only their owner may read; a results file is for everyone (umask rules)."""
-    mask = os.umask(0)
-    os.umask(mask)
-    os.chmod(path, 0o666 & ~mask)
-
-
-@contextlib.contextmanager
-def _replacing(path: str) -> Iterator[TextIO]:
-    """A file that replaces `path` atomically once written (synced, readable by all the umask
-    allows), so a reader or a crash never sees half of it; on an error `path` is left as it was."""
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".rdmabench-", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as handle:
-            yield handle
-            handle.flush()
-            os.fsync(handle.fileno())
-        _readable(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    userfiles.check_output(compact.links_path(path), force, "results")
 
 
 def write(path: str, doc: dict[str, Any]) -> None:
-    """Replace `path` atomically with the JSON document `doc`."""
-    with _replacing(path) as handle:
+    """Replace `path` atomically with the JSON document `doc` (never through a link planted there)."""
+    with userfiles.replacing(path) as handle:
         json.dump(doc, handle, indent=1)
         handle.write("\n")
 
@@ -328,12 +304,28 @@ def _open_stream(path: str) -> TextIO:
     """The stream of `path`: the empty file the launching process reserved for this run, or a new
     one created exclusively (never another run's, never one a dead run left)."""
     partial = stream_path(path)
-    if _reserved_here(path) and os.path.exists(partial) and os.path.getsize(partial) == 0:
-        return open(partial, "w")
     try:
-        return open(partial, "x")
+        if _reserved_here(path):
+            with contextlib.suppress(FileNotFoundError):
+                # O_NONBLOCK: a FIFO planted there must not hold the open until a reader comes.
+                flags = os.O_WRONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+                return _reserved_stream(path, os.open(partial, flags))
+        return open(os.open(partial, _CREATE, 0o666), "w", encoding="utf-8")
     except FileExistsError:
         raise ResultsFileError(_taken(path)) from None
+    except OSError as exc:  # ELOOP: a link planted at the stream's name
+        reason = _taken(path) if os.path.lexists(partial) else exc.strerror
+        raise ResultsFileError(f"cannot write the results stream {partial}: {reason}") from None
+
+
+def _reserved_stream(path: str, fd: int) -> TextIO:
+    """The reservation opened (without following a link): still the empty regular file of ours it was."""
+    found = os.fstat(fd)
+    if not stat.S_ISREG(found.st_mode) or found.st_size != 0 or found.st_uid != os.geteuid():
+        os.close(fd)
+        raise ResultsFileError(_taken(path))
+    os.set_blocking(fd, True)
+    return open(fd, "w", encoding="utf-8")
 
 
 def _assemble(path: str, complete: bool, stopped: str | None, metadata: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -354,7 +346,7 @@ def _assemble_files(path: str, complete: bool, stopped: str | None, metadata: di
     meta: dict[str, Any] = metadata or {}
     tables, entries = compact.Tables(), []
     count, small, cut = 0, False, False
-    with _replacing(links) as out, open(partial, encoding="utf-8") as stream:
+    with userfiles.replacing(links) as out, _open_partial(partial) as stream:
         for number, line in enumerate(stream):
             try:
                 record = json.loads(line)
@@ -392,17 +384,23 @@ def _assemble_files(path: str, complete: bool, stopped: str | None, metadata: di
     return summary
 
 
+def _open_partial(partial: str) -> TextIO:
+    """A stream to read back: a regular file, opened without following a link planted at its name."""
+    limit = userfiles.max_by_line_bytes()
+    return io.TextIOWrapper(userfiles.open_input(partial, limit, "results stream", follow_links=False), "utf-8")
+
+
 def salvage(path: str, stopped: str) -> dict[str, Any] | None:
     """Turn the stream of a run that died into its results files, marked incomplete; None if there
     is no stream (the run never started measuring, or it finished)."""
     partial = stream_path(path)
-    if not os.path.exists(partial):
+    if not os.path.lexists(partial):
         return None
-    if os.path.getsize(partial) == 0:  # reserved, never written: nothing was measured
+    with _open_partial(partial) as stream:
+        first = stream.readline(userfiles.max_input_bytes())
+    if not first:  # reserved, never written: nothing was measured
         os.unlink(partial)
         return None
-    with open(partial, encoding="utf-8") as stream:
-        first = stream.readline()
     try:
         version = json.loads(first).get("schema", {}).get("version")
     except (json.JSONDecodeError, AttributeError):
@@ -426,19 +424,13 @@ def load(path: str, lazy: bool = False) -> dict[str, Any]:
         raise ResultsFileError(
             f"{path}: the links file of a schema-2 result; give its summary, {path[: -len(compact.LINKS_SUFFIX)]}.json"
         )
-    try:
-        size = os.path.getsize(path)
-        if size > MAX_FILE_BYTES:
-            raise ResultsFileError(
-                f"{path}: {size} bytes, larger than any results file rdmabench writes ({MAX_FILE_BYTES})"
-            )
-        with open(path, encoding="utf-8") as handle:
-            text = handle.read()
+    try:  # not a regular file, or too large: FileRefusedError names it (a report skips it)
+        text = userfiles.read_input(path, userfiles.max_input_bytes()).decode("utf-8")
     except OSError as exc:
         raise ResultsFileError(f"{path}: cannot read ({exc.strerror or exc})") from None
     except UnicodeDecodeError as exc:
         raise ResultsFileError(f"{path}: not valid JSON ({exc})") from None
-    doc = _parse_stream(text, path) if path.endswith(STREAM_SUFFIX) else _parse_json(text, path)
+    doc = _parse_stream(text, path, matrices=not lazy) if path.endswith(STREAM_SUFFIX) else _parse_json(text, path)
     if _version(doc) == 2 and not path.endswith(STREAM_SUFFIX):
         doc = _expand_summary(doc, path, lazy)
     validate(doc, path)
@@ -478,7 +470,9 @@ def _parse_json(text: str, path: str) -> Any:
         raise ResultsFileError(f"{path}: not valid JSON ({exc})") from None
 
 
-def _parse_stream(text: str, path: str) -> dict[str, Any]:
+def _parse_stream(text: str, path: str, matrices: bool = True) -> dict[str, Any]:
+    """A stream as a schema-1 document; its matrices only when asked (a report reads none, and a
+    stream's groups each cost up to MATRICES_UP_TO squared cells, whatever few bytes made them)."""
     lines = text.splitlines()
     records = []
     for number, line in enumerate(lines):
@@ -501,7 +495,7 @@ def _parse_stream(text: str, path: str) -> dict[str, Any]:
         "metadata": header.get("metadata"),
         "results": entries,
     }
-    if isinstance(doc["metadata"], dict) and all(isinstance(e, dict) for e in entries):
+    if matrices and isinstance(doc["metadata"], dict) and all(isinstance(e, dict) for e in entries):
         try:
             doc["matrices"] = build_matrices(doc["metadata"], entries, complete=False)
         except (KeyError, TypeError, ValueError):
