@@ -48,3 +48,8 @@ class ResultsWriteError(ResultsFileError):
 
 class OtherDocumentError(ResultsFileError):
     """The file is another kind of rdmabench document (an anchor comparison, say), not results."""
+
+
+class UnsafePathError(RdmabenchError):
+    """A file or directory under a shared directory (/tmp, /dev/shm, a cache) that is not this user's
+    own (another user's, writable by others, or a link): refused rather than trusted."""
