@@ -3,7 +3,8 @@
 Another user of the node (a real second user, created here when the tests run as root) plants what a
 hostile neighbour would: a directory at the name the native loop's cache will use, a library in it, a
 lock that is a symlink to one of the victim's files, a link where `storage --test write` puts its
-file. The victim must neither load the library nor write through the links, and must say why.
+file. The victim must neither load the library nor write through the links, and must say why. And a
+launcher killed outright leaves no ranks, no shared-memory segments and no directories behind.
 """
 
 from __future__ import annotations
@@ -11,10 +12,12 @@ from __future__ import annotations
 import os
 import pwd
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -274,6 +277,73 @@ def test_stale_scratch_directories_of_dead_processes_are_swept(tmp_path: Path) -
     elsewhere.mkdir()
     privatedirs.sweep_stale("rb-x-", tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([alive.name, elsewhere.name])
+
+
+def _running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+def _ranks_writing(output: Path) -> list[int]:
+    """The pids of the ranks of the job writing `output`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            command = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        arguments = command.split(b"\0")
+        if arguments[1:3] == [b"-m", b"rdmabench.job.rank"] and str(output).encode() in command:
+            found.append(int(entry.name))
+    return found
+
+
+def _wait_for(condition: Callable[[], bool], seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def test_a_launcher_killed_outright_leaves_no_ranks_segments_or_directories(tmp_path: Path) -> None:
+    """kill -9 of the launcher's whole process group in the middle of a run: Open MPI's ranks sit in
+    process groups of their own; they stop, and the job's directories in the temporary directory
+    and under /dev/shm (where Open MPI's shared-memory segments now go) go with them."""
+    scratch, output = tmp_path / "tmp", tmp_path / "r.json"
+    scratch.mkdir()
+    command = ["run", "--np", "2", "--sizes", "8", "--samples", "10000", "--sample-time", "0.05", "-o", str(output)]
+    launcher = subprocess.Popen(
+        [sys.executable, "-m", "rdmabench", *command],
+        env=rdmabench_env(TMPDIR=str(scratch)),
+        cwd=REPO,
+        start_new_session=True,
+        stdout=(tmp_path / "stdout").open("w"),
+        stderr=(tmp_path / "stderr").open("w"),
+    )
+    ranks: list[int] = []
+    try:
+
+        def measuring() -> bool:  # MPI is up: rank 0 has printed the table's header
+            ranks[:] = _ranks_writing(output)
+            return len(ranks) == 2 and "median" in (tmp_path / "stdout").read_text()
+
+        assert _wait_for(measuring, 90), (tmp_path / "stderr").read_text()
+        segments = list(Path("/dev/shm").glob(f"rdmabench-run-{launcher.pid}@*/sm_segment.*"))
+        os.killpg(launcher.pid, signal.SIGKILL)
+        launcher.wait()
+        assert _wait_for(lambda: not any(_running(pid) for pid in ranks), 30), "the ranks run on"
+        assert _wait_for(lambda: not list(scratch.iterdir()), 30), list(scratch.rglob("*"))
+        assert len(segments) == 2  # Open MPI's segments were in the job's own directory under /dev/shm...
+        assert not list(Path("/dev/shm").glob(f"rdmabench-run-{launcher.pid}@*"))  # ...which is gone
+    finally:
+        for pid in ranks:
+            if _running(pid):
+                os.kill(pid, signal.SIGKILL)
 
 
 def test_the_user_that_owns_a_path_is_named(tmp_path: Path) -> None:
