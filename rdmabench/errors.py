@@ -62,3 +62,8 @@ class FileRefusedError(ConfigError, ResultsFileError):
     directory or dangling link, or whose folder is missing, or that exists without --force; an input
     that is not a regular file or is larger than rdmabench reads. Refused before it is opened (a
     usage error: exit 2)."""
+
+
+class UnsafePathError(RdmabenchError):
+    """A file or directory under a shared directory (/tmp, /dev/shm, a cache) that is not this user's
+    own (another user's, writable by others, or a link): refused rather than trusted."""

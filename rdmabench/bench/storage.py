@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import shutil
 import socket
 import statistics
 import threading
@@ -22,10 +23,12 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from .. import privatedirs
 from ..errors import ConfigError, ResourceError, ValidationError
 from ..hardware import storage as disk
 from ..memory.payload import file_words
@@ -37,6 +40,7 @@ TESTS = ("read", "write")
 DEFAULT_SIZES = (1 << 20, 16 << 20)
 _CHECK_CHUNK = 64 << 20  # bytes compared at a time
 _LIMIT_REQUEST = 16 << 20  # requests of the O_DIRECT rate measured as the device's limit
+_STAGING_PREFIX = ".rdmabench-write-"  # the private directory of the write tests' file, beside FILE
 
 
 @dataclass
@@ -134,8 +138,11 @@ def _paths(config: StorageConfig, fs: disk.FileSystemInfo, size: int) -> list[st
 
 def write_pattern(path: str, size: int, exclusive: bool = True) -> None:
     """Create `path` holding rdmabench's pattern; on any failure nothing is left behind."""
-    flags = os.O_WRONLY | os.O_CREAT | (os.O_EXCL if exclusive else os.O_TRUNC)
-    fd = os.open(path, flags, 0o644)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | (os.O_EXCL if exclusive else os.O_TRUNC)
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as exc:  # a dangling link or a file made meanwhile (O_EXCL), a directory not ours
+        raise ResourceError(f"cannot create {path}: {exc.strerror or exc}") from None
     try:
         os.posix_fallocate(fd, 0, size)  # no space: fail now, before the long write
         for offset in range(0, size, _CHECK_CHUNK):
@@ -152,7 +159,7 @@ def reset(path: str, size: int) -> None:
     """Make `path` `size` bytes of zeros with its space allocated (unwritten extents: cheap), so that
     what a write sample leaves there is that sample's work and nothing earlier."""
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600)
         try:
             os.ftruncate(fd, 0)
             os.posix_fallocate(fd, 0, size)
@@ -504,6 +511,7 @@ def run(config: StorageConfig, say: Callable[[str], None]) -> dict[str, Any]:
     size = check(config)
     cupy = _cupy_or_none(config)
     created: list[str] = []
+    staging: Path | None = None
     try:
         if not os.path.exists(config.file):
             say(f"# writing {format_size(size)} of rdmabench's pattern to {config.file}")
@@ -512,9 +520,10 @@ def run(config: StorageConfig, say: Callable[[str], None]) -> dict[str, Any]:
                 created.append(config.file)
         fs = disk.file_system(config.file)
         paths = _paths(config, fs, size)
-        write_target = f"{config.file}.rdmabench-write"
+        write_target = ""
         if "write" in config.tests:
-            created.append(write_target)
+            staging = _staging_dir(config.file)
+            write_target = str(staging / "write")
             reset(write_target, size)  # its space claimed up front: a full disk fails here
         limits = _limits(config, size, write_target)
         entries = _measure_all(config, cupy, paths, size, fs, limits, write_target, say)
@@ -522,7 +531,22 @@ def run(config: StorageConfig, say: Callable[[str], None]) -> dict[str, Any]:
         for path in created:
             if os.path.exists(path):
                 os.unlink(path)
+        if staging is not None:
+            shutil.rmtree(staging, ignore_errors=True)
     return _document(config, entries, fs, limits, cupy)
+
+
+def _staging_dir(file: str) -> Path:
+    """A private directory (new, mode 0700) beside FILE, on its file system, for the write tests'
+    file: a name beside FILE that anyone could predict (in /tmp, say) may be a link another user
+    planted to one of ours, which the write tests would fill and truncate. One a killed run of ours
+    left there goes first."""
+    folder = os.path.dirname(os.path.abspath(file))
+    privatedirs.sweep_stale(_STAGING_PREFIX, folder)
+    try:
+        return privatedirs.scratch_dir(_STAGING_PREFIX, folder)
+    except OSError as exc:
+        raise ResourceError(f"cannot make the write tests' file beside {file}: {exc.strerror or exc}") from None
 
 
 def _limits(config: StorageConfig, size: int, write_target: str) -> Limits:

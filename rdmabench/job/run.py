@@ -59,13 +59,22 @@ def _ignore_signals() -> None:
         signal.signal(signum, signal.SIG_IGN)
 
 
-def run_job(config: RunConfig, out: TextIO | None = None) -> int:
-    """Entry point of every rank. Returns the process exit code (0 on success)."""
-    out = out or sys.stdout
+def _before_ucx(config: RunConfig) -> str | None:
+    """The UCX settings that must be in place before UCX loads; the private UCX log directory."""
     if config.require_gdr:
         # UCX then fails instead of quietly staging GPU memory through host memory between nodes.
         os.environ.setdefault("UCX_IB_GPU_DIRECT_RDMA", "yes")
-    log_dir = ucx_env.prepare()
+    return ucx_env.prepare()
+
+
+def run_job(config: RunConfig, out: TextIO | None = None) -> int:
+    """Entry point of every rank. Returns the process exit code (0 on success)."""
+    out = out or sys.stdout
+    try:
+        log_dir = _before_ucx(config)
+    except RdmabenchError as exc:  # before MPI: every rank says it, the launcher shows it once
+        print(error_line(str(exc)), file=sys.stderr)
+        return exc.exit_code
     import_ucx_first()
     try:
         world = World()

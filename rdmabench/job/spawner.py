@@ -2,22 +2,23 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
 import re
 import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 from typing import IO, TextIO
 
 from ..errors import ERROR_PREFIX, LaunchError, RdmabenchError, ResultsWriteError, error_line
 from ..results import document
-from ..wire import ucx_env
 from .config import RunConfig
+from .jobdirs import job_dirs
 
 MPIEXEC_ENV = "RDMABENCH_MPIEXEC"
+_PR_SET_PDEATHSIG = 1
 
 
 def find_mpiexec() -> str:
@@ -72,17 +73,25 @@ def run_local(np: int, config: RunConfig) -> int:
     if np < 2:
         raise LaunchError(f"--np must be at least 2 for a point-to-point test, not {np}")
     command, env = local_command(np, config)
-    scratch = tempfile.mkdtemp(prefix="rdmabench-ucx-")
-    env[ucx_env.SCRATCH_ENV] = scratch
-    try:
+    with job_dirs(env):
         return _run_ranks(command, env, config)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def die_with_parent() -> None:
+    """Have the kernel send this process SIGTERM when its parent dies (prctl PR_SET_PDEATHSIG): a
+    launcher killed outright (SIGKILL) cannot stop its children itself, and Open MPI starts each
+    rank in a process group of its own, out of reach of a kill of the launcher's group."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass  # not Linux: a killed launcher's ranks run on until they end
 
 
 def _run_ranks(command: list[str], env: dict[str, str], config: RunConfig) -> int:
     try:
-        process = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True, errors="replace")
+        process = subprocess.Popen(
+            command, env=env, stderr=subprocess.PIPE, text=True, errors="replace", preexec_fn=die_with_parent
+        )
     except OSError as exc:
         raise LaunchError(f"cannot start {command[0]}: {exc.strerror or exc}") from None
     assert process.stderr is not None

@@ -11,17 +11,21 @@ import ctypes
 import glob
 import os
 import shutil
-import tempfile
+
+from .. import privatedirs
+from ..errors import ConfigError, ResourceError, UnsafePathError
 
 # Set by the user, this keeps every rank's UCX log (with its protocol report) in that directory.
 _LOG_DIR_ENV = "RDMABENCH_UCX_LOG_DIR"
 SCRATCH_ENV = "RDMABENCH_UCX_SCRATCH"  # set by the local launcher: where the ranks' log directories go
+LOG_PREFIX = "rdmabench-ucx-"  # of each rank's own log directory
 _keep_logs = False
 
 
 def prepare() -> str | None:
     """Route UCX's protocol report into a private log directory; return it (None if the user's own
-    UCX_LOG_FILE or UCX_PROTO_INFO=n leaves rdmabench unable to see which transport UCX chose)."""
+    UCX_LOG_FILE or UCX_PROTO_INFO=n leaves rdmabench unable to see which transport UCX chose).
+    UnsafePathError: $RDMABENCH_UCX_LOG_DIR is not the user's own directory."""
     if os.environ.get("UCX_PROTO_INFO", "y").lower() in ("n", "no", "0", "off"):
         return None
     if "UCX_LOG_FILE" in os.environ and _LOG_DIR_ENV not in os.environ:
@@ -30,15 +34,38 @@ def prepare() -> str | None:
     log_dir = os.environ.get(_LOG_DIR_ENV)
     if log_dir:
         _keep_logs = True  # the user asked for the logs: leave them there
-        os.makedirs(log_dir, exist_ok=True)
+        _users_log_dir(log_dir)
     else:
-        # Under `rdmabench run --np`, inside the directory the launching process removes at the end,
-        # whatever happened to the ranks (a rank killed outright cannot clean up after itself).
-        log_dir = tempfile.mkdtemp(prefix="rdmabench-ucx-", dir=os.environ.get(SCRATCH_ENV) or None)
+        log_dir = _private_log_dir()
         os.environ[_LOG_DIR_ENV] = log_dir
     os.environ["UCX_PROTO_INFO"] = "y"
     os.environ["UCX_LOG_FILE"] = os.path.join(log_dir, "ucx.%h.%p.log")
     return log_dir
+
+
+def _users_log_dir(log_dir: str) -> None:
+    """$RDMABENCH_UCX_LOG_DIR, made if missing. UCX names each log by host and pid, which anyone can
+    predict: the directory must be the user's own (another user's could hold links at those names)."""
+    try:
+        privatedirs.private_dir(log_dir)
+    except UnsafePathError as exc:
+        raise UnsafePathError(f"{_LOG_DIR_ENV}: {exc}") from None
+    except OSError as exc:
+        raise ConfigError(f"{_LOG_DIR_ENV}: cannot make {log_dir}: {exc.strerror or exc}") from None
+
+
+def _private_log_dir() -> str:
+    """A new private log directory. Under `rdmabench run --np`, inside the directory the launching
+    process removes at the end, whatever happened to the ranks (a rank killed outright cannot clean
+    up after itself); under another launcher, in the temporary directory, named for this process so
+    that a later start removes it if this process is killed."""
+    scratch = os.environ.get(SCRATCH_ENV)
+    if not scratch:
+        privatedirs.sweep_stale(LOG_PREFIX)
+    try:
+        return str(privatedirs.scratch_dir(LOG_PREFIX, scratch or None))
+    except OSError as exc:
+        raise ResourceError(f"cannot make a private directory for UCX's logs: {exc.strerror or exc}") from None
 
 
 def own_log_file(log_dir: str) -> str | None:

@@ -15,7 +15,6 @@ instead, and the results say so and why.
 from __future__ import annotations
 
 import ctypes
-import fcntl
 import hashlib
 import os
 import shlex
@@ -26,7 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ...errors import TransportError
+from ... import privatedirs
+from ...errors import TransportError, UnsafePathError
 
 SOURCE = Path(__file__).with_name("hotloop.c")
 # RDMABENCH_NATIVE=build: ignore the library built at install time (the tests of the first-use build).
@@ -204,49 +204,75 @@ def ucx_prefix() -> Path | None:
 
 
 def _cache_dirs() -> list[Path]:
-    """Where the built library may live: the user's cache, else (a read-only home on a compute
-    node) a private directory under the system's temporary one."""
+    """Where the built library may live, best first: the user's cache ($RDMABENCH_CACHE_DIR, else
+    $XDG_CACHE_HOME/rdmabench or ~/.cache/rdmabench), the login's runtime directory
+    ($XDG_RUNTIME_DIR), then (a read-only home on a compute node) a private directory under the
+    system's temporary one. Another user can create any of these names first: each is used only if
+    it is ours (privatedirs)."""
     base = os.environ.get("RDMABENCH_CACHE_DIR") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "rdmabench"
     )
-    return [Path(base), Path(tempfile.gettempdir()) / f"rdmabench-{os.getuid()}"]
+    found = [Path(base)]
+    if os.environ.get("XDG_RUNTIME_DIR"):
+        found.append(Path(os.environ["XDG_RUNTIME_DIR"]) / "rdmabench")
+    return [*found, Path(tempfile.gettempdir()) / f"rdmabench-{os.geteuid()}"]
 
 
-def _writable_dir() -> Path:
+def library_name(prefix: Path, compiler: list[str]) -> str:
+    """The file name of the library built on first use: one per source, UCX and compiler."""
+    source = SOURCE.read_bytes()
+    version = (prefix / "VERSION.txt").read_text().strip() if (prefix / "VERSION.txt").exists() else ""
+    digest = hashlib.sha256(source + str(prefix).encode() + version.encode() + " ".join(compiler).encode())
+    return f"hotloop-{digest.hexdigest()[:16]}.so"
+
+
+def _note(refused: list[str], problem: str) -> None:
+    if problem not in refused:
+        refused.append(problem)
+
+
+def _build_dir(refused: list[str]) -> Path:
+    """The first cache directory that is ours (made, mode 0700, if missing) and writable."""
     for directory in _cache_dirs():
         try:
-            directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+            privatedirs.private_dir(directory)
+        except UnsafePathError as exc:
+            _note(refused, str(exc))
+            continue
         except OSError:
             continue
         if os.access(directory, os.W_OK):
             return directory
-    raise OSError(f"no writable cache directory among {', '.join(str(d) for d in _cache_dirs())}")
+    raise OSError(f"no cache directory of yours among {', '.join(str(d) for d in _cache_dirs())}")
 
 
-def _build(prefix: Path, compiler: list[str]) -> Path:
-    source = SOURCE.read_bytes()
-    version = (prefix / "VERSION.txt").read_text().strip() if (prefix / "VERSION.txt").exists() else ""
-    digest = hashlib.sha256(source + str(prefix).encode() + version.encode() + " ".join(compiler).encode())
-    name = f"hotloop-{digest.hexdigest()[:16]}.so"
-    found = _cached(name)
+def _open_built(name: str, refused: list[str]) -> tuple[int, Path] | None:
+    """A descriptor of a library built earlier, from the first cache directory that holds it,
+    checked (the directory and the file ours, nobody else's to write) on the descriptor itself."""
+    for directory in _cache_dirs():
+        try:
+            return privatedirs.open_in_private_dir(directory / name, os.O_RDONLY), directory / name
+        except UnsafePathError as exc:
+            _note(refused, str(exc))
+        except OSError:
+            continue  # not there (yet)
+    return None
+
+
+def _build(prefix: Path, compiler: list[str], refused: list[str]) -> tuple[int, Path]:
+    """A descriptor of the library (built now if no cache holds it) and where it is."""
+    name = library_name(prefix, compiler)
+    found = _open_built(name, refused)
     if found is not None:
         return found
-    target = _writable_dir() / name
+    directory = _build_dir(refused)
     # One build per node: the ranks that start together wait for the first one's, then load it.
-    with open(target.parent / ".build.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        found = _cached(name)
+    with privatedirs.locked(directory / ".build.lock"):
+        found = _open_built(name, refused)
         if found is not None:
             return found
-        _compile(prefix, compiler, target)
-    return target
-
-
-def _cached(name: str) -> Path | None:
-    for directory in _cache_dirs():
-        if (directory / name).exists():
-            return directory / name
-    return None
+        _compile(prefix, compiler, directory / name)
+    return privatedirs.open_in_private_dir(directory / name, os.O_RDONLY), directory / name
 
 
 def _compile(prefix: Path, compiler: list[str], target: Path) -> None:
@@ -259,7 +285,17 @@ def _compile(prefix: Path, compiler: list[str], target: Path) -> None:
         if proc.returncode != 0:
             first = (proc.stderr.strip().splitlines() or ["no output"])[0]
             raise OSError(f"{shlex.join(compiler)} failed: {first}")
+        os.chmod(built, 0o700)  # whatever the umask: the loader refuses a library others can write
         os.replace(built, target)  # atomic: a reader never loads half a library
+
+
+def _load_checked(fd: int) -> Any:
+    """dlopen the very file that was checked, through its descriptor: nothing can swap it in between."""
+    try:
+        # PyDLL keeps the GIL: the loop calls PyErr_CheckSignals, and ctypes raises what a handler raised.
+        return _configure(ctypes.PyDLL(f"/proc/self/fd/{fd}"))
+    finally:
+        os.close(fd)
 
 
 def load() -> Availability:
@@ -273,18 +309,24 @@ def load() -> Availability:
     if prefix is None:
         _loaded = Availability(None, "UCX headers not found (the libucx wheel provides them)")
         return _loaded
-    prebuilt = _prebuilt(prefix)
+    refused: list[str] = []
+    prebuilt = _prebuilt(prefix, refused)
     if prebuilt is not None:
-        _loaded = Availability(_configure(prebuilt[0]), prebuilt[1])
+        _loaded = Availability(_configure(prebuilt[0]), _with_refusals(prebuilt[1], refused))
         return _loaded
     try:
-        # PyDLL keeps the GIL: the loop calls PyErr_CheckSignals, and ctypes raises what a handler raised.
-        library = _configure(ctypes.PyDLL(str(_build(prefix, compiler))))
-    except (OSError, subprocess.SubprocessError) as exc:
-        _loaded = Availability(None, f"cannot build the native loop: {exc}")
+        fd, path = _build(prefix, compiler, refused)
+        library = _load_checked(fd)
+    except (OSError, subprocess.SubprocessError, UnsafePathError) as exc:
+        _loaded = Availability(None, f"cannot build the native loop: {_with_refusals(str(exc), refused)}")
         return _loaded
-    _loaded = Availability(library, f"built on first use with {shlex.join(compiler)} against {prefix}")
+    where = f"built on first use with {shlex.join(compiler)} against {prefix} ({path})"
+    _loaded = Availability(library, _with_refusals(where, refused))
     return _loaded
+
+
+def _with_refusals(text: str, refused: list[str]) -> str:
+    return f"{text} ({'; '.join(refused)})" if refused else text
 
 
 def _configure(library: Any) -> Any:
@@ -304,7 +346,7 @@ def _configure(library: Any) -> Any:
     return library
 
 
-def _prebuilt(prefix: Path) -> tuple[Any, str] | None:
+def _prebuilt(prefix: Path, refused: list[str]) -> tuple[Any, str] | None:
     """The library setup.py built at install time, if it was built from this very source against
     this UCX version (a source tree may run beside an installed package of another version)."""
     if os.environ.get(NATIVE_ENV) == "build":
@@ -312,6 +354,8 @@ def _prebuilt(prefix: Path) -> tuple[Any, str] | None:
     version = (prefix / "VERSION.txt").read_text().strip() if (prefix / "VERSION.txt").exists() else ""
     wanted = f"{version}|{hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:16]}".encode()
     for path in _prebuilt_candidates():
+        if not _trusted_prebuilt(path, refused):
+            continue
         try:
             library = ctypes.PyDLL(str(path))
             built_against = library.rb_built_against
@@ -323,13 +367,29 @@ def _prebuilt(prefix: Path) -> tuple[Any, str] | None:
     return None
 
 
+def _trusted_prebuilt(path: Path, refused: list[str]) -> bool:
+    """Whether an install-time library may be loaded (loading runs its code): it and its directory
+    belong to us, to root or to whoever installed this package (whose Python code runs already), and
+    nobody else can write them. A copy found through sys.path may sit in the current directory,
+    which may be /tmp."""
+    owners = frozenset({os.geteuid(), 0, Path(__file__).parent.stat().st_uid})
+    try:
+        os.close(privatedirs.open_in_private_dir(path, os.O_RDONLY, owners=owners))
+    except UnsafePathError as exc:
+        _note(refused, str(exc))
+        return False
+    except OSError:
+        return False
+    return True
+
+
 def _prebuilt_candidates() -> list[Path]:
     """Where setup.py's library may be: beside this module, or in an installed copy of the package
     on the path (tests and source trees run beside the installed package, whose library they may use
     when it was built from the same source)."""
     found = sorted(Path(__file__).parent.glob("_hotloop*.so"))
     for entry in sys.path:
-        installed = Path(entry or ".") / "rdmabench" / "wire" / "native"
+        installed = Path(entry or ".").absolute() / "rdmabench" / "wire" / "native"
         if installed.is_dir() and installed.resolve() != Path(__file__).parent.resolve():
             found += sorted(installed.glob("_hotloop*.so"))
     return found

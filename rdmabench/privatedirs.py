@@ -1,0 +1,156 @@
+"""Directories and files of our own under shared directories (/tmp, /dev/shm, $XDG_RUNTIME_DIR, a cache).
+
+Another user of the node can predict every name rdmabench uses there and create it first: a directory
+to plant a library in, or a symlink that makes us truncate one of our files. So a directory is used
+only when we created it (mode 0700) or, when it exists already, it is a real directory (not a link)
+that we own and nobody else can write; a file in one is opened without following links and checked
+the same way, before anything in it is written or loaded. Anything else is refused, with the reason.
+
+Scratch directories carry their creator's pid and host in their names (PREFIX<pid>@<host>-<random>),
+so that a later start can remove the ones a killed process left behind.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import pwd
+import shutil
+import socket
+import stat
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from .errors import UnsafePathError
+
+_OTHERS_WRITE = stat.S_IWGRP | stat.S_IWOTH
+
+
+def _user(uid: int) -> str:
+    try:
+        return f"user {pwd.getpwuid(uid).pw_name} (uid {uid})"
+    except KeyError:
+        return f"uid {uid}"
+
+
+def why_not_trusted(st: os.stat_result, directory: bool, owners: frozenset[int] | None = None) -> str | None:
+    """Why a file or directory (its lstat or fstat) must not be trusted, or None. `owners`: the uids
+    that may own it (default: only us)."""
+    owners = owners or frozenset({os.geteuid()})
+    if stat.S_ISLNK(st.st_mode):
+        return "it is a symbolic link"
+    if not (stat.S_ISDIR if directory else stat.S_ISREG)(st.st_mode):
+        return f"it is not a {'directory' if directory else 'regular file'}"
+    if st.st_uid not in owners:
+        return f"it belongs to {_user(st.st_uid)}, not to you"
+    if st.st_mode & _OTHERS_WRITE:
+        return f"other users can write to it (mode {stat.S_IMODE(st.st_mode):04o})"
+    return None
+
+
+def _refuse(path: str | Path, reason: str) -> UnsafePathError:
+    return UnsafePathError(f"refusing {path}: {reason}")
+
+
+def private_dir(path: str | Path) -> Path:
+    """The directory `path`, created with mode 0700 if it is missing (its parents as usual), else
+    checked to be ours: UnsafePathError if it is not, OSError if it cannot be made."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
+    reason = why_not_trusted(os.lstat(path), directory=True)
+    if reason:
+        raise _refuse(path, reason)
+    return path
+
+
+def open_in_private_dir(path: str | Path, flags: int, mode: int = 0o600, owners: frozenset[int] | None = None) -> int:
+    """A descriptor of the file `path`, opened without following links, after checking that its
+    directory and (once open, so the checked file is the one used) the file itself are ours.
+    UnsafePathError names what is wrong; OSError is any other failure (a missing file)."""
+    path = Path(path)
+    folder = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        reason = why_not_trusted(os.fstat(folder), directory=True, owners=owners)
+        if reason:
+            raise _refuse(path.parent, reason)
+        try:
+            fd = os.open(path.name, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=folder)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:  # O_NOFOLLOW met a symbolic link
+                raise _refuse(path, "it is a symbolic link") from None
+            raise
+    finally:
+        os.close(folder)
+    reason = why_not_trusted(os.fstat(fd), directory=False, owners=owners)
+    if reason:
+        os.close(fd)
+        raise _refuse(path, reason)
+    return fd
+
+
+@contextmanager
+def locked(path: str | Path) -> Iterator[None]:
+    """Hold an exclusive lock on the lock file `path` (in a private directory; created 0600, never
+    truncated, never through a link)."""
+    fd = open_in_private_dir(path, os.O_WRONLY | os.O_CREAT)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _host() -> str:
+    return socket.gethostname().replace("/", "_") or "localhost"
+
+
+def scratch_dir(prefix: str, base: str | Path | None = None) -> Path:
+    """A new private directory (mkdtemp: a fresh name, mode 0700) under `base` (the temporary
+    directory by default), named for this process so that a later start can remove it if this
+    process is killed before it can (sweep_stale)."""
+    return Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}@{_host()}-", dir=base))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process now has that pid: not ours to judge
+    return True
+
+
+def stale_dirs(prefix: str, base: str | Path) -> list[Path]:
+    """Scratch directories of ours under `base` (named by scratch_dir with `prefix`) whose creating
+    process on this host is gone."""
+    found = []
+    try:
+        entries = list(os.scandir(base))
+    except OSError:
+        return []
+    for entry in entries:
+        pid, _, rest = entry.name.removeprefix(prefix).partition("@")
+        host = rest.rpartition("-")[0]
+        if not entry.name.startswith(prefix) or not pid.isdigit() or host != _host():
+            continue
+        try:
+            mine = why_not_trusted(entry.stat(follow_symlinks=False), directory=True) is None
+        except OSError:
+            continue
+        if mine and not _alive(int(pid)):
+            found.append(Path(entry.path))
+    return found
+
+
+def sweep_stale(prefix: str, base: str | Path | None = None) -> None:
+    """Remove what killed processes of ours left under `base` (see stale_dirs)."""
+    for path in stale_dirs(prefix, base or tempfile.gettempdir()):
+        shutil.rmtree(path, ignore_errors=True)

@@ -1,0 +1,352 @@
+"""What rdmabench loads or writes under shared directories (/tmp, /dev/shm, a cache) is its user's own.
+
+Another user of the node (a real second user, created here when the tests run as root) plants what a
+hostile neighbour would: a directory at the name the native loop's cache will use, a library in it, a
+lock that is a symlink to one of the victim's files, a link where `storage --test write` puts its
+file. The victim must neither load the library nor write through the links, and must say why. And a
+launcher killed outright leaves no ranks, no shared-memory segments and no directories behind.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from rdmabench import privatedirs
+from rdmabench.errors import UnsafePathError
+from rdmabench.wire import native
+
+from .conftest import rdmabench_env, run_cli
+
+REPO = Path(__file__).resolve().parent.parent
+# A library that, once loaded, leaves a mark: the proof that it ran in the victim's process.
+PLANTED_C = r"""
+#include <fcntl.h>
+#include <stdlib.h>
+#include <unistd.h>
+__attribute__((constructor)) static void planted(void) {
+    const char *mark = getenv("RB_PLANTED_MARK");
+    if (mark) close(open(mark, O_WRONLY | O_CREAT, 0600));
+}
+"""
+PRECIOUS = b"the victim's own file\n"
+
+
+@pytest.fixture(scope="module")
+def neighbour() -> Iterator[str]:
+    """A second, unprivileged user of this machine (root only: it takes useradd)."""
+    if os.geteuid() != 0 or not (shutil.which("useradd") and shutil.which("runuser")):
+        pytest.skip("a second user is created only when the tests run as root (useradd, runuser)")
+    name = f"rbnb{os.getpid() % 100000}"
+    subprocess.run(["useradd", "-M", "-r", "-s", "/usr/sbin/nologin", name], check=True, capture_output=True)
+    try:
+        yield name
+    finally:
+        subprocess.run(["userdel", name], check=False, capture_output=True)
+
+
+def as_neighbour(name: str, script: str) -> None:
+    subprocess.run(["runuser", "-u", name, "--", "/bin/sh", "-ec", script], check=True, timeout=30)
+
+
+@pytest.fixture
+def shared() -> Iterator[Path]:
+    """A directory like /tmp: everyone may create in it (mode 1777), nobody may remove another's entry."""
+    path = Path(tempfile.mkdtemp(prefix="rdmabench-test-shared-", dir="/tmp"))
+    path.chmod(0o1777)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def planted_source() -> Iterator[Path]:
+    """The planted library, built once; anyone may read it (to copy it where a victim looks)."""
+    folder = Path(tempfile.mkdtemp(prefix="rdmabench-test-planted-", dir="/tmp"))
+    folder.chmod(0o755)
+    (folder / "planted.c").write_text(PLANTED_C)
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(folder / "planted.so"), str(folder / "planted.c")], check=True)
+    (folder / "planted.so").chmod(0o755)
+    yield folder / "planted.so"
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture
+def victim(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shared: Path) -> Path:
+    """This process as the victim: a first-use build (no install-time library), a cache directory that
+    cannot be made (a read-only home), the shared directory as its temporary one; returns the file of
+    the victim's that a planted link points at."""
+    monkeypatch.setattr(native, "_loaded", None)
+    monkeypatch.setenv("RDMABENCH_NATIVE", "build")
+    monkeypatch.setenv("RB_PLANTED_MARK", str(tmp_path / "planted-library-ran"))
+    blocker = tmp_path / "read-only-home"
+    blocker.write_text("")
+    monkeypatch.setenv("RDMABENCH_CACHE_DIR", str(blocker / "cache"))
+    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
+    monkeypatch.setattr(tempfile, "tempdir", str(shared))
+    precious = tmp_path / "precious"
+    precious.write_bytes(PRECIOUS)
+    return precious
+
+
+def _library_name(compiler: str = "cc") -> str:
+    """The name the victim's loader looks for: anyone can work it out."""
+    prefix = native.ucx_prefix()
+    assert prefix is not None
+    return native.library_name(prefix, [compiler])
+
+
+def _planted_ran(tmp_path: Path) -> bool:
+    return (tmp_path / "planted-library-ran").exists()
+
+
+@pytest.mark.skipif(native.ucx_prefix() is None, reason="no UCX headers (the libucx wheel)")
+@pytest.mark.parametrize("plant", ["library", "lock"])
+def test_a_neighbours_cache_directory_is_refused(
+    neighbour: str,
+    shared: Path,
+    planted_source: Path,
+    victim: Path,
+    tmp_path: Path,
+    plant: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The neighbour creates the victim's predictable /tmp cache directory first and plants, in it,
+    the library the victim would load, or the build lock as a symlink to the victim's file."""
+    predicted = shared / f"rdmabench-{os.geteuid()}"
+    what = {
+        "library": f"cp {planted_source} {predicted / _library_name()}",
+        "lock": f"ln -s {victim} {predicted / '.build.lock'}",
+    }[plant]
+    as_neighbour(neighbour, f"mkdir -m 0777 {predicted}; {what}")
+    monkeypatch.setenv("CC", "cc")
+    built = native.load()
+    assert built.library is None
+    assert f"refusing {predicted}: it belongs to user {neighbour} (uid " in built.reason, built.reason
+    assert "\n" not in built.reason
+    assert not _planted_ran(tmp_path) and victim.read_bytes() == PRECIOUS
+    assert not list(predicted.glob("hotloop-*.so")) or plant == "library"  # nothing built in the neighbour's
+
+
+@pytest.mark.skipif(native.ucx_prefix() is None, reason="no UCX headers (the libucx wheel)")
+def test_a_cache_others_can_write_is_refused_and_so_is_a_library_others_can_write(
+    planted_source: Path, victim: Path, tmp_path: Path, shared: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ours, but writable by anyone (an old umask, a careless chmod): anyone could have put the library there."""
+    monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))  # refused, nothing is built either
+    open_dir = shared / f"rdmabench-{os.geteuid()}"
+    open_dir.mkdir()
+    open_dir.chmod(0o777)
+    shutil.copy(planted_source, open_dir / _library_name(str(tmp_path / "no-such-cc")))
+    built = native.load()
+    assert built.library is None and not _planted_ran(tmp_path)
+    assert f"refusing {open_dir}: other users can write to it (mode 0777)" in built.reason, built.reason
+
+    monkeypatch.setattr(native, "_loaded", None)
+    open_dir.chmod(0o700)
+    library = next(open_dir.glob("hotloop-*.so"))
+    library.chmod(0o666)
+    built = native.load()
+    assert built.library is None and not _planted_ran(tmp_path)
+    assert f"refusing {library}: other users can write to it (mode 0666)" in built.reason, built.reason
+
+
+@pytest.mark.skipif(native.ucx_prefix() is None, reason="no UCX headers (the libucx wheel)")
+def test_a_lock_that_is_a_symlink_is_not_followed(
+    victim: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o700)
+    (cache / ".build.lock").symlink_to(victim)
+    monkeypatch.setenv("RDMABENCH_CACHE_DIR", str(cache))
+    monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
+    built = native.load()
+    assert victim.read_bytes() == PRECIOUS
+    assert built.library is None
+    assert f"refusing {cache / '.build.lock'}: it is a symbolic link" in built.reason, built.reason
+
+
+@pytest.mark.skipif(native.ucx_prefix() is None, reason="no UCX headers (the libucx wheel)")
+def test_the_loader_falls_back_past_a_neighbours_directory_to_one_of_ours(
+    neighbour: str, shared: Path, planted_source: Path, victim: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """RDMABENCH_CACHE_DIR names a directory in /tmp that the neighbour made first: the loader goes on to
+    $XDG_RUNTIME_DIR and builds the loop there, saying what it refused."""
+    taken = shared / "rdmabench-cache"
+    as_neighbour(neighbour, f"mkdir -m 0755 {taken}; cp {planted_source} {taken / _library_name()}")
+    runtime = tmp_path / "runtime"
+    runtime.mkdir(mode=0o700)
+    monkeypatch.setenv("RDMABENCH_CACHE_DIR", str(taken))
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
+    monkeypatch.setenv("CC", "cc")
+    built = native.load()
+    assert built.library is not None, built.reason
+    assert str(runtime / "rdmabench" / _library_name()) in built.reason
+    assert f"refusing {taken}: it belongs to user {neighbour}" in built.reason
+    assert not _planted_ran(tmp_path)
+    assert (runtime / "rdmabench").stat().st_mode & 0o777 == 0o700
+
+
+def test_an_install_time_library_planted_in_the_current_directory_is_not_loaded(
+    neighbour: str, shared: Path, planted_source: Path, tmp_path: Path
+) -> None:
+    """`python -m rdmabench` run from /tmp puts /tmp on sys.path, where the loader looks for an
+    installed copy's library: the neighbour plants rdmabench/wire/native/_hotloop.so there."""
+    folder = shared / "rdmabench" / "wire" / "native"
+    as_neighbour(neighbour, f"mkdir -p {folder}; cp {planted_source} {folder / '_hotloop.planted.so'}")
+    code = "from rdmabench.wire import native; print(native.load().reason)"
+    env = rdmabench_env(PYTHONPATH=str(REPO), RB_PLANTED_MARK=str(tmp_path / "planted-library-ran"))
+    env.pop("RDMABENCH_NATIVE", None)
+    proc = subprocess.run([sys.executable, "-c", code], cwd=shared, env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert not _planted_ran(tmp_path)
+    assert f"refusing {folder}: it belongs to user {neighbour}" in proc.stdout, proc.stdout
+
+
+def test_storage_writes_never_go_through_a_planted_link(neighbour: str, shared: Path, tmp_path: Path) -> None:
+    """The write tests' file used to be FILE.rdmabench-write, beside FILE: in /tmp, a link the
+    neighbour planted there to one of the victim's files was filled, truncated, then removed."""
+    precious = tmp_path / "precious"
+    precious.write_bytes(PRECIOUS)
+    data = shared / "data"
+    planted = shared / "data.rdmabench-write"
+    as_neighbour(neighbour, f"ln -s {precious} {planted}")
+    out = tmp_path / "r.json"
+    command = ["storage", str(data), "--size", "1MiB", "--test", "write", "--paths", "pageable"]
+    proc = run_cli([*command, "--memory", "host", "--sizes", "1MiB", "--samples", "1", "-o", str(out)])
+    assert proc.returncode == 0, proc.stderr
+    assert precious.read_bytes() == PRECIOUS
+    assert planted.is_symlink()  # not ours: left alone
+    assert sorted(p.name for p in shared.iterdir()) == ["data.rdmabench-write"]  # and nothing of ours left
+
+
+def test_a_ucx_log_directory_of_another_user_is_refused_in_one_line(
+    neighbour: str, shared: Path, tmp_path: Path
+) -> None:
+    """UCX names its logs by host and pid, which anyone can predict: RDMABENCH_UCX_LOG_DIR must be ours."""
+    logs = shared / "ucx-logs"
+    as_neighbour(neighbour, f"mkdir -m 0777 {logs}")
+    out = tmp_path / "r.json"
+    env = rdmabench_env(RDMABENCH_UCX_LOG_DIR=str(logs))
+    proc = run_cli(["run", "--np", "2", "--sizes", "8", "-o", str(out)], env=env, timeout=120)
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode != 0 and len(lines) == 1, proc.stderr
+    assert f"refusing {logs}: it belongs to user {neighbour}" in lines[0]
+    assert list(logs.iterdir()) == []
+
+
+def test_private_files_are_opened_without_following_links_and_checked(tmp_path: Path) -> None:
+    folder = privatedirs.private_dir(tmp_path / "mine")
+    assert folder.stat().st_mode & 0o777 == 0o700
+    target = tmp_path / "precious"
+    target.write_bytes(PRECIOUS)
+    (folder / "link").symlink_to(target)
+    with pytest.raises(UnsafePathError, match="it is a symbolic link"):
+        with privatedirs.locked(folder / "link"):
+            pass
+    assert target.read_bytes() == PRECIOUS
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "linked-dir").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(UnsafePathError, match="it is a symbolic link"):
+        privatedirs.private_dir(tmp_path / "linked-dir")
+    with privatedirs.locked(folder / "lock"):
+        assert (folder / "lock").stat().st_mode & 0o777 == 0o600
+
+
+def test_stale_scratch_directories_of_dead_processes_are_swept(tmp_path: Path) -> None:
+    """Only ours, of this host, whose creating process is gone."""
+    make = "import sys; from rdmabench import privatedirs; print(privatedirs.scratch_dir('rb-x-', sys.argv[1]))"
+    dead = Path(
+        subprocess.run(
+            [sys.executable, "-c", make, str(tmp_path)], cwd=REPO, capture_output=True, text=True, check=True
+        ).stdout.strip()
+    )
+    alive = privatedirs.scratch_dir("rb-x-", tmp_path)
+    elsewhere = tmp_path / f"rb-x-{dead.name.split('@')[0].removeprefix('rb-x-')}@another-host-abcdefgh"
+    elsewhere.mkdir()
+    privatedirs.sweep_stale("rb-x-", tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([alive.name, elsewhere.name])
+
+
+def _running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+def _ranks_writing(output: Path) -> list[int]:
+    """The pids of the ranks of the job writing `output`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            command = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        arguments = command.split(b"\0")
+        if arguments[1:3] == [b"-m", b"rdmabench.job.rank"] and str(output).encode() in command:
+            found.append(int(entry.name))
+    return found
+
+
+def _wait_for(condition: Callable[[], bool], seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def test_a_launcher_killed_outright_leaves_no_ranks_segments_or_directories(tmp_path: Path) -> None:
+    """kill -9 of the launcher's whole process group in the middle of a run: Open MPI's ranks sit in
+    process groups of their own; they stop, and the job's directories in the temporary directory
+    and under /dev/shm (where Open MPI's shared-memory segments now go) go with them."""
+    scratch, output = tmp_path / "tmp", tmp_path / "r.json"
+    scratch.mkdir()
+    command = ["run", "--np", "2", "--sizes", "8", "--samples", "10000", "--sample-time", "0.05", "-o", str(output)]
+    launcher = subprocess.Popen(
+        [sys.executable, "-m", "rdmabench", *command],
+        env=rdmabench_env(TMPDIR=str(scratch)),
+        cwd=REPO,
+        start_new_session=True,
+        stdout=(tmp_path / "stdout").open("w"),
+        stderr=(tmp_path / "stderr").open("w"),
+    )
+    ranks: list[int] = []
+    try:
+
+        def measuring() -> bool:  # MPI is up: rank 0 has printed the table's header
+            ranks[:] = _ranks_writing(output)
+            return len(ranks) == 2 and "median" in (tmp_path / "stdout").read_text()
+
+        assert _wait_for(measuring, 90), (tmp_path / "stderr").read_text()
+        segments = list(Path("/dev/shm").glob(f"rdmabench-run-{launcher.pid}@*/sm_segment.*"))
+        os.killpg(launcher.pid, signal.SIGKILL)
+        launcher.wait()
+        assert _wait_for(lambda: not any(_running(pid) for pid in ranks), 30), "the ranks run on"
+        assert _wait_for(lambda: not list(scratch.iterdir()), 30), list(scratch.rglob("*"))
+        assert len(segments) == 2  # Open MPI's segments were in the job's own directory under /dev/shm...
+        assert not list(Path("/dev/shm").glob(f"rdmabench-run-{launcher.pid}@*"))  # ...which is gone
+    finally:
+        for pid in ranks:
+            if _running(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+def test_the_user_that_owns_a_path_is_named(tmp_path: Path) -> None:
+    me = pwd.getpwuid(os.geteuid()).pw_name
+    reason = privatedirs.why_not_trusted(os.lstat(tmp_path), directory=True, owners=frozenset({os.geteuid() + 1}))
+    assert reason == f"it belongs to user {me} (uid {os.geteuid()}), not to you"
