@@ -13,6 +13,7 @@ import click
 from . import __version__
 from .bench.copy import HOST_KINDS
 from .errors import ConfigError, LaunchError, RdmabenchError, ResourceError, error_line
+from .escape import visible, visible_lines
 from .job.config import DEFAULT_BLOCK_SIZES, DEFAULT_SIZES, RunConfig
 from .measure import registry
 from .modes import MemoryMode
@@ -36,6 +37,11 @@ def _test_help() -> str:
         return "; ".join(f"{name}: {registry.get(name).summary}" for name in registry.names()) + "."
     except RdmabenchError:
         return "bw, bibw, lat (a plugin failed to load: the run says why)."
+
+
+def _say(text: str) -> None:
+    """A benchmark's progress line: GPU, NIC and file names in it reach the terminal shown, never raw."""
+    click.echo(visible_lines(text))
 
 
 def _fail(exc: RdmabenchError) -> None:
@@ -476,7 +482,7 @@ def copy_command(
         if output is None:
             output = document.default_output_path("copy", "host", "device", reserve_it=False)
         document.check_writable(output, force)
-        doc = copy_module.run(cupy, size_list, direction_list, kinds, gpu_list, together, overlap, samples, click.echo)
+        doc = copy_module.run(cupy, size_list, direction_list, kinds, gpu_list, together, overlap, samples, _say)
         doc["metadata"]["command_line"] = shlex.join(["rdmabench", *sys.argv[1:]])
         document.write(output, doc)
         click.echo(f"# results written to {output}")
@@ -498,7 +504,7 @@ def _torch_copy(framework: str, sizes: str, gpus: str, samples: int, output: str
         if output is None:
             output = document.default_output_path("copy-torch", "host", "device", reserve_it=False)
         document.check_writable(output, force)
-        doc = torchcopy.run(size_list, samples, gpu, click.echo)
+        doc = torchcopy.run(size_list, samples, gpu, _say)
         doc["metadata"]["command_line"] = shlex.join(["rdmabench", *sys.argv[1:]])
         document.write(output, doc)
         click.echo(f"# results written to {output}")
@@ -565,7 +571,7 @@ def storage_command(file: str, size: str | None, tests: str, paths: str | None, 
         if output is None:
             output = document.default_output_path("storage", "file", config.memory or "memory", reserve_it=False)
         document.check_writable(output, force)
-        doc = storage_module.run(config, click.echo)
+        doc = storage_module.run(config, _say)
         doc["metadata"]["command_line"] = shlex.join(["rdmabench", *sys.argv[1:]])
         document.write(output, doc)
         click.echo(f"# results written to {output}")
@@ -623,14 +629,18 @@ def anchor(mode: str, sizes: str, tests: str, repeat: int, output: str | None) -
         if output is not None and os.path.exists(output):
             raise ConfigError(f"output file {output} already exists")
         rows = anchor_module.compare(
-            mode, parse_sizes(sizes), _names(tests), repeat, progress=lambda line: click.echo(line, err=True)
+            mode,
+            parse_sizes(sizes),
+            _names(tests),
+            repeat,
+            progress=lambda line: click.echo(visible_lines(line), err=True),
         )
     except RdmabenchError as exc:
         _fail(exc)
     if output is not None:  # first: minutes of measurements must not hang on the table printing
         with open(output, "w") as handle:
             json.dump({"schema": {"name": "rdmabench-anchor", "version": 1}, "rows": rows}, handle, indent=1)
-    click.echo(anchor_module.format_rows(rows))
+    _say(anchor_module.format_rows(rows))
     if rows and rows[0].get("incomplete"):
         _fail(LaunchError(rows[0]["incomplete"]))
 
@@ -732,7 +742,7 @@ def _load(paths: tuple[str, ...]) -> Any:
 
     loaded = load_all(paths)
     for problem in loaded.problems:
-        click.echo(f"rdmabench: warning: skipped {problem}", err=True)
+        click.echo(f"rdmabench: warning: skipped {visible(problem)}", err=True)
     if not loaded.documents:
         raise ConfigError("no usable results files among " + ", ".join(paths))
     return loaded
