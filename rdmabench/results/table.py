@@ -8,6 +8,7 @@ import statistics
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ..escape import visible, visible_lines
+from ..hardware.limits import CACHE_REGIME
 from ..units import DISPLAY_UNITS, format_size
 
 if TYPE_CHECKING:
@@ -42,6 +43,8 @@ _COST_HEADER = f"{'CPU s/GB':>13} {'wire':>5}"
 
 def _share(entry: Entry) -> str:
     share, limit = entry.share_of_limit, entry.link_limit
+    if (entry.link_limit_unknown or "").startswith(CACHE_REGIME):  # a copy that may run from a cache: no bound
+        return "in cache"
     if share is None or limit is None:
         return "-"
     return f"{share:.0%} {visible(_SHORT_KIND.get(limit['kind'], str(limit['kind'])))}"
