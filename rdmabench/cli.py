@@ -14,6 +14,7 @@ import click
 from . import __version__, userfiles
 from .bench.copy import HOST_KINDS
 from .errors import ConfigError, LaunchError, RdmabenchError, ResourceError, ResultsWriteError, error_line
+from .escape import visible, visible_lines
 from .job.config import DEFAULT_BLOCK_SIZES, DEFAULT_SIZES, RunConfig
 from .measure import registry
 from .modes import MemoryMode
@@ -37,6 +38,11 @@ def _test_help() -> str:
         return "; ".join(f"{name}: {registry.get(name).summary}" for name in registry.names()) + "."
     except RdmabenchError:
         return "bw, bibw, lat (a plugin failed to load: the run says why)."
+
+
+def _say(text: str) -> None:
+    """A benchmark's progress line: GPU, NIC and file names in it reach the terminal shown, never raw."""
+    click.echo(visible_lines(text))
 
 
 def _fail(exc: RdmabenchError) -> None:
@@ -512,7 +518,7 @@ def copy_command(
         if output is None:
             output = document.default_output_path("copy", "host", "device", reserve_it=False)
         document.check_writable(output, force)
-        doc = copy_module.run(cupy, size_list, direction_list, kinds, gpu_list, together, overlap, samples, click.echo)
+        doc = copy_module.run(cupy, size_list, direction_list, kinds, gpu_list, together, overlap, samples, _say)
         doc["metadata"]["command_line"] = shlex.join(["rdmabench", *sys.argv[1:]])
         document.write(output, doc)
         click.echo(f"# results written to {output}")
@@ -534,7 +540,7 @@ def _torch_copy(framework: str, sizes: str, gpus: str, samples: int, output: str
         if output is None:
             output = document.default_output_path("copy-torch", "host", "device", reserve_it=False)
         document.check_writable(output, force)
-        doc = torchcopy.run(size_list, samples, gpu, click.echo)
+        doc = torchcopy.run(size_list, samples, gpu, _say)
         doc["metadata"]["command_line"] = shlex.join(["rdmabench", *sys.argv[1:]])
         document.write(output, doc)
         click.echo(f"# results written to {output}")
@@ -596,7 +602,7 @@ def storage_command(file: str, size: str | None, tests: str, paths: str | None, 
         if output is None:
             output = document.default_output_path("storage", "file", config.memory or "memory", reserve_it=False)
         document.check_writable(output, force)
-        doc = storage_module.run(config, click.echo)
+        doc = storage_module.run(config, _say)
         doc["metadata"]["command_line"] = shlex.join(["rdmabench", *sys.argv[1:]])
         document.write(output, doc)
         click.echo(f"# results written to {output}")
@@ -652,7 +658,11 @@ def anchor(mode: str, sizes: str, tests: str, repeat: int, output: str | None, f
 
     try:
         rows = anchor_module.compare(
-            mode, parse_sizes(sizes), _names(tests), repeat, progress=lambda line: click.echo(line, err=True)
+            mode,
+            parse_sizes(sizes),
+            _names(tests),
+            repeat,
+            progress=lambda line: click.echo(visible_lines(line), err=True),
         )
     except RdmabenchError as exc:
         _fail(exc)
@@ -661,9 +671,9 @@ def anchor(mode: str, sizes: str, tests: str, repeat: int, output: str | None, f
             text = json.dumps({"schema": {"name": "rdmabench-anchor", "version": 1}, "rows": rows}, indent=1)
             userfiles.write_text(output, text)
         except OSError as exc:  # a disk that filled meanwhile: the rows still reach the terminal
-            click.echo(anchor_module.format_rows(rows))
+            _say(anchor_module.format_rows(rows))
             _fail(ResultsWriteError(f"cannot write {output}: {exc.strerror or exc}; the rows are printed above"))
-    click.echo(anchor_module.format_rows(rows))
+    _say(anchor_module.format_rows(rows))
     if rows and rows[0].get("incomplete"):
         _fail(LaunchError(rows[0]["incomplete"]))
 
@@ -772,10 +782,10 @@ def _load(paths: tuple[str, ...], warn_duplicates: bool = True) -> Any:
 
     loaded = load_all(paths)
     for problem in loaded.problems:
-        click.echo(f"rdmabench: warning: skipped {problem}", err=True)
+        click.echo(f"rdmabench: warning: skipped {visible(problem)}", err=True)
     if warn_duplicates:  # compare lists them in its output
         for duplicate in loaded.duplicates:
-            click.echo(f"rdmabench: warning: ignored {duplicate}", err=True)
+            click.echo(f"rdmabench: warning: ignored {visible(str(duplicate))}", err=True)
     if not loaded.documents:
         raise ConfigError("no usable results files among " + ", ".join(paths))
     return loaded

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from .escape import visible
+
 ERROR_PREFIX = "rdmabench: error: "
 
 
 def error_line(message: str) -> str:
-    """The one line every failure is reported as (job/spawner.py recognises it in the ranks' stderr)."""
-    return ERROR_PREFIX + message
+    """The one line every failure is reported as (job/spawner.py recognises it in the ranks' stderr): a
+    name in the message (a path, a host) shows its control characters and newlines as escapes."""
+    return ERROR_PREFIX + visible(message)
 
 
 class RdmabenchError(Exception):

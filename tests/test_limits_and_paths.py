@@ -9,6 +9,9 @@ import pytest
 
 from rdmabench.hardware import limits, topology
 from rdmabench.hardware.pathcheck import is_device_path_warning, path_warnings
+from rdmabench.results.document import load as load_results
+
+from .conftest import QUICK, run_cli
 
 GPU0, GPU1 = "0000:19:00.0", "0000:3b:00.0"
 
@@ -90,6 +93,82 @@ def test_a_figure_above_the_limit_is_an_error_not_a_record() -> None:
     assert limit is not None
     share, warning = limits.judge(900.0, limit)
     assert share is None and warning is not None and "measurement error" in warning
+
+
+def _sysfs_cache(root: Path, sizes: dict[int, str]) -> None:
+    """A CPU's cache folder as sysfs writes it: index per cache, its level, type and size."""
+    caches = [(1, "Data", sizes[1]), (1, "Instruction", sizes[1])] + [
+        (lv, "Unified", sizes[lv]) for lv in sizes if lv > 1
+    ]
+    for index, (level, kind, size) in enumerate(caches):
+        folder = root / "cpu0" / "cache" / f"index{index}"
+        folder.mkdir(parents=True)
+        (folder / "level").write_text(f"{level}\n")
+        (folder / "type").write_text(f"{kind}\n")
+        (folder / "size").write_text(f"{size}\n")
+
+
+def test_the_last_level_cache_is_read_from_sysfs(tmp_path: Path) -> None:
+    _sysfs_cache(tmp_path / "three", {1: "48K", 2: "2048K", 3: "107520K"})  # an H100 host's Xeon
+    assert topology.last_level_cache_bytes(str(tmp_path / "three")) == 107520 << 10
+    _sysfs_cache(tmp_path / "two", {1: "32K", 2: "1M"})
+    assert topology.last_level_cache_bytes(str(tmp_path / "two")) == 1 << 20
+    assert topology.last_level_cache_bytes(str(tmp_path / "none")) is None
+    # The memory copy's buffers: each as large as the cache, within bounds; the largest when unknown.
+    assert topology.probe_bytes(107520 << 10) == 107520 << 10
+    assert topology.probe_bytes(1 << 20) == topology.PROBE_MIN_BYTES
+    assert topology.probe_bytes(None) == topology.PROBE_MAX_BYTES == topology.probe_bytes(1 << 40)
+
+
+def _this_hosts_copy(gbps: float) -> topology.HostCopy:
+    """A memory copy of `gbps` measured as this host would measure it: beyond its cache (read from
+    sysfs; 105 MiB, an H200 host's, where unreadable)."""
+    cache = topology.last_level_cache_bytes() or 105 << 20
+    return topology.HostCopy(gbps, topology.probe_bytes(cache), cache)
+
+
+def test_a_copy_that_may_run_from_the_cache_is_no_measurement_error() -> None:
+    """A 4 MiB put over cma on an H200 host ran 13.1 GB/s against a copy measured at 9.37 GB/s: a
+    copy that may run from the cache has no known limit, and says so; the same figure with as many
+    bytes in flight as the measuring copy kept is an error."""
+    copy = _this_hosts_copy(9.37)
+    a, b = _rank(0, "n1"), _rank(1, "n1")
+    assert copy.cache_bytes is not None
+    for in_flight in (2 * (4 << 20), copy.cache_bytes // 2):  # a 4 MiB message at each end; half the cache
+        limit, reason = limits.link_limit(a, b, "pageable", "pageable", copy, in_flight)
+        assert limit is None and reason is not None and reason.startswith(limits.CACHE_REGIME), reason
+        assert "within the cache" in reason and "9.4 GB/s" in reason and "no limit is known" in reason
+    # Between the cache and the measuring copy's bytes: not surely beyond the cache, not judged as such.
+    limit, reason = limits.link_limit(a, b, "pageable", "pageable", copy, copy.in_flight - 1)
+    assert limit is None and "fewer than the measuring copy" in (reason or "")
+    limit, _ = limits.link_limit(a, b, "pageable", "pageable", copy, copy.in_flight)
+    assert limit is not None and limit.regime == limits.MEMORY and "memory regime" in limit.detail
+    assert limit.to_dict()["regime"] == "memory" and limit.kind == "host memory copy"
+    share, warning = limits.judge(13.1, limit)
+    assert share is None and warning is not None and "measurement error, not a record" in warning
+
+
+def test_a_cached_copy_is_bound_by_the_other_links_it_crosses() -> None:
+    a, b = _rank(0, "n1", GPU0), _rank(1, "n1", GPU1)
+    copy = _this_hosts_copy(9.37)  # below the GPUs' PCIe Gen5 x16 (63 GB/s)
+    limit, _ = limits.link_limit(a, b, "staged", "staged", copy, 2 * copy.in_flight)
+    assert limit is not None and limit.kind == "host memory copy"
+    limit, _ = limits.link_limit(a, b, "staged", "staged", copy, 1 << 20)
+    assert limit is not None and limit.kind == "PCIe"
+
+
+def test_a_real_run_says_which_regime_its_limit_is_in(tmp_path: Path) -> None:
+    path = tmp_path / "r.json"
+    proc = run_cli(["run", "--np", "2", "--sizes", "64KiB", *QUICK, "-o", str(path)])
+    assert proc.returncode == 0, proc.stderr
+    doc = load_results(str(path))
+    measured = next(t for t in doc["metadata"]["topology"] if t["host_copy_gbps"])
+    assert measured["host_copy_bytes"] >= topology.PROBE_MIN_BYTES
+    assert measured["last_level_cache_bytes"] == topology.last_level_cache_bytes()
+    (entry,) = doc["results"]
+    assert entry["link_limit"] is None and entry["link_limit_unknown"].startswith("cache regime: this link keeps")
+    assert entry.get("share_of_limit") is None and not any("measurement error" in w for w in entry["warnings"])
+    assert "in cache" in proc.stdout  # the table's share column names the regime
 
 
 def test_between_nodes_the_slower_nic_or_pcie_bounds() -> None:

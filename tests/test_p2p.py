@@ -105,8 +105,8 @@ def test_default_run_uses_shared_memory_with_its_limit(results_path: Path) -> No
     doc = load_results(str(results_path))
     for entry in doc["results"]:
         assert entry["transport"] in SHARED_MEMORY and entry["warnings"] == []
-        assert entry["link_limit"]["kind"] == "host memory copy" and entry["link_limit"]["measured"] is True
-        assert 0 < entry["share_of_limit"] <= 1.25
+        # Messages this small (a window of them, at both ends) may run from the cache: no limit bounds them.
+        assert entry["link_limit"] is None and entry["link_limit_unknown"].startswith("cache regime")
     topo = doc["metadata"]["topology"]
     assert len(topo) == 2 and topo[0]["host_copy_gbps"] > 0
     assert any(f["check"] == "UCX" for f in doc["metadata"]["doctor"])

@@ -69,13 +69,19 @@ def test_an_incast_between_hosts_is_bounded_by_the_destinations_nic() -> None:
 
 
 def test_a_real_fan_out_gets_a_limit_and_a_share(tmp_path: Path) -> None:
+    """Two links of messages as large as the host's memory copy's buffers keep (at both ends) twice
+    its bytes in flight: the copy bounds them; at 1 MiB they may run from the cache, and nothing does."""
     out = tmp_path / "r.json"
-    args = ["run", "--np", "3", "--pattern", "fan-out", "--root", "0", "--sizes", "1MiB", "--samples", "2"]
+    large = topology.probe_bytes(topology.last_level_cache_bytes())
+    args = ["run", "--np", "3", "--pattern", "fan-out", "--root", "0", "--sizes", f"1MiB,{large}", "--samples", "2"]
     proc = run_cli([*args, "--sample-time", "0.02", "-o", str(out)])
     assert proc.returncode == 0, proc.stderr
     entries = load_results(str(out))["results"]
-    assert len(entries) == 2
+    assert len(entries) == 4
     for entry in entries:
+        if entry["size_bytes"] == 1 << 20:
+            assert "pattern_limit" not in entry and entry["link_limit_unknown"].startswith("cache regime")
+            continue
         limit = entry["pattern_limit"]
         assert limit["kind"] == "host memory copy" and "shared by 2 of the 2 links" in limit["detail"]
         assert entry["pattern_share_of_limit"] == pytest.approx(

@@ -14,6 +14,7 @@ import subprocess
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from ..escape import visible
 from . import storage, topology
 from .gpu import driver_version, import_cupy, visible_gpu_count
 from .memlock import can_lock_beyond_limit, memlock_limit_text
@@ -448,8 +449,9 @@ def format_table(findings: list[Finding]) -> str:
     width = max(len(f.check) for f in findings)
     lines = [f"{'check':<{width}}  verdict  detail"]
     for f in findings:
-        lines.append(f"{f.check:<{width}}  {f.verdict:<7}  {f.detail}")
+        # Details name GPUs, NICs, file systems and paths as the machine reports them: shown, never raw.
+        lines.append(f"{f.check:<{width}}  {f.verdict:<7}  {visible(f.detail)}")
         if f.advice and f.verdict in (WARN, FAIL):
-            lines.append(f"{'':<{width}}  {'':<7}  -> {f.advice}")
+            lines.append(f"{'':<{width}}  {'':<7}  -> {visible(f.advice)}")
     lines.append(f"device-direct runs: {device_direct(findings)}")
     return "\n".join(lines)

@@ -1,7 +1,9 @@
 """The physical limit of each measured link, and how close a figure comes to it.
 
-A figure above its limit is a measurement error (a clock, a count or a cache), never a record: the
-entry then carries a warning instead of a share."""
+A figure above its limit is a measurement error (a clock or a count), never a record: the entry then
+carries a warning instead of a share. The host memory copy is a limit only in the regime it was
+measured in: a link that keeps fewer bytes in flight than the measuring copy did may run from a cache,
+faster than memory allows; it has no known limit (and so is never called an error), and says why."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..modes import MemoryMode
+from ..units import format_size
 from . import topology
 from .nics import NicChoice
 
@@ -16,6 +19,11 @@ from .nics import NicChoice
 # hardware's specification is exact; one measured on the spot (a memory copy) is itself noisy.
 SPEC_TOLERANCE = 1.02
 MEASURED_TOLERANCE = 1.25
+HOST_COPY = "host memory copy"
+# Regimes of a copy within a host: the link keeps at least as many bytes in flight as the measuring
+# copy did (both stream from memory: the copy bounds it), or fewer (a cache may hold them: no bound).
+MEMORY, CACHE = "memory", "cache"
+CACHE_REGIME = f"{CACHE} regime"  # how a link's unknown limit says it is in the cache regime
 
 
 @dataclass
@@ -28,8 +36,12 @@ class RankTopology:
     cpu_numa_nodes: list[int]
     cpu_affinity: str = ""
     nics: list[topology.NicPort] = field(default_factory=list)
-    host_copy_gbps: float | None = None  # measured by one rank per host
+    host_copy: topology.HostCopy | None = None  # measured by one rank per host
     nic: NicChoice | None = None  # the device this rank sends through, where known
+
+    @property
+    def host_copy_gbps(self) -> float | None:
+        return self.host_copy.gbps if self.host_copy else None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -41,6 +53,8 @@ class RankTopology:
             "gpu_numa_local": self.gpu_numa_local,
             "nics": [n.to_dict() for n in self.nics],
             "host_copy_gbps": self.host_copy_gbps,
+            "host_copy_bytes": self.host_copy.copy_bytes if self.host_copy else None,
+            "last_level_cache_bytes": self.host_copy.cache_bytes if self.host_copy else None,
             "nic": self.nic.to_dict() if self.nic else None,
         }
 
@@ -65,7 +79,7 @@ def collect(
         cpu_numa_nodes=topology.cpu_numa_nodes(),
         cpu_affinity=topology.cpu_affinity_text(),
         nics=topology.nic_ports(),
-        host_copy_gbps=topology.host_copy_gbps() if local_rank == 0 else None,
+        host_copy=topology.host_copy() if local_rank == 0 else None,
         nic=nic,
     )
 
@@ -76,16 +90,26 @@ class Limit:
     kind: str  # "NVLink", "PCIe", "NIC", "host memory copy"
     detail: str
     measured: bool = False  # True when the limit is itself a measurement, not a specification
+    regime: str | None = None  # a host memory copy's: MEMORY where the link's bytes in flight are known
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        found = asdict(self)
+        if self.regime is None:
+            del found["regime"]
+        return found
 
 
 def link_limit(
-    src: RankTopology, dst: RankTopology, src_mode: str, dst_mode: str, host_copy: float | None
+    src: RankTopology,
+    dst: RankTopology,
+    src_mode: str,
+    dst_mode: str,
+    host_copy: topology.HostCopy | float | None,
+    in_flight: int | None = None,
 ) -> tuple[Limit | None, str | None]:
     """The per-direction limit of the link a transfer between these ranks and memories uses, or
-    None with the reason it is unknown. `host_copy` is the memory copy rate measured on src's host.
+    None with the reason it is unknown. `host_copy` is the memory copy measured on src's host (a
+    bare GB/s: its regime unknown), `in_flight` the bytes the link's copy keeps in flight there.
 
     GPU memory handed to UCX at both ends (device, managed) may go GPU to GPU; any other GPU-backed
     end (staged, bounce, or one GPU end facing host memory) crosses its GPU's PCIe link; and when UCX is handed host memory at
@@ -117,12 +141,37 @@ def link_limit(
     if all(mode.ucx_memory == "host" for mode in modes):
         if host_copy is None:
             return None, "host memory copy not measured"
-        candidates.append(
-            Limit(
-                host_copy, "host memory copy", f"one memory copy on this host, measured at {host_copy:.1f} GB/s", True
-            )
-        )
+        copy, why = host_copy_limit(host_copy, in_flight)
+        if copy is None and not candidates:
+            return None, why
+        candidates += [copy] if copy is not None else []  # a cached copy: bound by the links it crosses
     return min(candidates, key=lambda limit: limit.gbps), None
+
+
+def host_copy_limit(host_copy: topology.HostCopy | float, in_flight: int | None) -> tuple[Limit | None, str | None]:
+    """The host memory copy as a link's limit where the link is in the copy's regime (MEMORY: it
+    keeps at least as many bytes in flight as the measuring copy did); else None and why (CACHE
+    regime: a copy that may run from a cache has no limit we know, and is never called an error)."""
+    if isinstance(host_copy, (int, float)):
+        return Limit(
+            host_copy, HOST_COPY, f"one memory copy on this host, measured at {host_copy:.1f} GB/s", True
+        ), None
+    cache = host_copy.cache_bytes
+    cache_text = f"its {format_size(cache)} last-level cache" if cache else "its last-level cache (size unreadable)"
+    measured = (
+        f"one memory copy on this host, measured at {host_copy.gbps:.1f} GB/s with "
+        f"{format_size(host_copy.in_flight)} in flight, beyond {cache_text}"
+    )
+    if in_flight is None:
+        return Limit(host_copy.gbps, HOST_COPY, measured, True), None
+    keeps = f"this link keeps {format_size(in_flight)} in flight"
+    if in_flight >= host_copy.in_flight:
+        return Limit(host_copy.gbps, HOST_COPY, f"{measured}; {keeps}: {MEMORY} regime", True, MEMORY), None
+    fewer = "within the cache" if cache and in_flight <= cache else "fewer than the measuring copy"
+    return None, (
+        f"{CACHE_REGIME}: {keeps}, {fewer}, and may run from it, faster than memory allows: no limit is known "
+        f"(the host memory copy bounds only copies that keep as many bytes in flight as it did: {measured})"
+    )
 
 
 def _inter_node_limit(

@@ -23,6 +23,7 @@ from types import FrameType
 from typing import Any, TextIO
 
 from ..errors import ConfigError, InconclusiveError, RdmabenchError, TransportError, error_line
+from ..escape import visible
 from ..hardware import counters, limits, nics
 from ..hardware.pathcheck import is_device_path_warning
 from ..measure import registry
@@ -196,7 +197,10 @@ class _Job:
         try:
             stream.finish(complete=False, stopped=reason)
             print(
-                f"rdmabench: {reason.split(':')[0]}; {stream.count} result(s) measured before that kept in {stream.path} (incomplete)",
+                visible(
+                    f"rdmabench: {reason.split(':')[0]}; {stream.count} result(s) measured before that kept in "
+                    f"{stream.path} (incomplete)"
+                ),
                 file=sys.stderr,
                 flush=True,
             )

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from ..hardware import counters, limits, shared
+from ..hardware import counters, limits, shared, topology
 from ..hardware.pathcheck import path_warnings
 from ..modes import MemoryMode, pinned_method
 from ..stats import percentile, summarize
@@ -138,8 +138,10 @@ def make_entries(
 ) -> list[Entry]:
     """The entries of one round (on rank 0, from every rank's measurements). A pattern round's
     entries carry the pattern's aggregate; a pair round of several links (both ways) its own."""
+    in_flight = _in_flight(spec, measured, placement)
     entries = [
-        _entry(spec, m, fetch_rows.get((m.link.src, m.link.dst)), placement, pattern, round_seconds) for m in measured
+        _entry(spec, m, fetch_rows.get((m.link.src, m.link.dst)), placement, pattern, round_seconds, in_flight)
+        for m in measured
     ]
     if cpu and spec.kind.is_bandwidth:
         _cpu_cost(entries, measured, spec, cpu)
@@ -148,7 +150,7 @@ def make_entries(
     if len(measured) > 1 and spec.kind.is_bandwidth:
         aggregate = round_aggregate(spec.size, measured)
         median = summarize(aggregate)["median"]
-        pattern_limit = _pattern_limit(entries, placement) if pattern_round else None
+        pattern_limit = _pattern_limit(entries, placement, in_flight) if pattern_round else None
         for entry in entries:
             if pattern_round:
                 entry.concurrent_links = len(measured)
@@ -282,6 +284,7 @@ def _entry(
     placement: Placement,
     pattern: str,
     round_seconds: float,
+    in_flight: dict[str, int],
 ) -> Entry:
     kind, link = spec.kind, m.link
     values = [kind.figure(spec.size, m.per_step, times) for times in m.step_times]
@@ -322,8 +325,25 @@ def _entry(
         entry.blocks = block_record(spec.size, m.details)
     _place(entry, placement)
     if kind.is_bandwidth:
-        _judge(entry, placement)
+        _judge(entry, placement, in_flight.get(entry.src_host))
     return entry
+
+
+def _in_flight(spec: RoundSpec, measured: list[LinkMeasurement], placement: Placement) -> dict[str, int]:
+    """Per host, the bytes the round's links within it keep in flight: each link's window of buffers
+    (a block list: its pool) at both ends. A memory copy's regime follows it (limits.host_copy_limit)."""
+    found: dict[str, int] = {}
+    for m in measured:
+        host = placement.hosts[m.link.src]
+        if host != placement.hosts[m.link.dst]:
+            continue
+        shape = m.details.get("shape")
+        if shape is not None:
+            per_end = shape.pool_slots(spec.size) * spec.size
+        else:
+            per_end = spec.size * spec.distinct_buffers(m.window if spec.protocol.windowed else 1)
+        found[host] = found.get(host, 0) + 2 * per_end
+    return found
 
 
 def _us(seconds: float) -> float:
@@ -377,27 +397,32 @@ def _place(entry: Entry, placement: Placement) -> None:
     )
 
 
-def _host_copy(topologies: list[limits.RankTopology], host: str) -> float | None:
-    """The memory copy rate one rank of `host` measured, where one did."""
-    return next((t.host_copy_gbps for t in topologies if t.host == host and t.host_copy_gbps), None)
+def _host_copy(topologies: list[limits.RankTopology], host: str) -> topology.HostCopy | None:
+    """The memory copy one rank of `host` measured, where one did."""
+    return next((t.host_copy for t in topologies if t.host == host and t.host_copy), None)
 
 
-def _pattern_limit(entries: list[Entry], placement: Placement) -> limits.Limit | None:
-    """The limit of a pattern round's aggregate: hardware/shared.py's bound over its links."""
+def _pattern_limit(entries: list[Entry], placement: Placement, in_flight: dict[str, int]) -> limits.Limit | None:
+    """The limit of a pattern round's aggregate: hardware/shared.py's bound over its links (a host's
+    memory copy among them only where the round keeps as many bytes in flight there as it did)."""
     topologies = placement.topologies
     links = []
     for entry in entries:
         src, dst = topologies[entry.src_rank], topologies[entry.dst_rank]
-        found = shared.resources(src, dst, entry.src_mode, entry.dst_mode, _host_copy(topologies, src.host))
+        copy = _host_copy(topologies, src.host)
+        bound = copy.gbps if copy and in_flight.get(src.host, 0) >= copy.in_flight else None
+        found = shared.resources(src, dst, entry.src_mode, entry.dst_mode, bound)
         links.append((found, entry.link_limit["gbps"] if entry.link_limit else None))
     return shared.aggregate_limit(links)
 
 
-def _judge(entry: Entry, placement: Placement) -> None:
-    """The link's physical limit and the figure's share of it, or a warning for an impossible figure."""
+def _judge(entry: Entry, placement: Placement, in_flight: int | None) -> None:
+    """The link's physical limit and the figure's share of it, or a warning for an impossible figure;
+    `in_flight`: the bytes its round keeps in flight on its host (a host memory copy's regime)."""
     topologies = placement.topologies
     src, dst = topologies[entry.src_rank], topologies[entry.dst_rank]
-    limit, reason = limits.link_limit(src, dst, entry.src_mode, entry.dst_mode, _host_copy(topologies, src.host))
+    copy = _host_copy(topologies, src.host)
+    limit, reason = limits.link_limit(src, dst, entry.src_mode, entry.dst_mode, copy, in_flight)
     entry.link_limit = limit.to_dict() if limit else None
     if limit is None:
         entry.link_limit_unknown = reason

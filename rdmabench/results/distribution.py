@@ -6,7 +6,6 @@ threshold; for the report in every format, the HTML page drawing one CDF per cla
 
 from __future__ import annotations
 
-import html
 import math
 import statistics
 from collections.abc import Iterable
@@ -15,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .. import escape
 from ..units import format_size
 
 if TYPE_CHECKING:
@@ -144,7 +144,7 @@ def summary(found: Distribution) -> str:
 def text_lines(found: list[Distribution]) -> list[str]:
     """The table report's section: a line per class."""
     head = "distribution per link class (each link's median over runs; % = of the class's physical limit):"
-    return [head] + [f"  {summary(one)}" for one in found]
+    return [head] + [f"  {escape.visible(summary(one))}" for one in found]
 
 
 def markdown_lines(found: list[Distribution]) -> list[str]:
@@ -161,7 +161,7 @@ def markdown_lines(found: list[Distribution]) -> list[str]:
         cells = [shown(value, one.unit) for value in one.percentiles().values()]
         threshold = shown(one.threshold, one.unit) if one.threshold is not None else "-"
         row = [one.label, str(one.links), unit_text(one), *cells, threshold, str(one.outliers)]
-        lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |")
+        lines.append("| " + " | ".join(map(escape.markdown, row)) + " |")
     return lines
 
 
@@ -190,8 +190,8 @@ def cdf_svg(found: Distribution) -> str:
     points = " ".join(f"{x(v):.1f},{y(q):.1f}" for v, q in _cdf_points(values))
     parts = [
         f'<svg class="cdf" xmlns="http://www.w3.org/2000/svg" width="{_W}" height="{_H}" '
-        f'viewBox="0 0 {_W} {_H}" data-class="{html.escape(found.label)}" data-links="{found.links}">',
-        f'<text x="4" y="12" font-size="10">{html.escape(found.label)}</text>',
+        f'viewBox="0 0 {_W} {_H}" data-class="{escape.html(found.label)}" data-links="{found.links}">',
+        f'<text x="4" y="12" font-size="10">{escape.html(found.label)}</text>',
         f'<text x="4" y="25" font-size="9">{found.links} link{"s" if found.links != 1 else ""}</text>',
         f'<rect x="{_LEFT}" y="{_TOP}" width="{_W - _LEFT - _RIGHT}" height="{_H - _TOP - _BOTTOM}" '
         'fill="none" stroke="#999"/>',
@@ -219,7 +219,7 @@ def _cdf_points(values: Any) -> list[tuple[float, float]]:
 def _mark(at: float, colour: str, text: str, line: int) -> list[str]:
     return [
         f'<line x1="{at:.1f}" y1="{_TOP}" x2="{at:.1f}" y2="{_H - _BOTTOM}" stroke="{colour}" stroke-dasharray="4 2"/>',
-        f'<text x="{_LEFT + 4}" y="{_TOP + 11 + 11 * line}" font-size="9" fill="{colour}">{html.escape(text)}</text>',
+        f'<text x="{_LEFT + 4}" y="{_TOP + 11 + 11 * line}" font-size="9" fill="{colour}">{escape.html(text)}</text>',
     ]
 
 
@@ -229,7 +229,7 @@ def _axes(found: Distribution, low: float, high: float) -> list[str]:
         f'<text x="{_LEFT}" y="{bottom + 11}" font-size="9">{shown(low, found.unit)}</text>',
         f'<text x="{_W - _RIGHT}" y="{bottom + 11}" font-size="9" text-anchor="end">{shown(high, found.unit)}</text>',
         f'<text x="{(_LEFT + _W - _RIGHT) / 2}" y="{bottom + 24}" font-size="9" text-anchor="middle">'
-        f"{html.escape(unit_text(found))}</text>",
+        f"{escape.html(unit_text(found))}</text>",
         f'<text x="{_LEFT - 3}" y="{bottom + 3}" font-size="9" text-anchor="end">0</text>',
         f'<text x="{_LEFT - 3}" y="{_TOP + 3}" font-size="9" text-anchor="end">1</text>',
     ]

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import base64
 import heapq
-import html
 import io
 import statistics
 from typing import Any
 
+from .. import escape
 from ..units import format_size
 from . import distribution
 from .report import _COLUMNS, Row, _cells, _outlier_lines, bulk, class_distributions, outliers, standings
@@ -19,9 +19,13 @@ def _pyplot() -> Any:
     import matplotlib
 
     matplotlib.use("Agg")
+    matplotlib.rcParams["text.usetex"] = False  # labels are names from files: never LaTeX (nor math: _label)
     import matplotlib.pyplot as plt
 
     return plt
+
+
+_label = escape.matplotlib_label  # every text a plot draws holds names from files
 
 
 def _png(fig: Any) -> str:
@@ -32,7 +36,7 @@ def _png(fig: Any) -> str:
 
 
 def _image(title: str, data: str) -> str:
-    return f'<figure><img alt="{html.escape(title)}" src="data:image/png;base64,{data}"><figcaption>{html.escape(title)}</figcaption></figure>'
+    return f'<figure><img alt="{escape.html(title)}" src="data:image/png;base64,{data}"><figcaption>{escape.html(title)}</figcaption></figure>'
 
 
 def heatmaps(rows: list[Row]) -> list[tuple[str, str]]:
@@ -79,14 +83,14 @@ def _heatmap(sources: list[str], targets: list[str], grid: list[list[float]], me
     cmap = "viridis" if members[0].higher_is_better else "viridis_r"
     image = ax.imshow(grid, cmap=cmap, aspect="auto", vmin=lowest, vmax=top)
     if side <= LABELLED_UP_TO:
-        ax.set_xticks(range(len(targets)), targets, rotation=45, ha="right", fontsize=8)
-        ax.set_yticks(range(len(sources)), sources, fontsize=8)
+        ax.set_xticks(range(len(targets)), [_label(end) for end in targets], rotation=45, ha="right", fontsize=8)
+        ax.set_yticks(range(len(sources)), [_label(end) for end in sources], fontsize=8)
         for i, line in enumerate(grid):
             for j, value in enumerate(line):
                 known = value == value
                 ink = _ink(image.cmap(image.norm(value))) if known else "black"  # a gap shows the page
                 ax.text(j, i, f"{value:.1f}" if known else "N/A", ha="center", va="center", color=ink, fontsize=7)
-    fig.colorbar(image, ax=ax, label=unit)
+    fig.colorbar(image, ax=ax, label=_label(unit))
     return scale
 
 
@@ -139,11 +143,11 @@ def _curve(members: list[Row], value: Any, label: str, log: bool = True) -> Any:
     for modes in sorted({r.modes for r in members}):
         sizes = sorted({r.size_bytes for r in members if r.modes == modes})
         values = [statistics.median(value(r) for r in members if r.modes == modes and r.size_bytes == s) for s in sizes]
-        ax.plot(sizes, values, marker="o", label=modes)
+        ax.plot(sizes, values, marker="o", label=_label(modes))
     _size_axis(ax, sorted({r.size_bytes for r in members}))
     if log:
         ax.set_yscale("log")
-    ax.set_ylabel(label)
+    ax.set_ylabel(_label(label))
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
     return ax
@@ -217,7 +221,7 @@ def _distributions(found: list[distribution.Distribution]) -> list[str]:
     if len(drawn) < len(found):
         parts.append(f"<p>The {len(drawn)} largest of {len(found)} classes drawn; every class is listed below.</p>")
     parts.append("<div class='cdfs'>" + "".join(distribution.cdf_svg(one) for one in drawn) + "</div>")
-    parts.append("<ul>" + "".join(f"<li>{html.escape(distribution.summary(one))}</li>" for one in found) + "</ul>")
+    parts.append("<ul>" + "".join(f"<li>{escape.html(distribution.summary(one))}</li>" for one in found) + "</ul>")
     return parts
 
 
@@ -232,14 +236,14 @@ def render(rows: list[Row], sources: list[str], problems: list[str], fraction: f
     if problems:
         parts.append(
             "<h2>Files not used</h2><ul>"
-            + "".join(f"<li class='warn'>{html.escape(p)}</li>" for p in problems)
+            + "".join(f"<li class='warn'>{escape.html(p)}</li>" for p in problems)
             + "</ul>"
         )
     parts += _distributions(class_distributions(rows, fraction))
     parts.append(
         "<h2>Outliers</h2><ul>"
         + "".join(
-            f"<li>{html.escape(line.strip())}</li>" for line in _outlier_lines(outliers(rows, fraction), fraction)
+            f"<li>{escape.html(line.strip())}</li>" for line in _outlier_lines(outliers(rows, fraction), fraction)
         )
         + "</ul>"
     )
@@ -254,8 +258,8 @@ def render(rows: list[Row], sources: list[str], problems: list[str], fraction: f
     heading = "All links" if listed is rows else f"The {len(listed)} worst of {len(rows)} links (against their class)"
     parts.append(f"<h2>{heading}</h2><table><tr>" + "".join(f"<th>{c}</th>" for c in _COLUMNS) + "</tr>")
     for row in listed:
-        parts.append("<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in _cells(row)) + "</tr>")
+        parts.append("<tr>" + "".join(f"<td>{escape.html(cell)}</td>" for cell in _cells(row)) + "</tr>")
     parts.append("</table>")
-    parts.append("<h2>Sources</h2><ul>" + "".join(f"<li>{html.escape(s)}</li>" for s in sources) + "</ul>")
+    parts.append("<h2>Sources</h2><ul>" + "".join(f"<li>{escape.html(s)}</li>" for s in sources) + "</ul>")
     parts.append("</body></html>")
     return "\n".join(parts)

@@ -22,6 +22,7 @@ from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
 
+from .. import escape
 from ..errors import InconclusiveError, OtherDocumentError, ResultsFileError
 from ..measure import registry
 from ..modes import mode_named
@@ -767,21 +768,26 @@ def _grouped(rows: list[Row], by: str) -> list[tuple[str, list[Row]]]:
 OUTLIERS_LISTED = 100  # worst first; a cluster with a bad switch has thousands
 
 
-def _outlier_lines(found: list[tuple[Row, float]], fraction: float) -> list[str]:
+def _outlier_lines(
+    found: list[tuple[Row, float]], fraction: float, name: Callable[[str], str] = escape.visible
+) -> list[str]:
+    """The outliers, a line each, and the parts they touch most; every name from a file through
+    `name` (the output's escape: escape.visible, escape.markdown)."""
     if not found:
         return [f"no outliers: every link within {fraction:.0%} of the median of its class"]
     lines = [f"{len(found)} outlier(s), more than {fraction:.0%} worse than the median of their class:"]
     for row, off in found[:OUTLIERS_LISTED]:
-        lines.append(
-            f"  {row.link} ({row.link_class}) {row.test} {row.modes} {format_size(row.size_bytes)}: {row.median:.3f} {row.unit}, {off:+.0%}"
-        )
+        what = f"{row.link} ({row.link_class}) {row.test} {row.modes}"
+        lines.append(f"  {name(what)} {format_size(row.size_bytes)}: {row.median:.3f} {name(row.unit)}, {off:+.0%}")
     if len(found) > OUTLIERS_LISTED:
         lines.append(f"  ... and {len(found) - OUTLIERS_LISTED} more, less far off (all of them: --format json or csv)")
     if len(found) > 1:
         touched = culprits([row for row, _off in found])
         for what, key in (("node", "nodes"), ("GPU", "gpus"), ("NIC", "nics")):
             if touched[key]:
-                top = ", ".join(f"{name} ({count})" for name, count in list(touched[key].items())[:CULPRITS_LISTED])
+                top = ", ".join(
+                    f"{name(part)} ({count})" for part, count in list(touched[key].items())[:CULPRITS_LISTED]
+                )
                 lines.append(f"  outlier links per {what}, most first: {top}")
     return lines
 
@@ -807,8 +813,8 @@ def format_table(rows: list[Row], by: str, fraction: float) -> str:
     for name, members in _grouped(rows, by):
         lines.append("")
         if name:
-            lines.append(f"== {by}: {name}")
-        lines += _aligned(_COLUMNS, _cell_columns(members))
+            lines.append(f"== {by}: {escape.visible(name)}")
+        lines += _aligned(_COLUMNS, [escape.column(column, escape.visible) for column in _cell_columns(members)])
     lines.append("")
     lines.append(
         "GB/s = 1e9 bytes/s; median/min/max over runs; spread = (max - min) / median; share = of the link's physical limit"
@@ -816,26 +822,19 @@ def format_table(rows: list[Row], by: str, fraction: float) -> str:
     return "\n".join(lines)
 
 
-def _escaped(column: list[str]) -> list[str]:
-    """A column's cells with | escaped for a Markdown table."""
-    if not any("|" in cell for cell in column):
-        return column
-    return [cell.replace("|", "\\|") for cell in column]
-
-
 @bulk
 def format_markdown(rows: list[Row], by: str, fraction: float) -> str:
     lines = ["# rdmabench report", ""]
     lines += [*distribution.markdown_lines(class_distributions(rows, fraction)), "", "## Outliers", ""]
-    lines += [f"- {line.strip()}" for line in _outlier_lines(outliers(rows, fraction), fraction)]
+    lines += [f"- {line.strip()}" for line in _outlier_lines(outliers(rows, fraction), fraction, escape.markdown)]
     for name, members in _grouped(rows, by):
         lines.append("")
         if name:
-            lines.append(f"## {by}: {name}")
+            lines.append(f"## {by}: {escape.markdown(name)}")
             lines.append("")
         lines.append("| " + " | ".join(_COLUMNS) + " |")
         lines.append("|" + "---|" * len(_COLUMNS))
-        columns = [_escaped(column) for column in _cell_columns(members)]
+        columns = [escape.column(column, escape.markdown) for column in _cell_columns(members)]
         lines += ["| " + " | ".join(cells) + " |" for cells in zip(*columns, strict=True)]
     lines.append("")
     lines.append("GB/s = 1e9 bytes/s; median/min/max over runs; share = of the link's physical limit.")
@@ -954,7 +953,7 @@ def format_csv(rows: list[Row]) -> str:
         data["wire_ratio"], data["wire_dev"] = row.wire_ratio, row.wire_dev
         data["transports"] = ";".join(data["transports"])
         data["settings"] = ";".join(f"{k}={v}" for k, v in row.settings)
-        writer.writerow([data[f] for f in fields])
+        writer.writerow([escape.csv_cell(value) if type(value) is str else value for value in map(data.get, fields)])
     return buffer.getvalue()
 
 
@@ -1214,7 +1213,7 @@ def format_changes(
         [f"{c.q_value:.3f}" if c.q_value is not None else "-" for c in changes],
         [_verdict(c, threshold) for c in changes],
     ]
-    lines = _aligned(header, columns)
+    lines = _aligned(header, [escape.column(column, escape.visible) for column in columns])
     regressions = sum(c.regression for c in changes)
     untested = sum(c.p_value is None for c in changes)
     lines.append("")
@@ -1231,8 +1230,8 @@ def format_changes(
         )
     if duplicates:
         lines.append(f"{len(duplicates)} duplicate run(s) ignored (a run counts once):")
-        lines += [f"  {line}" for line in duplicates]
-    lines += unmatched
+        lines += [f"  {escape.visible(line)}" for line in duplicates]
+    lines += map(escape.visible, unmatched)
     return "\n".join(lines)
 
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 import statistics
 from typing import TYPE_CHECKING, Any, TextIO
 
+from ..escape import visible, visible_lines
+from ..hardware.limits import CACHE_REGIME
 from ..units import DISPLAY_UNITS, format_size
 
 if TYPE_CHECKING:
@@ -15,8 +17,8 @@ if TYPE_CHECKING:
 
 
 def _transport(entry: Entry) -> str:
-    transport = entry.transport or "unreported"
-    return f"{transport} ({entry.protocol})" if entry.protocol else transport
+    transport = visible(entry.transport or "unreported")
+    return f"{transport} ({visible(entry.protocol)})" if entry.protocol else transport
 
 
 _SHORT_KIND = {"host memory copy": "host copy"}
@@ -41,9 +43,11 @@ _COST_HEADER = f"{'CPU s/GB':>13} {'wire':>5}"
 
 def _share(entry: Entry) -> str:
     share, limit = entry.share_of_limit, entry.link_limit
+    if (entry.link_limit_unknown or "").startswith(CACHE_REGIME):  # a copy that may run from a cache: no bound
+        return "in cache"
     if share is None or limit is None:
         return "-"
-    return f"{share:.0%} {_SHORT_KIND.get(limit['kind'], limit['kind'])}"
+    return f"{share:.0%} {visible(_SHORT_KIND.get(limit['kind'], str(limit['kind'])))}"
 
 
 class ProgressTable:
@@ -130,7 +134,7 @@ class ProgressTable:
             )
         self._emit(line)
         for warning in sorted({w for e in entries for w in e.warnings}):
-            self._emit(f"#   warning: {warning}")
+            self._emit(f"#   warning: {visible(warning)}")
 
     def _block_row(self, entry: Entry) -> str:
         """A block-list row: the figure, every transfer's percentiles, and the contiguous reference."""
@@ -179,7 +183,7 @@ class ProgressTable:
                 f"{_share(entry):>14}{cost}  {entry.link:<10} {_transport(entry)}"
             )
             for warning in entry.warnings:
-                self._emit(f"#   warning: {warning}")
+                self._emit(f"#   warning: {visible(warning)}")
         aggregate = entries[0].pattern_aggregate_gbps
         if aggregate is not None:
             self._emit(
@@ -206,7 +210,7 @@ class ProgressTable:
         )
         for warning in sorted({w for e in entries for w in e.warnings} - self._warned):
             self._warned.add(warning)
-            self._emit(f"#   warning (first seen): {warning}")
+            self._emit(f"#   warning (first seen): {visible(warning)}")
 
     def matrices(self, matrices: list[dict[str, Any]]) -> None:
         if not self.per_link:
@@ -226,10 +230,11 @@ class ProgressTable:
                 self._emit(f"{i:>8}{cells}")
 
     def note(self, text: str) -> None:
-        self._emit(f"# {text}")
+        self._emit(f"# {visible(text)}")
 
     def _emit(self, text: str) -> None:
-        print(text, file=self.out, flush=True)
+        # Names are shown by the lines that hold them; this keeps any other from reaching the terminal raw.
+        print(visible_lines(text), file=self.out, flush=True)
 
 
 def _pattern_share(entry: Entry) -> str:
@@ -237,4 +242,4 @@ def _pattern_share(entry: Entry) -> str:
     limit, share = entry.pattern_limit, entry.pattern_share_of_limit
     if not limit or share is None:
         return ""
-    return f" ({share:.0%} of {limit['gbps']:.1f} GB/s: {limit['detail']})"
+    return f" ({share:.0%} of {limit['gbps']:.1f} GB/s: {visible(str(limit['detail']))})"

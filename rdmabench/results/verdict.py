@@ -14,8 +14,8 @@ import json
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
-from xml.sax.saxutils import quoteattr
 
+from .. import escape
 from ..errors import ConfigError, InconclusiveError
 from ..units import format_size
 from .report import LINK_CLASSES, Row, culprits
@@ -237,32 +237,36 @@ def _no_floor_applies(largest: list[Row], floors: dict[str, float]) -> str:
 
 
 def format_verdict(verdict: Verdict) -> str:
+    """The verdict as terminal text: every name from a file shows its control characters as escapes."""
+    shown = escape.visible
     lines = [
         f"check: {len(verdict.judged)} link(s) judged at their largest size, {len(verdict.failed)} failed"
         + (f", {len(verdict.skipped)} not judged" if verdict.skipped else "")
     ]
     for judgement in verdict.failed:
         row = judgement.row
-        lines.append(
-            f"FAIL {row.link} {row.test} {row.modes} {format_size(row.size_bytes)} ({row.load}): {judgement.reason}"
-        )
+        what = f"{row.link} {row.test} {row.modes} {format_size(row.size_bytes)} ({row.load})"
+        lines.append(f"FAIL {shown(what)}: {shown(judgement.reason)}")
     culprits = verdict.culprits()
     for name in ("gpus", "nodes", "nics"):
         if culprits[name]:
-            lines.append(f"failing {name}: " + ", ".join(f"{k} ({v} link(s))" for k, v in culprits[name].items()))
-    lines += [f"not judged: {line}" for line in verdict.skipped]
+            lines.append(
+                f"failing {name}: " + ", ".join(f"{shown(k)} ({v} link(s))" for k, v in culprits[name].items())
+            )
+    lines += [f"not judged: {shown(line)}" for line in verdict.skipped]
     lines.append(f"verdict: {verdict.outcome}")
     return "\n".join(lines)
 
 
 def junit_xml(verdict: Verdict) -> str:
-    """One JUnit test case per judged link, a failure for each that failed."""
+    """One JUnit test case per judged link, a failure for each that failed; names and reasons as
+    XML 1.0 allows them (control characters shown as escapes, markup escaped)."""
     cases = []
     for judgement in verdict.judged:
         row = judgement.row
-        name = quoteattr(f"{row.link} {format_size(row.size_bytes)} ({row.load})")
-        classname = quoteattr(f"rdmabench.{row.test}.{row.modes}")
-        failure = "" if judgement.passed else f"<failure message={quoteattr(judgement.reason)}/>"
+        name = escape.xml_attribute(f"{row.link} {format_size(row.size_bytes)} ({row.load})")
+        classname = escape.xml_attribute(f"rdmabench.{row.test}.{row.modes}")
+        failure = "" if judgement.passed else f"<failure message={escape.xml_attribute(judgement.reason)}/>"
         cases.append(f"  <testcase classname={classname} name={name}>{failure}</testcase>")
     return (
         '<?xml version="1.0" encoding="UTF-8"?>\n'
