@@ -10,6 +10,7 @@ import csv
 import io
 import json
 import re
+import uuid
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -58,6 +59,9 @@ def _hostile_copy(run: Path, folder: Path, hosts: tuple[str, str]) -> Path:
     for rank, host in zip(summary["ranks"], hosts, strict=True):
         rank["host"] = host
     summary["metadata"]["hosts"] = list(hosts)
+    summary["metadata"]["run_id"] = str(
+        uuid.uuid4()
+    )  # each copy stands for a run of its own (compare counts a run once)
     for profile in summary["profiles"]:
         profile["transport"] = "\x1b[2J" + hosts[0]
         profile["warnings"] = [f"slow on {hosts[1]}", "<b>w</b>|\n| 1 |"]
