@@ -757,7 +757,7 @@ def _filters(
     until: str | None,
 ) -> Any:
     from .results import dates
-    from .results.report import LINK_CLASSES, Filters
+    from .results.rows import LINK_CLASSES, Filters
 
     for cls in link_classes:
         if cls not in LINK_CLASSES:
@@ -778,7 +778,7 @@ def _write_or_print(text: str, output: str | None) -> None:
 
 
 def _load(paths: tuple[str, ...], warn_duplicates: bool = True) -> Any:
-    from .results.report import load_all
+    from .results.loading import load_all
 
     loaded = load_all(paths)
     for problem in loaded.problems:
@@ -824,35 +824,26 @@ def report(
     """Aggregate results files (or directories of them): per link and per (test, modes, size), the
     median over runs, the spread and the count; outliers first."""
 
-    from .results import report as report_module
+    from .results import formats
     from .results import verdict as verdict_module
+    from .results.rows import aggregate
 
     try:
-        if by not in report_module.GROUPINGS:
-            raise ConfigError(f"unknown grouping {by!r}: choose one of {', '.join(report_module.GROUPINGS)}")
-        if output_format not in ("table", "markdown", "csv", "html", "json"):
+        if by not in formats.GROUPINGS:  # bad options are reported before any file is read
+            raise ConfigError(f"unknown grouping {by!r}: choose one of {', '.join(formats.GROUPINGS)}")
+        if output_format not in formats.FORMATS:
             raise ConfigError(f"unknown format {output_format!r}: choose table, markdown, csv, html or json")
         if not 0 < outlier_fraction < 1:
             raise ConfigError(f"--outlier-fraction must be between 0 and 1, not {outlier_fraction}")
         floors = verdict_module.parse_expect(expect)
-        chosen = _filters(**filters)  # bad filters are reported before any file is read
+        chosen = _filters(**filters)
         loaded = _load(paths)
-        rows = report_module.aggregate(loaded.documents, chosen)
+        rows = aggregate(loaded.documents, chosen)
         if not rows:
             raise ConfigError("no results match the filters")
         skipped = [*loaded.problems, *map(str, loaded.duplicates)]  # files left out, each with why
-        if output_format == "table":
-            text = report_module.format_table(rows, by, outlier_fraction)
-        elif output_format == "markdown":
-            text = report_module.format_markdown(rows, by, outlier_fraction)
-        elif output_format == "csv":
-            text = report_module.format_csv(rows)
-        elif output_format == "json":
-            text = report_module.format_json(rows, outlier_fraction, skipped)
-        else:
-            from .results.html import render
-
-            text = render(rows, [path for path, _ in loaded.documents], skipped, outlier_fraction)
+        sources = [path for path, _ in loaded.documents]
+        text = formats.render(rows, output_format, by, outlier_fraction, skipped, sources)
         _write_or_print(text, output)
         judged = verdict_module.conclude(rows, floors) if floors else None
     except RdmabenchError as exc:
@@ -894,8 +885,8 @@ def check(
     and/or a baseline run. Names every failing link and the GPUs and nodes they touch. Exit status 1
     when a link fails, 0 when all pass, 2 for bad input or when there is no verdict: nothing matched,
     no floor applied to any link, or no link was in the baseline (never a pass on nothing)."""
-    from .results import report as report_module
     from .results import verdict as verdict_module
+    from .results.rows import aggregate
 
     try:
         floors = verdict_module.parse_expect(expect)
@@ -904,8 +895,8 @@ def check(
         if not 0 <= tolerance < 1:
             raise ConfigError(f"--tolerance must be at least 0 and below 1, not {tolerance}")
         chosen = _filters(**filters)
-        rows = report_module.aggregate(_load(paths).documents, chosen)
-        base = report_module.aggregate(_load((baseline,)).documents, chosen) if baseline is not None else None
+        rows = aggregate(_load(paths).documents, chosen)
+        base = aggregate(_load((baseline,)).documents, chosen) if baseline is not None else None
         if not rows:
             raise ConfigError("no results match the filters")
         found = verdict_module.conclude(rows, floors, base, tolerance)
@@ -938,7 +929,8 @@ def compare(base: str, new: str, threshold: float, output_format: str, **filters
     for a gate on single runs use `rdmabench check --baseline`."""
     import json
 
-    from .results import report as report_module
+    from .results import compare as compare_module
+    from .results.rows import aggregate
 
     try:
         if not 0 < threshold < 1:
@@ -947,9 +939,9 @@ def compare(base: str, new: str, threshold: float, output_format: str, **filters
             raise ConfigError(f"unknown format {output_format!r}: choose table or json")
         chosen = _filters(**filters)
         base_loaded, new_loaded = _load((base,), warn_duplicates=False), _load((new,), warn_duplicates=False)
-        base_rows = report_module.aggregate(base_loaded.documents, chosen)
-        new_rows = report_module.aggregate(new_loaded.documents, chosen)
-        changes, unmatched = report_module.compare(base_rows, new_rows, threshold)
+        base_rows = aggregate(base_loaded.documents, chosen)
+        new_rows = aggregate(new_loaded.documents, chosen)
+        changes, unmatched = compare_module.compare(base_rows, new_rows, threshold)
         if not changes:
             differ = next((line.split("; ", 1)[1] for line in unmatched if "other settings" in line), "")
             raise ConfigError("BASE and NEW have no link and size in common" + (f" ({differ})" if differ else ""))
@@ -964,9 +956,9 @@ def compare(base: str, new: str, threshold: float, output_format: str, **filters
             f'"duplicates": {json.dumps(duplicates, indent=1)}}}'
         )
     else:
-        click.echo(report_module.format_changes(changes, unmatched, threshold, duplicates))
+        click.echo(compare_module.format_changes(changes, unmatched, threshold, duplicates))
     try:
-        code = report_module.comparison_exit(changes)
+        code = compare_module.comparison_exit(changes)
     except RdmabenchError as exc:
         _fail(exc)
     sys.exit(code)

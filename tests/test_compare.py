@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from rdmabench.results import report
+from rdmabench import stats
 from rdmabench.results.document import load
 
 from .conftest import run_cli
@@ -82,7 +82,7 @@ def test_single_runs_show_the_change_untested() -> None:
 
 
 def test_p_values_match_scipy() -> None:
-    stats = pytest.importorskip("scipy.stats")
+    scipy_stats = pytest.importorskip("scipy.stats")
     rng = np.random.default_rng(11)
     pairs: list[tuple[list[float], list[float]]] = []
     for k in range(300):
@@ -93,19 +93,19 @@ def test_p_values_match_scipy() -> None:
         else:
             pairs.append((rng.random(n1).tolist(), (rng.random(n2) + shift).tolist()))
     pairs = [([float(v) for v in a], [float(v) for v in b]) for a, b in pairs]
-    ours = report.mann_whitney_many(pairs)
+    ours = stats.mann_whitney_many(pairs)
     for (a, b), p_value in zip(pairs, ours, strict=True):
         tied = len(set(a + b)) < len(a) + len(b)
-        method = "asymptotic" if tied or max(len(a), len(b)) > report.EXACT_UP_TO else "exact"
-        theirs = stats.mannwhitneyu(a, b, alternative="two-sided", method=method, use_continuity=True).pvalue
+        method = "asymptotic" if tied or max(len(a), len(b)) > stats.EXACT_UP_TO else "exact"
+        theirs = scipy_stats.mannwhitneyu(a, b, alternative="two-sided", method=method, use_continuity=True).pvalue
         assert p_value == pytest.approx(theirs, rel=1e-9, abs=1e-15), (a, b, method)
-        assert report.mann_whitney_p(a, b) == p_value  # one by one: the same float
-    q_values = report.benjamini_hochberg(ours)
-    assert q_values == pytest.approx(stats.false_discovery_control(ours, method="bh").tolist(), rel=1e-12)
+        assert stats.mann_whitney_p(a, b) == p_value  # one by one: the same float
+    q_values = stats.benjamini_hochberg(ours)
+    assert q_values == pytest.approx(scipy_stats.false_discovery_control(ours, method="bh").tolist(), rel=1e-12)
 
 
 def test_many_links_are_corrected_for() -> None:
     """One small p-value among a thousand is no discovery; a thousand of them are."""
-    assert report.benjamini_hochberg([0.01] + [0.9] * 999)[0] == pytest.approx(0.9)  # 0.01 x 1000, capped by the rest
-    assert report.benjamini_hochberg([0.01] * 1000) == pytest.approx([0.01] * 1000)
-    assert report.benjamini_hochberg([]) == []
+    assert stats.benjamini_hochberg([0.01] + [0.9] * 999)[0] == pytest.approx(0.9)  # 0.01 x 1000, capped by the rest
+    assert stats.benjamini_hochberg([0.01] * 1000) == pytest.approx([0.01] * 1000)
+    assert stats.benjamini_hochberg([]) == []

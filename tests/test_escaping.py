@@ -20,8 +20,11 @@ import pytest
 from rdmabench import escape
 from rdmabench.measure import registry
 from rdmabench.measure.entry import Entry
-from rdmabench.results import html, report
+from rdmabench.results import html
+from rdmabench.results.cells import COLUMNS
 from rdmabench.results.document import load
+from rdmabench.results.formats import format_csv, format_json, format_markdown, format_table
+from rdmabench.results.rows import Row, aggregate
 from rdmabench.results.table import ProgressTable
 from rdmabench.results.verdict import format_verdict, judge, junit_xml
 
@@ -71,8 +74,8 @@ def _hostile_copy(run: Path, folder: Path, hosts: tuple[str, str]) -> Path:
     return path
 
 
-def _rows(path: Path) -> list[report.Row]:
-    return report.aggregate([(str(path), load(str(path), lazy=True))])
+def _rows(path: Path) -> list[Row]:
+    return aggregate([(str(path), load(str(path), lazy=True))])
 
 
 def _markdown_cells(line: str) -> list[str]:
@@ -93,21 +96,21 @@ def _markdown_cells(line: str) -> list[str]:
 def test_markdown_keeps_its_tables(real_run: Path, tmp_path: Path, hosts: tuple[str, str]) -> None:
     rows = _rows(_hostile_copy(real_run, tmp_path, hosts))
     for by in ("none", "host"):
-        text = report.format_markdown(rows, by, 0.2)
+        text = format_markdown(rows, by, 0.2)
         assert not RAW.search(text) and "<script>" not in text and "<b>" not in text
         lines = text.split("\n")
         tables = [i for i, line in enumerate(lines) if line.startswith("| test |")]
         assert tables and all(not line.startswith("| 9 |") and not line.startswith("| 1 |") for line in lines)
         widths = {len(_markdown_cells(line)) for line in lines if line.startswith("|") and "---" not in line}
-        assert widths == {len(report._COLUMNS), 11}  # the rows' tables and the distribution's
+        assert widths == {len(COLUMNS), 11}  # the rows' tables and the distribution's
         assert sum(1 for line in lines if line.startswith("| bw |")) == len(rows)
-    assert escape.markdown(hosts[0]) in report.format_markdown(rows, "host", 0.2)
+    assert escape.markdown(hosts[0]) in format_markdown(rows, "host", 0.2)
 
 
 @pytest.mark.parametrize("hosts", HOSTILE, ids=range(len(HOSTILE)))
 def test_csv_parses_and_no_cell_is_a_formula(real_run: Path, tmp_path: Path, hosts: tuple[str, str]) -> None:
     rows = _rows(_hostile_copy(real_run, tmp_path, hosts))
-    text = report.format_csv(rows)
+    text = format_csv(rows)
     assert not RAW.search(text.replace("\r\n", ""))
     table = list(csv.reader(io.StringIO(text)))
     assert len(table) == 1 + len(rows) and {len(line) for line in table} == {len(table[0])}
@@ -125,14 +128,14 @@ def test_csv_parses_and_no_cell_is_a_formula(real_run: Path, tmp_path: Path, hos
 def test_terminal_text_shows_control_characters(real_run: Path, tmp_path: Path, hosts: tuple[str, str]) -> None:
     rows = _rows(_hostile_copy(real_run, tmp_path, hosts))
     for by in ("none", "host"):
-        text = report.format_table(rows, by, 0.2)
+        text = format_table(rows, by, 0.2)
         assert not RAW.search(text)
         assert all(not line.startswith("| 9 |") and not line.startswith("| 1 |") for line in text.split("\n"))
     verdict = judge(rows, {"all": 0.99})
     text = format_verdict(verdict)
     assert not RAW.search(text) and text.count("\nFAIL ") == len(rows) // 2  # the largest size of each link
-    assert escape.visible(rows[0].src_host) in report.format_table(rows, "host", 0.2)
-    assert json.loads(report.format_json(rows, 0.2, []))["rows"][0]["link"] == rows[0].link  # JSON keeps names
+    assert escape.visible(rows[0].src_host) in format_table(rows, "host", 0.2)
+    assert json.loads(format_json(rows, 0.2, []))["rows"][0]["link"] == rows[0].link  # JSON keeps names
 
 
 @pytest.mark.parametrize("hosts", HOSTILE, ids=range(len(HOSTILE)))

@@ -10,7 +10,9 @@ from typing import Any
 
 import pytest
 
-from rdmabench.results import html, report
+from rdmabench.results import html
+from rdmabench.results.formats import format_csv, format_markdown, format_table
+from rdmabench.results.rows import Row, aggregate
 
 NVLINK = {"gbps": 478.125, "kind": "NVLink", "detail": "18 x NVLink 4", "measured": False}
 
@@ -26,10 +28,10 @@ def _entry(src: int, dst: int, size: int, value: float, **more: Any) -> dict[str
     return entry
 
 
-def _rows(sizes: tuple[int, ...], **more: Any) -> list[report.Row]:
+def _rows(sizes: tuple[int, ...], **more: Any) -> list[Row]:
     values = {(0, 1): 470.0, (1, 0): 60.0, (0, 2): 300.0, (2, 0): 450.0, (1, 2): 20.0, (2, 1): 380.0}
     entries = [_entry(s, d, size, v * (1 + size / (1 << 30)), **more) for size in sizes for (s, d), v in values.items()]
-    return report.aggregate([("generated", {"metadata": {}, "results": entries})])
+    return aggregate([("generated", {"metadata": {}, "results": entries})])
 
 
 @pytest.fixture
@@ -83,7 +85,7 @@ def test_one_size_leaves_no_empty_section() -> None:
 
 def test_loaded_and_unloaded_rows_differ_in_every_table() -> None:
     rows = _rows((1 << 20,)) + _rows((1 << 20,), concurrent_links=6, pattern="all-pairs")
-    found = list(csv.DictReader(io.StringIO(report.format_csv(rows))))
+    found = list(csv.DictReader(io.StringIO(format_csv(rows))))
     assert {r["load"] for r in found} == {"alone", "all-pairs, 6 links"}
-    assert "all-pairs, 6 links" in report.format_markdown(rows, "none", 0.2)
-    assert "all-pairs, 6 links" in report.format_table(rows, "none", 0.2)
+    assert "all-pairs, 6 links" in format_markdown(rows, "none", 0.2)
+    assert "all-pairs, 6 links" in format_table(rows, "none", 0.2)

@@ -67,3 +67,59 @@ def test_a_configuration_loads_neither_ucx_nor_the_c_loop() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["False", "False", "False"]
+
+
+def _module(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """Module -> the package's modules it imports anywhere in its text: at the top, inside a function,
+    or under TYPE_CHECKING (a cycle there is still two modules that need each other)."""
+    modules = {_module(path): path for path in PACKAGE.rglob("*.py")}
+
+    def known(name: str) -> str | None:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        targets = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    source = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    source = node.module or ""
+                targets |= (
+                    {known(f"{source}.{alias.name}") for alias in node.names}
+                    if source.startswith("rdmabench")
+                    else set()
+                )
+            elif isinstance(node, ast.Import):
+                targets |= {known(alias.name) for alias in node.names if alias.name.startswith("rdmabench")}
+        graph[name] = {target for target in targets if target and target != name}
+    return graph
+
+
+def test_the_import_graph_has_no_cycle() -> None:
+    graph, cycles = _import_graph(), []
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+
+    def visit(module: str, path: list[str]) -> None:
+        state[module] = 1
+        for target in sorted(graph[module]):
+            if state.get(target) == 1:
+                cycles.append(" -> ".join([*path[path.index(target) :], target]))
+            elif target not in state:
+                visit(target, [*path, target])
+        state[module] = 2
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module, [module])
+    assert cycles == []

@@ -14,10 +14,15 @@ from typing import Any
 import numpy as np
 import pytest
 
+from rdmabench import stats
 from rdmabench.errors import ResultsFileError
-from rdmabench.results import compact, distribution, report
+from rdmabench.results import compact, distribution
+from rdmabench.results.cells import class_distributions
+from rdmabench.results.compare import compare, format_changes
 from rdmabench.results.document import load
+from rdmabench.results.formats import format_json, format_markdown, format_table
 from rdmabench.results.html import render
+from rdmabench.results.rows import Filters, aggregate, outliers
 from rdmabench.stats import percentile
 
 from .conftest import browse, million_sources, needs_chromium
@@ -59,8 +64,8 @@ def _classes_doc() -> dict[str, Any]:
 
 def test_distributions_per_link_class_in_every_format() -> None:
     doc = _classes_doc()
-    rows = report.aggregate([("generated", doc)])
-    found = report.class_distributions(rows, 0.2)
+    rows = aggregate([("generated", doc)])
+    found = class_distributions(rows, 0.2)
     assert [(d.key[0], d.key[4], d.links, d.unit) for d in found] == [  # by class: test, modes, size, link class
         ("bw", "inter-node", 48, distribution.SHARE),
         ("bw", "intra-node", 112, distribution.SHARE),
@@ -73,21 +78,21 @@ def test_distributions_per_link_class_in_every_format() -> None:
     expected |= {"p50": statistics.median(shares), "p95": percentile(shares, 95), "max": shares[-1]}
     assert nvlink.percentiles() == pytest.approx(expected, rel=1e-12)
     assert nvlink.limit == "NVLink 478.1 GB/s" and nvlink.threshold == pytest.approx(nvlink.median * 0.8)
-    planted = [(row, off) for row, off in report.outliers(rows, 0.2) if row.limit_kind == "NVLink"]
+    planted = [(row, off) for row, off in outliers(rows, 0.2) if row.limit_kind == "NVLink"]
     assert nvlink.outliers == len(planted) == 3 and nic.outliers == 0 and lat.outliers == 0
     assert lat.threshold == pytest.approx(lat.median * 1.2) and not lat.higher_is_better  # a time: above is worse
     assert pair.threshold is None and pair.outliers == 0  # two links have no majority to stand out from
     counts, edges = nvlink.histogram()
     assert len(counts) == distribution.BINS and sum(counts) == 112 and counts[0] == 3  # the planted links
     assert edges[0] == shares[0] and edges[-1] == shares[-1]
-    published = json.loads(report.format_json(rows, 0.2, []))["distributions"]
+    published = json.loads(format_json(rows, 0.2, []))["distributions"]
     assert [d["links"] for d in published] == [48, 112, 2, 7]
     assert published[1]["p5"] == pytest.approx(expected["p5"]) and published[1]["histogram"]["counts"] == counts
-    table = report.format_table(rows, "none", 0.2)
+    table = format_table(rows, "none", 0.2)
     assert sum(line.startswith("  bw ") or line.startswith("  lat ") for line in table.splitlines()) >= 4
     assert "112 links; min 40.0, p1 40.0" in table and "(% of NVLink 478.1 GB/s); outlier threshold" in table
     assert table.count("| ") == 0 and "3 below" in table
-    markdown = report.format_markdown(rows, "none", 0.2)
+    markdown = format_markdown(rows, "none", 0.2)
     assert markdown.count("| bw device->device 256MiB") == 2 and "| lat pageable->pageable 8 intra-node" in markdown
     page = render(rows, ["generated"], [], 0.2)
     assert page.count('<svg class="cdf"') == 4
@@ -120,16 +125,14 @@ def _odd_records(path: Path) -> None:
 def test_records_fold_as_expanded_entries(tmp_path: Path) -> None:
     path = _generated(tmp_path)
     _odd_records(path)
-    quick = report.aggregate([("a", load(str(path), lazy=True))])
-    plain = report.aggregate([("a", load(str(path)))])  # a list: every entry expanded and checked
+    quick = aggregate([("a", load(str(path), lazy=True))])
+    plain = aggregate([("a", load(str(path)))])  # a list: every entry expanded and checked
     assert isinstance(load(str(path), lazy=True)["results"], compact.LazyResults)
     assert len(quick) == 64 * 63 and quick == plain  # every field of every row, samples and NICs included
     assert any(row.load == "alone, re-measured after the screen" for row in quick)
     assert any(row.src_host == "elsewhere" for row in quick) and max(len(row.values) for row in quick) == 2
-    filters = report.Filters(sizes=(1 << 20,), link_classes=("inter-node",), hosts=("node0001",))
-    assert report.aggregate([("a", load(str(path), lazy=True))], filters) == report.aggregate(
-        [("a", load(str(path)))], filters
-    )
+    filters = Filters(sizes=(1 << 20,), link_classes=("inter-node",), hosts=("node0001",))
+    assert aggregate([("a", load(str(path), lazy=True))], filters) == aggregate([("a", load(str(path)))], filters)
 
 
 @pytest.mark.parametrize(
@@ -160,7 +163,7 @@ def test_a_bad_record_after_good_ones_is_named(tmp_path: Path, bad: Any, says: s
     text = links.read_text()
     links.write_text(text + bad(json.loads(text.splitlines()[-1])) + "\n")
     with pytest.raises(ResultsFileError, match=says):
-        report.aggregate([("a", load(str(path), lazy=True))])
+        aggregate([("a", load(str(path), lazy=True))])
     assert gc.isenabled()  # the collector, paused for the fold, runs again
 
 
@@ -169,14 +172,14 @@ def test_rows_written_as_json_dumps_writes_them() -> None:
     odd = doc["results"][0]
     odd.update(src_host='n"0\\', dst_host="nöde", warnings=['a "quoted" warning'], share_of_limit=None)
     doc["results"][1].update(bandwidth_gbps=float("inf"), samples=[float("inf")])  # not a figure: left out
-    rows = report.aggregate([("generated", doc)])
+    rows = aggregate([("generated", doc)])
     rows[0].values.append(float("nan"))  # what a hand-made row may hold
-    text = report.format_json(rows, 0.2, ["x.json: not valid JSON", 'y "z"'])
+    text = format_json(rows, 0.2, ["x.json: not valid JSON", 'y "z"'])
     lines = text.splitlines()
     assert lines[2 : 2 + len(rows)] == [
         json.dumps(row.to_dict()) + ("," if i < len(rows) - 1 else "") for i, row in enumerate(rows)
     ]
-    found = report.outliers(rows, 0.2)
+    found = outliers(rows, 0.2)
     reference = json.dumps(
         {
             "outliers": [
@@ -188,7 +191,7 @@ def test_rows_written_as_json_dumps_writes_them() -> None:
         indent=1,
     )
     assert found and text.split("\n ],\n", 1)[1].startswith(reference[2:-2])
-    nothing = report.format_json(rows[2:3], 0.2, [])
+    nothing = format_json(rows[2:3], 0.2, [])
     assert '"outliers": [],\n "skipped": []' in nothing and json.loads(nothing)["outliers"] == []
 
 
@@ -200,17 +203,17 @@ def test_p_values_in_bulk_are_the_same_floats() -> None:
         pool = [1.0, 2.0, 2.5, *rng.random(3).tolist()]  # ties, and values without
         pairs.append(([float(rng.choice(pool)) for _ in range(n1)], [float(rng.choice(pool)) for _ in range(n2)]))
     pairs[10][0][0], pairs[11][1][0], pairs[12] = float("nan"), float("inf"), ([], [1.0])
-    bulk = report.mann_whitney_many(pairs)
-    one_by_one = [report.mann_whitney_p(a, b) for a, b in pairs]
+    bulk = stats.mann_whitney_many(pairs)
+    one_by_one = [stats.mann_whitney_p(a, b) for a, b in pairs]
     assert all(x == y or (math.isnan(x) and math.isnan(y)) for x, y in zip(bulk, one_by_one, strict=True))
 
 
 def test_compare_of_generated_runs_names_what_is_on_one_side(tmp_path: Path) -> None:
-    base = report.aggregate([("a", load(str(_generated(tmp_path)), lazy=True))])
-    changes, unmatched = report.compare(base, base[1:], 0.05)  # the first link gone
+    base = aggregate([("a", load(str(_generated(tmp_path)), lazy=True))])
+    changes, unmatched = compare(base, base[1:], 0.05)  # the first link gone
     assert len(changes) == len(base) - 1 and len(unmatched) == 1
     assert unmatched[0].startswith(f"only in BASE: {base[0].link} bw ")
-    text = report.format_changes(changes, unmatched, 0.05)
+    text = format_changes(changes, unmatched, 0.05)
     assert "0 regression(s)" in text and text.splitlines()[0].split() == [
         "test", "modes", "size", "link", "runs", "base", "new", "change", "p", "q", "verdict"
     ]  # fmt: skip
@@ -219,7 +222,7 @@ def test_compare_of_generated_runs_names_what_is_on_one_side(tmp_path: Path) -> 
 @needs_chromium
 def test_the_cdfs_render_in_a_browser(tmp_path: Path) -> None:
     page = tmp_path / "classes.html"
-    page.write_text(render(report.aggregate([("generated", _classes_doc())]), ["generated"], [], 0.2))
+    page.write_text(render(aggregate([("generated", _classes_doc())]), ["generated"], [], 0.2))
     dom = browse(page, tmp_path / "profile")
     sizes = dom.stdout.split('data-cdf-sizes="')[1].split('"')[0].split(",")
     assert len(sizes) == 4 and all(s == "360x180" for s in sizes)

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from rdmabench.results import document
-from rdmabench.results.report import Row
+from rdmabench.results.rows import Row
 from rdmabench.results.verdict import judge
 
 from .conftest import QUICK, refused_in_one_line, run_cli

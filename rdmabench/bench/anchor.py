@@ -8,7 +8,6 @@ differ by more than DRIFT_LIMIT is marked unsteady, and --repeat gives the stead
 from __future__ import annotations
 
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -16,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from .. import stats
 from ..errors import ConfigError, LaunchError, RdmabenchError
 from ..hardware.gpu import visible_gpu_count
 from ..measure import registry
@@ -152,7 +152,7 @@ def rounds_median(rounds: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
             numbers = [float(v) for v in values if isinstance(v, (int, float))]
             if len(numbers) == len(values):
                 runs[figure] = numbers
-                out[figure] = statistics.median(numbers)
+                out[figure] = stats.median(numbers)
             elif numbers:  # a column some rounds lack has no median of all: not shown (one a test lacks stays)
                 out[figure] = None
         for label in ("engine", "transport"):  # a round that ran otherwise must not hide behind the first
@@ -174,7 +174,7 @@ def _steady(runs: dict[str, list[float]]) -> dict[str, Any]:
     out: dict[str, Any] = {"steady_rounds": len(steady)}
     for _name, ratio in STEADY_RATIOS:
         if steady and ratio in runs:
-            out[f"steady_{ratio}"] = statistics.median(runs[ratio][index] for index in steady)
+            out[f"steady_{ratio}"] = stats.median(runs[ratio][index] for index in steady)
     return out
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import ctypes
 import socket
-import statistics
 import threading
 import time
 from collections.abc import Callable
@@ -22,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import stats
 from ..errors import ConfigError, ResourceError
 from ..hardware.gpu import gpu_unavailable_reason, import_cupy, visible_gpu_count
 from ..results import document
@@ -353,7 +353,7 @@ def all_gpus_h2d(cupy: Any, host_kind: str, size: int, samples: int) -> tuple[fl
         raise errors[0]
     total = size * 10 * samples * count
     elapsed = max(end for _, end in spans) - min(start for start, _ in spans)
-    return gbps(total, elapsed), [statistics.median(r) for r in results]
+    return gbps(total, elapsed), [stats.median(r) for r in results]
 
 
 def _warm_then_time(action: Callable[[], None], stream: Any) -> float:

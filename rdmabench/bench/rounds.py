@@ -11,9 +11,9 @@ Each run is `rdmabench run` with --np; ratios, then their median and spread, are
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 
+from .. import stats
 from ..units import parse_size
 from .runs import run_entries
 
@@ -45,16 +45,16 @@ def main(argv: list[str] | None = None) -> int:
     for run in range(options.runs):
         ring = _rates(["--np", str(options.ring), "--pattern", "ring", *common], size)
         alone = _rates(["--np", "2", "--test", options.against, *common], size)
-        ratio = statistics.median(ring) / statistics.median(alone)
+        ratio = stats.median(ring) / stats.median(alone)
         ratios.append(ratio)
         print(
-            f"run {run + 1}: ring {statistics.median(ring) / 1e6:.3f} M msg/s per link (links "
-            f"{', '.join(f'{r / 1e6:.2f}' for r in ring)}), {options.against} {statistics.median(alone) / 1e6:.3f} "
+            f"run {run + 1}: ring {stats.median(ring) / 1e6:.3f} M msg/s per link (links "
+            f"{', '.join(f'{r / 1e6:.2f}' for r in ring)}), {options.against} {stats.median(alone) / 1e6:.3f} "
             f"M msg/s per direction: ratio {ratio:.2f}",
             flush=True,
         )
     print(
-        f"ratio ring/{options.against}: median {statistics.median(ratios):.2f} "
+        f"ratio ring/{options.against}: median {stats.median(ratios):.2f} "
         f"(min {min(ratios):.2f}, max {max(ratios):.2f}, {len(ratios)} runs)"
     )
     return 0

@@ -17,7 +17,6 @@ import mmap
 import os
 import shutil
 import socket
-import statistics
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -28,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import privatedirs
+from .. import privatedirs, stats
 from ..errors import ConfigError, ResourceError, ValidationError
 from ..hardware import storage as disk
 from ..memory.payload import file_words
@@ -396,7 +395,7 @@ def _device_rate(config: StorageConfig, reading: bool, target: str, size: int) -
     quiet = StorageConfig(file=target, samples=config.samples, validate=False)
     # Several requests in flight, as a device needs to show its rate (an NVMe drive wants a queue).
     measured = measure(quiet, None, "pinned", reading, target, region, request, max(4, *config.threads))
-    return statistics.median(measured.gbps)
+    return stats.median(measured.gbps)
 
 
 @dataclass(frozen=True)

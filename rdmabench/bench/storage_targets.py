@@ -9,10 +9,10 @@ Each file is one `rdmabench storage` run; with several, each ratio's median and 
 
 from __future__ import annotations
 
-import statistics
 import sys
 from typing import Any
 
+from .. import stats
 from ..results import document
 from ..units import format_size
 
@@ -56,7 +56,7 @@ def main(argv: list[str]) -> int:
                 cells.append(f"{'-':>14}")
                 continue
             spread = f" ({min(values):.2f}-{max(values):.2f})" if len(values) > 1 else ""
-            cells.append(f"{statistics.median(values):>6.2f}{spread:>8}")
+            cells.append(f"{stats.median(values):>6.2f}{spread:>8}")
         print(f"{key[0]:<13} {format_size(key[1]):>8} {key[2]:>3} " + " ".join(cells))
     return 0
 

@@ -14,11 +14,11 @@ issue's sweep) with --np; the last line gives the medians over runs and their sp
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 from collections import defaultdict
 from typing import Any
 
+from .. import stats
 from .runs import run_entries
 
 
@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     summary: dict[str, list[float]] = defaultdict(list)
     for run in range(options.runs):
         wall, rounds, walls, shares = _one(args)
-        median_round, share = statistics.median(walls), statistics.median(shares)
+        median_round, share = stats.median(walls), stats.median(shares)
         summary["wall"].append(wall)
         summary["rate"].append(rounds / sum(walls))
         summary["round"].append(median_round)
@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def spread(name: str, fmt: str) -> str:
         values = summary[name]
-        return f"{statistics.median(values):{fmt}} (min {min(values):{fmt}}, max {max(values):{fmt}})"
+        return f"{stats.median(values):{fmt}} (min {min(values):{fmt}}, max {max(values):{fmt}})"
 
     print(
         f"median of {options.runs} runs: job {spread('wall', '.1f')} s, {spread('rate', '.1f')} rounds/s, "

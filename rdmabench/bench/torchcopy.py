@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import math
 import socket
-import statistics
 import time
 from collections.abc import Callable
 from typing import Any
 
+from .. import stats
 from ..errors import ConfigError, ValidationError
 from ..stats import summarize
 from ..units import format_size, gbps
@@ -80,7 +80,7 @@ def copy_once(torch: Any, direction: str, kind: str, nbytes: int, non_blocking: 
                 held.append(returned)
     if not torch.equal(host.cpu() if direction == "h2d" else host, device.cpu()):
         raise ValidationError(f"torch {direction} copy of {format_size(nbytes)} from {kind} memory landed wrong")
-    return {"samples": speeds, "call_seconds": statistics.median(held)}
+    return {"samples": speeds, "call_seconds": stats.median(held)}
 
 
 def pin_cost(torch: Any, nbytes: int, samples: int) -> dict[str, float]:
@@ -97,7 +97,7 @@ def pin_cost(torch: Any, nbytes: int, samples: int) -> dict[str, float]:
         began = time.perf_counter()
         pooled.copy_(pageable)
         reused.append(time.perf_counter() - began)
-    return {"pin_memory_seconds": statistics.median(fresh), "pooled_copy_seconds": statistics.median(reused)}
+    return {"pin_memory_seconds": stats.median(fresh), "pooled_copy_seconds": stats.median(reused)}
 
 
 def _timed(torch: Any, work: Callable[[], None]) -> float:
@@ -228,7 +228,7 @@ def _raw(cupy: Any, gpu: int, direction: str, kind: str, size: int, samples: int
         return None
     from .copy import measure
 
-    return float(statistics.median(measure(cupy, gpu, direction, kind, size, samples).samples))
+    return float(stats.median(measure(cupy, gpu, direction, kind, size, samples).samples))
 
 
 HEADER = f"{'dir':>4} {'host memory':>11} {'non_blocking':>12} {'size':>8} {'median':>9} {'raw CuPy':>9} {'ratio':>6} {'call held':>10}"

@@ -10,11 +10,11 @@ next round of that key calibrates again. Rank 0 keeps the table: it sees every m
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..measure.round import LinkMeasurement
+from ..stats import median
 
 Key = tuple[int, tuple[str, ...]]
 RULE = (
@@ -35,7 +35,7 @@ def sample_seconds(measured: Sequence[LinkMeasurement]) -> float:
     if not measured:
         return 0.0
     per_sample = [max(sum(m.step_times[s]) for m in measured) for s in range(len(measured[0].step_times))]
-    return statistics.median(per_sample) if per_sample else 0.0
+    return median(per_sample) if per_sample else 0.0
 
 
 @dataclass

@@ -4,7 +4,6 @@ way); a round of a concurrent pattern keeps its links, each from --src-mode to -
 
 from __future__ import annotations
 
-import statistics
 from dataclasses import replace
 
 from ..measure.blocks import BlockShape
@@ -14,6 +13,7 @@ from ..measure.entry import Entry
 from ..measure.plan import HOST, MIXED, Plan, default_timeout, make_plan
 from ..measure.registry import TestKind
 from ..measure.round import RoundSpec
+from ..stats import median
 from .config import RunConfig
 from .schedule import Link as Pair
 
@@ -90,7 +90,7 @@ def slow_links(entries: list[Entry], below: float, higher_is_better: bool = True
     classes: dict[str, list[float]] = {}
     for entry in entries:
         classes.setdefault(entry.link, []).append(entry.value)
-    medians = {link_class: statistics.median(values) for link_class, values in classes.items()}
+    medians = {link_class: median(values) for link_class, values in classes.items()}
 
     def shortfall(entry: Entry) -> float:
         median = medians[entry.link]

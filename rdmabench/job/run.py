@@ -455,15 +455,15 @@ class _Job:
 
 def _rows(path: str) -> list[Any]:
     """The run's report rows: one per link and size, as `report` makes them."""
-    from ..results.report import aggregate
+    from ..results.rows import aggregate
 
     return aggregate([(path, document.load(path, lazy=True))])
 
 
 def _csv(rows: list[Any]) -> str:
-    from ..results.report import format_csv
+    from ..results.formats import render
 
-    return format_csv(rows)
+    return render(rows, "csv")
 
 
 def _verdict(path: str, rows: list[Any], floors: dict[str, float], out: TextIO) -> int:

@@ -204,13 +204,6 @@ _NUMBER_TYPES = (int, float)
 _FLOATS = {float}
 
 
-def median(samples: list[float]) -> float:
-    """The median of a link's samples, its figure: the rule of `summarize` (so of `expand`)."""
-    ordered = sorted(samples)
-    half = len(ordered) // 2
-    return ordered[half] if len(ordered) % 2 else (ordered[half - 1] + ordered[half]) / 2
-
-
 class _Scanner:
     """Tells the ordinary records of a links file from the others, and keeps one checked entry per
     profile: an ordinary record differs from it only in fields this class checks itself."""

@@ -7,18 +7,18 @@ threshold; for the report in every format, the HTML page drawing one CDF per cla
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .. import escape
+from .. import escape, stats
+from ..stats import sorted_median
 from ..units import format_size
 
 if TYPE_CHECKING:
-    from .report import Row
+    from .rows import Row
 
 SHARE = "share of limit"  # the unit of a class measured against its physical limit
 BINS = 50  # a histogram's bins, between the class's min and max
@@ -85,24 +85,18 @@ def distributions(groups: Iterable[tuple[tuple[Any, ...], list[Row]]], fraction:
     return [_distribution(key, members, fraction) for key, members in sorted(groups, key=lambda item: item[0])]
 
 
-def _sorted_median(ordered: Any) -> float:
-    """statistics.median of a sorted array."""
-    half = len(ordered) // 2
-    return float(ordered[half]) if len(ordered) % 2 else (float(ordered[half - 1]) + float(ordered[half])) / 2
-
-
 def _distribution(key: tuple[Any, ...], members: list[Row], fraction: float) -> Distribution:
     first, count = members[0], len(members)
     figures = np.fromiter((row.median for row in members), float, count)
     finite = np.isfinite(figures).all()  # as aggregate makes them; a hand-made row may hold anything
-    typical = _sorted_median(np.sort(figures)) if finite else statistics.median(figures.tolist())  # standings'
+    typical = sorted_median(np.sort(figures)) if finite else stats.median(figures.tolist())  # standings'
     if first.limit is not None and all(row.shares and row.limit == first.limit for row in members):
         values = np.fromiter((row.share for row in members), float, count)
         unit, limit = SHARE, first.limit
     else:
         values, unit, limit = figures, first.unit, None
     values = np.sort(values[np.isfinite(values)])
-    median = _sorted_median(values) if len(values) else math.nan
+    median = sorted_median(values) if len(values) else math.nan
     threshold, outliers = None, 0
     if count >= OUTLIERS_FROM:
         sign = -1 if first.higher_is_better else 1

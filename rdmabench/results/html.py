@@ -6,13 +6,14 @@ from __future__ import annotations
 import base64
 import heapq
 import io
-import statistics
 from typing import Any
 
-from .. import escape
+from .. import escape, stats
+from ..stats import median
 from ..units import format_size
 from . import distribution
-from .report import _COLUMNS, Row, _cells, _outlier_lines, bulk, class_distributions, outliers, standings
+from .cells import COLUMNS, cells, class_distributions, outlier_lines
+from .rows import Row, bulk, outliers, standings
 
 
 def _pyplot() -> Any:
@@ -142,7 +143,7 @@ def _curve(members: list[Row], value: Any, label: str, log: bool = True) -> Any:
     _fig, ax = _pyplot().subplots(figsize=(7, 4 if log else 3.5))
     for modes in sorted({r.modes for r in members}):
         sizes = sorted({r.size_bytes for r in members if r.modes == modes})
-        values = [statistics.median(value(r) for r in members if r.modes == modes and r.size_bytes == s) for s in sizes]
+        values = [median([value(r) for r in members if r.modes == modes and r.size_bytes == s]) for s in sizes]
         ax.plot(sizes, values, marker="o", label=_label(modes))
     _size_axis(ax, sorted({r.size_bytes for r in members}))
     if log:
@@ -197,7 +198,7 @@ def _grid(members: list[Row]) -> tuple[list[str], list[str], list[list[float]], 
         cells.setdefault((row_of[src], column_of[dst]), []).append(r.median)
     grid = [[float("nan")] * len(targets) for _ in sources]
     for (i, j), values in cells.items():
-        grid[i][j] = statistics.median(values)
+        grid[i][j] = stats.median(values)
     return sources, targets, grid, by
 
 
@@ -242,9 +243,7 @@ def render(rows: list[Row], sources: list[str], problems: list[str], fraction: f
     parts += _distributions(class_distributions(rows, fraction))
     parts.append(
         "<h2>Outliers</h2><ul>"
-        + "".join(
-            f"<li>{escape.html(line.strip())}</li>" for line in _outlier_lines(outliers(rows, fraction), fraction)
-        )
+        + "".join(f"<li>{escape.html(line.strip())}</li>" for line in outlier_lines(outliers(rows, fraction), fraction))
         + "</ul>"
     )
     parts.append("<h2>Per-link matrices</h2>")
@@ -256,9 +255,9 @@ def render(rows: list[Row], sources: list[str], problems: list[str], fraction: f
     ]
     listed = rows if len(rows) <= ALL_LINKS_UP_TO else _worst_first(rows)
     heading = "All links" if listed is rows else f"The {len(listed)} worst of {len(rows)} links (against their class)"
-    parts.append(f"<h2>{heading}</h2><table><tr>" + "".join(f"<th>{c}</th>" for c in _COLUMNS) + "</tr>")
+    parts.append(f"<h2>{heading}</h2><table><tr>" + "".join(f"<th>{c}</th>" for c in COLUMNS) + "</tr>")
     for row in listed:
-        parts.append("<tr>" + "".join(f"<td>{escape.html(cell)}</td>" for cell in _cells(row)) + "</tr>")
+        parts.append("<tr>" + "".join(f"<td>{escape.html(cell)}</td>" for cell in cells(row)) + "</tr>")
     parts.append("</table>")
     parts.append("<h2>Sources</h2><ul>" + "".join(f"<li>{escape.html(s)}</li>" for s in sources) + "</ul>")
     parts.append("</body></html>")

@@ -4,11 +4,11 @@ direction and the aggregate, any other bandwidth the median, min and max."""
 
 from __future__ import annotations
 
-import statistics
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ..escape import visible, visible_lines
 from ..hardware.limits import CACHE_REGIME
+from ..stats import median
 from ..units import DISPLAY_UNITS, format_size
 
 if TYPE_CHECKING:
@@ -196,7 +196,7 @@ class ProgressTable:
         """A round in one line: its links' median and its worst link; each distinct warning once."""
         unit = self.units if self.bandwidth else self.kind.unit
         ordered = sorted(entries, key=lambda e: e.value, reverse=not self.kind.higher_is_better)
-        worst, middle = ordered[0], statistics.median(e.value for e in entries)
+        worst, middle = ordered[0], median([e.value for e in entries])
         aggregate = entries[0].pattern_aggregate_gbps
         together = (
             f", {aggregate * self.factor:.3f} {self.units} together{_pattern_share(entries[0])}"

@@ -18,7 +18,7 @@ from typing import Any
 from .. import escape
 from ..errors import ConfigError, InconclusiveError
 from ..units import format_size
-from .report import LINK_CLASSES, Row, culprits
+from .rows import LINK_CLASSES, Row, culprits
 
 LIMIT_KINDS = ("NVLink", "PCIe", "NIC", "host memory copy")
 # Floors that `--expect default` sets, with where each comes from.
