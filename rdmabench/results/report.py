@@ -86,11 +86,30 @@ def load_all(paths: Iterable[str]) -> Loaded:
     loaded = Loaded(problems=problems)
     for path in files:
         try:
-            loaded.documents.append((path, document.load(path, lazy=True)))  # schema 2: read as aggregated
+            doc = document.load(path, lazy=True)  # schema 2: read as aggregated
         except ResultsFileError as exc:
             if not isinstance(exc, OtherDocumentError):  # anchor comparisons live beside results
                 loaded.problems.append(str(exc))
+            continue
+        missing = missing_plugin(doc)
+        if missing:
+            loaded.problems.append(f"{path}: {missing}")
+        else:
+            loaded.documents.append((path, doc))
     return loaded
+
+
+def missing_plugin(doc: dict[str, Any]) -> str | None:
+    """Why a file cannot be read here: a test of it comes from a plugin ($RDMABENCH_PLUGINS) this
+    process has not loaded, so its figure, unit and direction are unknown. None when it can be."""
+    metadata = doc.get("metadata")
+    plugins = metadata.get("test_plugins") if isinstance(metadata, dict) else None
+    for test, plugin in (plugins if isinstance(plugins, dict) else {}).items():
+        if registry.find(test) is None:
+            broken = registry.plugin_failure(str(plugin))
+            state = f"failed at import ({broken})" if broken else f"is not loaded (set {registry.PLUGINS_ENV}={plugin})"
+            return f"test kind {test!r} comes from plugin {plugin!r}, which {state}"
+    return None
 
 
 def link_class(entry: dict[str, Any]) -> str:
