@@ -7,9 +7,11 @@ import sys
 from ..errors import RdmabenchError, error_line
 from .config import RunConfig
 from .run import run_job
+from .spawner import report_in
 
 
 def main(argv: list[str]) -> int:
+    report_in()
     try:
         config = RunConfig.from_json(argv[1])
     except (IndexError, ValueError, TypeError, RdmabenchError) as exc:
