@@ -7,7 +7,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from .round import RoundEnd, Side
+    from .need import Need
+    from .round import RoundEnd, RoundSpec, Side
 
 
 class StepProtocol(Protocol):
@@ -15,8 +16,9 @@ class StepProtocol(Protocol):
     windowed: bool  # a window of messages per step (False: one message each way)
     streams: bool  # a step may make several passes of its window (Plan.passes); False: always one
 
-    def buffers(self, window: int, sends: int, receives: int) -> int:
-        """Message buffers a rank allocates when it sends on `sends` links and receives on `receives`."""
+    def need(self, spec: RoundSpec, rank: int) -> Need:
+        """Everything `rank` allocates for its part of round `spec` (measure/need.py): checked before
+        any rank allocates, so it must count what setup, fill and check hold at once."""
         ...
 
     def timed(self, end: RoundEnd) -> list[Side]:
