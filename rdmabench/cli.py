@@ -26,18 +26,14 @@ _MODES = "|".join(m.value for m in MemoryMode)
 
 
 def _test_names() -> str:
-    """The registered tests, for --help (a broken plugin is reported when the run starts)."""
-    try:
-        return "|".join(registry.names())
-    except RdmabenchError:
-        return "bw|bibw|lat"
+    """The tests registered, for --help (a plugin that failed is named in the help; a run refuses)."""
+    return "|".join(registry.loaded_names())
 
 
 def _test_help() -> str:
-    try:
-        return "; ".join(f"{name}: {registry.get(name).summary}" for name in registry.names()) + "."
-    except RdmabenchError:
-        return "bw, bibw, lat (a plugin failed to load: the run says why)."
+    known = "; ".join(f"{kind.name}: {kind.summary}" for kind in map(registry.find, registry.loaded_names()) if kind)
+    problem = registry.plugin_problem()
+    return known + "." + (f" Not available: {problem}." if problem else "")
 
 
 def _say(text: str) -> None:
@@ -93,6 +89,9 @@ class _OneLineErrors(click.Group):
 
     def main(self, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
         kwargs["standalone_mode"] = False
+        problem = registry.plugin_problem()
+        if problem and {"-h", "--help"} & set(sys.argv[1:]):  # a run refuses with it; help goes on, and says so
+            click.echo(f"rdmabench: warning: {problem}", err=True)
         try:
             code = super().main(*args, **kwargs)
         except click.UsageError as exc:

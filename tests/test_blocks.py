@@ -79,13 +79,22 @@ def test_the_block_checker_names_the_corrupted_block_of_a_random_layout() -> Non
     assert sender.wrong(block_keys(np, 4, shape.per_step, 1))[0] == 0  # another step's keys: stale data
 
 
+_SLOW = ["--test", "put", "--blocks", "16", "--block-size", "4KiB", "--samples", "4", "--sample-time", "0.05"]
+
+
 @needs_native
-def test_a_planted_slow_transfer_moves_the_tail_and_not_the_median(tmp_path: Path) -> None:
-    args = ["--test", "put", "--blocks", "16", "--block-size", "4KiB", "--samples", "4", "--sample-time", "0.05"]
-    blocks = _run(tmp_path / "slow.json", *args, RDMABENCH_FAULT="slow:10")[1]["blocks"]
-    us = blocks["transfer_us"]
+def test_a_planted_slow_transfer_reaches_the_tail(tmp_path: Path) -> None:
+    blocks = _run(tmp_path / "slow.json", *_SLOW, RDMABENCH_FAULT="slow:10")[1]["blocks"]
     assert blocks["transfers"] >= 40, blocks  # enough transfers that one in ten is past the 99th percentile
-    assert us["p99"] >= 5000 and us["p50"] < 2500, us  # the planted 5 ms, in the tail only
+    assert blocks["transfer_us"]["p99"] >= 5000, blocks["transfer_us"]  # the planted 5 ms, at least
+
+
+@needs_native
+@pytest.mark.perf
+def test_a_planted_slow_transfer_leaves_the_median_alone(tmp_path: Path) -> None:
+    """The other transfers stay well under the planted 5 ms: an absolute time, so on a quiet machine."""
+    us = _run(tmp_path / "slow.json", *_SLOW, RDMABENCH_FAULT="slow:10")[1]["blocks"]["transfer_us"]
+    assert us["p99"] >= 5000 and us["p50"] < 2500, us
 
 
 def test_block_shapes() -> None:

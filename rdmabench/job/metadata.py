@@ -9,11 +9,14 @@ from importlib import metadata as importlib_metadata
 from typing import Any
 
 from .. import __version__
+from ..hardware import budget
 from ..hardware.gpu import driver_version, import_cupy
+from ..measure import registry
 from ..wire import ucx_env
 from ..wire.mpi import World
 from . import calibration
 from .config import RunConfig
+from .schedule import Link
 
 
 def _package_version(name: str) -> str | None:
@@ -41,6 +44,8 @@ def collect(
             "timing": "sender clock from the first send to the receiver's acknowledgement; checks untimed",
         },
         "config": config.summary(),
+        # Which plugin ($RDMABENCH_PLUGINS) each test of this file comes from: `report` names it when missing.
+        "test_plugins": {config.test: plugin} if (plugin := registry.plugin_of(config.test)) else {},
         "calibration": "--iterations given" if config.iterations is not None else calibration.RULE,
         "versions": {
             "rdmabench": __version__,
@@ -59,3 +64,31 @@ def collect(
         "python_executable": sys.executable,
         "platform": platform.platform(),
     }
+
+
+def cpu_report() -> tuple[list[int], int | None]:
+    """This rank's share of its host's cores: the cores it may run on, and its cgroup's CPU quota."""
+    quota = budget.cpu_quota()
+    return budget.affinity(), quota.value if quota else None
+
+
+def oversubscribed(rounds: list[list[Link]], hosts: list[str], reports: list[Any]) -> list[dict[str, Any]]:
+    """Hosts where more ranks busy-poll at once (the ranks of one round) than the cores they may
+    run on: the union of their affinities, or fewer under a cgroup CPU quota. Ranks between rounds
+    nap (wire.mpi.Napper) and do not count. `reports`: each rank's cpu_report()."""
+    busiest: dict[str, int] = {}
+    for scheduled in rounds:
+        counts: dict[str, int] = {}
+        for rank in {rank for link in scheduled for rank in link}:
+            counts[hosts[rank]] = counts.get(hosts[rank], 0) + 1
+        for host, count in counts.items():
+            busiest[host] = max(busiest.get(host, 0), count)
+    found = []
+    for host, busy in busiest.items():
+        here = [reports[rank] for rank, name in enumerate(hosts) if name == host]
+        cores = len({core for cores, _quota in here for core in cores}) or 1
+        quotas = [quota for _cores, quota in here if quota]
+        cores = min([cores, *quotas])
+        if busy > cores:
+            found.append({"host": host, "busy_ranks": busy, "cores": cores})
+    return found

@@ -1,29 +1,33 @@
-"""What every rank checks before any transfer: the schedule, GPUs for GPU modes, memory for the
-largest size, the native loop when it was demanded, and the results file. Each returns this rank's
-reason the run cannot start, or None; run.py gathers them and rank 0 prints the first."""
+"""What every rank checks before any transfer: the schedule, GPUs for GPU modes, memory (what each
+rank's rounds allocate, from their protocols' `need`, against what its host and GPU have), the
+native loop when it was demanded, and the results file. Each returns this rank's reason the run
+cannot start, or None; run.py gathers them and rank 0 prints the first."""
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 from ..errors import RdmabenchError
-from ..hardware import nics
+from ..hardware import budget, nics
+from ..hardware.budget import Amount
 from ..hardware.gpu import gpu_unavailable_reason
 from ..hardware.memlock import mlock_problem
 from ..measure import registry
-from ..memory.buffers import word_capacity
-from ..modes import MemoryMode
+from ..measure.need import Need
+from ..measure.round import RoundSpec
 from ..results import document
 from ..units import format_size
 from ..wire.mpi import World
-from ..wire.staging import staging_buffers
 from .config import RunConfig
-from .rounds import round_links, round_spec, size_plan
+from .rounds import round_spec, size_plan
 from .schedule import Link, roles
 
 
 def preflight(world: World, config: RunConfig, rounds: list[list[Link]]) -> str | None:
-    """This rank's reason the run cannot start, or None."""
+    """This rank's reason the run cannot start, or None. Collective: every rank calls it."""
+    # What each rank will hold, known to every rank: memory is judged for all the ranks sharing it.
+    needs: list[RankNeed] = world.comm.allgather(rank_need(config, rounds, world.rank, world.spans_hosts))
     sends, receives = roles(rounds, world.rank)
     kind = registry.get(config.test)
     if kind.both_ways:
@@ -32,10 +36,9 @@ def preflight(world: World, config: RunConfig, rounds: list[list[Link]]) -> str 
     needing = [mode.value for mode in my_modes if mode.needs_gpu]
     if needing and world.me.gpu is None:
         return f"{needing[0]} mode on rank {world.rank} ({world.me.host}): {gpu_unavailable_reason()}"
-    if my_modes:
-        problem = _memory_problem(world, config, rounds, my_modes)
-        if problem:
-            return problem
+    problem = _memory_problem(world, config, needs)
+    if problem:
+        return problem
     if config.nics:
         if os.environ.get("UCX_NET_DEVICES"):
             return f"--nics and UCX_NET_DEVICES={os.environ['UCX_NET_DEVICES']} both choose the devices: give one"
@@ -56,87 +59,105 @@ def preflight(world: World, config: RunConfig, rounds: list[list[Link]]) -> str 
     return None
 
 
-def _busiest_round(world: World, config: RunConfig, rounds: list[list[Link]], size: int) -> tuple[int, int, int]:
-    """(buffers, staging carriers, window) of the round in which this rank holds the most buffers."""
+@dataclass(frozen=True)
+class RankNeed:
+    """What one rank will hold at most, and the message (or block) size at which it holds it."""
+
+    need: Need
+    size: int
+
+
+def rank_need(config: RunConfig, rounds: list[list[Link]], rank: int, spans_hosts: bool = False) -> RankNeed:
+    """Everything `rank` allocates at most over the run, from its protocol's `need` in each of its
+    rounds: rounds of a size run one after another (the largest counts), their buffers are kept
+    between rounds of a size and freed at the next; pinned buffers stay in the pool for later sizes."""
     kind = registry.get(config.test)
-    plan = size_plan(config, kind, size, spans_hosts=world.spans_hosts)
-    best = (0, 0, plan.window)
-    for scheduled in rounds:
-        if not any(world.rank in link for link in scheduled):
-            continue  # a rank holds buffers only in its own rounds
-        spec = round_spec(config, kind, scheduled, size, plan)
-        sends = sum(1 for link in round_links(config, kind, scheduled) if link.src == world.rank)
-        receives = sum(1 for link in round_links(config, kind, scheduled) if link.dst == world.rank)
-        buffers = spec.protocol.buffers(spec.distinct_buffers(spec.plan.window), sends, receives)
-        carriers = buffers if not spec.protocol.windowed else sends + receives
-        if buffers > best[0]:
-            best = (buffers, carriers, spec.plan.window)
-    return best
+    shape = config.block_shape
+    mine = [scheduled for scheduled in rounds if any(rank in link for link in scheduled)]
+    most, most_size, pinned_kept = Need(), max(config.sizes), 0
+    for size in config.sizes:
+        # Block lists: each transfer as one contiguous message first (their reference), then the blocks.
+        phases = [(size, None)] if shape is None else [shape.contiguous(size)[::-1], (size, shape)]
+        at_size = Need()
+        for nbytes, step_shape in phases:
+            plan = size_plan(config, kind, nbytes, step_shape, spans_hosts)
+            counted: set[tuple[object, ...]] = set()
+            for scheduled in mine:
+                spec = round_spec(config, kind, scheduled, nbytes, plan, step_shape)
+                alike = _alike(spec, rank)
+                if alike not in counted:  # all-pairs: a round per peer, each needing the same
+                    counted.add(alike)
+                    at_size = at_size.most(spec.protocol.need(spec, rank))
+        pinned_kept += at_size.pinned
+        if at_size.host > most.host or at_size.device > most.device:
+            most_size = size
+        most = most.most(at_size)
+    if config.max_pinned is not None:  # the pool gives back smaller buffers to stay under the cap
+        pinned_kept = max(most.pinned, min(pinned_kept, config.max_pinned))
+    return RankNeed(Need(most.host - most.pinned + pinned_kept, pinned_kept, most.device), most_size)
 
 
-def _memory_problem(world: World, config: RunConfig, rounds: list[list[Link]], modes: list[MemoryMode]) -> str | None:
-    """Refuse sizes that cannot fit, before allocating: an out-of-memory kill mid-run helps nobody."""
-    largest = max(config.sizes)
-    buffers, carriers, _window = _busiest_round(world, config, rounds, largest)
-    need = buffers * word_capacity(largest) + 2 * word_capacity(largest)  # + pattern and scratch
-    pinned_need = buffers * word_capacity(largest) * sum(1 for mode in modes if mode.pinned_host)
-    from ..wire.staging import wire_chunk
+def _alike(spec: RoundSpec, rank: int) -> tuple[object, ...]:
+    """What `rank`'s need in a round depends on: the round's breadth and window, and the memory of
+    each link it sends or receives on."""
+    sends, receives = spec.ends(rank)
+    return (
+        len(spec.links), spec.plan.window,
+        tuple((link.src_mode, link.dst_mode) for link in sends), tuple((link.src_mode, link.dst_mode) for link in receives),
+    )  # fmt: skip
 
-    chunk = wire_chunk(config.src_mode, config.dst_mode, largest, config.staging)
-    for mode in modes:
-        count = staging_buffers(mode, config.staging)  # pinned buffers per carrier
-        if count is not None:
-            pinned_need += count * word_capacity(chunk) * carriers
-    if config.max_pinned is not None and pinned_need > config.max_pinned:
+
+def _amount(nbytes: int) -> str:
+    return f"{nbytes / 2**30:.1f} GiB" if nbytes >= 2**30 else f"{max(1, round(nbytes / 2**20))} MiB"
+
+
+def _memory_problem(world: World, config: RunConfig, needs: list[RankNeed]) -> str | None:
+    """Refuse a run that cannot fit, before any rank allocates: an out-of-memory kill mid-run helps
+    nobody. Host memory is judged for every rank of this host together, GPU memory for every rank
+    of this GPU together."""
+    mine = needs[world.rank]
+    if config.max_pinned is not None and mine.need.pinned > config.max_pinned:
         return (
-            f"rank {world.rank} ({world.me.host}) needs {format_size(pinned_need)} of pinned memory for "
-            f"{format_size(largest)} x {buffers} buffers, more than --max-pinned {format_size(config.max_pinned)}"
+            f"rank {world.rank} ({world.me.host}) needs {_amount(mine.need.pinned)} of pinned memory at "
+            f"{format_size(mine.size)}, more than --max-pinned {format_size(config.max_pinned)}"
         )
-    for mode in modes:
-        problem = _device_problem(world, need, largest, buffers) if mode.on_device else None
-        if not mode.on_device:
-            problem = _host_problem(world, mode, need, largest, buffers)
+    if mine.need.pinned and world.me.gpu is None:
+        problem = mlock_problem(mine.need.pinned)
         if problem:
-            return problem
-    return None
+            return f"rank {world.rank} ({world.me.host}): {problem}"
+    here = [info.rank for info in world.ranks if info.host == world.me.host]
+    problem = _too_much(world, config, needs, here, "host", budget.memory_available())
+    if problem or not mine.need.device or world.me.gpu is None:
+        return problem
+    gpu = world.me.gpu.pci_bus_id
+    sharing = [i.rank for i in world.ranks if i.host == world.me.host and i.gpu and i.gpu.pci_bus_id == gpu]
+    return _too_much(world, config, needs, sharing, f"GPU {world.me.gpu.index}", _gpu_memory_free())
 
 
-def _device_problem(world: World, need: int, largest: int, buffers: int) -> str | None:
+def _too_much(
+    world: World, config: RunConfig, needs: list[RankNeed], ranks: list[int], where: str, available: Amount | None
+) -> str | None:
+    """One line when the ranks sharing `where` (host or GPU memory) need more than is available."""
+    kind = "host" if where == "host" else "device"
+    total = sum(getattr(needs[rank].need, kind) for rank in ranks)
+    if available is None or total <= 0.9 * available.value:  # a tenth spare: the ranks themselves, the kernel
+        return None
+    biggest = max(ranks, key=lambda rank: getattr(needs[rank].need, kind))
+    what = "host memory" if kind == "host" else f"memory on {where}"
+    at = f"blocks of {format_size(needs[biggest].size)}" if config.blocks else format_size(needs[biggest].size)
+    return (
+        f"--test {config.test} needs {_amount(getattr(needs[biggest].need, kind))} of {what} per rank (rank {biggest} "
+        f"at {at}) and {_amount(total)} for the {len(ranks)} rank(s) on {world.me.host}, more than 90% of the "
+        f"{_amount(available.value)} available ({available.source}); use smaller --sizes, --window"
+        + (" or --blocks" if config.blocks else "")
+    )
+
+
+def _gpu_memory_free() -> Amount | None:
     from ..hardware.gpu import import_cupy
 
     cupy = import_cupy()
-    assert cupy is not None
-    free, _total = cupy.cuda.runtime.memGetInfo()
-    if need > free:
-        return (
-            f"rank {world.rank} ({world.me.host}) needs {format_size(need)} of GPU memory for "
-            f"{format_size(largest)} x {buffers} buffers but {free / 2**30:.1f} GiB is free; "
-            "use smaller --sizes or --window"
-        )
-    return None
-
-
-def _host_problem(world: World, mode: MemoryMode, need: int, largest: int, buffers: int) -> str | None:
-    if mode is MemoryMode.PINNED and world.me.gpu is None:
-        problem = mlock_problem(buffers * word_capacity(largest))
-        if problem:
-            return f"rank {world.rank} ({world.me.host}): {problem}"
-    available = host_memory_available()
-    if available is not None and need * world.me.local_size > 0.9 * available:
-        return (
-            f"rank {world.rank} ({world.me.host}) would need {format_size(need)} of host memory per rank "
-            f"for {format_size(largest)} x {buffers} buffers, more than the {available / 2**30:.1f} GiB "
-            "available; use smaller --sizes or --window"
-        )
-    return None
-
-
-def host_memory_available() -> int | None:
-    try:
-        with open("/proc/meminfo") as handle:
-            for line in handle:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
+    if cupy is None:
         return None
-    return None
+    free, _total = cupy.cuda.runtime.memGetInfo()
+    return Amount(int(free), "free on the GPU")

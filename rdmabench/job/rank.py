@@ -7,11 +7,12 @@ import sys
 from ..errors import RdmabenchError, error_line
 from .config import RunConfig
 from .run import run_job
-from .spawner import die_with_parent
+from .spawner import die_with_parent, report_in
 
 
 def main(argv: list[str]) -> int:
     die_with_parent()  # the launcher's mpiexec gone (killed outright): stop, keeping what was measured
+    report_in()
     try:
         config = RunConfig.from_json(argv[1])
     except (IndexError, ValueError, TypeError, RdmabenchError) as exc:

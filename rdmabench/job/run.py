@@ -186,6 +186,8 @@ class _Job:
         self.reserved: str | None = None  # rank 0: the default output name it reserved
         # Rank 0, for --blocks: each link's figure as one contiguous message, by (src, dst).
         self.contiguous: dict[tuple[int, int], float] = {}
+        # Hosts where more ranks busy-poll at once than they have cores (metadata.oversubscribed).
+        self.oversubscribed: list[dict[str, Any]] = []
 
     def stop(self, reason: str) -> None:
         """Rank 0: write what was measured as the results file, marked incomplete."""
@@ -217,6 +219,7 @@ class _Job:
     def setup(self, rounds: list[list[schedule.Link]]) -> None:
         """Transport, native loop, topology of every rank; on rank 0 the results stream and table."""
         from ..wire.ucx import Transport
+        from . import metadata
 
         world, config = self.world, self.config
         nic = nics.choose(
@@ -232,6 +235,8 @@ class _Job:
         transport.native, engine_detail = _hot_loop(config)
         self.transport = transport
         engines = world.comm.allgather({"native": transport.native is not None, "detail": engine_detail})
+        cpus = world.comm.allgather(metadata.cpu_report())
+        self.oversubscribed = metadata.oversubscribed(rounds, hosts, cpus)
         lacking = next((rank for rank, engine in enumerate(engines) if not engine["native"]), None)
         if (self.kind.one_sided or config.blocks) and lacking is not None:
             raise ConfigError(
@@ -268,6 +273,7 @@ class _Job:
         meta["doctor"] = [f.to_dict() for f in doctor.run_checks()]
         meta["placement_warnings"] = _placement_warnings(topologies)
         meta["engine"] = {"requested": config.engine, "ranks": engines}
+        meta["oversubscribed"] = self.oversubscribed
         output = config.output
         if output is None:  # launched by mpirun/srun: rank 0 reserves a free name itself
             output = document.default_output_path(config.test, config.src_mode.value, config.dst_mode.value)
@@ -295,6 +301,11 @@ class _Job:
             table.note(f"warning: rank {world.size - 1} stays idle: bisection pairs the two halves of an even count")
         for warning in _placement_warnings(topologies):
             table.note(f"warning: {warning}")
+        for host in self.oversubscribed:
+            table.note(
+                f"warning: {host['busy_ranks']} ranks busy-poll at once on {host['host']}, which has {host['cores']} "
+                "core(s) for them: they take turns, so figures include waits for a core (results record it)"
+            )
         for rank, engine in enumerate(engines):
             if not engine["native"] and config.engine == "auto":
                 table.note(

@@ -9,7 +9,9 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
+from collections.abc import Callable
 from typing import IO, TextIO
 
 from ..errors import ERROR_PREFIX, LaunchError, RdmabenchError, ResultsWriteError, error_line
@@ -19,6 +21,9 @@ from .jobdirs import job_dirs
 
 MPIEXEC_ENV = "RDMABENCH_MPIEXEC"
 _PR_SET_PDEATHSIG = 1
+# A private folder where each rank started by `run --np` leaves a file as its first act: a launcher
+# that ends with none there started no rank, whatever its exit status says.
+STARTED_ENV = "RDMABENCH_STARTED_DIR"
 
 
 def find_mpiexec() -> str:
@@ -73,8 +78,13 @@ def run_local(np: int, config: RunConfig) -> int:
     if np < 2:
         raise LaunchError(f"--np must be at least 2 for a point-to-point test, not {np}")
     command, env = local_command(np, config)
-    with job_dirs(env):
-        return _run_ranks(command, env, config)
+    started = tempfile.mkdtemp(prefix="rdmabench-started-")  # private: mode 0700, a fresh name
+    env[STARTED_ENV] = started
+    try:
+        with job_dirs(env):
+            return _run_ranks(command, env, config, started)
+    finally:
+        shutil.rmtree(started, ignore_errors=True)
 
 
 def die_with_parent() -> None:
@@ -87,7 +97,29 @@ def die_with_parent() -> None:
         pass  # not Linux: a killed launcher's ranks run on until they end
 
 
-def _run_ranks(command: list[str], env: dict[str, str], config: RunConfig) -> int:
+def report_in() -> None:
+    """A rank's first act under `run --np`: tell the launching process that a rank is running."""
+    folder = os.environ.get(STARTED_ENV)
+    if not folder:
+        return  # started by mpirun or srun: nobody asks
+    try:
+        os.close(os.open(os.path.join(folder, f"rank-{os.getpid()}"), _NEW_FILE, 0o600))
+    except OSError:
+        pass  # the launching process then says no rank started, which is what it can tell
+
+
+_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+
+
+def _any_rank_started(folder: str) -> bool:
+    try:
+        with os.scandir(folder) as entries:
+            return any(True for _ in entries)
+    except OSError:
+        return False
+
+
+def _run_ranks(command: list[str], env: dict[str, str], config: RunConfig, started: str) -> int:
     try:
         process = subprocess.Popen(
             command, env=env, stderr=subprocess.PIPE, text=True, errors="replace", preexec_fn=die_with_parent
@@ -95,7 +127,7 @@ def _run_ranks(command: list[str], env: dict[str, str], config: RunConfig) -> in
     except OSError as exc:
         raise LaunchError(f"cannot start {command[0]}: {exc.strerror or exc}") from None
     assert process.stderr is not None
-    relay = StderrRelay(process.stderr, sys.stderr)
+    relay = StderrRelay(process.stderr, sys.stderr, lambda: _any_rank_started(started))
     thread = threading.Thread(target=relay.run, daemon=True)
     thread.start()
     received: list[int] = []
@@ -121,6 +153,8 @@ def _run_ranks(command: list[str], env: dict[str, str], config: RunConfig) -> in
             process.wait()
     interrupted = bool(received)
     thread.join(timeout=5)
+    if not interrupted and not _any_rank_started(started):
+        raise LaunchError(_no_rank_started(command[0], code, relay.launcher_text()))
     if code != 0 and config.output and not relay.kept_note:
         reason = (
             f"stopped by {signal.Signals(received[0]).name}"
@@ -129,6 +163,29 @@ def _run_ranks(command: list[str], env: dict[str, str], config: RunConfig) -> in
         )
         _keep_partial(config.output, reason, relay.first_error)
     return code
+
+
+# "[host:12345] " before each of Open MPI's own lines.
+_HOST_PID_PREFIX = re.compile(r"^\[[^\]\s]*:\d+\]\s*")
+
+
+def _no_rank_started(launcher: str, code: int, text: str) -> str:
+    """One line for a launcher that ended without starting a rank: its status, the first line it
+    printed, and where the rest went (a private file: its output may be long, and a sentence in it
+    may matter)."""
+    ended = f"was killed by {signal.Signals(-code).name}" if code < 0 else f"exited {code}"
+    line = f"the launcher {launcher} {ended} without starting any rank"
+    said = [_HOST_PID_PREFIX.sub("", raw).strip() for raw in text.splitlines()]
+    said = [s for s in said if s and not set(s) <= set("-=*")]  # not the rules of its boxes
+    if not said:
+        return line
+    try:
+        descriptor, log = tempfile.mkstemp(prefix="rdmabench-launcher-", suffix=".log")  # 0600, a fresh name
+        with os.fdopen(descriptor, "w") as handle:
+            handle.write(text)
+    except OSError as exc:
+        return f"{line}: {said[0]} (its full output could not be kept: {exc.strerror or exc})"
+    return f"{line}: {said[0]} (its full output: {log})"
 
 
 def _keep_partial(output: str, reason: str, said: str | None = None) -> None:
@@ -169,18 +226,31 @@ _DIED_RE = re.compile(r"process rank (\d+) with PID (\d+) on node (\S+) exited o
 
 class StderrRelay:
     """Copies the ranks' stderr through. The launcher's boxed notices that repeat what rdmabench
-    said are held back and dropped; a rank that died without a word becomes one error line."""
+    said are held back and dropped; a rank that died without a word becomes one error line. Until
+    `started()` says a rank runs, everything is the launcher's and is held: if no rank ever starts,
+    the launching process sums it up in one line (launcher_text)."""
 
-    def __init__(self, source: IO[str], sink: TextIO):
+    def __init__(self, source: IO[str], sink: TextIO, started: Callable[[], bool] = lambda: True):
         self.source = source
         self.sink = sink
+        self.started = started
         self.first_error: str | None = None
         self.kept_note = False  # rank 0 already said where the partial results are
         self._held: list[str] = []
+        self._before_ranks: list[str] | None = []  # None once a rank has started
 
     def _emit(self, text: str) -> None:
+        if self._before_ranks is not None:
+            if not self.started():
+                self._before_ranks.append(text)
+                return
+            text, self._before_ranks = "".join(self._before_ranks) + text, None
         self.sink.write(text)
         self.sink.flush()
+
+    def launcher_text(self) -> str:
+        """What the launcher printed while no rank had started (empty once one has)."""
+        return "".join(self._before_ranks or [])
 
     def _box(self, text: str) -> None:
         died = _DIED_RE.search(" ".join(text.split()))
@@ -224,3 +294,5 @@ class StderrRelay:
         if self.first_error is None:
             for text in self._held:
                 self._emit(text)
+        if self._before_ranks and self.started():  # a rank started after the launcher's last words
+            self._emit("")

@@ -16,12 +16,13 @@ from typing import Any
 import numpy as np
 
 from ..errors import TransportError, ValidationError
-from ..memory.buffers import Buffer, synchronize
+from ..memory.buffers import Buffer, synchronize, word_capacity
 from ..memory.payload import BlockPayload, block_keys
 from ..wire.native import RMA_GET, RMA_PUT, TAGGED, BlocksLinkEnd, HotLoop, memory_type
 from . import faults
 from .blocks import BlockShape
-from .contract import ACK, DATA, READY, RoundEnd, Side, tag
+from .contract import ACK, DATA, READY, RoundEnd, RoundShape, Side, tag
+from .need import PER_BLOCK_PYTHON, PER_MESSAGE, Need, beside, in_memory
 from .onesided import OPERATIONS, lend_and_borrow, native_loop
 
 NAMES = {RMA_PUT: "put", RMA_GET: "get", TAGGED: "tagged"}
@@ -38,11 +39,29 @@ class BlocksProtocol:
         self.shape = shape
         self.name = f"blocks-{NAMES[operation]}"
 
-    def buffers(self, window: int, sends: int, receives: int) -> int:
-        return self.shape.per_step * 4 * (sends + receives)  # at most: the layouts' largest default pool
+    def need(self, spec: RoundShape, rank: int) -> Need:
+        """The pool; a step's blocks copied out and compared by a check (validated); each block's
+        slot and offsets in Python; and a request per block in flight (the initiator's puts or gets,
+        both ends' tagged messages)."""
+        targets, sources = spec.ends(rank)
+        if not targets and not sources:
+            return Need()
+        mode = targets[0].src_mode if targets else sources[0].dst_mode
+        shape, size, blocks = self.shape, spec.size, self.shape.per_step
+        slots = shape.pool_slots(size)
+        need = in_memory(mode, word_capacity(slots * size))
+        if spec.validate:  # a step's blocks as one array: filled (the sender), or copied out and compared
+            need += beside(mode, (3 if sources else 1) * blocks * word_capacity(size) + word_capacity(size))
+        table = 16 * slots if shape.layout == "random" else 0  # drawn from a permutation of the pool
+        in_flight = blocks if self._initiates(bool(targets), bool(sources)) or self.operation == TAGGED else 0
+        return need + Need(host=PER_BLOCK_PYTHON * blocks + table + PER_MESSAGE * in_flight)
+
+    def _initiates(self, sends: bool, receives: bool) -> bool:
+        """Whether the end that sends (or receives) on the link posts the transfers: a get's receiver."""
+        return receives if self.operation == RMA_GET else sends
 
     def _initiator(self, end: RoundEnd) -> bool:
-        return bool(end.sources) if self.operation == RMA_GET else bool(end.targets)
+        return self._initiates(bool(end.targets), bool(end.sources))
 
     def timed(self, end: RoundEnd) -> list[Side]:
         return (end.sources if self.operation == RMA_GET else end.targets) if self._initiator(end) else []

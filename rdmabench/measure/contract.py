@@ -21,6 +21,7 @@ from ..wire.staging import Carrier
 if TYPE_CHECKING:
     from ..wire.native import HotLoop
     from ..wire.ucx import Transport
+    from .need import Need
     from .plan import Plan
 
 # Tag layout: kind in the top byte, sender rank in the next three, message slot below.
@@ -63,6 +64,13 @@ class RoundShape(Protocol):
     def plan(self) -> Plan: ...
     @property
     def validate(self) -> bool: ...
+    def ends(self, rank: int) -> tuple[list[Link], list[Link]]:
+        """The links `rank` sends on (targets) and receives on (sources) in this round."""
+        ...
+
+    def end_need(self, link: Link, mode: MemoryMode, count: int, receiving: bool) -> Need:
+        """What one end of `link`, in `mode`, holds for `count` messages a step (measure/need.py)."""
+        ...
 
 
 class RoundEnd(Protocol):
@@ -110,8 +118,9 @@ class StepProtocol(Protocol):
     windowed: bool  # a window of messages per step (False: one message each way)
     streams: bool  # a step may make several passes of its window (Plan.passes); False: always one
 
-    def buffers(self, window: int, sends: int, receives: int) -> int:
-        """Message buffers a rank allocates when it sends on `sends` links and receives on `receives`."""
+    def need(self, spec: RoundShape, rank: int) -> Need:
+        """Everything `rank` allocates for its part of round `spec` (measure/need.py): checked before
+        any rank allocates, so it must count what setup, fill and check hold at once."""
         ...
 
     def timed(self, end: RoundEnd) -> list[Side]:

@@ -26,7 +26,8 @@ from ..modes import MemoryMode
 from ..wire import protoinfo
 from ..wire.mpi import receive
 from ..wire.native import RMA_GET, RMA_PUT, HotLoop, Registrations, RmaLinkEnd, memory_type
-from .contract import ACK, READY, RoundEnd, Side, tag
+from .contract import ACK, READY, RoundEnd, RoundShape, Side, tag
+from .need import Need
 
 _TAG_KEYS = 11  # MPI tag of a round's remote keys
 OPERATIONS = {RMA_PUT: protoinfo.RMA_PUT, RMA_GET: protoinfo.RMA_GET}
@@ -116,8 +117,12 @@ class OneSidedProtocol:
         self.streams = False
         self.name = ("put" if operation == RMA_PUT else "get") + ("" if windowed else "-once")
 
-    def buffers(self, window: int, sends: int, receives: int) -> int:
-        return (window if self.windowed else 1) * (sends + receives)
+    def need(self, spec: RoundShape, rank: int) -> Need:
+        targets, sources = spec.ends(rank)
+        count = spec.plan.window if self.windowed else 1
+        ends = [spec.end_need(link, link.src_mode, count, receiving=False) for link in targets]
+        ends += [spec.end_need(link, link.dst_mode, count, receiving=True) for link in sources]
+        return sum(ends, Need())
 
     def _count(self, end: RoundEnd) -> int:
         return end.window if self.windowed else 1
@@ -190,8 +195,12 @@ class PutPingPongProtocol:
     windowed = False
     streams = False
 
-    def buffers(self, window: int, sends: int, receives: int) -> int:
-        return 2 * (sends + receives)
+    def need(self, spec: RoundShape, rank: int) -> Need:
+        # One link per rank: an outgoing and an incoming buffer, both in its end's memory.
+        targets, sources = spec.ends(rank)
+        ends = [(link, link.src_mode) for link in targets] + [(link, link.dst_mode) for link in sources]
+        halves = [spec.end_need(link, mode, 1, receiving) for link, mode in ends for receiving in (False, True)]
+        return sum(halves, Need())
 
     def timed(self, end: RoundEnd) -> list[Side]:
         return end.targets

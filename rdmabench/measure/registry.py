@@ -8,13 +8,15 @@ reports, compare and the preflight ask the registry; nothing else branches on a 
 
 Adding a test: a module that builds a TestKind and calls register() (rdmabench/measure/tests/ for
 the built-in ones); a module of your own is loaded when its name is in $RDMABENCH_PLUGINS
-(comma-separated), in every rank and in `report`/`compare`.
+(comma-separated), in every rank and in `report`/`compare`. A plugin whose import raises anything
+is one line naming it: a run refuses to start, `report` reads files without it.
 """
 
 from __future__ import annotations
 
 import importlib
 import os
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -73,6 +75,8 @@ class TestKind:
 
 
 _KINDS: dict[str, TestKind] = {}
+_PLUGIN_OF: dict[str, str] = {}  # test name -> the plugin module that registered it
+_BROKEN: dict[str, str] = {}  # plugin module -> what its import raised, in one line
 _loaded = False
 
 
@@ -85,27 +89,82 @@ def register(kind: TestKind, replace: bool = False) -> TestKind:
     return kind
 
 
+def plugin_modules() -> list[str]:
+    """The modules $RDMABENCH_PLUGINS names, in order."""
+    return list(dict.fromkeys(filter(None, (part.strip() for part in os.environ.get(PLUGINS_ENV, "").split(",")))))
+
+
 def _load() -> None:
     global _loaded
     if _loaded:
         return
     _loaded = True
     importlib.import_module(f"{__package__}.tests")
-    for name in filter(None, (part.strip() for part in os.environ.get(PLUGINS_ENV, "").split(","))):
+    for name in plugin_modules():
+        before = set(_KINDS)
         try:
             importlib.import_module(name)
-        except ImportError as exc:
-            raise ConfigError(f"{PLUGINS_ENV}: cannot import {name!r} ({exc})") from None
+        except (Exception, SystemExit) as exc:  # anyone's code: whatever it raises is one line, not a crash
+            _BROKEN[name] = _import_failure(exc)
+            for test in set(_KINDS) - before:  # half a plugin is not offered
+                del _KINDS[test]
+            continue
+        _PLUGIN_OF.update(dict.fromkeys(set(_KINDS) - before, name))
+
+
+def _import_failure(exc: BaseException) -> str:
+    """What a plugin's import raised, and where, on one line."""
+    if isinstance(exc, SyntaxError):
+        return f"SyntaxError: {exc.msg} ({exc.filename}, line {exc.lineno})"
+    if isinstance(exc, SystemExit):
+        return f"it called sys.exit({exc.code!r})"
+    text = " ".join(str(exc).split()) or "(no message)"
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = f" ({frames[-1].filename}, line {frames[-1].lineno})" if frames else ""
+    return f"{type(exc).__name__}: {text}{where}"
+
+
+def plugin_problem() -> str | None:
+    """One line naming each plugin whose import failed, or None."""
+    _load()
+    if not _BROKEN:
+        return None
+    return "; ".join(f"{PLUGINS_ENV}: plugin {name!r} failed at import: {why}" for name, why in _BROKEN.items())
+
+
+def plugin_failure(module: str) -> str | None:
+    """What plugin `module`'s import raised here, or None (not named, or loaded)."""
+    _load()
+    return _BROKEN.get(module)
+
+
+def plugin_of(name: object) -> str | None:
+    """The plugin module that registered test `name` (None: built in, or unknown here)."""
+    _load()
+    return _PLUGIN_OF.get(name) if isinstance(name, str) else None
+
+
+def _refuse_broken() -> None:
+    """A run with a plugin that failed must not go on as if it had not been asked for."""
+    problem = plugin_problem()
+    if problem:
+        raise ConfigError(problem)
 
 
 def names() -> tuple[str, ...]:
+    _refuse_broken()
+    return tuple(_KINDS)
+
+
+def loaded_names() -> tuple[str, ...]:
+    """The tests this process knows, without refusing for a plugin that failed (for --help)."""
     _load()
     return tuple(_KINDS)
 
 
 def get(name: str) -> TestKind:
-    """The record of test `name`; ConfigError naming the choices for an unknown one."""
-    _load()
+    """The record of test `name`; ConfigError naming the choices for an unknown one, or the plugin that failed."""
+    _refuse_broken()
     kind = _KINDS.get(name)
     if kind is None:
         raise ConfigError(f"unknown test {name!r}: choose one of {', '.join(_KINDS)}")
@@ -113,7 +172,8 @@ def get(name: str) -> TestKind:
 
 
 def find(name: object) -> TestKind | None:
-    """The record of a test a results file names, or None for one this process does not know."""
+    """The record of a test a results file names, or None for one this process does not know (a broken
+    plugin does not stop the reading of files: `report` says which plugin a file's test needs)."""
     _load()
     return _KINDS.get(name) if isinstance(name, str) else None
 

@@ -32,6 +32,7 @@ from ..wire.staging import Carrier, Staging, make_carrier, pieces, staging_buffe
 from ..wire.ucx import Transport
 from . import faults
 from .contract import Link, Side, StepProtocol
+from .need import Need, message_end
 from .plan import Plan, calibrated_iterations, passes_for
 from .registry import TestKind
 
@@ -69,6 +70,19 @@ class RoundSpec:
 
     def chunk(self, link: Link) -> int:
         return wire_chunk(link.src_mode, link.dst_mode, self.size, self.staging)
+
+    def ends(self, rank: int) -> tuple[list[Link], list[Link]]:
+        """The links `rank` sends on (targets) and receives on (sources) in this round."""
+        return [link for link in self.links if link.src == rank], [link for link in self.links if link.dst == rank]
+
+    def end_need(self, link: Link, mode: MemoryMode, count: int, receiving: bool) -> Need:
+        """What one end of `link`, in `mode`, holds for `count` messages a step (RoundEnd.allocate's
+        buffers, pattern and carrier; a receiving end checks): measure.need.message_end with this
+        round's settings."""
+        return message_end(
+            mode, self.size, count, self.distinct_buffers(count), receiving if self.validate else None,
+            self.chunk(link), staging_buffers(mode, self.staging),
+        )  # fmt: skip
 
     def describe(self) -> str:
         """How errors name the round: its link when it joins two ranks, else its size."""

@@ -26,7 +26,8 @@ import numpy as np
 
 from ..wire.native import HotLoop, LinkEnd, memory_type
 from ..wire.ucx import Request
-from .contract import ACK, DATA, READY, RoundEnd, Side, tag
+from .contract import ACK, DATA, READY, RoundEnd, RoundShape, Side, tag
+from .need import Need
 
 
 class WindowProtocol:
@@ -34,8 +35,12 @@ class WindowProtocol:
     windowed = True
     streams = True  # a step streams window x Plan.passes messages through the window's buffers
 
-    def buffers(self, window: int, sends: int, receives: int) -> int:
-        return window * (sends + receives)
+    def need(self, spec: RoundShape, rank: int) -> Need:
+        targets, sources = spec.ends(rank)
+        window = spec.plan.window
+        ends = [spec.end_need(link, link.src_mode, window, receiving=False) for link in targets]
+        ends += [spec.end_need(link, link.dst_mode, window, receiving=True) for link in sources]
+        return sum(ends, Need())
 
     def timed(self, end: RoundEnd) -> list[Side]:
         return end.targets

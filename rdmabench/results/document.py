@@ -562,7 +562,9 @@ def _validate_entry(entry: Any, where: str) -> None:
         raise ResultsFileError(f"{where} lacks {', '.join(sorted(missing))}")
     field, _unit = figure_field(entry)
     if field not in entry:
-        raise ResultsFileError(f"{where} has no {field}")
+        unknown = registry.find(entry["test"]) is None  # a plugin's test, read without its plugin
+        hint = f" (test kind {entry['test']!r} is not known here: name its plugin in {registry.PLUGINS_ENV})"
+        raise ResultsFileError(f"{where} has no {field}" + (hint if unknown else ""))
     for field, types in _ENTRY_TYPES.items():
         if field in entry:
             value = entry[field]
