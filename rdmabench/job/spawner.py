@@ -78,13 +78,12 @@ def run_local(np: int, config: RunConfig) -> int:
     if np < 2:
         raise LaunchError(f"--np must be at least 2 for a point-to-point test, not {np}")
     command, env = local_command(np, config)
-    started = tempfile.mkdtemp(prefix="rdmabench-started-")  # private: mode 0700, a fresh name
-    env[STARTED_ENV] = started
-    try:
-        with job_dirs(env):
-            return _run_ranks(command, env, config, started)
-    finally:
-        shutil.rmtree(started, ignore_errors=True)
+    with job_dirs(env) as made:
+        # Inside the job's own directory (private, removed with it however the launcher ends).
+        started = os.path.join(made[0], "started")
+        os.mkdir(started, 0o700)
+        env[STARTED_ENV] = started
+        return _run_ranks(command, env, config, started)
 
 
 def die_with_parent() -> None:
