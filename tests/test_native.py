@@ -118,7 +118,7 @@ def test_ranks_starting_together_build_the_loop_once(tmp_path: Path) -> None:
 
 def _built_at_install_from_this_source() -> bool:
     prefix = native.ucx_prefix()
-    return prefix is not None and native._prebuilt(prefix) is not None
+    return prefix is not None and native._prebuilt(prefix, []) is not None
 
 
 @pytest.mark.skipif(
