@@ -83,10 +83,10 @@ def write_drain_list(
     """Write the drain list to `path` (a new file; an existing one only with `force`, replaced
     whole: never followed through a link, never half written); returns the hosts it drains."""
     text = drain_text(found, min_confidence)
-    if os.path.lexists(path) and not force:
-        raise ResultsFileError(f"drain list {path} already exists; choose another path or pass --force")
     if os.path.isdir(path):
         raise ResultsFileError(f"drain list {path} is a directory; give a file name")
+    if os.path.lexists(path) and not force:
+        raise ResultsFileError(f"drain list {path} already exists; choose another path or pass --force")
     directory = os.path.dirname(os.path.abspath(path))
     try:
         fd, temporary = tempfile.mkstemp(dir=directory, prefix=".rdmabench-drain-", suffix=".tmp")  # ours, 0600
