@@ -13,16 +13,16 @@ import pytest
 
 from rdmabench.bench import diagnose
 from rdmabench.bench.diagnose import Cluster, Fault, faults, generated
-from rdmabench.results import report
 from rdmabench.results.attribution import Params, attribute, end_order
 from rdmabench.results.fleet import REMEASURED, FloorParams, below_floor, fleet_floors, student_quantile
+from rdmabench.results.rows import Row, aggregate, culprits, outliers
 
 SCREEN = Cluster(16, 8, 2)  # 2,176 links a screen
 ALL_PAIRS = Cluster(16, 4, 2)  # 4,032 links
 
 
-def _rows(doc: dict[str, Any]) -> list[report.Row]:
-    return report.aggregate([("generated", doc)])
+def _rows(doc: dict[str, Any]) -> list[Row]:
+    return aggregate([("generated", doc)])
 
 
 @pytest.mark.parametrize("fault", faults(SCREEN), ids=lambda f: f"{f.kind}-{f.direction}")
@@ -52,7 +52,7 @@ def test_a_slow_sender_does_not_blame_its_healthy_receivers() -> None:
     the attribution names the sender's host, sending, alone."""
     fault = Fault("host", 0, direction="send", factor=0.6)
     rows = _rows(generated(SCREEN, "screen", fault, seed=1))
-    nodes = report.culprits([row for row, _off in report.outliers(rows, 0.2)])["nodes"]
+    nodes = culprits([row for row, _off in outliers(rows, 0.2)])["nodes"]
     assert nodes["node000"] > 1 and len(nodes) > 1  # the old count blames every receiver as well
     found = attribute(rows)
     assert [s.name for s in found.suspects] == ["host node000 send"]
@@ -71,7 +71,7 @@ def test_a_nic_shared_by_gpus_beats_either_gpu_and_a_gpu_beats_its_own_nic() -> 
     assert gpu.suspects[0].placement == ["through node005/mlx5_2:1"]
 
 
-def _screen_with_one_slow_link(alone_factor: float) -> list[report.Row]:
+def _screen_with_one_slow_link(alone_factor: float) -> list[Row]:
     """A healthy screen but one link at half its class, re-measured alone at `alone_factor`."""
     doc = generated(SCREEN, "screen", Fault("none"), seed=4)
     entries = doc["results"]
@@ -216,7 +216,7 @@ def test_several_runs_are_judged_together() -> None:
         ("b", generated(ALL_PAIRS, "all-pairs", fault, seed=2)),
     ]
     docs[1][1]["metadata"]["created_utc"] = "2026-01-02T00:00:00Z"  # another run, not a copy of the first
-    rows = report.aggregate(docs)
+    rows = aggregate(docs)
     assert {len(row.values) for row in rows} == {2}
     found = attribute(rows)
     assert [s.name for s in found.suspects] == ["nic node009:mlx5_0:1 receive"]

@@ -12,10 +12,10 @@ import pytest
 
 from rdmabench.bench.diagnose import Cluster, Fault, generated
 from rdmabench.errors import ConfigError, ResultsFileError
-from rdmabench.results import report
 from rdmabench.results.attribution import Attribution, attribute
 from rdmabench.results.drain import drain_text, drained_hosts, reason, write_drain_list
 from rdmabench.results.hostlist import compress, expand, is_hostname
+from rdmabench.results.rows import aggregate
 
 
 @pytest.mark.parametrize(
@@ -77,7 +77,7 @@ def test_bad_hostlists_are_refused(bad: str, says: str) -> None:
 
 def _found(fault: Fault) -> Attribution:
     cluster = Cluster(16, 4, 2)
-    return attribute(report.aggregate([("generated", generated(cluster, "screen", fault, seed=2))]))
+    return attribute(aggregate([("generated", generated(cluster, "screen", fault, seed=2))]))
 
 
 def test_the_drain_list_names_the_hosts_of_suspect_parts_only(tmp_path: Path) -> None:

@@ -34,9 +34,10 @@ from typing import Any
 import numpy as np
 
 from ..job.schedule import screen
-from ..results import document, report
+from ..results import document
 from ..results.attribution import Attribution, attribute
 from ..results.drain import drained_hosts
+from ..results.rows import aggregate
 
 NVLINK = {"gbps": 478.125, "kind": "NVLink", "detail": "18 x NVLink 4", "measured": False}
 NIC = {"gbps": 50.0, "kind": "NIC", "detail": "400 Gb/sec (4X NDR)", "measured": False}
@@ -312,7 +313,7 @@ def score(found: Attribution, planted: str | None, expected_drain: list[str], se
 def trial(cluster: Cluster, shape: str, fault: Fault, seed: int = 1) -> tuple[Trial, int]:
     """Generate, aggregate and attribute one run; the trial and its links."""
     doc = generated(cluster, shape, fault, seed)
-    rows = report.aggregate([("generated", doc)])
+    rows = aggregate([("generated", doc)])
     began = time.monotonic()
     found = attribute(rows)
     seconds = time.monotonic() - began
@@ -351,7 +352,7 @@ def _million(cluster: Cluster, directory: str, seed: int) -> bool:
     links = write_generated(path, cluster, "all-pairs", fault, seed)
     print(f"# wrote {links:,} links (all-pairs, {cluster.ranks} ranks) in {time.monotonic() - began:.0f} s: {path}")
     began = time.monotonic()
-    rows = report.aggregate([(path, document.load(path, lazy=True))])
+    rows = aggregate([(path, document.load(path, lazy=True))])
     loaded = time.monotonic() - began
     found = attribute(rows)
     total = time.monotonic() - began
