@@ -12,6 +12,7 @@ from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 SOURCE = "rdmabench/wire/native/hotloop.c"
+HEADER = "rdmabench/wire/native/hotloop.h"  # part of the source: native.source_digest() hashes both
 
 
 class BuildHotLoop(build_ext):
@@ -23,9 +24,10 @@ class BuildHotLoop(build_ext):
             return
         prefix = Path(libucx.__file__).parent
         version = (prefix / "VERSION.txt").read_text().strip()
-        digest = hashlib.sha256(Path(SOURCE).read_bytes()).hexdigest()[:16]
+        digest = hashlib.sha256(Path(SOURCE).read_bytes() + Path(HEADER).read_bytes()).hexdigest()[:16]
         for ext in self.extensions:
-            ext.include_dirs.append(str(prefix / "include"))
+            # UCX's headers as system headers: the loop's own warnings (-Wall -Wextra) stay visible.
+            ext.extra_compile_args.append(f"-isystem{prefix / 'include'}")
             ext.library_dirs.append(str(prefix / "lib"))
             ext.libraries += ["ucp", "ucs"]
             # Installed beside the libucx wheel: site-packages/rdmabench/wire/native -> site-packages/libucx/lib.
@@ -38,6 +40,6 @@ class BuildHotLoop(build_ext):
 
 
 setup(
-    ext_modules=[Extension("rdmabench.wire.native._hotloop", [SOURCE], extra_compile_args=["-O2"], optional=True)],
+    ext_modules=[Extension("rdmabench.wire.native._hotloop", [SOURCE], extra_compile_args=["-O2", "-Wall", "-Wextra"], depends=[HEADER], optional=True)],
     cmdclass={"build_ext": BuildHotLoop},
 )

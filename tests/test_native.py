@@ -3,6 +3,9 @@ run between real ranks, and checked against the Python loop; and what happens wi
 
 from __future__ import annotations
 
+import ctypes
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -132,3 +135,46 @@ def test_the_loop_built_at_install_is_used_without_a_compiler(tmp_path: Path) ->
     assert {e["engine"] for e in doc["results"]} == {"native"}
     assert all(r["detail"].startswith("built at install against UCX") for r in doc["metadata"]["engine"]["ranks"])
     assert not (tmp_path / "cache").exists() or not list((tmp_path / "cache").iterdir())
+
+
+def _compile(tmp_path: Path, header: str | None = None, *extra: str) -> tuple[int, str, Path]:
+    """Build the loop (or a copy whose hotloop.h is `header`) with the build's own command."""
+    prefix = native.ucx_prefix()
+    assert prefix is not None
+    source = native.SOURCE
+    if header is not None:
+        (tmp_path / "hotloop.c").write_text(native.SOURCE.read_text())
+        (tmp_path / "hotloop.h").write_text(header)
+        source = tmp_path / "hotloop.c"
+    output = tmp_path / "hotloop.so"
+    command = native.compile_command(["cc"], prefix, output, *extra)
+    command[command.index(str(native.SOURCE))] = str(source)
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    return proc.returncode, proc.stderr, output
+
+
+@pytest.mark.skipif(native.ucx_prefix() is None or shutil.which("cc") is None, reason="needs cc and UCX's headers")
+def test_the_loop_compiles_without_a_warning(tmp_path: Path) -> None:
+    """-Wall -Wextra as errors, UCX's headers as system headers: a warning in the loop fails here."""
+    code, stderr, _ = _compile(tmp_path, None, "-Werror")
+    assert code == 0, stderr
+
+
+@needs_native
+def test_the_library_and_its_ctypes_mirror_agree() -> None:
+    theirs = native.library_abi(native.load().library)
+    assert theirs == native.mirror_abi()
+    assert {"rb_link", "rb_rma_link.rkeys", "rb_blocks_link.data_tag", "RB_INTERRUPTED", "RB_TAG"} <= theirs.keys()
+
+
+@pytest.mark.skipif(native.ucx_prefix() is None or shutil.which("cc") is None, reason="needs cc and UCX's headers")
+def test_a_library_laid_out_otherwise_is_refused(tmp_path: Path) -> None:
+    """A field added to hotloop.h but not to the mirror shifts every field after it: refused at load."""
+    header = native.HEADER.read_text().replace(
+        "    int count;    /* messages per step", "    int added;\n    int count;    /* messages per step", 1
+    )
+    assert header != native.HEADER.read_text()
+    code, stderr, built = _compile(tmp_path, header)
+    assert code == 0, stderr
+    with pytest.raises(OSError, match=r"hotloop.h and its ctypes mirror disagree: rb_link"):
+        native.check_abi(ctypes.PyDLL(str(built)))

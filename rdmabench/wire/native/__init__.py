@@ -29,9 +29,29 @@ from ... import privatedirs
 from ...errors import TransportError, UnsafePathError
 
 SOURCE = Path(__file__).with_name("hotloop.c")
+HEADER = SOURCE.with_name("hotloop.h")  # the interface: the structs and codes mirrored below
+# Warnings the C is kept clean of (tests build it with -Werror); UCX's own headers are system headers.
+WARNINGS = ("-Wall", "-Wextra")
+
+
+def source_digest() -> str:
+    """The loop's source as one digest: the .c and the header it includes (setup.py computes the same)."""
+    return hashlib.sha256(SOURCE.read_bytes() + HEADER.read_bytes()).hexdigest()[:16]
+
+
+def compile_command(compiler: list[str], prefix: Path, output: Path, *extra: str) -> list[str]:
+    """How the loop is built on first use (and by the tests, with -Werror)."""
+    lib = prefix / "lib"
+    return [
+        *compiler, "-O2", *WARNINGS, *extra, "-shared", "-fPIC", "-o", str(output), str(SOURCE),
+        f"-isystem{prefix / 'include'}", f"-L{lib}", "-lucp", "-lucs", f"-Wl,-rpath,{lib}",
+    ]  # fmt: skip
+
+
 # RDMABENCH_NATIVE=build: ignore the library built at install time (the tests of the first-use build).
 NATIVE_ENV = "RDMABENCH_NATIVE"
-_OK, _TIMEOUT, _PEER_GONE, _UCX_ERROR, _NO_MEMORY, _INTERRUPTED = range(6)
+_STATUS_NAMES = ("RB_OK", "RB_TIMEOUT", "RB_PEER_GONE", "RB_UCX_ERROR", "RB_NO_MEMORY", "RB_INTERRUPTED")
+_OK, _TIMEOUT, _PEER_GONE, _UCX_ERROR, _NO_MEMORY, _INTERRUPTED = range(len(_STATUS_NAMES))
 
 _ptr, _size, _int, _tag, _double = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_uint64, ctypes.c_double
 _out_seconds, _out_int = ctypes.POINTER(_double), ctypes.POINTER(_int)
@@ -220,9 +240,10 @@ def _cache_dirs() -> list[Path]:
 
 def library_name(prefix: Path, compiler: list[str]) -> str:
     """The file name of the library built on first use: one per source, UCX and compiler."""
-    source = SOURCE.read_bytes()
     version = (prefix / "VERSION.txt").read_text().strip() if (prefix / "VERSION.txt").exists() else ""
-    digest = hashlib.sha256(source + str(prefix).encode() + version.encode() + " ".join(compiler).encode())
+    digest = hashlib.sha256(
+        source_digest().encode() + str(prefix).encode() + version.encode() + " ".join(compiler).encode()
+    )
     return f"hotloop-{digest.hexdigest()[:16]}.so"
 
 
@@ -276,12 +297,9 @@ def _build(prefix: Path, compiler: list[str], refused: list[str]) -> tuple[int, 
 
 
 def _compile(prefix: Path, compiler: list[str], target: Path) -> None:
-    lib = prefix / "lib"
     with tempfile.TemporaryDirectory(dir=target.parent) as scratch:
         built = Path(scratch) / target.name
-        command = [*compiler, "-O2", "-shared", "-fPIC", "-o", str(built), str(SOURCE)]
-        command += [f"-I{prefix / 'include'}", f"-L{lib}", "-lucp", "-lucs", f"-Wl,-rpath,{lib}"]
-        proc = subprocess.run(command, capture_output=True, text=True, timeout=120)
+        proc = subprocess.run(compile_command(compiler, prefix, built), capture_output=True, text=True, timeout=120)
         if proc.returncode != 0:
             first = (proc.stderr.strip().splitlines() or ["no output"])[0]
             raise OSError(f"{shlex.join(compiler)} failed: {first}")
@@ -312,8 +330,11 @@ def load() -> Availability:
     refused: list[str] = []
     prebuilt = _prebuilt(prefix, refused)
     if prebuilt is not None:
-        _loaded = Availability(_configure(prebuilt[0]), _with_refusals(prebuilt[1], refused))
-        return _loaded
+        try:
+            _loaded = Availability(_configure(prebuilt[0]), _with_refusals(prebuilt[1], refused))
+            return _loaded
+        except OSError as exc:  # built from this source, yet laid out otherwise: build one here
+            _note(refused, f"the library built at install: {exc}")
     try:
         fd, path = _build(prefix, compiler, refused)
         library = _load_checked(fd)
@@ -343,7 +364,42 @@ def _configure(library: Any) -> Any:
         function.restype = None
     library.rb_status_string.argtypes = [_int]
     library.rb_status_string.restype = ctypes.c_char_p
+    check_abi(library)
     return library
+
+
+def mirror_abi() -> dict[str, int]:
+    """The interface as this module's ctypes mirror lays it out, in rb_abi()'s terms (hotloop.h)."""
+    items = {name: value for name, value in zip(_STATUS_NAMES, range(len(_STATUS_NAMES)), strict=True)}
+    items.update(RB_PUT=RMA_PUT, RB_GET=RMA_GET, RB_TAG=TAGGED)
+    for cname, struct in (("rb_link", LinkEnd), ("rb_rma_link", RmaLinkEnd), ("rb_blocks_link", BlocksLinkEnd)):
+        items[cname] = ctypes.sizeof(struct)
+        for field, *_ in struct._fields_:
+            items[f"{cname}.{field}"] = getattr(struct, field).offset
+    return items
+
+
+def library_abi(library: Any) -> dict[str, int]:
+    """The interface as the library was compiled (rb_abi: "name=value;" items)."""
+    library.rb_abi.restype = ctypes.c_char_p
+    text = (library.rb_abi() or b"").decode()
+    return {name: int(value) for name, _, value in (item.partition("=") for item in text.split(";") if item)}
+
+
+def check_abi(library: Any) -> None:
+    """Refuse a library whose structs or codes differ from the ctypes mirror: a field added to
+    hotloop.h and not here would otherwise shift every field after it, silently."""
+    try:
+        theirs = library_abi(library)
+    except (AttributeError, ValueError) as exc:
+        raise OSError(f"the native loop does not describe its interface (rb_abi: {exc})") from None
+    ours = mirror_abi()
+    differ = sorted(name for name in ours.keys() | theirs.keys() if ours.get(name) != theirs.get(name))
+    if differ:
+        shown = ", ".join(
+            f"{name} {theirs.get(name, 'absent')} in C, {ours.get(name, 'absent')} in Python" for name in differ[:3]
+        )
+        raise OSError(f"hotloop.h and its ctypes mirror disagree: {shown}")
 
 
 def _prebuilt(prefix: Path, refused: list[str]) -> tuple[Any, str] | None:
@@ -352,7 +408,7 @@ def _prebuilt(prefix: Path, refused: list[str]) -> tuple[Any, str] | None:
     if os.environ.get(NATIVE_ENV) == "build":
         return None
     version = (prefix / "VERSION.txt").read_text().strip() if (prefix / "VERSION.txt").exists() else ""
-    wanted = f"{version}|{hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:16]}".encode()
+    wanted = f"{version}|{source_digest()}".encode()
     for path in _prebuilt_candidates():
         if not _trusted_prebuilt(path, refused):
             continue

@@ -30,9 +30,12 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <time.h>
+#include <stddef.h>
+#include <stdio.h>
 #include <ucp/api/ucp.h>
 
-enum { RB_OK = 0, RB_TIMEOUT = 1, RB_PEER_GONE = 2, RB_UCX_ERROR = 3, RB_NO_MEMORY = 4, RB_INTERRUPTED = 5 };
+#include "hotloop.h"
+
 
 typedef int (*rb_check_signals_fn)(void);
 static rb_check_signals_fn check_signals;
@@ -235,18 +238,6 @@ static int settle(void **slot, int *ucx_status)
 /* One end of a link in a round: the peer's endpoint and process, this end's message buffers and
  * the link's tags. For a target, `ready_tag`/`ack_tag` are received from the peer; for a source,
  * they are sent to it. Data tags carry the message slot in their low bits. */
-typedef struct {
-    ucp_ep_h ep;
-    int peer_pid; /* the peer's pid when it runs on this host, else 0 */
-    int count;    /* messages per step on this link */
-    int slots;    /* buffers, and messages in flight at most: message m uses buffer m % slots */
-    int memory_type;
-    size_t size;
-    void **buffers;
-    ucp_tag_t data_tag;
-    ucp_tag_t ready_tag;
-    ucp_tag_t ack_tag;
-} rb_link;
 
 /* A streamed message's slot (post_into_slot): 1 when it has landed, 0 while in flight, -1 on
  * failure (*ucx_status set; the slot is cleared). */
@@ -441,18 +432,6 @@ int rb_lat_pong(ucp_worker_h worker, ucp_ep_h ep, void *out, void *in, size_t si
  * stops when the flush completes (put) or the last get has landed (get). It then tells the passive
  * end (DONE), which may check or refill its memory. */
 
-typedef struct {
-    ucp_ep_h ep;
-    int peer_pid;
-    int count;
-    int memory_type;
-    size_t size;
-    void **buffers;     /* this end's buffers (active: sources of puts, destinations of gets) */
-    uint64_t *remote;   /* active: the peer's buffer addresses */
-    ucp_rkey_h *rkeys;  /* active: their remote keys */
-    ucp_tag_t ready_tag; /* active receives it, passive sends it */
-    ucp_tag_t done_tag;  /* active sends it, passive receives it */
-} rb_rma_link;
 
 /* Map memory for remote access and pack its remote key. `*address` is the program's memory; NULL
  * asks UCX for host memory of its own (UCP_MEM_MAP_ALLOCATE, as ucx_perftest allocates its buffers):
@@ -503,7 +482,6 @@ int rb_rkey_unpack(ucp_ep_h ep, const void *rkey_buffer, ucp_rkey_h *rkey, int *
 
 void rb_rkey_destroy(ucp_rkey_h rkey) { ucp_rkey_destroy(rkey); }
 
-enum { RB_PUT = 0, RB_GET = 1 };
 
 static void *post_rma(int op, const rb_rma_link *link, int k)
 {
@@ -687,24 +665,7 @@ int rb_put_pingpong(ucp_worker_h worker, int ping, const rb_rma_link *link, vola
  * and how long the posting itself took. Offsets are byte offsets into each pool, transfer by
  * transfer. `stall` > 0 plants a slow first transfer (RDMABENCH_FAULT=slow:N). */
 
-enum { RB_TAG = 2 };
 
-typedef struct {
-    ucp_ep_h ep;
-    int peer_pid;
-    int memory_type;
-    int nblocks;
-    int batch;
-    size_t block;
-    char *pool;
-    const uint64_t *offsets;
-    uint64_t remote_pool;
-    const uint64_t *remote_offsets;
-    ucp_rkey_h rkey;
-    ucp_tag_t ready_tag;
-    ucp_tag_t done_tag; /* one-sided: DONE to the target; tagged: ACK of transfer t is done_tag | t */
-    ucp_tag_t data_tag; /* tagged: block k of the step is data_tag | k */
-} rb_blocks_link;
 
 static void *post_block(int op, const rb_blocks_link *l, int k)
 {
@@ -881,4 +842,37 @@ const char *rb_built_against(void) { return RB_BUILT_AGAINST; }
 const char *rb_status_string(int ucx_status)
 {
     return ucs_status_string((ucs_status_t)ucx_status);
+}
+
+/* rb_abi(): see hotloop.h. Built once, on the first call. */
+#define RB_FIELD(s, f) n += snprintf(abi + n, sizeof abi - n, #s "." #f "=%zu;", offsetof(s, f))
+#define RB_SIZE(s) n += snprintf(abi + n, sizeof abi - n, #s "=%zu;", sizeof(s))
+#define RB_CONST(c) n += snprintf(abi + n, sizeof abi - n, #c "=%d;", (int)(c))
+
+const char *rb_abi(void)
+{
+    static char abi[2048];
+    if (abi[0])
+        return abi;
+    size_t n = 0;
+    RB_CONST(RB_OK); RB_CONST(RB_TIMEOUT); RB_CONST(RB_PEER_GONE); RB_CONST(RB_UCX_ERROR);
+    RB_CONST(RB_NO_MEMORY); RB_CONST(RB_INTERRUPTED); RB_CONST(RB_PUT); RB_CONST(RB_GET); RB_CONST(RB_TAG);
+    RB_SIZE(rb_link);
+    RB_FIELD(rb_link, ep); RB_FIELD(rb_link, peer_pid); RB_FIELD(rb_link, count); RB_FIELD(rb_link, slots);
+    RB_FIELD(rb_link, memory_type); RB_FIELD(rb_link, size); RB_FIELD(rb_link, buffers);
+    RB_FIELD(rb_link, data_tag); RB_FIELD(rb_link, ready_tag); RB_FIELD(rb_link, ack_tag);
+    RB_SIZE(rb_rma_link);
+    RB_FIELD(rb_rma_link, ep); RB_FIELD(rb_rma_link, peer_pid); RB_FIELD(rb_rma_link, count);
+    RB_FIELD(rb_rma_link, memory_type); RB_FIELD(rb_rma_link, size); RB_FIELD(rb_rma_link, buffers);
+    RB_FIELD(rb_rma_link, remote); RB_FIELD(rb_rma_link, rkeys); RB_FIELD(rb_rma_link, ready_tag);
+    RB_FIELD(rb_rma_link, done_tag);
+    RB_SIZE(rb_blocks_link);
+    RB_FIELD(rb_blocks_link, ep); RB_FIELD(rb_blocks_link, peer_pid); RB_FIELD(rb_blocks_link, memory_type);
+    RB_FIELD(rb_blocks_link, nblocks); RB_FIELD(rb_blocks_link, batch); RB_FIELD(rb_blocks_link, block);
+    RB_FIELD(rb_blocks_link, pool); RB_FIELD(rb_blocks_link, offsets); RB_FIELD(rb_blocks_link, remote_pool);
+    RB_FIELD(rb_blocks_link, remote_offsets); RB_FIELD(rb_blocks_link, rkey); RB_FIELD(rb_blocks_link, ready_tag);
+    RB_FIELD(rb_blocks_link, done_tag); RB_FIELD(rb_blocks_link, data_tag);
+    if (n >= sizeof abi)
+        abi[0] = 0; /* truncated: an empty description, which the loader refuses */
+    return abi;
 }
