@@ -26,7 +26,7 @@ def sorted_median(ordered: Any) -> float:
     if not n:
         raise ValueError("no samples")
     half = n // 2
-    return float(ordered[half]) if n % 2 else (float(ordered[half - 1]) + float(ordered[half])) / 2
+    return float(ordered[half]) if n % 2 else midpoint(float(ordered[half - 1]), float(ordered[half]))
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -44,6 +44,12 @@ def _interpolated(ordered: list[float], q: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
+def midpoint(low: float, high: float) -> float:
+    """Halfway between two finite floats: (low + high) / 2, unless that sum overflows."""
+    middle = (low + high) / 2
+    return middle if not math.isinf(middle) else low / 2 + high / 2
+
+
 def summarize(values: list[float]) -> dict[str, float]:
     """Median, extremes, mean, sample standard deviation and percentiles, from one sort (a report
     on a million links summarizes a million sample lists)."""
@@ -51,13 +57,17 @@ def summarize(values: list[float]) -> dict[str, float]:
     n = len(ordered)
     if not n:
         raise ValueError("no samples")
-    mean = math.fsum(ordered) / n
+    try:
+        mean = math.fsum(ordered) / n
+        stdev = math.sqrt(math.fsum((v - mean) ** 2 for v in ordered) / (n - 1)) if n > 1 else 0.0
+    except OverflowError:  # values near the largest float (a corrupt file's): the same sums, scaled down
+        mean, stdev = _scaled_moments(ordered)
     return {
         "median": sorted_median(ordered),
         "min": ordered[0],
         "max": ordered[-1],
         "mean": mean,
-        "stdev": math.sqrt(math.fsum((v - mean) ** 2 for v in ordered) / (n - 1)) if n > 1 else 0.0,
+        "stdev": stdev,
         "p5": _interpolated(ordered, 5),
         "p25": _interpolated(ordered, 25),
         "p75": _interpolated(ordered, 75),
@@ -188,3 +198,13 @@ def _mann_whitney_rows(values: Any, n1: int) -> list[float | None]:
         for index in np.flatnonzero((ties == 0) & ~broken).tolist():
             found[index] = _exact_p(tail, float(u[index]))
     return found
+
+
+def _scaled_moments(ordered: list[float]) -> tuple[float, float]:
+    """Mean and sample standard deviation of finite values whose sums overflow a float."""
+    scale = max(abs(ordered[0]), abs(ordered[-1]))
+    scaled = [v / scale for v in ordered]
+    n = len(scaled)
+    mean = math.fsum(scaled) / n
+    spread = math.sqrt(math.fsum((v - mean) ** 2 for v in scaled) / (n - 1)) if n > 1 else 0.0
+    return mean * scale, spread * scale

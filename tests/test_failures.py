@@ -175,12 +175,12 @@ def test_stream_of_a_dead_run_reads_as_partial(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("mutation", "message"),
     [
-        ({"size_bytes": "8"}, "size_bytes has the wrong type"),
-        ({"src_rank": -1}, "negative rank"),
-        ({"samples": ["fast"]}, "samples must be a list of numbers"),
-        ({"samples": {"a": 1}}, "samples has the wrong type"),
-        ({"validated": "yes"}, "validated has the wrong type"),
-        ({"bandwidth_gbps": True}, "bandwidth_gbps has the wrong type"),
+        ({"size_bytes": "8"}, r'results\[0\]\.size_bytes is "8", not a whole number'),
+        ({"src_rank": -1}, "src_rank is -1: below its minimum 0"),
+        ({"samples": ["fast"]}, r'samples\[0\] is "fast", not a number'),
+        ({"samples": {"a": 1}}, r'samples is \{"a": 1\}, not a list'),
+        ({"validated": "yes"}, 'validated is "yes", not true or false'),
+        ({"bandwidth_gbps": True}, "bandwidth_gbps is true, not a number"),
     ],
 )
 def test_entries_with_wrong_types_are_rejected(tmp_path: Path, mutation: dict, message: str) -> None:  # type: ignore[type-arg]
@@ -213,14 +213,17 @@ def _one_entry_file(tmp_path: Path, mutation: dict) -> Path:  # type: ignore[typ
     [
         (
             {"bandwidth_gbps": -3.0, "samples": [-3.0]},
-            r"results\[0\]\.bandwidth_gbps holds -3.0 GB/s: a figure must be above 0",
+            r"results\[0\]\.bandwidth_gbps is -3.0: not above 0",
         ),
         ({"bandwidth_gbps": 1e30, "samples": [1e30]}, r"bandwidth_gbps holds 1e\+30 GB/s: at or above 100000 GB/s"),
-        ({"samples": [0.1, float("nan")]}, r"results\[0\]\.samples holds nan: not a finite number"),
-        ({"bandwidth_gbps": float("inf")}, "bandwidth_gbps holds inf: not a finite number"),
-        ({"samples": [0.1, 0.0]}, "samples holds 0.0 GB/s: a figure must be above 0"),
-        ({"aggregate_gbps": -1.0}, "aggregate_gbps holds -1.0"),
-        ({"test": "lat", "unit": "us", "latency_us": 0.0, "samples": [0.0]}, "latency_us holds 0.0 us"),
+        ({"samples": [0.1, float("nan")]}, r"not valid JSON \(NaN is not a JSON number\)"),
+        ({"bandwidth_gbps": float("inf")}, "Infinity is not a JSON number"),
+        ({"samples": [0.1, 0.0]}, r"samples\[1\] is 0.0: not above 0"),
+        ({"aggregate_gbps": -1.0}, "aggregate_gbps is -1.0: not above 0"),
+        (
+            {"test": "lat", "unit": "us", "latency_us": 0.0, "samples": [0.0]},
+            r"results\[0\]\.(samples\[0\]|latency_us) is 0.0: not above 0",
+        ),
     ],
 )
 def test_figures_no_link_can_have_are_rejected(tmp_path: Path, mutation: dict, message: str) -> None:  # type: ignore[type-arg]
@@ -230,11 +233,11 @@ def test_figures_no_link_can_have_are_rejected(tmp_path: Path, mutation: dict, m
     path = _one_entry_file(tmp_path, mutation)
     with pytest.raises(ResultsFileError, match=message) as caught:
         load_results(str(path))
-    assert str(caught.value).startswith(f"{path}: results[0]")
+    assert str(caught.value).startswith(f"{path}: ")  # NaN and Infinity: not JSON; the others: results[0]
     proc = run_cli(["report", str(path)])  # the only file: skipped with a warning, then nothing usable
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     warning, error = proc.stderr.strip().splitlines()
-    assert warning.startswith(f"rdmabench: warning: skipped {path}: results[0]")
+    assert warning.startswith(f"rdmabench: warning: skipped {path}: ")
     assert error.startswith("rdmabench: error: no usable results files")
 
 

@@ -125,7 +125,7 @@ def test_failing_inter_node_links_name_the_nic_of_each_end(tmp_path: Path) -> No
         entry.update(
             src_host=src_node, dst_host=dst_node, link_limit=limit, transport="rc_mlx5/mlx5_0:1",
             src_nic=rails[entry["src_rank"]], dst_nic=rails[entry["dst_rank"]],
-            bandwidth_gbps=entry["share_of_limit"] * 50.0,
+            bandwidth_gbps=entry["share_of_limit"] * 50.0, samples=[entry["share_of_limit"] * 50.0] * 3,
         )  # fmt: skip
     summary = tmp_path / "nic.json"
     proc = run_cli(["check", str(_write(tmp_path / "nics.json", doc)), "--expect", "NIC=0.8", "--json", str(summary)])

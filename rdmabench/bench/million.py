@@ -52,6 +52,7 @@ def generate(path: str, ranks: int, per_host: int, sources: dict[str, str], seed
         ),
         "sources": sources,
         "command_line": "python -m rdmabench.bench.million",
+        "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),  # the schema asks every result for it
         "world_size": ranks,
         "hosts": sorted(set(hosts)),
         "ranks": [{"rank": r, "host": hosts[r], "local_rank": r % per_host} for r in range(ranks)],

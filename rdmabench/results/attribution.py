@@ -346,7 +346,7 @@ def _few_links(links: LinkTable, z_crit: float, tail: float) -> None:
 
 
 def attribute(rows: list[Row], params: Params | None = None) -> Attribution:
-    """The suspects of `rows` (report.aggregate's rows of one run or several), in the order the
+    """The suspects of `rows` (rows.aggregate's rows of one run or several), in the order the
     cover chose them: the one that explains most first."""
     params = params or Params()
     links = table(rows, params.floors)

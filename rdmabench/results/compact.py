@@ -30,6 +30,7 @@ from .. import userfiles
 from ..errors import FileRefusedError, ResultsFileError
 from ..stats import summarize
 from ..units import MAX_BANDWIDTH_GBPS
+from . import schema
 
 LINKS_SUFFIX = ".links.jsonl"
 # Entry fields that vary from link to link, and their names in a record.
@@ -54,7 +55,11 @@ RECORD_FIELDS = {
 # Fields of each end that belong to the rank: stored once in the rank table.
 RANK_FIELDS = {"host": ("src_host", "dst_host"), "gpu": ("src_gpu", "dst_gpu"), "nic": ("src_nic", "dst_nic")}
 _PER_RANK = {name for names in RANK_FIELDS.values() for name in names}
+_RANK_FIELD_OF = {name: field for field, names in RANK_FIELDS.items() for name in names}  # src_host: host
 DERIVED = ("stats", "messages_per_sample")  # recomputed on expansion
+# Entry fields a record, the rank table or expansion fills in: never a profile's (the schema says
+# so), except `blocks`, which profiles of earlier versions held.
+FILLED_IN = frozenset({*RECORD_FIELDS, *_PER_RANK, *DERIVED, "bandwidth_gbps", "latency_us"})
 _FIGURE = "_figure"  # the profile's name for the entry's figure field
 _ENDS = "_ends"  # the per-rank fields the profile's entries carry
 
@@ -152,8 +157,10 @@ class Tables:
 
 
 def expand(record: dict[str, Any], profiles: list[dict[str, Any]], ranks: dict[int, dict[str, Any]]) -> dict[str, Any]:
-    """The schema-1 entry a record stands for. Raises KeyError, IndexError or TypeError if the
-    record does not fit its profiles (the loader names the line)."""
+    """The schema-1 entry a record stands for. Raises KeyError, IndexError, TypeError or ValueError
+    if the record does not fit its profiles (the loader names the line)."""
+    if not 0 <= record["profile"] < len(profiles):
+        raise ValueError(f"profile {record['profile']} is not among the summary's {len(profiles)} profiles")
     profile = profiles[record["profile"]]
     entry = {k: v for k, v in profile.items() if k not in (_FIGURE, _ENDS)}
     for name, short in RECORD_FIELDS.items():
@@ -164,6 +171,10 @@ def expand(record: dict[str, Any], profiles: list[dict[str, Any]], ranks: dict[i
             if name in record:
                 entry[name] = record[name]
             elif name in profile[_ENDS]:
+                if field not in ranks.get(end, {}):
+                    raise ValueError(
+                        f"rank {end} has no {field} in the ranks table, which profile {record['profile']} takes"
+                    )
                 entry[name] = ranks[end][field]
     samples = record["samples"]
     if not isinstance(samples, list) or not samples or not all(isinstance(v, (int, float)) for v in samples):
@@ -174,6 +185,40 @@ def expand(record: dict[str, Any], profiles: list[dict[str, Any]], ranks: dict[i
     window, passes = profile.get("window"), profile.get("passes")
     entry["messages_per_sample"] = record["iterations"] * (window if window else 1) * (passes if passes else 1)
     return entry
+
+
+def entry_of(
+    record: Any, profiles: list[dict[str, Any]], ranks: dict[int, dict[str, Any]], where: str
+) -> dict[str, Any]:
+    """The entry of a link record checked against the published link schema, or ResultsFileError
+    naming `where` and what is wrong."""
+    record = schema.parts().link(record, where)
+    try:
+        return expand(record, profiles, ranks)
+    except (KeyError, IndexError, TypeError, ValueError) as exc:
+        raise ResultsFileError(f"{where} is not a link record of this result ({exc})") from None
+
+
+def check_entry(entry: dict[str, Any], figure: str, where: str) -> None:
+    """Check each field of an entry against the part of schema 2 it is stored in (a record's field,
+    an end's rank row, or its profile), so schema-1 files follow the published schema field by
+    field; integral floats of integer fields become ints. ResultsFileError names the first field
+    that breaks it."""
+    parts = schema.parts()
+    check: schema.Check | None
+    for name, value in list(entry.items()):
+        if name in DERIVED:
+            continue  # recomputed on load (derived.py), never read
+        if name == figure:
+            check = parts.link_fields["value"]
+        elif name in RECORD_FIELDS:
+            check = parts.link_fields.get(RECORD_FIELDS[name])
+        elif name in _PER_RANK:
+            check = parts.rank_fields.get(_RANK_FIELD_OF[name])
+        else:
+            check = parts.profile_fields.get(name)
+        if check is not None:
+            entry[name] = schema.check_field(check, value, name, where)
 
 
 def read_links(
@@ -213,6 +258,7 @@ class _Scanner:
         self.known: dict[int, Profile] = {}
         self._fits: dict[int, tuple[set[int], set[int]] | None] = {}  # per profile: ranks usable as src, as dst
         self._ceilings: dict[int, float] = {}  # per profile: the bound its figures stay below
+        self._check = schema.parts().link
 
     def _fit(self, index: int) -> tuple[set[int], set[int]] | None:
         """Per end, the ranks whose table row holds every field the profile's entries take from it;
@@ -223,7 +269,7 @@ class _Scanner:
             if not isinstance(profile, dict):
                 self._fits[index] = None
                 return None
-            clash = {*RECORD_FIELDS, *_PER_RANK, *DERIVED, "bandwidth_gbps", "latency_us"} & profile.keys()
+            clash = FILLED_IN & profile.keys()
             ends = profile.get(_ENDS)
             if clash or not isinstance(ends, list):
                 self._fits[index] = None
@@ -244,16 +290,13 @@ class _Scanner:
         entry check wherever the profile's first ordinary record did; else None."""
         if type(record) is not dict or not record.keys() <= _ORDINARY_KEYS:
             return None
-        index, src, dst, size = record.get("profile"), record.get("src"), record.get("dst"), record.get("size")
-        if type(index) is not int or not 0 <= index < len(self.profiles):
-            return None
-        if type(src) is not int or type(dst) is not int or type(size) is not int or size < 1:
-            return None
-        samples = record.get("samples")
-        if type(samples) is not list or not samples or {*map(type, samples)} != _FLOATS:
-            return None
-        if type(record.get("iterations")) is not int or type(record.get("value")) not in _NUMBER_TYPES:
-            return None
+        try:
+            self._check(record, "")  # every field as the published schema has it
+        except ResultsFileError:
+            return None  # expanded and checked again, to name what is wrong
+        index, src, dst = record["profile"], record["src"], record["dst"]  # whole numbers, at least 0
+        if index >= len(self.profiles) or {*map(type, record["samples"])} != _FLOATS:
+            return None  # a profile past the end; samples that are not all floats (rows keep floats)
         fit = self._fit(index)
         if fit is None or src not in fit[0] or dst not in fit[1] or not self._plausible(index, record):
             return None
@@ -308,7 +351,7 @@ def read_records(
 
 
 # What json.loads calls, without its wrapper: a million lines parse a fifth quicker.
-_SCAN = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[arg-type]
+_SCAN = json.scanner.make_scanner(json.JSONDecoder(parse_constant=schema.not_json))  # type: ignore[arg-type]
 
 
 def _lines(path: str) -> Iterator[tuple[int, Any]]:
@@ -331,7 +374,7 @@ def _lines(path: str) -> Iterator[tuple[int, Any]]:
             except (StopIteration, ValueError):
                 pass  # json.loads says what is wrong, or reads what the scanner alone did not
             try:
-                record = json.loads(line)
+                record = json.loads(line, parse_constant=schema.not_json)
             except ValueError as exc:  # json.JSONDecodeError among them
                 raise ResultsFileError(f"{path}: line {number} is not a link record ({exc})") from None
             yield number, record
@@ -345,10 +388,7 @@ def _expanded(
     ranks: dict[int, dict[str, Any]],
     check: Callable[[Any, str], None] | None,
 ) -> dict[str, Any]:
-    try:
-        entry = expand(record, profiles, ranks)
-    except (KeyError, IndexError, TypeError, ValueError) as exc:
-        raise ResultsFileError(f"{path}: line {number} is not a link record ({exc})") from None
+    entry = entry_of(record, profiles, ranks, f"{path}: line {number}")
     if check is not None:
         check(entry, f"{path}: line {number}")
     return entry

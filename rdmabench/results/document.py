@@ -26,14 +26,12 @@ import math
 import os
 import stat
 import time
-from importlib import resources
 from typing import Any, TextIO
 
 from .. import userfiles
 from ..errors import OtherDocumentError, ResultsFileError, ResultsWriteError
 from ..measure import registry
-from ..units import MAX_BANDWIDTH_GBPS
-from . import compact, identity
+from . import compact, derived, identity, schema
 
 SCHEMA_NAME = "rdmabench-results"
 SCHEMA_VERSION = 2
@@ -48,13 +46,13 @@ _KNOWN_FIGURES = (("bandwidth_gbps", "GB/s"), ("latency_us", "us"))
 
 def figure_field(entry: dict[str, Any]) -> tuple[str, str]:
     """The field holding an entry's figure, and its unit: the test's record says, or (a test this
-    process does not know) the figure field the entry has."""
+    process does not know) the figure field the entry has, in that field's own unit."""
     kind = registry.find(entry.get("test"))
     if kind is not None:
         return kind.field, kind.unit
     for name, unit in _KNOWN_FIGURES:
         if name in entry:
-            return name, str(entry.get("unit") or unit)
+            return name, unit
     return _KNOWN_FIGURES[0]
 
 
@@ -228,15 +226,13 @@ def write(path: str, doc: dict[str, Any]) -> None:
         handle.write("\n")
 
 
-SCHEMAS = ("results-summary-v2", "results-link-v2")
+SCHEMAS = schema.SCHEMAS
 
 
 def json_schema(name: str) -> dict[str, Any]:
-    """The published JSON Schema `name` (one of SCHEMAS), shipped in rdmabench/results/schemas/."""
-    if name not in SCHEMAS:
-        raise ValueError(f"unknown schema {name!r}: choose one of {', '.join(SCHEMAS)}")
-    text = resources.files(__package__).joinpath("schemas").joinpath(f"{name}.schema.json").read_text(encoding="utf-8")
-    return json.loads(text)  # type: ignore[no-any-return]
+    """The published JSON Schema `name` (one of SCHEMAS), shipped in rdmabench/results/schemas/: the
+    loader checks every file against it (schema.py)."""
+    return schema.published(name)
 
 
 def stream_path(path: str) -> str:
@@ -443,30 +439,43 @@ def _version(doc: Any) -> Any:
 
 
 def _expand_summary(doc: dict[str, Any], path: str, lazy: bool) -> dict[str, Any]:
-    links, profiles, rank_list = doc.get("links"), doc.get("profiles"), doc.get("ranks")
-    if not isinstance(links, dict) or not isinstance(profiles, list) or not isinstance(rank_list, list):
-        raise ResultsFileError(f"{path}: a schema-2 summary needs links, profiles and ranks")
-    if not isinstance(doc.get("complete"), bool):
-        raise ResultsFileError(f"{path}: `complete` must be true or false, not {doc.get('complete')!r}")
-    try:
-        ranks = {int(r["rank"]): r for r in rank_list}
-    except (KeyError, TypeError, ValueError):
-        raise ResultsFileError(f"{path}: ranks must be objects with a rank number") from None
-    file = os.path.join(os.path.dirname(os.path.abspath(path)), os.path.basename(str(links.get("file"))))
+    doc = schema.parts().summary(doc, path)  # every field as the published schema has it
+    links, profiles = doc["links"], doc["profiles"]
+    for index, profile in enumerate(profiles):
+        _check_test(profile, f"{path}: profiles[{index}]")
+    ranks = {r["rank"]: r for r in doc["ranks"]}
+    file = os.path.join(os.path.dirname(os.path.abspath(path)), os.path.basename(links["file"]))
     if not os.path.isfile(file):
         raise ResultsFileError(
             f"{path}: cannot read its links file {os.path.basename(file)} (not beside it); keep the two files together"
         )
-    count = links.get("count")
-    results = compact.LazyResults(file, count if isinstance(count, int) else 0, profiles, ranks, _validate_entry)
+    results = compact.LazyResults(file, links["count"], profiles, ranks, _checked_entry)
     doc["results"] = results if lazy else list(results)
     return doc
 
 
+def _check_test(profile: dict[str, Any], where: str) -> None:
+    """A profile's unit and figure field are its test's, as this process's registry has them (the
+    schema holds the built-in tests to theirs; a plugin's come from its record). A test this
+    process does not know is read by a figure field it knows, in that field's unit."""
+    test, unit, figure = profile["test"], profile["unit"], profile["_figure"]
+    kind = registry.find(test)
+    if kind is not None and (figure, unit) != (kind.field, kind.unit):
+        raise ResultsFileError(
+            f"{where}: a {test} result in {schema.shown(unit)} under {schema.shown(figure)}: "
+            f"the test measures {kind.field} in {kind.unit}"
+        )
+    if kind is None and figure not in dict(_KNOWN_FIGURES):
+        raise ResultsFileError(
+            f"{where}: test {schema.shown(test)} is not known to this rdmabench and its figure {schema.shown(figure)} is none it reads "
+            f"({', '.join(dict(_KNOWN_FIGURES))}); load the test's plugin ({registry.PLUGINS_ENV})"
+        )
+
+
 def _parse_json(text: str, path: str) -> Any:
     try:
-        return json.loads(text)
-    except (json.JSONDecodeError, RecursionError) as exc:
+        return json.loads(text, parse_constant=schema.not_json)
+    except (ValueError, RecursionError) as exc:
         raise ResultsFileError(f"{path}: not valid JSON ({exc})") from None
 
 
@@ -477,8 +486,8 @@ def _parse_stream(text: str, path: str, matrices: bool = True) -> dict[str, Any]
     records = []
     for number, line in enumerate(lines):
         try:
-            records.append(json.loads(line))
-        except (json.JSONDecodeError, RecursionError):
+            records.append(json.loads(line, parse_constant=schema.not_json))
+        except (ValueError, RecursionError):
             if number == len(lines) - 1:
                 break  # the line being written when the run died
             raise ResultsFileError(f"{path}: line {number + 1} is not valid JSON") from None
@@ -487,6 +496,7 @@ def _parse_stream(text: str, path: str, matrices: bool = True) -> dict[str, Any]
     header = records[0]
     entries = records[1:]
     if _version(header) == 2:
+        schema.parts().metadata(header.get("metadata"), f"{path}: its metadata")  # before matrices are built of it
         entries = _stream_entries(records[1:], path)
     doc = {
         "schema": header.get("schema"),
@@ -498,48 +508,42 @@ def _parse_stream(text: str, path: str, matrices: bool = True) -> dict[str, Any]
     if matrices and isinstance(doc["metadata"], dict) and all(isinstance(e, dict) for e in entries):
         try:
             doc["matrices"] = build_matrices(doc["metadata"], entries, complete=False)
-        except (KeyError, TypeError, ValueError):
-            pass  # validate() names what is wrong with the entries
+        except (KeyError, TypeError, ValueError, AttributeError):
+            pass  # validate() names what is wrong with the entries (a schema-1 stream's metadata has no schema)
     return doc
 
 
 def _stream_entries(lines: list[Any], path: str) -> list[dict[str, Any]]:
-    """The entries of a schema-2 stream: its profile and rank lines joined with its records."""
-    tables, entries = compact.Tables(), []
+    """The entries of a schema-2 stream: its profile and rank lines (each checked against the
+    published schema's part for it) joined with its records."""
+    tables, entries, parts = compact.Tables(), [], schema.parts()
     for number, line in enumerate(lines, start=2):
-        try:
-            if not tables.absorb(line):
-                entries.append(compact.expand(line, tables.profiles, tables.ranks))
-        except (KeyError, IndexError, TypeError, ValueError) as exc:
-            raise ResultsFileError(f"{path}: line {number} is not a record of this stream ({exc})") from None
+        where = f"{path}: line {number}"
+        if not isinstance(line, dict):
+            raise ResultsFileError(f"{where} is not a record of this stream (not a JSON object)")
+        if "profile" in line and "entry" in line:
+            if line["profile"] != len(tables.profiles):
+                raise ResultsFileError(
+                    f"{where} declares profile {line['profile']!r}; profile {len(tables.profiles)} comes next"
+                )
+            _check_test(parts.profile(line["entry"], where), where)
+        elif "rank_info" in line:
+            parts.rank(line["rank_info"], where)
+        if not tables.absorb(line):
+            entries.append(compact.entry_of(line, tables.profiles, tables.ranks, where))
     return entries
-
-
-_NUMBER = (int, float)
-_ENTRY_TYPES: dict[str, tuple[type, ...]] = {
-    "test": (str,),
-    "src_rank": (int,),
-    "dst_rank": (int,),
-    "src_mode": (str,),
-    "dst_mode": (str,),
-    "size_bytes": (int,),
-    "samples": (list,),
-    "validated": (bool,),
-    "transport": (str, type(None)),
-    "unit": (str,),
-    "bandwidth_gbps": _NUMBER,
-    "latency_us": _NUMBER,
-}
 
 
 def validate(doc: Any, path: str = "<results>") -> None:
     if not isinstance(doc, dict) or not isinstance(doc.get("schema"), dict):
         raise ResultsFileError(f"{path}: not an rdmabench results file (no schema)")
-    schema = doc["schema"]
-    if schema.get("name") != SCHEMA_NAME:
-        kind = OtherDocumentError if str(schema.get("name", "")).startswith("rdmabench-") else ResultsFileError
-        raise kind(f"{path}: not an rdmabench results file (schema {schema.get('name')!r})")
-    version = schema.get("version")
+    declared = doc["schema"]
+    if declared.get("name") != SCHEMA_NAME:
+        kind = OtherDocumentError if str(declared.get("name", "")).startswith("rdmabench-") else ResultsFileError
+        raise kind(f"{path}: not an rdmabench results file (schema {declared.get('name')!r})")
+    version = declared.get("version")
+    if type(version) is float and version.is_integer():
+        version = int(version)  # one JSON number, however it is spelled
     if not isinstance(version, int) or isinstance(version, bool) or version < 1:
         raise ResultsFileError(f"{path}: bad schema version {version!r}")
     if version > SCHEMA_VERSION:
@@ -549,53 +553,52 @@ def validate(doc: Any, path: str = "<results>") -> None:
     results = doc.get("results")
     if not isinstance(doc.get("metadata"), dict) or not isinstance(results, (list, compact.LazyResults)):
         raise ResultsFileError(f"{path}: metadata must be an object and results a list")
+    if version == 2:
+        schema.parts().metadata(doc["metadata"], f"{path}: its metadata")
     if isinstance(results, list):  # lazy results are checked as they are read
         for index, entry in enumerate(results):
-            _validate_entry(entry, f"{path}: results[{index}]")
+            _checked_entry(entry, f"{path}: results[{index}]")
+
+
+def _checked_entry(entry: Any, where: str) -> None:
+    """Check an entry (see _validate_entry), then recompute the figures that follow from others."""
+    _validate_entry(entry, where)
+    derived.recompute(entry, figure_field(entry)[0])
 
 
 def _validate_entry(entry: Any, where: str) -> None:
+    """An entry (of a schema-1 file, or a schema-2 record joined with its profile and ranks): each
+    field as schema 2 has it where it would be stored, its unit its test's, and figures a link
+    can have."""
     if not isinstance(entry, dict):
         raise ResultsFileError(f"{where} is not an object")
     missing = _REQUIRED_ENTRY_FIELDS - entry.keys()
     if missing:
         raise ResultsFileError(f"{where} lacks {', '.join(sorted(missing))}")
-    field, _unit = figure_field(entry)
+    field, unit = figure_field(entry)
     if field not in entry:
         unknown = registry.find(entry["test"]) is None  # a plugin's test, read without its plugin
         hint = f" (test kind {entry['test']!r} is not known here: name its plugin in {registry.PLUGINS_ENV})"
         raise ResultsFileError(f"{where} has no {field}" + (hint if unknown else ""))
-    for field, types in _ENTRY_TYPES.items():
-        if field in entry:
-            value = entry[field]
-            bad_bool = isinstance(value, bool) and bool not in types
-            if bad_bool or not isinstance(value, types):
-                raise ResultsFileError(f"{where}.{field} has the wrong type ({type(value).__name__})")
-    if entry["size_bytes"] < 1 or entry["src_rank"] < 0 or entry["dst_rank"] < 0:
-        raise ResultsFileError(f"{where} has a negative rank or a size below 1 byte")
-    if not all(isinstance(v, _NUMBER) and not isinstance(v, bool) for v in entry["samples"]):
-        raise ResultsFileError(f"{where}.samples must be a list of numbers")
+    compact.check_entry(entry, field, where)
+    if entry["unit"] != unit:
+        raise ResultsFileError(
+            f"{where}: a {schema.shown(entry['test'])} result in {schema.shown(entry['unit'])}: its {field} is in {unit}"
+        )
     _validate_figures(entry, where)
 
 
 def _validate_figures(entry: dict[str, Any], where: str) -> None:
-    """Refuse figures no link can have: not finite, zero or below, or a bandwidth at or above
-    MAX_BANDWIDTH_GBPS (a report would rank them, and compare call a corrupt file an improvement)."""
+    """Refuse figures no link can have, beyond what the schema says of any number: a bandwidth at or
+    above MAX_BANDWIDTH_GBPS (a report would rank it, and compare call a corrupt file an
+    improvement). The bound depends on the unit, which a schema-2 record's profile holds."""
     field, unit = figure_field(entry)
-    checks = [(field, [entry[field]], compact.ceiling(unit)), ("samples", entry["samples"], compact.ceiling(unit))]
-    for name in ("aggregate_gbps", "aggregate_samples"):
-        value = entry.get(name)
-        values = value if isinstance(value, list) else [value] if value is not None else []
-        if not all(isinstance(v, _NUMBER) and not isinstance(v, bool) for v in values):
-            raise ResultsFileError(f"{where}.{name} must be a number or a list of numbers")
-        checks.append((name, values, MAX_BANDWIDTH_GBPS))
-    for name, values, bound in checks:
+    bound = compact.ceiling(unit)
+    for name, values in ((field, [entry[field]]), ("samples", entry["samples"])):
         for value in values:
-            if not math.isfinite(value):
-                raise ResultsFileError(f"{where}.{name} holds {value}: not a finite number")
-            if value <= 0:
-                raise ResultsFileError(f"{where}.{name} holds {value} {unit}: a figure must be above 0")
+            if not math.isfinite(value) or value <= 0:
+                raise ResultsFileError(f"{where}.{name} holds {value}: a figure must be a finite number above 0")
             if value >= bound:
                 raise ResultsFileError(
-                    f"{where}.{name} holds {value:g} GB/s: at or above {bound:g} GB/s (100 TB/s), beyond any link"
+                    f"{where}.{name} holds {value:g} {unit}: at or above {bound:g} GB/s (100 TB/s), beyond any link"
                 )

@@ -1,7 +1,7 @@
 """Fleet-relative floors: each link judged against the links of its class in the same run(s), not a
 hand-set share of a physical limit.
 
-A class is what `report.class_key` says (test, modes, size, link class, load, settings) and, for
+A class is what `rows.class_key` says (test, modes, size, link class, load, settings) and, for
 links between nodes, whether both ends use the same rail (a cross-rail link crosses the spine). Each
 link counts at its largest measured size (small messages never approach a link's limit). Within a
 class, every figure becomes a log ratio to the class median, x = ln(figure / median) (inverted for

@@ -12,11 +12,12 @@ from datetime import datetime
 from operator import attrgetter
 from typing import Any, NamedTuple, TypeVar
 
+from ..hardware.limits import Limit
 from ..measure import registry
 from ..modes import mode_named
 from ..stats import median
 from ..units import format_size
-from . import compact, dates, document
+from . import compact, dates, derived, document
 
 LINK_CLASSES = ("same GPU", "intra-node", "inter-node")
 
@@ -296,6 +297,7 @@ class _Kind:
     on_device: bool  # an end's memory is on a GPU (a link between one GPU's ends is "same GPU")
     accepted: bool  # by the filters on test and modes
     labels: int  # one number per (test, modes, load, settings): with size and link, a row's key
+    bound: Limit | None = None  # the limit a figure's share is taken of (derived.share_of_limit)
 
 
 class _Link(NamedTuple):
@@ -392,9 +394,7 @@ class _Folder:
             if dst_end is None:
                 dst_end = ends[(item["dst"], dst_has)] = _rank_end(results.ranks, item["dst"], dst_has)
             link = _link(src_end, dst_end, kind.on_device)
-            self.fold(
-                kind, link, item["size"], value, item["samples"], item.get("share"), item.get("cpu"), item.get("wire")
-            )
+            self.fold(kind, link, item["size"], value, item["samples"], item.get("cpu"), item.get("wire"))
 
     def _profile_kind(
         self, profile: compact.Profile, remeasured: bool, metadata: dict[str, Any]
@@ -427,7 +427,7 @@ class _Folder:
             0,
         )
         labels = (kind.test, kind.src_mode, kind.dst_mode, kind.load, kind.settings)
-        return replace(kind, labels=self.labels.setdefault(labels, len(self.labels)))
+        return replace(kind, labels=self.labels.setdefault(labels, len(self.labels)), bound=derived.limit_of(entry))
 
     def entry(self, entry: dict[str, Any], metadata: dict[str, Any]) -> None:
         """Fold one entry (a schema-1 file's, or a record that is not ordinary)."""
@@ -437,16 +437,7 @@ class _Folder:
         kind = self.kind(entry, metadata)
         link = _link(_entry_end(entry, "src"), _entry_end(entry, "dst"), kind.on_device)
         samples = [float(v) for v in entry["samples"]]
-        self.fold(
-            kind,
-            link,
-            entry["size_bytes"],
-            value,
-            samples,
-            entry.get("share_of_limit"),
-            entry.get("cpu_s_per_gb"),
-            entry.get("wire"),
-        )
+        self.fold(kind, link, entry["size_bytes"], value, samples, entry.get("cpu_s_per_gb"), entry.get("wire"))
 
     def fold(
         self,
@@ -455,17 +446,17 @@ class _Folder:
         size: int,
         value: float,
         samples: list[float],
-        share: Any,
         cpu: Any = None,
         wire: Any = None,
     ) -> None:
-        """Add a link's figure to its row (`samples`, a fresh list, may become the row's own)."""
+        """Add a link's figure and its share of its limit (never a file's) to its row; `samples` may become its own."""
         if self.filtering and not self.filters.accept_link(size, link.src_host, link.dst_host, link.link_class):
             return
         key = (kind.labels, size, link.name)
         row = self.rows.get(key)
         intern = self.intern
-        shares = [float(share)] if isinstance(share, (int, float)) else []
+        share = derived.share_of_limit(value, kind.bound) if kind.bound is not None else None
+        shares = [share] if share is not None else []
         if row is None:
             self.rows[key] = Row(
                 kind.test,

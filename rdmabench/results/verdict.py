@@ -161,7 +161,12 @@ def judge(
         floor = _floor(row, floors)
         if floor is not None and row.higher_is_better:
             if row.share is None:
-                verdict.skipped.append(f"{what}: no physical limit known, its {floor[0]} floor cannot apply")
+                why = (
+                    f"its figure is above its {row.limit}, a measurement error"
+                    if row.limit
+                    else "no physical limit known"
+                )
+                verdict.skipped.append(f"{what}: {why}; its {floor[0]} floor cannot apply")
             else:
                 checked = True
                 by_floor += 1
