@@ -441,6 +441,9 @@ def _version(doc: Any) -> Any:
 def _expand_summary(doc: dict[str, Any], path: str, lazy: bool) -> dict[str, Any]:
     doc = schema.parts().summary(doc, path)  # every field as the published schema has it
     links, profiles = doc["links"], doc["profiles"]
+    missing = missing_plugin(doc)
+    if missing:  # before its profiles: only the plugin knows their figure and direction
+        raise ResultsFileError(f"{path}: {missing}")
     for index, profile in enumerate(profiles):
         _check_test(profile, f"{path}: profiles[{index}]")
     ranks = {r["rank"]: r for r in doc["ranks"]}
@@ -452,6 +455,19 @@ def _expand_summary(doc: dict[str, Any], path: str, lazy: bool) -> dict[str, Any
     results = compact.LazyResults(file, links["count"], profiles, ranks, _checked_entry)
     doc["results"] = results if lazy else list(results)
     return doc
+
+
+def missing_plugin(doc: dict[str, Any]) -> str | None:
+    """Why a file cannot be read here: a test of it comes from a plugin ($RDMABENCH_PLUGINS) this
+    process has not loaded, so its figure, unit and direction are unknown. None when it can be."""
+    metadata = doc.get("metadata")
+    plugins = metadata.get("test_plugins") if isinstance(metadata, dict) else None
+    for test, plugin in (plugins if isinstance(plugins, dict) else {}).items():
+        if registry.find(test) is None:
+            broken = registry.plugin_failure(str(plugin))
+            state = f"failed at import ({broken})" if broken else f"is not loaded (set {registry.PLUGINS_ENV}={plugin})"
+            return f"test kind {test!r} comes from plugin {plugin!r}, which {state}"
+    return None
 
 
 def _check_test(profile: dict[str, Any], where: str) -> None:

@@ -1,5 +1,5 @@
 """Which files a report reads: results files named or found under folders, each read once (bounded,
-regular files only), a run counted once, a file whose test comes from a missing plugin named."""
+regular files only), a run counted once."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import OtherDocumentError, ResultsFileError
-from ..measure import registry
 from . import document, identity
 
 
@@ -52,23 +51,6 @@ def load_all(paths: Iterable[str]) -> Loaded:
             if not isinstance(exc, OtherDocumentError):  # anchor comparisons live beside results
                 loaded.problems.append(str(exc))
             continue
-        missing = missing_plugin(doc)
-        if missing:
-            loaded.problems.append(f"{path}: {missing}")
-        else:
-            loaded.documents.append((path, doc))
+        loaded.documents.append((path, doc))
     loaded.documents, loaded.duplicates = identity.distinct(loaded.documents)  # a run counts once
     return loaded
-
-
-def missing_plugin(doc: dict[str, Any]) -> str | None:
-    """Why a file cannot be read here: a test of it comes from a plugin ($RDMABENCH_PLUGINS) this
-    process has not loaded, so its figure, unit and direction are unknown. None when it can be."""
-    metadata = doc.get("metadata")
-    plugins = metadata.get("test_plugins") if isinstance(metadata, dict) else None
-    for test, plugin in (plugins if isinstance(plugins, dict) else {}).items():
-        if registry.find(test) is None:
-            broken = registry.plugin_failure(str(plugin))
-            state = f"failed at import ({broken})" if broken else f"is not loaded (set {registry.PLUGINS_ENV}={plugin})"
-            return f"test kind {test!r} comes from plugin {plugin!r}, which {state}"
-    return None
