@@ -85,7 +85,8 @@ def _writes(*targets: _Written, checked_here: bool = True) -> Callable[[Any], An
 
 
 class _OneLineErrors(click.Group):
-    """click's usage errors as one line, like every other error of rdmabench (not a Usage: block)."""
+    """Every error as one line and an exit code: click's usage errors (not a Usage: block) and the
+    library's RdmabenchError, which commands let rise to here rather than catch themselves."""
 
     def main(self, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
         kwargs["standalone_mode"] = False
@@ -104,6 +105,8 @@ class _OneLineErrors(click.Group):
         except click.ClickException as exc:
             click.echo(error_line(exc.format_message()), err=True)
             sys.exit(exc.exit_code)
+        except RdmabenchError as exc:  # the library's errors, caught once, here at the edge
+            _fail(exc)
         sys.exit(code if isinstance(code, int) else 0)
 
 
@@ -352,17 +355,14 @@ def run(np_: int | None, **options: Any) -> None:
     """
     from .wire.mpi import launched_by_mpi
 
-    try:
-        config = _config(options)
-        if launched_by_mpi():
-            if np_ is not None:
-                raise ConfigError("--np starts ranks itself; leave it out under mpirun or srun")
-            from .job.run import run_job
+    config = _config(options)
+    if launched_by_mpi():
+        if np_ is not None:
+            raise ConfigError("--np starts ranks itself; leave it out under mpirun or srun")
+        from .job.run import run_job
 
-            sys.exit(run_job(config))
-        _run_local(np_ if np_ is not None else 2, config)
-    except RdmabenchError as exc:
-        _fail(exc)
+        sys.exit(run_job(config))
+    _run_local(np_ if np_ is not None else 2, config)
 
 
 def _config(options: dict[str, Any]) -> RunConfig:
@@ -496,55 +496,49 @@ def copy_command(
     if framework != "cupy":
         _torch_copy(framework, sizes, gpus, samples, output, force)
         return
-    try:
-        size_list = parse_sizes(sizes)
-        direction_list, kinds = _names(directions), _names(host_memory)
-        for d in direction_list:
-            if d not in copy_module.DIRECTIONS:
-                raise ConfigError(f"unknown direction {d!r}: choose from {', '.join(copy_module.DIRECTIONS)}")
-        for k in kinds:
-            if k not in copy_module.HOST_KINDS:
-                raise ConfigError(f"unknown host memory {k!r}: choose from {', '.join(copy_module.HOST_KINDS)}")
-        if not 1 <= samples <= 1000:
-            raise ConfigError(f"--samples must be between 1 and 1000, not {samples}")
-        cupy = copy_module.require_gpu()
-        from .hardware.gpu import visible_gpu_count
+    size_list = parse_sizes(sizes)
+    direction_list, kinds = _names(directions), _names(host_memory)
+    for d in direction_list:
+        if d not in copy_module.DIRECTIONS:
+            raise ConfigError(f"unknown direction {d!r}: choose from {', '.join(copy_module.DIRECTIONS)}")
+    for k in kinds:
+        if k not in copy_module.HOST_KINDS:
+            raise ConfigError(f"unknown host memory {k!r}: choose from {', '.join(copy_module.HOST_KINDS)}")
+    if not 1 <= samples <= 1000:
+        raise ConfigError(f"--samples must be between 1 and 1000, not {samples}")
+    cupy = copy_module.require_gpu()
+    from .hardware.gpu import visible_gpu_count
 
-        count = visible_gpu_count()
-        gpu_list = list(range(count)) if gpus == "all" else [int(g) for g in gpus.split(",") if g.strip().isdigit()]
-        if not gpu_list or any(g >= count for g in gpu_list):
-            raise ConfigError(f"--gpus {gpus!r}: this machine has GPUs 0..{count - 1}")
-        if output is None:
-            output = document.default_output_path("copy", "host", "device", reserve_it=False)
-        document.check_writable(output, force)
-        doc = copy_module.run(cupy, size_list, direction_list, kinds, gpu_list, together, overlap, samples, _say)
-        doc["metadata"]["command_line"] = shlex.join(["rdmabench", *sys.argv[1:]])
-        document.write(output, doc)
-        click.echo(f"# results written to {output}")
-    except RdmabenchError as exc:
-        _fail(exc)
+    count = visible_gpu_count()
+    gpu_list = list(range(count)) if gpus == "all" else [int(g) for g in gpus.split(",") if g.strip().isdigit()]
+    if not gpu_list or any(g >= count for g in gpu_list):
+        raise ConfigError(f"--gpus {gpus!r}: this machine has GPUs 0..{count - 1}")
+    if output is None:
+        output = document.default_output_path("copy", "host", "device", reserve_it=False)
+    document.check_writable(output, force)
+    doc = copy_module.run(cupy, size_list, direction_list, kinds, gpu_list, together, overlap, samples, _say)
+    doc["metadata"]["command_line"] = shlex.join(["rdmabench", *sys.argv[1:]])
+    document.write(output, doc)
+    click.echo(f"# results written to {output}")
 
 
 def _torch_copy(framework: str, sizes: str, gpus: str, samples: int, output: str | None, force: bool) -> None:
     from .bench import torchcopy
 
-    try:
-        if framework != "torch":
-            raise ConfigError(f"unknown --framework {framework!r}: choose cupy or torch")
-        size_list = parse_sizes(sizes)
-        if not 1 <= samples <= 1000:
-            raise ConfigError(f"--samples must be between 1 and 1000, not {samples}")
-        gpu = 0 if gpus == "all" else _count(gpus.split(",")[0].strip(), "--gpus")
-        torchcopy.require_cuda(torchcopy.import_torch())
-        if output is None:
-            output = document.default_output_path("copy-torch", "host", "device", reserve_it=False)
-        document.check_writable(output, force)
-        doc = torchcopy.run(size_list, samples, gpu, _say)
-        doc["metadata"]["command_line"] = shlex.join(["rdmabench", *sys.argv[1:]])
-        document.write(output, doc)
-        click.echo(f"# results written to {output}")
-    except RdmabenchError as exc:
-        _fail(exc)
+    if framework != "torch":
+        raise ConfigError(f"unknown --framework {framework!r}: choose cupy or torch")
+    size_list = parse_sizes(sizes)
+    if not 1 <= samples <= 1000:
+        raise ConfigError(f"--samples must be between 1 and 1000, not {samples}")
+    gpu = 0 if gpus == "all" else _count(gpus.split(",")[0].strip(), "--gpus")
+    torchcopy.require_cuda(torchcopy.import_torch())
+    if output is None:
+        output = document.default_output_path("copy-torch", "host", "device", reserve_it=False)
+    document.check_writable(output, force)
+    doc = torchcopy.run(size_list, samples, gpu, _say)
+    doc["metadata"]["command_line"] = shlex.join(["rdmabench", *sys.argv[1:]])
+    document.write(output, doc)
+    click.echo(f"# results written to {output}")
 
 
 @main.command("storage", context_settings={"show_default": True})
@@ -605,8 +599,6 @@ def storage_command(file: str, size: str | None, tests: str, paths: str | None, 
         doc["metadata"]["command_line"] = shlex.join(["rdmabench", *sys.argv[1:]])
         document.write(output, doc)
         click.echo(f"# results written to {output}")
-    except RdmabenchError as exc:
-        _fail(exc)
     except OSError as exc:  # a file that vanished or cannot be read mid-run: one line, not a traceback
         _fail(ResourceError(f"{exc.filename or file}: {exc.strerror or exc}"))
 
@@ -655,16 +647,13 @@ def anchor(mode: str, sizes: str, tests: str, repeat: int, output: str | None, f
 
     from .bench import anchor as anchor_module
 
-    try:
-        rows = anchor_module.compare(
-            mode,
-            parse_sizes(sizes),
-            _names(tests),
-            repeat,
-            progress=lambda line: click.echo(visible_lines(line), err=True),
-        )
-    except RdmabenchError as exc:
-        _fail(exc)
+    rows = anchor_module.compare(
+        mode,
+        parse_sizes(sizes),
+        _names(tests),
+        repeat,
+        progress=lambda line: click.echo(visible_lines(line), err=True),
+    )
     if output is not None:  # first: minutes of measurements must not hang on the table printing
         try:
             text = json.dumps({"schema": {"name": "rdmabench-anchor", "version": 1}, "rows": rows}, indent=1)
@@ -931,21 +920,18 @@ def compare(base: str, new: str, threshold: float, output_format: str, **filters
     from .results import compare as compare_module
     from .results.rows import aggregate
 
-    try:
-        if not 0 < threshold < 1:
-            raise ConfigError(f"--threshold must be between 0 and 1, not {threshold}")
-        if output_format not in ("table", "json"):
-            raise ConfigError(f"unknown format {output_format!r}: choose table or json")
-        chosen = _filters(**filters)
-        base_loaded, new_loaded = _load((base,), warn_duplicates=False), _load((new,), warn_duplicates=False)
-        base_rows = aggregate(base_loaded.documents, chosen)
-        new_rows = aggregate(new_loaded.documents, chosen)
-        changes, unmatched = compare_module.compare(base_rows, new_rows, threshold)
-        if not changes:
-            differ = next((line.split("; ", 1)[1] for line in unmatched if "other settings" in line), "")
-            raise ConfigError("BASE and NEW have no link and size in common" + (f" ({differ})" if differ else ""))
-    except RdmabenchError as exc:
-        _fail(exc)
+    if not 0 < threshold < 1:
+        raise ConfigError(f"--threshold must be between 0 and 1, not {threshold}")
+    if output_format not in ("table", "json"):
+        raise ConfigError(f"unknown format {output_format!r}: choose table or json")
+    chosen = _filters(**filters)
+    base_loaded, new_loaded = _load((base,), warn_duplicates=False), _load((new,), warn_duplicates=False)
+    base_rows = aggregate(base_loaded.documents, chosen)
+    new_rows = aggregate(new_loaded.documents, chosen)
+    changes, unmatched = compare_module.compare(base_rows, new_rows, threshold)
+    if not changes:
+        differ = next((line.split("; ", 1)[1] for line in unmatched if "other settings" in line), "")
+        raise ConfigError("BASE and NEW have no link and size in common" + (f" ({differ})" if differ else ""))
     duplicates = [f"{side} {d}" for side, d in (("BASE", base_loaded), ("NEW", new_loaded)) for d in d.duplicates]
     if output_format == "json":
         # One change per line: an indented dump of a million changes took minutes.
@@ -956,10 +942,7 @@ def compare(base: str, new: str, threshold: float, output_format: str, **filters
         )
     else:
         click.echo(compare_module.format_changes(changes, unmatched, threshold, duplicates))
-    try:
-        code = compare_module.comparison_exit(changes)
-    except RdmabenchError as exc:
-        _fail(exc)
+    code = compare_module.comparison_exit(changes)
     sys.exit(code)
 
 
