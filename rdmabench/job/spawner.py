@@ -214,6 +214,7 @@ _LAUNCHER_NOISE = (
     "NOTE: invoking MPI_ABORT",
     "exited with non-zero status",
     "noticed that process rank",
+    "the job has been aborted",  # Open MPI 4: "Per user-direction, the job has been aborted."
 )
 # Single lines the launcher's runtime prints as a job ends early (ranks gone before it said goodbye;
 # libevent inside prterun complaining about a descriptor already closed, seen once in CI).

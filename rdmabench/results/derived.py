@@ -32,9 +32,19 @@ def limit_of(entry: dict[str, Any]) -> Limit | None:
     )
 
 
+# Limits that are a reference rate, not a bound: the storage device's O_DIRECT rate, measured at one
+# request size (a buffered path with read-ahead, or a VM's host cache, may beat it). The run writes
+# their share as the plain ratio, and a figure above one is a finding, not a measurement error.
+REFERENCE_KINDS = frozenset({"storage"})
+
+
 def share_of_limit(figure: float, limit: Limit | None) -> float | None:
     """A bandwidth's share of its limit, by the rule the run applied; None without a limit."""
-    return judge(figure, limit)[0] if limit is not None else None
+    if limit is None:
+        return None
+    if limit.kind in REFERENCE_KINDS:
+        return figure / limit.gbps
+    return judge(figure, limit)[0]
 
 
 def _links_of_a_pair(test: Any) -> int | None:
