@@ -221,4 +221,6 @@ def test_several_runs_are_judged_together() -> None:
     found = attribute(rows)
     assert [s.name for s in found.suspects] == ["nic node009:mlx5_0:1 receive"]
     assert found.lines()[0].startswith("suspect 1: nic node009:mlx5_0:1 receive: ")
-    assert attribute([]).outcome == "INCONCLUSIVE" and attribute([]).lines()[0].startswith("no verdict: no class")
+    assert attribute([]).outcome == "INCONCLUSIVE" and attribute([]).lines()[0].startswith(
+        "no suspect can be named: no class"
+    )
