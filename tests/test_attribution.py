@@ -186,7 +186,7 @@ def test_the_benchmark_scores_planted_faults(capsys: pytest.CaptureFixture[str])
     out = capsys.readouterr().out
     trials = [line for line in out.splitlines() if line.startswith(("screen ", "all-pairs "))]
     assert code == 0 and "MISS" not in out and len(trials) == 16 and all(" hit " in line for line in trials)
-    assert diagnose.main(["--netns"]) == 2
+    assert diagnose.main(["--netns", "--hosts", "2"]) == 2  # refused before a namespace is made
     assert capsys.readouterr().err.count("\n") == 1
 
 
