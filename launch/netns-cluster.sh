@@ -13,9 +13,11 @@
 # UCX_TLS=tcp,self keeps UCX off shared memory: the namespaces share one kernel, so UCX would
 # otherwise still reach across them with cma. Each rail is its own bridge and subnet (a rail-optimised
 # fabric); a host reaches another host's rail r through its own eth<r>. RDMABENCH_NETNS_PREFIX names
-# the namespaces.
+# the namespaces; RDMABENCH_NETNS_SUBNET (default 0) moves rail r to 10.213.<SUBNET+r>.0/24, so that
+# two clusters can be up at once (each bridge's address is a route of this machine's own namespace).
 set -euo pipefail
 prefix=${RDMABENCH_NETNS_PREFIX:-rdmb}
+subnet=${RDMABENCH_NETNS_SUBNET:-0}
 bridge="$prefix-br"
 here=$(cd "$(dirname "$0")" && pwd)
 
@@ -26,6 +28,7 @@ check() {
   [[ $rails =~ ^[0-9]+$ ]] && ((rails >= 1 && rails <= 8)) || { echo "$0: rails must be 1 to 8, not '$rails'" >&2; exit 2; }
   local longest="$prefix-v$((n - 1))-$((rails - 1))"
   ((${#longest} <= 15)) || { echo "$0: interface name $longest is over 15 characters: shorten RDMABENCH_NETNS_PREFIX" >&2; exit 2; }
+  [[ $subnet =~ ^[0-9]+$ ]] && ((subnet + rails <= 254)) || { echo "$0: RDMABENCH_NETNS_SUBNET must be 0 to $((254 - rails)), not '$subnet'" >&2; exit 2; }
 }
 
 up() {
@@ -33,7 +36,7 @@ up() {
   check "$n" "$rails"
   for ((r = 0; r < rails; r++)); do
     ip link add "$bridge$r" type bridge
-    ip addr add "10.213.$r.254/24" dev "$bridge$r"
+    ip addr add "10.213.$((subnet + r)).254/24" dev "$bridge$r"
     ip link set "$bridge$r" up
   done
   for ((i = 0; i < n; i++)); do
@@ -42,7 +45,7 @@ up() {
     for ((r = 0; r < rails; r++)); do
       ip link add "$prefix-v$i-$r" type veth peer name "eth$r" netns "$prefix-h$i"
       ip link set "$prefix-v$i-$r" master "$bridge$r" up
-      ip -n "$prefix-h$i" addr add "10.213.$r.$((i + 1))/24" dev "eth$r"
+      ip -n "$prefix-h$i" addr add "10.213.$((subnet + r)).$((i + 1))/24" dev "eth$r"
       ip -n "$prefix-h$i" link set "eth$r" up
     done
     # UCX connects through an interface only where it has a best (longest-prefix) route to the peer:
@@ -53,8 +56,8 @@ up() {
     for ((r = 0; r < rails; r++)); do
       for ((q = 0; q < rails; q++)); do
         ((q == r)) && continue
-        ip -n "$prefix-h$i" route add "10.213.$q.0/24" dev "eth$r" metric $((1000 + r))
-        ip -n "$prefix-h$i" route add "10.213.$q.$((i + 1))/32" dev "eth$r" metric $((1000 + r))
+        ip -n "$prefix-h$i" route add "10.213.$((subnet + q)).0/24" dev "eth$r" metric $((1000 + r))
+        ip -n "$prefix-h$i" route add "10.213.$((subnet + q)).$((i + 1))/32" dev "eth$r" metric $((1000 + r))
       done
     done
   done
@@ -84,7 +87,7 @@ down() {
 }
 
 # Open MPI calls its ssh agent as: AGENT [options] HOST COMMAND; this one enters HOST's namespace
-# (HOST is its address, 10.213.0.<i+1>) under the hostname PREFIX-h<i> and runs COMMAND there.
+# (HOST is its address, 10.213.<SUBNET>.<i+1>) under the hostname PREFIX-h<i> and runs COMMAND there.
 agent() {
   while [[ ${1:-} == -* ]]; do shift; done
   local host=$1
@@ -95,18 +98,18 @@ agent() {
 
 mpiexec_options() {
   local n=$1 per_host=$2 i hosts=()
-  for ((i = 0; i < n; i++)); do hosts+=("10.213.0.$((i + 1)):$per_host"); done
+  for ((i = 0; i < n; i++)); do hosts+=("10.213.$subnet.$((i + 1)):$per_host"); done
   local joined
   joined=$(IFS=,; echo "${hosts[*]}")
   # The namespaces share this machine's cores: ranks are not bound to any.
   echo "--host $joined --bind-to none --prtemca plm_ssh_agent $here/netns-cluster.sh" \
-    "--prtemca oob_tcp_if_include 10.213.0.0/24 --mca btl_tcp_if_include 10.213.0.0/24 -x PATH -x UCX_TLS"
+    "--prtemca oob_tcp_if_include 10.213.$subnet.0/24 --mca btl_tcp_if_include 10.213.$subnet.0/24 -x PATH -x UCX_TLS"
 }
 
 case ${1:-} in
   up) up "${2:?number of hosts}" "${3:-1}" ;;
   down) down "${2:-}" ;;
   mpiexec-options) mpiexec_options "${2:?number of hosts}" "${3:?ranks per host}" ;;
-  -* | 10.213.0.*) agent "$@" ;;
+  -* | 10.213.*) agent "$@" ;;
   *) echo "usage: $0 up N [RAILS] | down [N] | mpiexec-options N RANKS_PER_HOST" >&2; exit 2 ;;
 esac

@@ -13,7 +13,15 @@ import click
 
 from . import __version__, userfiles
 from .bench.copy import HOST_KINDS
-from .errors import ConfigError, LaunchError, RdmabenchError, ResourceError, ResultsWriteError, error_line
+from .errors import (
+    ConfigError,
+    InconclusiveError,
+    LaunchError,
+    RdmabenchError,
+    ResourceError,
+    ResultsWriteError,
+    error_line,
+)
 from .escape import visible, visible_lines
 from .job.config import DEFAULT_BLOCK_SIZES, DEFAULT_SIZES, RunConfig
 from .measure import registry
@@ -341,8 +349,8 @@ def main() -> None:
     multiple=True,
     metavar="KIND=SHARE|default",
     help="A pass/fail verdict at the end: every link at its largest size against this floor (see `rdmabench "
-    "check`); exit 1 if one fails, 2 if no link could be judged (the results are kept). Only for tests whose "
-    "figure is a bandwidth.",
+    "check`; 'default' also against its class in the run); exit 1 if one fails, 2 if no link could be judged "
+    "(the results are kept). Only for tests whose figure is a bandwidth.",
 )
 def run(np_: int | None, **options: Any) -> None:
     """Measure the links of a pattern (by default one pair: ranks 0 and 1), per size.
@@ -795,8 +803,8 @@ def _load(paths: tuple[str, ...], warn_duplicates: bool = True) -> Any:
     "--expect",
     multiple=True,
     metavar="KIND=SHARE|default",
-    help="Also judge every link at its largest size against a floor (see `rdmabench check`); exit 1 if one "
-    "fails, 2 if no link could be judged.",
+    help="Also judge every link at its largest size against a floor (see `rdmabench check`; 'default' also "
+    "against its class in the run); exit 1 if one fails, 2 if no link could be judged.",
 )
 @_filter_options
 def report(
@@ -810,10 +818,11 @@ def report(
     **filters: Any,
 ) -> None:
     """Aggregate results files (or directories of them): per link and per (test, modes, size), the
-    median over runs, the spread and the count; outliers first."""
+    median over runs, the spread and the count; the suspect parts first (but in CSV), then outliers."""
 
     from .results import formats
     from .results import verdict as verdict_module
+    from .results.attribution import attribute
     from .results.rows import aggregate
 
     try:
@@ -831,9 +840,10 @@ def report(
             raise ConfigError("no results match the filters")
         skipped = [*loaded.problems, *map(str, loaded.duplicates)]  # files left out, each with why
         sources = [path for path, _ in loaded.documents]
-        text = formats.render(rows, output_format, by, outlier_fraction, skipped, sources)
+        found = attribute(rows) if output_format != "csv" or verdict_module.FLEET in floors else None  # once
+        text = formats.render(rows, output_format, by, outlier_fraction, skipped, sources, found)
         _write_or_print(text, output)
-        judged = verdict_module.conclude(rows, floors) if floors else None
+        judged = verdict_module.conclude(rows, floors, found=found) if floors else None
     except RdmabenchError as exc:
         _fail(exc)
     if judged is not None:
@@ -850,13 +860,21 @@ def report(
     help="A floor as a share of the physical limit, per limit kind (NVLink, PCIe, NIC, 'host memory copy') "
     "or link class ('same GPU', intra-node, inter-node, all); repeatable. 'default': "
     + ", ".join(f"{k}={v}" for k, v in DEFAULT_FLOORS.items())
-    + ".",
+    + ", and each link against its class in the run: below the class median less 3 or more robust spreads "
+    "(and at least 5% below it), or one of a suspect part's slow links, it fails.",
 )
 @click.option("--baseline", default=None, help="Results file or directory each link must be no worse than.")
 @click.option("--tolerance", default=0.1, help="How much worse than the baseline a link may be.")
 @_writes(
-    _Written(("--json",), "json_path", "the verdict", "Write the verdict as JSON here."),
+    _Written(("--json",), "json_path", "the verdict", "Write the verdict and the suspects as JSON here."),
     _Written(("--junit",), "junit_path", "the verdict", "Write JUnit XML here (one case per link)."),
+    _Written(
+        ("--drain",),
+        "drain_path",
+        "the drain list",
+        "Write a Slurm drain list here: the hosts of the suspect parts, as a hostlist and one `scontrol "
+        "update NodeName=... State=DRAIN` line each (never run: review, then run them yourself).",
+    ),
 )
 @_filter_options
 def check(
@@ -866,14 +884,21 @@ def check(
     tolerance: float,
     json_path: str | None,
     junit_path: str | None,
+    drain_path: str | None,
     force: bool,
     **filters: Any,
 ) -> None:
-    """Pass or fail: every link at its largest size against a floor (a share of its physical limit)
-    and/or a baseline run. Names every failing link and the GPUs and nodes they touch. Exit status 1
-    when a link fails, 0 when all pass, 2 for bad input or when there is no verdict: nothing matched,
-    no floor applied to any link, or no link was in the baseline (never a pass on nothing)."""
+    """Pass or fail: names the suspect parts first (a GPU, NIC, host, pair of hosts or single link
+    that explains the slow links, with its evidence), then judges every link at its largest size
+    against a floor (a share of its physical limit; with `default` also its class in the run) and/or
+    a baseline run. Exit status 1 when a link fails or a part is suspect, 0 when all pass, 2 for bad
+    input or when there is no verdict: nothing matched, no floor applied to any link, or no link was
+    in the baseline, and nothing is suspect (never a pass on nothing)."""
     from .results import verdict as verdict_module
+    from .results.attribution import attribute
+    from .results.drain import write_drain_list
+    from .results.hostlist import compress
+    from .results.outcome import Checked
     from .results.rows import aggregate
 
     try:
@@ -887,16 +912,24 @@ def check(
         base = aggregate(_load((baseline,)).documents, chosen) if baseline is not None else None
         if not rows:
             raise ConfigError("no results match the filters")
-        found = verdict_module.conclude(rows, floors, base, tolerance)
-        for path, text in ((json_path, verdict_module.summary_json), (junit_path, verdict_module.junit_xml)):
+        found = attribute(rows)
+        checked = Checked(verdict_module.judge(rows, floors, base, tolerance, found), found)
+        if checked.outcome == "INCONCLUSIVE":
+            click.echo("\n".join(checked.suspect_lines()))
+            raise InconclusiveError(f"no verdict: {checked.verdict.inconclusive}")
+        for path, text in ((json_path, checked.json), (junit_path, checked.junit)):
             if path is not None:
-                userfiles.write_text(path, text(found))
+                userfiles.write_text(path, text())
+        drained = write_drain_list(drain_path, found, force=force) if drain_path is not None else None
     except RdmabenchError as exc:
         _fail(exc)
     except OSError as exc:
         _fail(ConfigError(f"cannot write the verdict: {exc}"))
-    click.echo(verdict_module.format_verdict(found))
-    sys.exit(found.exit_code)
+    click.echo(checked.text())
+    if drained is not None and drain_path is not None:
+        hosts = compress(d.host for d in drained) if drained else "no host"
+        click.echo(f"drain list: {visible(drain_path)} ({hosts})")
+    sys.exit(checked.exit_code)
 
 
 @main.command(context_settings={"show_default": True})

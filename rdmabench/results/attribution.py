@@ -83,6 +83,7 @@ class Suspect:
     contradicting: list[str] = field(default_factory=list)
     placement: list[str] = field(default_factory=list)  # the NICs a GPU used, the GPUs a NIC carried
     alternatives: list[str] = field(default_factory=list)  # components of exactly the same slow links
+    rows: list[Row] = field(default_factory=list, repr=False)  # every slow link it explains, worst first
 
     @property
     def name(self) -> str:
@@ -136,6 +137,7 @@ class Attribution:
     unexplained: int  # of them, on no suspect
     unexplained_links: list[str]
     params: Params
+    links: LinkTable | None = field(default=None, repr=False)  # where every link stands in its class
 
     @property
     def inconclusive(self) -> list[ClassFloor]:
@@ -157,7 +159,7 @@ class Attribution:
         found = [f"suspect {n}: {s.describe()}" for n, s in enumerate(self.suspects, 1)]
         if not self.judged:
             least = self.params.floors.min_class_links
-            found.append(f"no verdict: no class of links has the {least} links it takes to judge one against the rest")
+            found.append(f"no suspect can be named: no class of links has the {least} links it takes to judge one")
         elif not self.suspects:
             found.append(f"no suspect: {self.judged} link(s) judged against their class, no component stands out")
         if self.unexplained:
@@ -251,7 +253,7 @@ def _key(links: LinkTable, family: _Family, group: int, first: int) -> tuple[str
         host, device = links.ends[group].rsplit(":", 1)
         return ("gpu" if device.startswith("gpu") else "rank"), host, device, None
     if family.kind == "nic":
-        host, _, device = links.nics[group].partition("/")
+        host, _, device = links.nics[group].rpartition("/")  # a NIC's name has no "/", a host's from a file may
         return "nic", host, device, None
     if family.kind == "host":
         return "host", links.hosts[group], None, None
@@ -371,6 +373,7 @@ def attribute(rows: list[Row], params: Params | None = None) -> Attribution:
         len(left),
         [links.rows[i].link for i in worst.tolist()],
         params,
+        links,
     )
 
 
@@ -409,6 +412,7 @@ class _Context:
             [links.rows[i].link for i in fine[:listed].tolist()], math.exp(float(np.median(links.x[bad]))),
             math.exp(candidate.level), round(confidence, 3),
         )  # fmt: skip
+        suspect.rows = [links.rows[i] for i in bad.tolist()]
         _evidence(self, suspect, bad, fine)
         suspect.alternatives = _alternatives(candidate, candidates, bad, len(links))[:listed]
         return suspect

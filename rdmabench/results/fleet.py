@@ -214,7 +214,7 @@ def _rail(row: Row, src_end: str, dst_end: str, src_nic: str | None, dst_nic: st
         return ""
     src, dst = _parse_end(src_end)[1], _parse_end(dst_end)[1]
     if src_nic and dst_nic:
-        return ALIGNED if src_nic.partition("/")[2] == dst_nic.partition("/")[2] else CROSS_RAIL
+        return ALIGNED if src_nic.rpartition("/")[2] == dst_nic.rpartition("/")[2] else CROSS_RAIL
     if src.startswith("gpu") and dst.startswith("gpu"):
         return ALIGNED if src == dst else CROSS_RAIL
     return ""

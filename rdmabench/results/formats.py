@@ -1,4 +1,4 @@
-"""The report's formats (table, markdown, json, csv, html), one dispatch (`render`) shared by `rdmabench report` and the end of `rdmabench run`; every name from a file escaped for the format it lands in."""
+"""The report's formats (table, markdown, json, csv, html), one dispatch (`render`) shared by `rdmabench report` and the end of `rdmabench run`; every name from a file escaped for the format it lands in. Every format but CSV (a row per link, for a spreadsheet) opens with the suspect parts (attribution.py)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from .. import escape
 from ..errors import ConfigError
 from ..units import format_size
 from . import distribution
+from .attribution import Attribution, attribute
 from .cells import COLUMNS, aligned, cell_columns, class_distributions, outlier_lines
 from .rows import Row, bulk, outliers
 
@@ -41,9 +42,16 @@ def _grouped(rows: list[Row], by: str) -> list[tuple[str, list[Row]]]:
     return sorted(groups.items())
 
 
+def suspect_lines(found: Attribution, escaped: Callable[[str], str]) -> list[str]:
+    """The attribution's lines (suspects first, one a line), each through `escaped`."""
+    return [escaped(line) for line in found.lines()]
+
+
 @bulk
-def format_table(rows: list[Row], by: str, fraction: float) -> str:
-    lines = [*distribution.text_lines(class_distributions(rows, fraction)), ""]
+def format_table(rows: list[Row], by: str, fraction: float, found: Attribution | None = None) -> str:
+    found = found if found is not None else attribute(rows)
+    lines = ["== suspects", *suspect_lines(found, escape.visible), ""]
+    lines += [*distribution.text_lines(class_distributions(rows, fraction)), ""]
     lines += outlier_lines(outliers(rows, fraction), fraction)
     for name, members in _grouped(rows, by):
         lines.append("")
@@ -58,8 +66,10 @@ def format_table(rows: list[Row], by: str, fraction: float) -> str:
 
 
 @bulk
-def format_markdown(rows: list[Row], by: str, fraction: float) -> str:
-    lines = ["# rdmabench report", ""]
+def format_markdown(rows: list[Row], by: str, fraction: float, found: Attribution | None = None) -> str:
+    found = found if found is not None else attribute(rows)
+    lines = ["# rdmabench report", "", "## Suspects", ""]
+    lines += [f"- {line}" for line in suspect_lines(found, escape.markdown)] + [""]
     lines += [*distribution.markdown_lines(class_distributions(rows, fraction)), "", "## Outliers", ""]
     lines += [f"- {line.strip()}" for line in outlier_lines(outliers(rows, fraction), fraction, escape.markdown)]
     for name, members in _grouped(rows, by):
@@ -77,14 +87,18 @@ def format_markdown(rows: list[Row], by: str, fraction: float) -> str:
 
 
 @bulk
-def format_json(rows: list[Row], fraction: float, problems: list[str]) -> str:
-    """The rows, the outliers, the files that could not be used and the distribution per link
-    class, as one JSON document."""
-    found = outliers(rows, fraction)
+def format_json(rows: list[Row], fraction: float, problems: list[str], found: Attribution | None = None) -> str:
+    """The rows, the outliers, the files that could not be used, the suspects (one line each, and
+    the whole attribution) and the distribution per link class, as one JSON document."""
+    attribution = found if found is not None else attribute(rows)
     listed = [
-        {"link": r.link, "test": r.test, "size_bytes": r.size_bytes, "modes": r.modes, "off": off} for r, off in found
+        {"link": r.link, "test": r.test, "size_bytes": r.size_bytes, "modes": r.modes, "off": off}
+        for r, off in outliers(rows, fraction)
     ]
-    rest = json.dumps({"outliers": [], "skipped": problems}, indent=1)
+    suspects = [suspect.describe() for suspect in attribution.suspects]
+    rest = json.dumps(
+        {"outliers": [], "skipped": problems, "suspects": suspects, "attribution": attribution.to_dict()}, indent=1
+    )
     if listed:  # what json.dumps(..., indent=1) writes, without its pure-Python encoder's minutes
         items = ",\n".join(_indented_object(item, "  ") for item in listed)
         rest = rest.replace('"outliers": []', '"outliers": [\n' + items + "\n ]", 1)
@@ -202,21 +216,24 @@ def render(
     fraction: float = 0.2,
     problems: list[str] | None = None,
     sources: list[str] | None = None,
+    found: Attribution | None = None,
 ) -> str:
     """The rows in format `name` (one of FORMATS): the one dispatch `report` and `run` share.
-    `problems` are the inputs left out, each with why; `sources` the files read (html names them)."""
+    `problems` are the inputs left out, each with why; `sources` the files read (html names them);
+    `found` the attribution of `rows`, made here (but for CSV) where not given."""
     if name not in FORMATS:
         raise ConfigError(f"unknown format {name!r}: choose {', '.join(FORMATS[:-1])} or {FORMATS[-1]}")
     if by not in GROUPINGS:
         raise ConfigError(f"unknown grouping {by!r}: choose one of {', '.join(GROUPINGS)}")
-    if name == "table":
-        return format_table(rows, by, fraction)
-    if name == "markdown":
-        return format_markdown(rows, by, fraction)
     if name == "csv":
         return format_csv(rows)
+    found = found if found is not None else attribute(rows)
+    if name == "table":
+        return format_table(rows, by, fraction, found)
+    if name == "markdown":
+        return format_markdown(rows, by, fraction, found)
     if name == "json":
-        return format_json(rows, fraction, problems or [])
+        return format_json(rows, fraction, problems or [], found)
     from .html import render as render_html  # matplotlib: loaded only for a page
 
-    return render_html(rows, sources or [], problems or [], fraction)
+    return render_html(rows, sources or [], problems or [], fraction, found)

@@ -1,5 +1,7 @@
-"""One self-contained HTML page: per-link heatmaps, bandwidth-vs-size curves per memory mode, shares
-of the physical limit, and the aggregate table. Plots are PNG images embedded in the page."""
+"""One self-contained HTML page: the suspect parts first, per-link heatmaps (ends ordered by host,
+then the NIC each sends through, then device: a bad GPU or NIC is a line), bandwidth-vs-size curves
+per memory mode, shares of the physical limit, and the aggregate table. Plots are PNG images
+embedded in the page."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from .. import escape, stats
 from ..stats import median
 from ..units import format_size
 from . import distribution
+from .attribution import Attribution, attribute, end_order
 from .cells import COLUMNS, cells, class_distributions, outlier_lines
 from .rows import Row, bulk, outliers, standings
 
@@ -41,15 +44,17 @@ def _image(title: str, data: str) -> str:
 
 
 def heatmaps(rows: list[Row]) -> list[tuple[str, str]]:
-    """One heatmap per (test, modes, size) that has more than one link: senders down, receivers across."""
+    """One heatmap per (test, modes, size) that has more than one link: senders down, receivers
+    across, both in attribution.end_order (by host, then NIC, then device)."""
     groups: dict[tuple[str, str, str, int, str, str], list[Row]] = {}
     for row in rows:
         groups.setdefault((row.test, row.src_mode, row.dst_mode, row.size_bytes, row.load, row.differs), []).append(row)
+    order = {end: n for n, end in enumerate(end_order(rows))}
     images = []
     for (test, src_mode, dst_mode, size, load, differs), members in sorted(groups.items()):
         if len(members) < 2:
             continue
-        sources, targets, grid, by = _grid(members)
+        sources, targets, grid, by = _grid(members, order)
         scale = _heatmap(sources, targets, grid, members)
         unit = members[0].unit
         variant = f", {differs}" if differs else ""
@@ -182,16 +187,24 @@ PER_END_UP_TO = 64  # ends per side drawn one by one; beyond, a map per pair of 
 ALL_LINKS_UP_TO = 2000  # rows listed in the page; beyond, the worst of them (the CSV has all)
 
 
-def _grid(members: list[Row]) -> tuple[list[str], list[str], list[list[float]], str]:
+def _grid(members: list[Row], order: dict[str, int]) -> tuple[list[str], list[str], list[list[float]], str]:
     """Senders, receivers and the figures between them: per end up to PER_END_UP_TO ends a side,
-    else per pair of hosts (the median of the links between them)."""
+    else per pair of hosts (the median of the links between them); ends in `order` (an end's place,
+    attribution.end_order), hosts in the order of their first end there."""
     ends = [r.link.split(" -> ") for r in members]
     if max(len({s for s, _ in ends}), len({d for _, d in ends})) > PER_END_UP_TO:
+        hosts = {host: n for n, host in enumerate(dict.fromkeys(end.rpartition(":")[0] for end in order))}
         ends = [[r.src_host, r.dst_host] for r in members]
         by = "per pair of hosts (median of their links)"
+        order = hosts
     else:
         by = "per link"
-    sources, targets = sorted({s for s, _ in ends}), sorted({d for _, d in ends})
+    last = len(order)
+
+    def place(end: str) -> tuple[int, str]:
+        return order.get(end, last), end
+
+    sources, targets = sorted({s for s, _ in ends}, key=place), sorted({d for _, d in ends}, key=place)
     row_of, column_of = {s: i for i, s in enumerate(sources)}, {d: j for j, d in enumerate(targets)}
     cells: dict[tuple[int, int], list[float]] = {}
     for (src, dst), r in zip(ends, members, strict=True):
@@ -227,12 +240,18 @@ def _distributions(found: list[distribution.Distribution]) -> list[str]:
 
 
 @bulk
-def render(rows: list[Row], sources: list[str], problems: list[str], fraction: float) -> str:
+def render(
+    rows: list[Row], sources: list[str], problems: list[str], fraction: float, found: Attribution | None = None
+) -> str:
+    found = found if found is not None else attribute(rows)
     parts = [
         "<!DOCTYPE html><html><head><meta charset='utf-8'><title>rdmabench report</title>",
         f"<style>{_STYLE}</style><script>{_SCRIPT}</script></head><body>",
         "<h1>rdmabench report</h1>",
         f"<p>{len(sources)} results file(s); GB/s = 1e9 bytes/s; medians over runs.</p>",
+        "<h2>Suspects</h2><ul class='suspects'>"
+        + "".join(f"<li>{escape.html(line)}</li>" for line in found.lines())
+        + "</ul>",
     ]
     if problems:
         parts.append(

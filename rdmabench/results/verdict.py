@@ -1,5 +1,6 @@
 """A pass/fail verdict over results: every link at its largest measured size against a floor (a share
-of its physical limit, per limit kind or link class) or against a baseline run (within a tolerance).
+of its physical limit, per limit kind or link class; or, with `default`, also the floor of its class
+in the run itself: fleet.py) or against a baseline run (within a tolerance).
 The verdict names every failing link, and the GPUs, nodes and NICs they touch; it can be written as JSON
 or JUnit XML for a cluster's CI. Like nccl-tests' minimum-bandwidth gate, the largest size is judged:
 small messages never approach a link's limit.
@@ -11,14 +12,19 @@ A verdict that judged nothing is no verdict: `conclude` (what `check`, `report -
 from __future__ import annotations
 
 import json
+import math
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .. import escape
 from ..errors import ConfigError, InconclusiveError
 from ..units import format_size
 from .rows import LINK_CLASSES, Row, culprits
+
+if TYPE_CHECKING:
+    from .attribution import Attribution, Suspect
+    from .fleet import ClassFloor
 
 LIMIT_KINDS = ("NVLink", "PCIe", "NIC", "host memory copy")
 # Floors that `--expect default` sets, with where each comes from.
@@ -32,6 +38,10 @@ DEFAULT_SOURCES = (
     "NIC 0.80: below the 0.94 of a port that published cluster health checks ask for; host memory copies "
     "are not judged by default (a copy between processes is a fraction of the measured copy rate)"
 )
+# What `default` adds beside DEFAULT_FLOORS: each link against the floor of its class in the same
+# run(s) (fleet.py: the class median less k robust spreads, at least 5% below it; classes of 6 links
+# or more). Not a limit kind: no hand floor can name it, and its value means only "on".
+FLEET = "class floor"
 
 
 def parse_expect(texts: tuple[str, ...] | list[str]) -> dict[str, float]:
@@ -40,6 +50,7 @@ def parse_expect(texts: tuple[str, ...] | list[str]) -> dict[str, float]:
     for text in texts:
         if text.strip() == "default":
             floors.update(DEFAULT_FLOORS)
+            floors[FLEET] = 1.0
             continue
         key, sep, value = text.partition("=")
         key = key.strip()
@@ -144,29 +155,85 @@ def _floor(row: Row, floors: dict[str, float]) -> tuple[str, float] | None:
     return None
 
 
+class _FleetMark(NamedTuple):
+    """Where a row stands in its class (fleet.py), and the suspect that explains it, if one does."""
+
+    ratio: float  # figure / class median (a time too: above 1 is slower)
+    klass: ClassFloor
+    slow: bool
+    suspect: Suspect | None
+
+
+def _fleet_marks(rows: list[Row], found: Attribution | None) -> dict[int, _FleetMark]:
+    """Per row (by id) that fleet.py places in a class, where it stands and what explains it; a
+    screen's re-measures are joined to their screen row there and get none."""
+    if found is None or found.links is None:
+        from .attribution import attribute  # numpy: loaded only for a `default` verdict
+
+        found = attribute(rows)
+    links = found.links
+    assert links is not None
+    blamed = {id(row): suspect for suspect in reversed(found.suspects) for row in suspect.rows}  # the first wins
+    sign = [1.0 if one.higher_is_better else -1.0 for one in links.classes]
+    return {
+        id(row): _FleetMark(math.exp(sign[klass] * x), links.classes[klass], slow, blamed.get(id(row)))
+        for row, klass, x, slow in zip(
+            links.rows, links.klass.tolist(), links.x.tolist(), links.slow.tolist(), strict=True
+        )
+    }
+
+
+def _against_class(mark: _FleetMark) -> str | None:
+    """Why a row fails against its class, in one phrase: below the class floor, or one of the slow
+    links of a suspect part (fleet.py, attribution.py); None where it does not."""
+    klass, reasons = mark.klass, []
+    if mark.slow and klass.higher_is_better:
+        reasons.append(f"{mark.ratio:.0%} of its class median, floor {klass.floor / klass.median:.0%}")
+    elif mark.slow:
+        reasons.append(f"{mark.ratio:.0%} of its class median (a time), ceiling {klass.floor / klass.median:.0%}")
+    if mark.suspect is not None:
+        reasons.append(f"explained by suspect {mark.suspect.name}")
+    return "; ".join(reasons) or None
+
+
 def judge(
-    rows: list[Row], floors: dict[str, float], baseline: list[Row] | None = None, tolerance: float = 0.1
+    rows: list[Row],
+    floors: dict[str, float],
+    baseline: list[Row] | None = None,
+    tolerance: float = 0.1,
+    found: Attribution | None = None,
 ) -> Verdict:
-    """Every link at its largest size: against its floor (share of the limit), and against the same
-    link in `baseline` (no worse than `tolerance`). A criterion given that judged no link makes the
-    verdict inconclusive (see `conclude`)."""
+    """Every link at its largest size: against its floor (share of the limit); with FLEET (what
+    `default` sets) against its class in the run, a link below its class floor or explained by a
+    suspect part failing (`found`: the attribution of `rows`, made here where not given); and against
+    the same link in `baseline` (no worse than `tolerance`). A criterion given that judged no link
+    makes the verdict inconclusive (see `conclude`)."""
     verdict = Verdict()
     base = {row.key: row for row in baseline or []}
     largest = _largest(rows)
+    marks = _fleet_marks(rows, found) if FLEET in floors else {}
     by_floor = by_baseline = 0
     for row in largest:
         what = f"{row.link} {row.test} {row.modes} {format_size(row.size_bytes)} ({row.load})"
         reasons: list[str] = []
         checked = False
+        mark = marks.get(id(row))
+        if mark is not None and mark.klass.judged:
+            checked = True
+            by_floor += 1
+            against = _against_class(mark)
+            if against is not None:
+                reasons.append(against)
         floor = _floor(row, floors)
         if floor is not None and row.higher_is_better:
             if row.share is None:
-                why = (
-                    f"its figure is above its {row.limit}, a measurement error"
-                    if row.limit
-                    else "no physical limit known"
-                )
-                verdict.skipped.append(f"{what}: {why}; its {floor[0]} floor cannot apply")
+                if not checked:  # judged against its class already: no limit is no gap
+                    why = (
+                        f"its figure is above its {row.limit}, a measurement error"
+                        if row.limit
+                        else "no physical limit known"
+                    )
+                    verdict.skipped.append(f"{what}: {why}; its {floor[0]} floor cannot apply")
             else:
                 checked = True
                 by_floor += 1
@@ -185,6 +252,8 @@ def judge(
                         f"{row.median:.3f} {row.unit} against {old.median:.3f} in the baseline ({change:+.0%}, "
                         f"tolerance {tolerance:.0%})"
                     )
+        if mark is not None and not mark.klass.judged and not checked:
+            verdict.skipped.append(f"{what}: its class holds {mark.klass.links} link(s), too few to judge it against")
         if checked:
             verdict.judged.append(Judgement(row, not reasons, "; ".join(reasons) or "ok"))
     verdict.inconclusive = _inconclusive(largest, floors, baseline, by_floor, by_baseline)
@@ -192,11 +261,15 @@ def judge(
 
 
 def conclude(
-    rows: list[Row], floors: dict[str, float], baseline: list[Row] | None = None, tolerance: float = 0.1
+    rows: list[Row],
+    floors: dict[str, float],
+    baseline: list[Row] | None = None,
+    tolerance: float = 0.1,
+    found: Attribution | None = None,
 ) -> Verdict:
     """The verdict of `check`, `report --expect` and `run --expect`: `judge`, and no verdict (an
     InconclusiveError, exit status 2) where nothing was judged; never a pass on nothing."""
-    verdict = judge(rows, floors, baseline, tolerance)
+    verdict = judge(rows, floors, baseline, tolerance, found)
     if verdict.inconclusive is not None:
         raise InconclusiveError(f"no verdict: {verdict.inconclusive}")
     return verdict
@@ -223,7 +296,10 @@ def _inconclusive(
 
 
 def _no_floor_applies(largest: list[Row], floors: dict[str, float]) -> str:
-    """Why no floor judged any link: the limits no floor names, links without a known limit, latencies."""
+    """Why no floor judged any link: the limits no floor names, links without a known limit, latencies,
+    classes too small to judge a link against."""
+    fleet = FLEET in floors
+    floors = {key: share for key, share in floors.items() if key != FLEET}
     bandwidths = [row for row in largest if row.higher_is_better]
     unnamed = Counter(row.limit_kind or "no known limit" for row in bandwidths if _floor(row, floors) is None)
     limitless = sum(1 for row in bandwidths if _floor(row, floors) is not None and row.share is None)
@@ -235,6 +311,11 @@ def _no_floor_applies(largest: list[Row], floors: dict[str, float]) -> str:
         parts.append(f"{limitless} with no known physical limit to take a share of")
     if latencies:
         parts.append(f"{latencies} lower-is-better figure(s) (latencies: floors judge bandwidth)")
+    if fleet:
+        from .fleet import FloorParams
+
+        least = FloorParams().min_class_links
+        parts.append(f"and no class of links holds the {least} it takes to judge a link against its class")
     return (
         f"no --expect floor ({', '.join(floors)}) applies to any of the {len(largest)} link(s) at their largest "
         f"size: {'; '.join(parts)}"
