@@ -16,7 +16,7 @@ from .bench.copy import HOST_KINDS
 from .errors import ConfigError, LaunchError, RdmabenchError, ResourceError, ResultsWriteError, error_line
 from .escape import visible, visible_lines
 from .job.config import DEFAULT_BLOCK_SIZES, DEFAULT_SIZES, RunConfig
-from .measure import registry
+from .measure import kvhandoff, registry
 from .modes import MemoryMode
 from .results import document
 from .results.verdict import DEFAULT_FLOORS, parse_expect
@@ -220,6 +220,29 @@ def main() -> None:
     help="With --blocks: each end's pool in bytes. [default: what the layout needs; 4x that for random]",
 )
 @click.option(
+    "--model",
+    default=None,
+    metavar="CONFIG",
+    help="A KV-cache handoff as block lists: the descriptors one prefill rank posts to its decode peer for one "
+    "prompt, from a model's KV shape: a known model (llama-3.1-8b, llama-3.1-70b, qwen2.5-7b, deepseek-v3) or a "
+    "JSON file (a config.json too), then ,key=value overrides (tp, pp, dtype_bytes, tokens_per_block, layers, "
+    "kv_heads, head_dim, mla, chunk_tokens). Sets --blocks and the block size; --layout places the blocks.",
+)
+@click.option(
+    "--kv-layout",
+    default="vllm",
+    metavar="vllm|layer-contiguous|lmcache",
+    help="With --model: a descriptor per layer x block x K/V (vLLM's NIXL connector), per block across layers, "
+    "or per LMCache chunk of 256 tokens across layers.",
+)
+@click.option(
+    "--prompt",
+    type=int,
+    default=None,
+    metavar="TOKENS",
+    help="With --model: the prompt's length in tokens, filling whole blocks. [default: 4096]",
+)
+@click.option(
     "--window",
     type=int,
     default=None,
@@ -372,7 +395,14 @@ def _config(options: dict[str, Any]) -> RunConfig:
     ranged = _size_range(options.pop("min_size"), options.pop("max_size"), options.pop("step_factor"))
     if ranged is not None and options["sizes"] != DEFAULT_SIZES:
         raise ConfigError("give the sizes once: --sizes, or -b/-e/-f")
-    sizes = _sizes(ranged or options.pop("sizes"), options.pop("block_size", None), options["blocks"])
+    handoff = _handoff(options)
+    if handoff is not None:
+        if ranged is not None or options["sizes"] != DEFAULT_SIZES:
+            raise ConfigError("--model sets the block size: leave out --sizes and -b/-e/-f")
+        sizes = [handoff.block_bytes]
+        options.pop("sizes")
+    else:
+        sizes = _sizes(ranged or options.pop("sizes"), options.pop("block_size", None), options["blocks"])
     options.pop("sizes", None)
     options["pool"] = _size_option("--pool", options["pool"]) if options["pool"] else None
     max_pinned = options.pop("max_pinned")
@@ -387,6 +417,19 @@ def _config(options: dict[str, Any]) -> RunConfig:
         command_line=shlex.join(["rdmabench", *sys.argv[1:]]),
         **options,
     ).check()
+
+
+def _handoff(options: dict[str, Any]) -> kvhandoff.Handoff | None:
+    """--model: its handoff's descriptors become --blocks and the block size (given neither)."""
+    spec = options["model"]
+    if spec is None:
+        return None
+    if options["blocks"] is not None or options["block_size"] is not None:
+        raise ConfigError("--model sets the blocks and their size: leave out --blocks and --block-size")
+    found = kvhandoff.handoff(spec, options["kv_layout"], options["prompt"])
+    options.pop("block_size")
+    options["blocks"], options["model"] = found.count, found.model.to_dict()
+    return found
 
 
 def _rails(text: str | None) -> tuple[str, ...]:
