@@ -710,6 +710,14 @@ def _count(text: str, option: str) -> int:
     help="With --against nixl: a model's KV-cache handoff as the list (as run's --model), instead of --blocks "
     "and --sizes.",
 )
+@click.option(
+    "--nixl-threads",
+    type=int,
+    default=0,
+    metavar="N",
+    help="With --against nixl: the threads of NIXL's UCX backend (num_threads; vLLM's connector passes 4); 0: "
+    "NIXL's default.",
+)
 @click.option("--kv-layout", default="vllm", metavar="vllm|layer-contiguous|lmcache", help="With --model, as run's.")
 @click.option("--prompt", type=int, default=None, metavar="TOKENS", help="With --model, as run's. [default: 4096]")
 @click.option(
@@ -767,13 +775,18 @@ def anchor(
         _fail(LaunchError(rows[0]["incomplete"]))
 
 
+_NIXL_ONLY = {"counts": None, "layouts": None, "model": None, "kv_layout": "vllm", "prompt": None, "nixl_threads": 0}
+_OPTION_NAMES = {"counts": "--blocks", "layouts": "--layout"}  # the others: their parameter's name
+
+
 def _perftest_only(against: str, nixl_options: dict[str, Any]) -> None:
+    """The ucx_perftest anchor takes none of the NIXL anchor's options."""
     if against != "perftest":
         raise ConfigError(f"unknown anchor {against!r}: choose perftest or nixl")
-    given = [f"--{name.replace('_', '-')}" for name, value in nixl_options.items() if value not in (None, "vllm")]
-    if given:
-        option = given[0].replace("--counts", "--blocks").replace("--layouts", "--layout")
-        raise ConfigError(f"{option} shapes the block lists of the NIXL anchor: add --against nixl")
+    for name, default in _NIXL_ONLY.items():
+        if nixl_options[name] != default:
+            option = _OPTION_NAMES.get(name, f"--{name.replace('_', '-')}")
+            raise ConfigError(f"{option} is an option of the NIXL anchor: add --against nixl")
 
 
 def _nixl_anchor(
@@ -796,6 +809,7 @@ def _nixl_anchor(
         tests=tuple(_names(tests or "put")),
         mode=mode,
         handoff=handoff,
+        threads=options["nixl_threads"],
     )
     rows = nixl.compare(plan, repeat, progress=progress)
     return rows, nixl.format_rows(rows), nixl.document(rows)

@@ -63,6 +63,8 @@ def test_the_nixl_anchor_runs_end_to_end_on_host_memory(tmp_path: Path) -> None:
     # Each UCX reported its protocol (UCX_PROTO_INFO=y): on one host, a one-sided put by cma or shared memory.
     assert "None" not in row["nixl_transport"] and "None" not in row["transport"], row
     assert "ratio = rdmabench / NIXL" in proc.stdout and "# cold, seconds" in proc.stdout
+    # NIXL's own telemetry (on, as vLLM's connector has it): every random block posted, none merged.
+    assert row["nixl_descriptors_posted"] == 16 and row["nixl_own_transfer_us"] > 0 and row["nixl_threads"] == 0
 
 
 @needs_nixl
@@ -108,7 +110,8 @@ def test_without_nixl_the_anchor_says_so_in_one_line(tmp_path: Path) -> None:
 
 def test_the_nixl_anchors_options_need_it() -> None:
     line = _one_line(run_cli(["anchor", "--blocks", "64"]))
-    assert "--blocks shapes the block lists of the NIXL anchor: add --against nixl" in line
+    assert "--blocks is an option of the NIXL anchor: add --against nixl" in line
+    assert "--nixl-threads is an option of the NIXL anchor" in _one_line(run_cli(["anchor", "--nixl-threads", "4"]))
     assert "unknown anchor 'nccl'" in _one_line(run_cli(["anchor", "--against", "nccl"]))
 
 
@@ -121,6 +124,7 @@ def test_the_nixl_anchors_options_need_it() -> None:
         (["--model", "llama-3.1-8b", "--blocks", "4"], "leave out --blocks and --sizes"),
         (["--prompt", "64"], "give --model as well"),
         (["--sizes", "1004"], "multiple of 8 bytes"),
+        (["--nixl-threads", "-1"], "--nixl-threads must be 0 (NIXL's default) or more"),
     ],
 )
 def test_bad_nixl_anchor_options_are_one_line(args: list[str], message: str) -> None:

@@ -64,6 +64,7 @@ class NixlPlan:
     tests: tuple[str, ...] = ("put",)
     mode: str = "host"
     handoff: Handoff | None = None
+    threads: int = 0  # NIXL's UCX backend threads (num_threads; vLLM's connector passes 4); 0: NIXL's default
     seconds: float = 1.0  # of NIXL's timed transfers per list (and as many of its contiguous reference)
     samples: int = 5  # rdmabench's: samples of sample_time seconds, about as many transfers' time
     sample_time: float = 0.2
@@ -73,6 +74,8 @@ class NixlPlan:
         reason = missing()
         if reason:
             raise ConfigError(reason)
+        if self.threads < 0:
+            raise ConfigError(f"--nixl-threads must be 0 (NIXL's default) or more, not {self.threads}")
         if self.mode not in MEMORY:
             raise ConfigError(f"unknown anchor mode {self.mode!r}: choose host or device")
         if self.mode == "device" and visible_gpu_count() == 0:
@@ -164,7 +167,7 @@ def _round(plan: NixlPlan, folder: Path, progress: Callable[[str], None] | None)
         checked = run_blocks(case, plan, validate=True)
         after = {size: run_pair(case.test, case.shape, size, plan, folder) for size in case.sizes}
         rows.extend(
-            _row(case, plan.mode, size, before[size], after[size], unchecked[size], checked[size])
+            _row(case, plan.mode, plan.threads, size, before[size], after[size], unchecked[size], checked[size])
             for size in case.sizes
         )
     return rows
@@ -181,7 +184,7 @@ def run_pair(test: str, shape: BlockShape, size: int, plan: NixlPlan, parent: Pa
         "operation": OPERATIONS[test], "memory": MEMORY[plan.mode][0], "size": size, "seconds": plan.seconds,
         "shape": {"count": shape.count, "layout": shape.layout, "batch": 1, "pool_bytes": shape.pool_bytes,
                   "regions": shape.regions},
-        "warmup": 2, "min_transfers": 5, "max_transfers": 100_000, "timeout": plan.timeout,
+        "warmup": 2, "min_transfers": 5, "max_transfers": 100_000, "timeout": plan.timeout, "threads": plan.threads,
     }  # fmt: skip
     write_json(folder, PLAN, pair)
     processes: dict[str, subprocess.Popen[bytes]] = {}
@@ -303,6 +306,7 @@ _PERCENTILES = {"p50": "p50_us", "p99": "p99_us", "p99.9": "p999_us"}
 def _row(
     case: _Case,
     mode: str,
+    threads: int,
     size: int,
     before: dict[str, Any],
     after: dict[str, Any],
@@ -319,6 +323,7 @@ def _row(
     }  # fmt: skip
     if case.handoff is not None:
         row["handoff"] = case.handoff.record()
+    row["nixl_threads"] = threads
     row |= _nixl_figures(before, after) | _rdmabench_figures(unchecked, case.test)
     record = checked["blocks"]
     row["checked_gbps"], row["checked_p99_us"] = record["transfer_gbps_p50"], record["transfer_us"]["p99"]
@@ -350,6 +355,11 @@ def _nixl_figures(before: dict[str, Any], after: dict[str, Any]) -> dict[str, An
         out[f"nixl_cold_{name}_s"] = _mean(run["initiator"]["cold_s"][name] for run in runs)
     for name in ("register_s", "metadata_s"):  # the target's own: the memory the initiator moves into or out of
         out[f"nixl_cold_target_{name}"] = _mean(run["target"][name] for run in runs)
+    told = [run["initiator"]["blocks"].get("nixl_telemetry") for run in runs]
+    if all(told):  # NIXL's own clock of its C++ path, without Python's, and the descriptors it posted
+        out["nixl_own_post_us"] = _mean(t["post_us_p50"] for t in told)  # type: ignore[index]
+        out["nixl_own_transfer_us"] = _mean(t["transfer_us_p50"] for t in told)  # type: ignore[index]
+        out["nixl_descriptors_posted"] = _mean(t["descriptors_posted"] for t in told)  # type: ignore[index]
     return out
 
 
@@ -402,6 +412,19 @@ def format_rows(rows: list[dict[str, Any]]) -> str:
         )
     lines.append("# cold, seconds (before the warm transfers; NIXL: the mean of its two runs):")
     lines += [_cold_line(r) for r in rows]
+    told = [r for r in rows if r.get("nixl_own_transfer_us") is not None]
+    if told:
+        lines.append(
+            "# NIXL's own telemetry of its median transfer (its C++ clock, Python's polling left out), the "
+            f"descriptors it posted after merging neighbours, and its UCX backend's threads ({rows[0]['nixl_threads']}: "
+            "0 = NIXL's default):"
+        )
+        lines += [
+            f"#   {r['test']} {r['case']} {format_size(r['size_bytes'])}: posting {r['nixl_own_post_us']:.1f} us, "
+            f"transfer {r['nixl_own_transfer_us']:.1f} us, {r['nixl_descriptors_posted']:.0f} of {r['count']} "
+            "descriptors posted"
+            for r in told
+        ]
     lines += _round_lines(rows)
     return "\n".join(lines)
 
