@@ -24,7 +24,7 @@ from .errors import (
 )
 from .escape import visible, visible_lines
 from .job.config import DEFAULT_BLOCK_SIZES, DEFAULT_SIZES, RunConfig
-from .measure import registry
+from .measure import kvhandoff, registry
 from .modes import MemoryMode
 from .results import document
 from .results.verdict import DEFAULT_FLOORS, parse_expect
@@ -231,6 +231,29 @@ def main() -> None:
     help="With --blocks: each end's pool in bytes. [default: what the layout needs; 4x that for random]",
 )
 @click.option(
+    "--model",
+    default=None,
+    metavar="CONFIG",
+    help="A KV-cache handoff as block lists: the descriptors one prefill rank posts to its decode peer for one "
+    "prompt, from a model's KV shape: a known model (llama-3.1-8b, llama-3.1-70b, qwen2.5-7b, deepseek-v3) or a "
+    "JSON file (a config.json too), then ,key=value overrides (tp, pp, dtype_bytes, tokens_per_block, layers, "
+    "kv_heads, head_dim, mla, chunk_tokens). Sets --blocks and the block size; --layout places the blocks.",
+)
+@click.option(
+    "--kv-layout",
+    default="vllm",
+    metavar="vllm|layer-contiguous|lmcache",
+    help="With --model: a descriptor per layer x block x K/V (vLLM's NIXL connector), per block across layers, "
+    "or per LMCache chunk of 256 tokens across layers.",
+)
+@click.option(
+    "--prompt",
+    type=int,
+    default=None,
+    metavar="TOKENS",
+    help="With --model: the prompt's length in tokens, filling whole blocks. [default: 4096]",
+)
+@click.option(
     "--window",
     type=int,
     default=None,
@@ -380,7 +403,14 @@ def _config(options: dict[str, Any]) -> RunConfig:
     ranged = _size_range(options.pop("min_size"), options.pop("max_size"), options.pop("step_factor"))
     if ranged is not None and options["sizes"] != DEFAULT_SIZES:
         raise ConfigError("give the sizes once: --sizes, or -b/-e/-f")
-    sizes = _sizes(ranged or options.pop("sizes"), options.pop("block_size", None), options["blocks"])
+    handoff = _handoff(options)
+    if handoff is not None:
+        if ranged is not None or options["sizes"] != DEFAULT_SIZES:
+            raise ConfigError("--model sets the block size: leave out --sizes and -b/-e/-f")
+        sizes = [handoff.block_bytes]
+        options.pop("sizes")
+    else:
+        sizes = _sizes(ranged or options.pop("sizes"), options.pop("block_size", None), options["blocks"])
     options.pop("sizes", None)
     options["pool"] = _size_option("--pool", options["pool"]) if options["pool"] else None
     max_pinned = options.pop("max_pinned")
@@ -395,6 +425,19 @@ def _config(options: dict[str, Any]) -> RunConfig:
         command_line=shlex.join(["rdmabench", *sys.argv[1:]]),
         **options,
     ).check()
+
+
+def _handoff(options: dict[str, Any]) -> kvhandoff.Handoff | None:
+    """--model: its handoff's descriptors become --blocks and the block size (given neither)."""
+    spec = options["model"]
+    if spec is None:
+        return None
+    if options["blocks"] is not None or options["block_size"] is not None:
+        raise ConfigError("--model sets the blocks and their size: leave out --blocks and --block-size")
+    found = kvhandoff.handoff(spec, options["kv_layout"], options["prompt"])
+    options.pop("block_size")
+    options["blocks"], options["model"] = found.count, found.model.to_dict()
+    return found
 
 
 def _rails(text: str | None) -> tuple[str, ...]:
@@ -625,14 +668,58 @@ def _count(text: str, option: str) -> int:
 @click.option(
     "--mode", default="host", metavar="host|device", help="Memory on both sides: host, or device (GPUs 0 and 1)."
 )
-@click.option("--sizes", default="8,1MiB,64MiB", help="Message sizes, as for run.")
+@click.option(
+    "--against",
+    default="perftest",
+    metavar="perftest|nixl",
+    help="The anchor: ucx_perftest (the C anchor), or NIXL's UCX backend moving the same block lists "
+    "(pip install --no-deps nixl-cu13).",
+)
+@click.option(
+    "--sizes",
+    default=None,
+    help="Message sizes, as for run; with --against nixl the block sizes. [default: 8,1MiB,64MiB; with --against "
+    "nixl 4KiB,64KiB,1MiB]",
+)
 @click.option(
     "--tests",
-    default="bw,lat",
+    default=None,
     help="Comma-separated: bw (vs tag_bw), lat (tag_lat), put (ucp_put_bw), get (ucp_get), put-lat (ucp_put_lat); "
     "with --mode device also bibw (vs both copy engines copying GPU0 <-> GPU1 at once) and incast (a rank a GPU, "
-    "all to GPU 0, vs every GPU copying into GPU 0 at once).",
+    "all to GPU 0, vs every GPU copying into GPU 0 at once). With --against nixl: put (WRITE), get (READ). "
+    "[default: bw,lat; with --against nixl put]",
 )
+@click.option(
+    "--blocks",
+    "counts",
+    default=None,
+    metavar="N[,N...]",
+    help="With --against nixl: blocks per transfer, each count a list of its own (1 to 1048576). [default: 1024]",
+)
+@click.option(
+    "--layout",
+    "layouts",
+    default=None,
+    metavar="LAYOUT[,LAYOUT...]",
+    help="With --against nixl: contiguous, strided, random (as run's --layout). [default: random]",
+)
+@click.option(
+    "--model",
+    default=None,
+    metavar="CONFIG",
+    help="With --against nixl: a model's KV-cache handoff as the list (as run's --model), instead of --blocks "
+    "and --sizes.",
+)
+@click.option(
+    "--nixl-threads",
+    type=int,
+    default=0,
+    metavar="N",
+    help="With --against nixl: the threads of NIXL's UCX backend (num_threads; vLLM's connector passes 4); 0: "
+    "NIXL's default.",
+)
+@click.option("--kv-layout", default="vllm", metavar="vllm|layer-contiguous|lmcache", help="With --model, as run's.")
+@click.option("--prompt", type=int, default=None, metavar="TOKENS", help="With --model, as run's. [default: 4096]")
 @click.option(
     "--repeat",
     default=1,
@@ -641,8 +728,11 @@ def _count(text: str, option: str) -> int:
     "steady rounds' medians.",
 )
 @_writes(_Written(("--output", "-o"), "output", "the anchor rows", "Also write the rows as JSON here."))
-def anchor(mode: str, sizes: str, tests: str, repeat: int, output: str | None, force: bool) -> None:
-    """Compare rdmabench with ucx_perftest (the C anchor) on this machine, side by side.
+def anchor(
+    mode: str, against: str, sizes: str | None, tests: str | None, repeat: int, output: str | None, force: bool,
+    **nixl_options: Any,
+) -> None:  # fmt: skip
+    """Compare rdmabench with an anchor on this machine, side by side: ucx_perftest, or NIXL.
 
     Runs ucx_perftest and `rdmabench run --np 2` on the same memory type and sizes, then prints both
     figures and their ratio, with and without payload validation, and the extra time per message.
@@ -650,28 +740,76 @@ def anchor(mode: str, sizes: str, tests: str, repeat: int, output: str | None, f
     far apart they were (over 10%: the machine changed speed, the row's ratios are unreliable). On a
     noisy machine use --repeat 5: each round's ratios are taken side by side, then their medians, over
     all rounds and over the steady ones.
+
+    With --against nixl: NIXL's UCX backend (two processes of its own) and rdmabench move the same
+    block lists (--blocks x --layout x --sizes, or a --model's handoff), NIXL just before and just after
+    rdmabench, both with validation off (rdmabench also with it on): per-transfer GB/s, p50/p99/p99.9,
+    posting share, descriptors a second, CPU s/GB, against one contiguous message, cold costs, and the
+    UCX protocol each used.
     """
     import json
 
     from .bench import anchor as anchor_module
 
-    rows = anchor_module.compare(
-        mode,
-        parse_sizes(sizes),
-        _names(tests),
-        repeat,
-        progress=lambda line: click.echo(visible_lines(line), err=True),
-    )
+    progress = lambda line: click.echo(visible_lines(line), err=True)  # noqa: E731
+    if against == "nixl":
+        rows, text, written = _nixl_anchor(mode, sizes, tests, repeat, nixl_options, progress)
+    else:
+        _perftest_only(against, nixl_options)
+        rows = anchor_module.compare(
+            mode, parse_sizes(sizes or "8,1MiB,64MiB"), _names(tests or "bw,lat"), repeat, progress=progress
+        )
+        text = anchor_module.format_rows(rows)
+        written = {"schema": {"name": "rdmabench-anchor", "version": 1}, "rows": rows}
     if output is not None:  # first: minutes of measurements must not hang on the table printing
         try:
-            text = json.dumps({"schema": {"name": "rdmabench-anchor", "version": 1}, "rows": rows}, indent=1)
-            userfiles.write_text(output, text)
+            userfiles.write_text(output, json.dumps(written, indent=1))
         except OSError as exc:  # a disk that filled meanwhile: the rows still reach the terminal
-            _say(anchor_module.format_rows(rows))
+            _say(text)
             _fail(ResultsWriteError(f"cannot write {output}: {exc.strerror or exc}; the rows are printed above"))
-    _say(anchor_module.format_rows(rows))
+    _say(text)
     if rows and rows[0].get("incomplete"):
         _fail(LaunchError(rows[0]["incomplete"]))
+
+
+_NIXL_ONLY = {"counts": None, "layouts": None, "model": None, "kv_layout": "vllm", "prompt": None, "nixl_threads": 0}
+_OPTION_NAMES = {"counts": "--blocks", "layouts": "--layout"}  # the others: their parameter's name
+
+
+def _perftest_only(against: str, nixl_options: dict[str, Any]) -> None:
+    """The ucx_perftest anchor takes none of the NIXL anchor's options."""
+    if against != "perftest":
+        raise ConfigError(f"unknown anchor {against!r}: choose perftest or nixl")
+    for name, default in _NIXL_ONLY.items():
+        if nixl_options[name] != default:
+            option = _OPTION_NAMES.get(name, f"--{name.replace('_', '-')}")
+            raise ConfigError(f"{option} is an option of the NIXL anchor: add --against nixl")
+
+
+def _nixl_anchor(
+    mode: str, sizes: str | None, tests: str | None, repeat: int, options: dict[str, Any], progress: Any
+) -> tuple[list[dict[str, Any]], str, dict[str, Any]]:
+    """`anchor --against nixl`: the plan from the options, the rows, their table and their document."""
+    from .bench import nixl
+
+    handoff = None
+    if options["model"] is not None:
+        if options["counts"] is not None or sizes is not None:
+            raise ConfigError("--model sets the blocks and their size: leave out --blocks and --sizes")
+        handoff = kvhandoff.handoff(options["model"], options["kv_layout"], options["prompt"])
+    elif (options["kv_layout"], options["prompt"]) != ("vllm", None):
+        raise ConfigError("--kv-layout and --prompt shape a model's handoff: give --model as well")
+    plan = nixl.NixlPlan(
+        sizes=tuple(parse_sizes(sizes or "4KiB,64KiB,1MiB")),
+        counts=tuple(_count(part, "--blocks") for part in _names(options["counts"] or "1024")),
+        layouts=tuple(_names(options["layouts"] or "random")),
+        tests=tuple(_names(tests or "put")),
+        mode=mode,
+        handoff=handoff,
+        threads=options["nixl_threads"],
+    )
+    rows = nixl.compare(plan, repeat, progress=progress)
+    return rows, nixl.format_rows(rows), nixl.document(rows)
 
 
 @main.command(context_settings={"show_default": True})

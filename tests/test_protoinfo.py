@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from rdmabench.wire.protoinfo import is_plain_tag_send, parse_tables
+from rdmabench.wire.protoinfo import RMA_PUT, ProtoRow, is_plain_tag_send, parse_tables
 
 DATA = Path(__file__).parent / "data"
 
@@ -80,3 +80,18 @@ def test_host_to_host_rendezvous_keeps_the_tag_send_choice() -> None:
     (table,) = [t for t in parse_tables((DATA / "ucx_proto_info_shm.log").read_text()) if t.operation == TAG_SEND]
     row, source = resolve(table.lookup(1 << 20), None, None)
     assert row is not None and row.transport == "cma/memory" and source == "tag send"
+
+
+def test_a_later_ucxs_report_with_its_header_on_two_lines() -> None:
+    """NIXL's own UCX build prints each table's header on two lines and a row naming the columns (a
+    real NIXL initiator's log): every table is read, the loopback (self) ones left out as before."""
+    tables = parse_tables((DATA / "ucx_proto_info_nixl.log").read_text())
+    puts = [t for t in tables if t.operation.startswith(RMA_PUT)]
+    assert [(t.context, t.locality, t.config, t.memory, t.peer_memory) for t in puts] == [
+        ("rdmabench-nixl-initiator", "intra-node", 1, "host", "host")
+    ] * 2
+    assert [t.operation for t in puts] == [RMA_PUT, RMA_PUT + "(multi)"]
+    assert puts[0].lookup(1 << 30) == ProtoRow(0, float("inf"), "zero-copy", "cma/memory")
+    am = [t for t in tables if t.operation == "active message by ucp_am_send*"]
+    assert am and am[-1].lookup(100) == ProtoRow(1, 16515, "zero-copy", "tcp/lo")
+    assert all(t.locality == "intra-node" and t.rows for t in tables)

@@ -14,10 +14,13 @@ from typing import Any
 
 import pytest
 
+from rdmabench.results import document
 from rdmabench.results.document import load as load_results
+from rdmabench.results.formats import render
+from rdmabench.results.rows import aggregate
 from rdmabench.stats import mann_whitney_p
 
-from .conftest import browse, needs_chromium, run_cli
+from .conftest import RESULTS_DATA, browse, needs_chromium, run_cli
 
 SIZES = "4KiB,64KiB"
 
@@ -228,3 +231,24 @@ def test_a_one_buffer_run_is_never_merged_with_a_buffer_per_message() -> None:
     rows = aggregate([("a", {"metadata": {}, "results": [entry(10.0, False), entry(15.0, True)]})])
     assert len(rows) == 2 and sorted(r.values[0] for r in rows) == [10.0, 15.0]
     assert sorted(dict(r.settings).get("buffers", "-") for r in rows) == ["-", "one"]
+
+
+def test_the_report_gives_a_block_lists_p99_and_nothing_for_other_rows() -> None:
+    """A real H200 run's block lists (schema 2): p99 and p99.9 columns in every format; '-' for messages."""
+    blocks = document.load(str(RESULTS_DATA / "blocks-put-device.json"), lazy=True)
+    plain = document.load(str(RESULTS_DATA / "allpairs-bw-device.json"), lazy=True)
+    rows = aggregate([("blocks", blocks), ("plain", plain)])
+    kept = [row for row in rows if row.tail_us is not None]
+    assert kept and all(row.test == "put" for row in kept)
+    first = min(kept, key=lambda row: row.size_bytes)
+    table = render(rows, "table").splitlines()
+    header = next(line for line in table if line.startswith("test "))
+    assert "p99 us" in header and "p99.9 us" in header
+    assert any(f"{first.tail_us[0]:.1f}" in line and f"{first.tail_us[1]:.1f}" in line for line in table)  # type: ignore[index]
+    assert any(line.startswith("bw ") and " - " in line for line in table)
+    markdown = render(rows, "markdown")
+    assert "| p99 us | p99.9 us |" in markdown
+    csv_lines = render(rows, "csv").splitlines()
+    assert "transfer_p99_us,transfer_p999_us" in csv_lines[0]
+    parsed = json.loads(render(rows, "json"))["rows"]
+    assert {row["transfer_p99_us"] is None for row in parsed} == {True, False}

@@ -36,23 +36,28 @@ def run_rdmabench(
 ) -> dict[int, dict[str, Any]]:
     """rdmabench's entry per size of a `run --np ranks` of `test`: the one sent from rank 0, or, where
     rank 0 only receives (an incast to it), one received by it."""
+    command = ["--test", test, "--mode", mode, *extra, "--sizes", ",".join(str(s) for s in sizes), "--engine", engine]
+    if not validate:
+        command.append("--no-validate")
+    if one_buffer:
+        command.append("--one-buffer")
+    entries = run_entries(command, ranks)
+    received = {e["size_bytes"]: e for e in entries if e["dst_rank"] == 0}
+    return received | {e["size_bytes"]: e for e in entries if e["src_rank"] == 0}
+
+
+def run_entries(options: list[str], ranks: int = 2, samples: int = 5, sample_time: float = 0.2) -> list[dict[str, Any]]:
+    """The entries of one `rdmabench run --np ranks OPTIONS` (samples of about `sample_time` seconds)."""
     from ..results import document
 
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "r.json")
-        command = [sys.executable, "-m", "rdmabench", "run", "--np", str(ranks), "--test", test, "--mode", mode, *extra]
-        command += ["--sizes", ",".join(str(s) for s in sizes), "--samples", "5", "--sample-time", "0.2", "-o", out]
-        command += ["--engine", engine]
-        if not validate:
-            command.append("--no-validate")
-        if one_buffer:
-            command.append("--one-buffer")
+        command = [sys.executable, "-m", "rdmabench", "run", "--np", str(ranks), *options]
+        command += ["--samples", str(samples), "--sample-time", str(sample_time), "-o", out]
         proc = subprocess.run(command, capture_output=True, text=True, timeout=1800)
         if proc.returncode != 0:
             raise LaunchError(f"rdmabench run failed: {proc.stderr.strip()[-500:]}")
-        entries = document.load(out)["results"]
-    received = {e["size_bytes"]: e for e in entries if e["dst_rank"] == 0}
-    return received | {e["size_bytes"]: e for e in entries if e["src_rank"] == 0}
+        return list(document.load(out)["results"])
 
 
 @dataclass(frozen=True)
@@ -135,44 +140,64 @@ DRIFT_LIMIT = 0.10
 STEADY_RATIOS = (("checked", "ratio_validated"), ("unchecked", "ratio_unvalidated"), ("1 buffer", "ratio_one_buffer"))
 
 
-def rounds_median(rounds: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
-    """One row per (test, mode, size) of several rounds of the same comparison: each figure's median
-    over the rounds, `rounds` their count and `runs` each figure's values, round by round."""
+def rounds_median(
+    rounds: list[list[dict[str, Any]]],
+    key: tuple[str, ...] = ("test", "mode", "size_bytes"),
+    figures: tuple[str, ...] | None = FIGURES,
+    labels: tuple[str, ...] = ("engine", "transport"),
+    drift: str = "anchor_drift",
+    steady: tuple[tuple[str, str], ...] = STEADY_RATIOS,
+) -> list[dict[str, Any]]:
+    """One row per `key` of several rounds of the same comparison: each figure's median over the
+    rounds (`figures`; None: every number a row holds outside its key), `rounds` their count and
+    `runs` each figure's values, round by round; each of `labels` joins the rounds' distinct values.
+    The steady rounds are those whose `drift` stayed within DRIFT_LIMIT (see _steady)."""
     first = rounds[0]
-    key = [(r["test"], r["mode"], r["size_bytes"]) for r in first]
+    keys = [tuple(r.get(name) for name in key) for r in first]
     for other in rounds[1:]:
-        if [(r["test"], r["mode"], r["size_bytes"]) for r in other] != key:
+        if [tuple(r.get(name) for name in key) for r in other] != keys:
             raise LaunchError("the anchor's rounds measured different rows: cannot take their medians")
     merged = []
     for position, row in enumerate(first):
         out = dict(row)
         runs: dict[str, list[float]] = {}
-        for figure in FIGURES:
+        names = figures if figures is not None else tuple(_numbers(row, key))
+        for figure in names:
             values = [r[position].get(figure) for r in rounds]
-            numbers = [float(v) for v in values if isinstance(v, (int, float))]
+            numbers = [float(v) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
             if len(numbers) == len(values):
                 runs[figure] = numbers
                 out[figure] = stats.median(numbers)
             elif numbers:  # a column some rounds lack has no median of all: not shown (one a test lacks stays)
                 out[figure] = None
-        for label in ("engine", "transport"):  # a round that ran otherwise must not hide behind the first
+        for label in labels:  # a round that ran otherwise must not hide behind the first
             out[label] = " | ".join(dict.fromkeys(str(r[position].get(label)) for r in rounds))
         out["rounds"], out["runs"] = len(rounds), runs
-        out |= _steady(runs)
+        out |= _steady(runs, drift, steady)
         merged.append(out)
     return merged
 
 
-def _steady(runs: dict[str, list[float]]) -> dict[str, Any]:
-    """How many rounds were steady (ucx_perftest's two runs around rdmabench's within DRIFT_LIMIT)
+def _numbers(row: dict[str, Any], key: tuple[str, ...]) -> list[str]:
+    return [
+        name
+        for name, value in row.items()
+        if name not in key and isinstance(value, (int, float)) and not isinstance(value, bool)
+    ]
+
+
+def _steady(
+    runs: dict[str, list[float]], drift: str = "anchor_drift", ratios: tuple[tuple[str, str], ...] = STEADY_RATIOS
+) -> dict[str, Any]:
+    """How many rounds were steady (the anchor's two runs around rdmabench's within DRIFT_LIMIT)
     and, where any was, the median of each ratio over those rounds alone; nothing for rows without a
     bracket (a copy-engine ceiling)."""
-    drifts = runs.get("anchor_drift")
+    drifts = runs.get(drift)
     if drifts is None:
         return {}
-    steady = [index for index, drift in enumerate(drifts) if drift <= DRIFT_LIMIT]
+    steady = [index for index, value in enumerate(drifts) if value <= DRIFT_LIMIT]
     out: dict[str, Any] = {"steady_rounds": len(steady)}
-    for _name, ratio in STEADY_RATIOS:
+    for _name, ratio in ratios:
         if steady and ratio in runs:
             out[f"steady_{ratio}"] = stats.median(runs[ratio][index] for index in steady)
     return out

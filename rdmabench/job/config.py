@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..errors import ConfigError
-from ..measure import plan, registry
+from ..measure import kvhandoff, plan, registry
 from ..measure.blocks import BlockShape
 from ..modes import MemoryMode
 from ..units import DISPLAY_UNITS, parse_sizes
@@ -75,6 +75,11 @@ class RunConfig:
     layout: str = "contiguous"
     batch: int = 1
     pool: int | None = None
+    # A KV-cache handoff (--model): the model's KV shape (kvhandoff.ModelConfig as a dict), the
+    # engine's cache layout and the prompt in tokens; they set --blocks and the block size.
+    model: dict[str, Any] | None = None
+    kv_layout: str = "vllm"
+    prompt: int | None = None
     # Floors (share of the physical limit) per limit kind or link class: a verdict at the end of the run.
     expect: dict[str, float] = field(default_factory=dict)
     command_line: str = ""
@@ -156,7 +161,28 @@ class RunConfig:
                 f"--one-buffer cannot use {staged.value} memory: its pinned chunks are buffers of their own"
             )
 
+    def _check_model(self) -> None:
+        """A handoff's options go with --model, whose descriptors are the blocks the run moves."""
+        if self.model is None:
+            if (self.kv_layout, self.prompt) != ("vllm", None):
+                raise ConfigError("--kv-layout and --prompt shape a model's handoff: give --model as well")
+            return
+        found = self.handoff
+        assert found is not None
+        if self.blocks != found.count or self.sizes != [found.block_bytes]:
+            raise ConfigError(
+                f"--model {found.model.name} posts {found.count} descriptors of {found.block_bytes} bytes: "
+                "leave out --blocks and --block-size"
+            )
+
+    @property
+    def handoff(self) -> kvhandoff.Handoff | None:
+        if self.model is None:
+            return None
+        return kvhandoff.from_record(self.model, self.kv_layout, self.prompt)
+
     def _check_blocks(self, kind: registry.TestKind) -> None:
+        self._check_model()
         shape = self.block_shape
         if shape is None:
             if (self.layout, self.batch, self.pool) != ("contiguous", 1, None):
@@ -180,6 +206,9 @@ class RunConfig:
     def block_shape(self) -> BlockShape | None:
         if self.blocks is None:
             return None
+        found = self.handoff
+        if found is not None:
+            return found.shape(self.layout, self.batch, self.pool)
         return BlockShape(self.blocks, self.layout, self.batch, self.pool).check()
 
     @property

@@ -288,6 +288,8 @@ class _Job:
         if config.pattern == "pair":
             shape = config.block_shape
             blocks = shape.describe() if shape else None
+            if config.handoff is not None:
+                blocks = f"{config.handoff.describe()}: {blocks}"
             table.header(0, 1, config.src_mode.value, config.dst_mode.value, config.validate, blocks)
             if world.size > 2:
                 table.note(f"ranks 2..{world.size - 1} stay idle: the pair test uses ranks 0 and 1")
@@ -427,6 +429,9 @@ class _Job:
         if entry.blocks is None:
             return
         link = (entry.src_rank, entry.dst_rank)
+        handoff = self.config.handoff
+        if handoff is not None and entry.blocks["count"] == handoff.count and entry.size_bytes == handoff.block_bytes:
+            entry.blocks["handoff"] = handoff.record()
         if entry.blocks["count"] == 1 and entry.blocks["layout"] == "contiguous":
             self.contiguous[link] = entry.value
             return

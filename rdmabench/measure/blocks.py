@@ -10,6 +10,11 @@ of slots and payloads are written and checked for all blocks at once. Layouts:
   (a paged KV cache after some churn); source and destination tables differ.
 
 `batch` transfers are in flight per step, each with slots of its own.
+
+A pool may hold `regions` equal regions (a KV cache's layers, and their K and V, each a tensor of its
+own: kvhandoff.py): a transfer's blocks are then split evenly among the regions, and every region's
+share takes the same slots of its own region, as a KV cache's block ids are shared by its layers. The
+list posts region by region, as vLLM's NIXL connector does.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ class BlockShape:
     layout: str = "contiguous"
     batch: int = 1  # transfers in flight per step
     pool_bytes: int | None = None  # each end's pool (default: enough for the layout; 4x for random)
+    regions: int = 1  # the pool's regions (layers x K/V); count is a multiple of it
 
     def check(self) -> BlockShape:
         if self.count < 1:
@@ -48,6 +54,8 @@ class BlockShape:
             )
         if self.pool_bytes is not None and self.pool_bytes < 8:
             raise ConfigError(f"--pool must be at least 8 bytes, not {self.pool_bytes}")
+        if self.regions < 1 or self.count % self.regions:
+            raise ConfigError(f"{self.count} blocks do not split evenly into {self.regions} regions of the pool")
         return self
 
     @property
@@ -55,10 +63,14 @@ class BlockShape:
         return self.count * self.batch
 
     def pool_slots(self, block: int) -> int:
-        """Slots (blocks) in each end's pool."""
+        """Slots (blocks) in each end's pool: `regions` regions of region_slots each."""
+        return self.region_slots(block) * self.regions
+
+    def region_slots(self, block: int) -> int:
+        """Slots in each region of the pool (the whole pool when it has one region)."""
         if self.pool_bytes is not None:
-            return self.pool_bytes // block
-        return self.per_step * _SPREAD[self.layout]
+            return self.pool_bytes // block // self.regions
+        return self.per_step // self.regions * _SPREAD[self.layout]
 
     def check_fits(self, block: int) -> None:
         """Blocks of whole 64-bit words (payloads are written a word at a time), in a pool that holds
@@ -70,25 +82,38 @@ class BlockShape:
         if block > self.pool_bytes:
             raise ConfigError(f"--block-size {block} is larger than the --pool of {self.pool_bytes} bytes")
         needed = self.per_step * (2 if self.layout == "strided" else 1)
-        if self.pool_slots(block) < needed:
+        if self.region_slots(block) < needed // self.regions:
             raise ConfigError(
                 f"--layout {self.layout} of {self.per_step} blocks of {block} bytes needs {needed} slots "
                 f"({needed * block} bytes), more than the --pool of {self.pool_bytes} bytes"
             )
 
     def slots(self, end: str, block: int) -> np.ndarray:
-        """The pool slot of every block of a step, transfer by transfer ("src" or "dst" end)."""
-        moved = self.per_step
+        """The pool slot of every block of a step, transfer by transfer ("src" or "dst" end), and
+        within a transfer region by region."""
+        if self.regions == 1:
+            return self._region_slots(end, block, self.per_step)
+        per_region = self.count // self.regions
+        ids = self._region_slots(end, block, per_region * self.batch).reshape(self.batch, 1, per_region)
+        bases = (np.arange(self.regions, dtype=np.int64) * self.region_slots(block)).reshape(1, self.regions, 1)
+        return (bases + ids).reshape(-1)
+
+    def _region_slots(self, end: str, block: int, moved: int) -> np.ndarray:
+        """The slots `moved` blocks take in one region, by the layout."""
         if self.layout == "contiguous":
             return np.arange(moved, dtype=np.int64)
         if self.layout == "strided":
             return np.arange(moved, dtype=np.int64) * 2
-        pool = self.pool_slots(block)
-        rng = np.random.default_rng([_SEED, self.count, self.batch, pool, 0 if end == "src" else 1])
+        pool = self.region_slots(block)
+        seed = [_SEED, self.count, self.batch, pool, 0 if end == "src" else 1]
+        rng = np.random.default_rng(seed if self.regions == 1 else [*seed, self.regions])
         return rng.choice(pool, size=moved, replace=False).astype(np.int64)
 
     def describe(self) -> str:
-        return f"{self.count} blocks, {self.layout}" + (f", {self.batch} transfers in flight" if self.batch > 1 else "")
+        regions = f" in {self.regions} regions" if self.regions > 1 else ""
+        return f"{self.count} blocks{regions}, {self.layout}" + (
+            f", {self.batch} transfers in flight" if self.batch > 1 else ""
+        )
 
     def contiguous(self, block: int) -> tuple[BlockShape, int]:
         """The reference of this shape at `block`: each transfer's bytes as one contiguous message."""

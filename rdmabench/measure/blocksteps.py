@@ -11,6 +11,7 @@ is kept (not only sample means), so the entry can give p50, p99 and p99.9 of tra
 from __future__ import annotations
 
 import ctypes
+import time
 from typing import Any
 
 import numpy as np
@@ -76,10 +77,13 @@ class BlocksProtocol:
         state = end.state
         return {
             "shape": self.shape, "operation": self.name,
-            "transfer_seconds": state["transfers"], "post_seconds": state["posting"],
+            "transfer_seconds": state["transfers"], "post_seconds": state["posting"], "cold": dict(state["cold"]),
         }  # fmt: skip
 
     def setup(self, end: RoundEnd) -> None:
+        """The pool, the block lists and (one-sided) the peer's keys. The initiator keeps what each
+        cost (`cold`): the peer's registration and the key exchange, preparing the lists (slots,
+        offsets, the native link), and later its first transfer."""
         if len(end.targets) + len(end.sources) != 1:
             raise TransportError(f"block lists move one link per rank at a time ({end.where})")
         shape, size, state = self.shape, end.spec.size, end.state
@@ -89,20 +93,23 @@ class BlocksProtocol:
         pool_bytes = shape.pool_slots(size) * size
         pool = end.pool(side, pool_bytes)
         mine, theirs = ("src", "dst") if outgoing else ("dst", "src")
+        began = time.perf_counter()
         slots = shape.slots(mine, size)  # a random table costs a permutation of the pool: drawn once
-        state.update(transfers=[], posting=[], pool=pool, loop=loop, initiator=self._initiator(end))
+        clock: dict[str, float] = {}
+        state.update(transfers=[], posting=[], pool=pool, loop=loop, initiator=self._initiator(end), cold=clock)
         state["slow_every"] = faults.slow_every()
-        if end.spec.validate:
-            sender = end.rank if outgoing else side.peer
-            state["payload"] = BlockPayload(pool, size, slots, sender)
         remote: tuple[Any, Any, Any] = (0, None, None)
         if self.operation != TAGGED:
             lent = [] if state["initiator"] else [(side, [pool])]
-            borrowed = lend_and_borrow(end, lent, [side] if state["initiator"] else [], pool_bytes)
+            borrowed = lend_and_borrow(end, lent, [side] if state["initiator"] else [], pool_bytes, clock)
             if state["initiator"]:
                 addresses, rkeys = borrowed[id(side)]
                 remote = (addresses[0], rkeys[0], shape.slots(theirs, size) * size)
         state["link"] = self._link(end, side, pool, slots * size, remote)
+        clock["prepare_s"] = time.perf_counter() - began - clock.get("keys_s", 0.0)
+        if end.spec.validate:  # outside the costs: what checking every block adds, not what moving them does
+            sender = end.rank if outgoing else side.peer
+            state["payload"] = BlockPayload(pool, size, slots, sender)
         state["scratch"] = np.zeros(8 * (shape.batch + 2), dtype=np.uint8)
         state["signal_at"] = end.signal()[1]
 
@@ -162,6 +169,8 @@ class BlocksProtocol:
         )
         if not state["initiator"]:
             return []
+        if index == 0:  # the first transfer of the list: what a cold request pays beyond a warm one
+            state["cold"]["first_transfer_s"] = step
         if index >= end.spec.plan.warmup:
             state["transfers"].extend(seconds)
             state["posting"].extend(posting)

@@ -352,25 +352,36 @@ def _us(seconds: float) -> float:
 
 def block_record(size: int, details: dict[str, Any]) -> dict[str, Any]:
     """A block-list entry's shape and its transfers: GB/s and latency percentiles from every timed
-    transfer (not sample means), and how the time split into posting and completion."""
+    transfer (not sample means), how the time split into posting and completion (and the median
+    transfer's share spent posting), descriptors a second, and what the list cost before its warm
+    transfers (`cold`, seconds: the peer's registration, the key exchange, preparing the lists, the
+    first transfer)."""
     shape: BlockShape = details["shape"]
     times, posting = details["transfer_seconds"], details["post_seconds"]
     moved = size * shape.count
     completion = [t - p for t, p in zip(times, posting, strict=True)]
-    return {
+    median = percentile(times, 50)
+    record = {
         "count": shape.count,
         "block_bytes": size,
         "transfer_bytes": moved,
         "layout": shape.layout,
         "batch": shape.batch,
+        "regions": shape.regions,
         "pool_bytes": shape.pool_slots(size) * size,
         "operation": details["operation"],
         "transfers": len(times),
         "transfer_us": {f"p{q:g}": _us(percentile(times, q)) for q in (50, 99, 99.9)} | {"max": _us(max(times))},
-        "transfer_gbps_p50": round(gbps(moved, percentile(times, 50)), 6),
+        "transfer_gbps_p50": round(gbps(moved, median), 6),
+        "descriptors_per_second_p50": round(shape.count / median, 3),
         "post_us_p50": _us(percentile(posting, 50)),
+        "post_share_p50": round(percentile([p / t for p, t in zip(posting, times, strict=True)], 50), 6),
         "completion_us_p50": _us(percentile(completion, 50)),
     }
+    cold = details.get("cold")
+    if cold:
+        record["cold_s"] = {key.removesuffix("_s"): round(value, 9) for key, value in cold.items()}
+    return record
 
 
 def _place(entry: Entry, placement: Placement) -> None:

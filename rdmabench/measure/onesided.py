@@ -15,6 +15,7 @@ get latency is the time of one get (a full round trip, as OSU and ucx_perftest r
 from __future__ import annotations
 
 import ctypes
+import time
 from typing import Any
 
 import numpy as np
@@ -52,24 +53,37 @@ def refuse_unpollable(mode: MemoryMode) -> str | None:
 
 
 def lend_and_borrow(
-    end: RoundEnd, lent: list[tuple[Side, list[Any]]], borrowing: list[Side], length: int | None = None
+    end: RoundEnd,
+    lent: list[tuple[Side, list[Any]]],
+    borrowing: list[Side],
+    length: int | None = None,
+    clock: dict[str, float] | None = None,
 ) -> dict[int, Any]:
     """Send each passive side's (addresses, keys) to its peer; returns, per borrowing side, the
     peer's addresses and unpacked keys. Every send is posted before any receive: no rank waits on a
-    peer that waits on it. Each buffer is lent for `length` bytes (default: the round's size)."""
+    peer that waits on it. Each buffer is lent for `length` bytes (default: the round's size).
+    `clock` gets what the keys cost a borrowing end: `register_s`, the seconds its peer took to map
+    the memory and pack its keys (the peer's clock), and `keys_s`, its own wait for them and their
+    unpacking (the peer's mapping included)."""
     regs: Registrations = end.state["regs"]
     comm = end.comm
     memory_of = {id(side): memory_type(side.mode.ucx_memory) for side, _ in lent}
     sends = []
     for side, buffers in lent:
+        began = time.perf_counter()
         keys = [regs.lend(b.address, length or end.spec.size, memory_of[id(side)]) for b in buffers]
-        sends.append(comm.isend(([b.address for b in buffers], keys), dest=side.peer, tag=_TAG_KEYS))
+        mapped = time.perf_counter() - began
+        sends.append(comm.isend(([b.address for b in buffers], keys, mapped), dest=side.peer, tag=_TAG_KEYS))
     borrowed: dict[int, Any] = {}
     for side in borrowing:
-        addresses, keys = receive(comm, side.peer, _TAG_KEYS)
+        began = time.perf_counter()
+        addresses, keys, mapped = receive(comm, side.peer, _TAG_KEYS)
         endpoint = end.transport.endpoint_handle(side.peer)
         rkeys = [regs.borrow(endpoint, key) for key in keys]
         borrowed[id(side)] = ((ctypes.c_uint64 * len(addresses))(*addresses), HotLoop.addresses(rkeys))
+        if clock is not None:
+            clock["register_s"] = clock.get("register_s", 0.0) + mapped
+            clock["keys_s"] = clock.get("keys_s", 0.0) + time.perf_counter() - began
     for request in sends:
         request.wait()
     return borrowed

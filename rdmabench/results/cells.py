@@ -28,6 +28,8 @@ COLUMNS = (
     "min",
     "max",
     "spread",
+    "p99 us",
+    "p99.9 us",
     "share",
     "CPU s/GB",
     "wire",
@@ -63,6 +65,7 @@ def cell_columns(rows: list[Row]) -> list[list[str]]:
             f"{(high - low) / median if median else 0.0:.1%}"
             for high, low, median in zip(highs, lows, medians, strict=True)
         ],
+        *_tail_columns(rows),
         [f"{share:.0%}" if share is not None else "-" for share in shares],
         [_cpu_cell(row) for row in rows],
         [f"{row.wire_ratio:.2f} {row.wire_dev}" if row.wire_dev else "-" for row in rows],
@@ -71,6 +74,12 @@ def cell_columns(rows: list[Row]) -> list[list[str]]:
             for row in rows
         ],
     ]
+
+
+def _tail_columns(rows: list[Row]) -> list[list[str]]:
+    """A block list's p99 and p99.9 of transfer times (us, the median over runs); '-' for other rows."""
+    tails = [row.tail_us for row in rows]
+    return [[f"{tail[i]:.1f}" if tail else "-" for tail in tails] for i in (0, 1)]
 
 
 def _cpu_cell(row: Row) -> str:

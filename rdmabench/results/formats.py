@@ -60,7 +60,8 @@ def format_table(rows: list[Row], by: str, fraction: float, found: Attribution |
         lines += aligned(COLUMNS, [escape.column(column, escape.visible) for column in cell_columns(members)])
     lines.append("")
     lines.append(
-        "GB/s = 1e9 bytes/s; median/min/max over runs; spread = (max - min) / median; share = of the link's physical limit"
+        "GB/s = 1e9 bytes/s; median/min/max over runs; spread = (max - min) / median; p99/p99.9 us = a block "
+        "list's transfer times (the median over runs); share = of the link's physical limit"
     )
     return "\n".join(lines)
 
@@ -82,7 +83,10 @@ def format_markdown(rows: list[Row], by: str, fraction: float, found: Attributio
         columns = [escape.column(column, escape.markdown) for column in cell_columns(members)]
         lines += ["| " + " | ".join(cells) + " |" for cells in zip(*columns, strict=True)]
     lines.append("")
-    lines.append("GB/s = 1e9 bytes/s; median/min/max over runs; share = of the link's physical limit.")
+    lines.append(
+        "GB/s = 1e9 bytes/s; median/min/max over runs; p99/p99.9 us = a block list's transfer times (the median "
+        "over runs); share = of the link's physical limit."
+    )
     return "\n".join(lines) + "\n"
 
 
@@ -151,7 +155,7 @@ class _RowJson:
         return found
 
     def line(self, row: Row) -> str:
-        median, low, high, label = row.median, min(row.values), max(row.values), self._label
+        median, low, high, label, tail = row.median, min(row.values), max(row.values), self._label, row.tail_us
         settings = self._settings.get(row.settings)
         if settings is None:
             settings = self._settings[row.settings] = json.dumps(dict(row.settings))
@@ -163,6 +167,8 @@ class _RowJson:
             f'"spread": {_json((high - low) / median if median else 0.0)}, "share_of_limit": {_json(row.share)}, '
             f'"link_limit": {label(row.limit)}, "cpu_s_per_gb": {_json(row.cpu_s_per_gb)}, '
             f'"wire": {_json({"dev": row.wire_dev, "ratio": row.wire_ratio} if row.wire_dev else None)}, '
+            f'"transfer_p99_us": {_json(tail[0] if tail else None)}, '
+            f'"transfer_p999_us": {_json(tail[1] if tail else None)}, '
             f'"transports": {self._set(row.transports)}, '
             f'"warnings": {self._set(row.warnings)}}}'
         )
@@ -192,6 +198,8 @@ def format_csv(rows: list[Row]) -> str:
         "cpu_dst_s_per_gb",
         "wire_ratio",
         "wire_dev",
+        "transfer_p99_us",
+        "transfer_p999_us",
         "transports",
     ]
     writer.writerow(fields)

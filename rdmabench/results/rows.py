@@ -91,6 +91,11 @@ def figure(entry: dict[str, Any]) -> float | None:
     return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
 
 
+def _number(value: Any) -> float | None:
+    """A finite number from a file, or None."""
+    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
+
+
 # UCX settings that only steer logging or error reports: they do not change a figure.
 _UCX_BOOKKEEPING = ("UCX_LOG_", "UCX_PROTO_INFO", "UCX_WARN_", "UCX_ERROR_", "UCX_HANDLE_ERRORS", "UCX_MEMTYPE_CACHE")
 
@@ -118,6 +123,11 @@ def settings_of(entry: dict[str, Any], metadata: dict[str, Any]) -> tuple[tuple[
     blocks = entry.get("blocks")
     if isinstance(blocks, dict):  # block lists (--blocks): never merged with plain messages or other shapes
         shape = f"{blocks.get('count')} x {blocks.get('layout')}, {blocks.get('batch')} in flight"
+        handoff = blocks.get("handoff")
+        if isinstance(handoff, dict) and isinstance(handoff.get("model"), dict):  # --model: whose cache, how laid out
+            shape += (
+                f", {handoff['model'].get('name')} {handoff.get('kv_layout')} {handoff.get('prompt_tokens')} tokens"
+            )
         return (*settings, ("blocks", shape))
     return settings
 
@@ -162,6 +172,8 @@ class Row:
     # The wire check: the lowest share of the bytes its counter saw over the runs, and the counter.
     wire_ratio: float | None = None
     wire_dev: str | None = None
+    # Block lists (--blocks, --model): each run's p99 and p99.9 of its transfer times, in us.
+    tails: list[tuple[float, float]] | None = None
 
     @property
     def link_key(self) -> tuple[str, str, str, int, str, str]:
@@ -211,7 +223,26 @@ class Row:
             if self.wire_ratio is None or ratio < self.wire_ratio:
                 self.wire_ratio, self.wire_dev = ratio, intern(str(wire.get("dev")))
 
+    def add_tail(self, blocks: Any) -> None:
+        """A block-list run's p99 and p99.9 of transfer times (its entry's `blocks`), where it has them."""
+        us = blocks.get("transfer_us") if isinstance(blocks, dict) else None
+        if not isinstance(us, dict):
+            return
+        p99, p999 = _number(us.get("p99")), _number(us.get("p99.9"))
+        if p99 is not None and p999 is not None:
+            if self.tails is None:
+                self.tails = []
+            self.tails.append((p99, p999))
+
+    @property
+    def tail_us(self) -> tuple[float, float] | None:
+        """The median over runs of the p99 and of the p99.9 of transfer times (us), or None."""
+        if not self.tails:
+            return None
+        return median([t[0] for t in self.tails]), median([t[1] for t in self.tails])
+
     def to_dict(self) -> dict[str, Any]:
+        tail = self.tail_us
         return {
             "test": self.test,
             "src_mode": self.src_mode,
@@ -231,6 +262,8 @@ class Row:
             "link_limit": self.limit,
             "cpu_s_per_gb": self.cpu_s_per_gb,
             "wire": {"dev": self.wire_dev, "ratio": self.wire_ratio} if self.wire_dev else None,
+            "transfer_p99_us": tail[0] if tail else None,
+            "transfer_p999_us": tail[1] if tail else None,
             "transports": sorted(self.transports),
             "warnings": sorted(self.warnings),
         }
@@ -394,7 +427,9 @@ class _Folder:
             if dst_end is None:
                 dst_end = ends[(item["dst"], dst_has)] = _rank_end(results.ranks, item["dst"], dst_has)
             link = _link(src_end, dst_end, kind.on_device)
-            self.fold(kind, link, item["size"], value, item["samples"], item.get("cpu"), item.get("wire"))
+            self.fold(
+                kind, link, item["size"], value, item["samples"], item.get("cpu"), item.get("wire"), item.get("blocks")
+            )
 
     def _profile_kind(
         self, profile: compact.Profile, remeasured: bool, metadata: dict[str, Any]
@@ -437,7 +472,16 @@ class _Folder:
         kind = self.kind(entry, metadata)
         link = _link(_entry_end(entry, "src"), _entry_end(entry, "dst"), kind.on_device)
         samples = [float(v) for v in entry["samples"]]
-        self.fold(kind, link, entry["size_bytes"], value, samples, entry.get("cpu_s_per_gb"), entry.get("wire"))
+        self.fold(
+            kind,
+            link,
+            entry["size_bytes"],
+            value,
+            samples,
+            entry.get("cpu_s_per_gb"),
+            entry.get("wire"),
+            entry.get("blocks"),
+        )
 
     def fold(
         self,
@@ -448,6 +492,7 @@ class _Folder:
         samples: list[float],
         cpu: Any = None,
         wire: Any = None,
+        blocks: Any = None,
     ) -> None:
         """Add a link's figure and its share of its limit (never a file's) to its row; `samples` may become its own."""
         if self.filtering and not self.filters.accept_link(size, link.src_host, link.dst_host, link.link_class):
@@ -458,45 +503,51 @@ class _Folder:
         share = derived.share_of_limit(value, kind.bound) if kind.bound is not None else None
         shares = [share] if share is not None else []
         if row is None:
-            self.rows[key] = Row(
-                kind.test,
-                kind.src_mode,
-                kind.dst_mode,
-                size,
-                link.name,
-                link.link_class,
-                intern(str(link.src_host)),
-                intern(str(link.dst_host)),
-                kind.unit,
-                kind.load,
-                kind.settings,
-                kind.higher_is_better,
-                "",
-                [value],
-                samples,
-                shares,
-                kind.transports,
-                self.dates,
-                kind.warnings,
-                kind.limit,
-                kind.limit_kind,
-                frozenset(link.nics),  # a pair of NICs per link: a million of them, not worth keeping once
-                kind.limit_gbps,
-            )
-            if cpu is not None or wire is not None:
-                self.rows[key].add_costs(cpu, wire, intern)
-            return
+            row = self.rows[key] = self._new_row(kind, link, size, value, samples, shares)
+        else:
+            row.values.append(value)
+            row.samples.extend(samples)
+            row.shares.extend(shares)
+            row.transports = intern.union(row.transports, kind.transports)
+            row.warnings = intern.union(row.warnings, kind.warnings)
+            row.nics = row.nics.union(link.nics)
+            if kind.limit is not None:
+                row.limit, row.limit_kind, row.limit_gbps = kind.limit, kind.limit_kind, kind.limit_gbps
+            row.dates = intern.union(row.dates, self.dates)
         if cpu is not None or wire is not None:
             row.add_costs(cpu, wire, intern)
-        row.values.append(value)
-        row.samples.extend(samples)
-        row.shares.extend(shares)
-        row.transports = intern.union(row.transports, kind.transports)
-        row.warnings = intern.union(row.warnings, kind.warnings)
-        row.nics = row.nics.union(link.nics)
-        if kind.limit is not None:
-            row.limit, row.limit_kind, row.limit_gbps = kind.limit, kind.limit_kind, kind.limit_gbps
-        row.dates = intern.union(row.dates, self.dates)
+        if blocks is not None:
+            row.add_tail(blocks)
+
+    def _new_row(
+        self, kind: _Kind, link: _Link, size: int, value: float, samples: list[float], shares: list[float]
+    ) -> Row:
+        intern = self.intern
+        return Row(
+            kind.test,
+            kind.src_mode,
+            kind.dst_mode,
+            size,
+            link.name,
+            link.link_class,
+            intern(str(link.src_host)),
+            intern(str(link.dst_host)),
+            kind.unit,
+            kind.load,
+            kind.settings,
+            kind.higher_is_better,
+            "",
+            [value],
+            samples,
+            shares,
+            kind.transports,
+            self.dates,
+            kind.warnings,
+            kind.limit,
+            kind.limit_kind,
+            frozenset(link.nics),  # a pair of NICs per link: a million of them, not worth keeping once
+            kind.limit_gbps,
+        )
 
 
 def _limit(limit: Any) -> tuple[str | None, str | None, float | None]:

@@ -8,6 +8,14 @@ A table looks like this (log prefixes removed):
 
 Each table belongs to one endpoint configuration (cfg#N), one operation and one memory type, and maps
 message-size ranges to a protocol and the transports (transport/device) that carry it.
+
+Later UCX versions (NIXL bundles one) print the same table with its header on two lines and a row
+naming the columns:
+
+    | agent intra-node cfg#1                                   |
+    | remote memory write by ucp_put* from host memory to host |
+    | Range  | Description | Config                            |
+    | 0..inf | zero-copy   | cma/memory                        |
 """
 
 from __future__ import annotations
@@ -17,6 +25,10 @@ from dataclasses import dataclass, field
 
 # The memory part reads "host memory" or, where UCX knows the device, "cuda/GPU0".
 _HEADER_RE = re.compile(r"\|\s*(\S+)\s+(intra-node|inter-node)\s+cfg#(\d+)\s*\|\s*(.+?)\s+(?:from|into)\s+(.+?)\s*\|")
+# The two-line header: the configuration alone on its line, then the operation alone on the next.
+_CONFIG_LINE_RE = re.compile(r"\|\s*(\S+)\s+(intra-node|inter-node)\s+cfg#(\d+)\s*\|\s*$")
+_OPERATION_LINE_RE = re.compile(r"\|\s*(.+?)\s+(?:from|into)\s+(.+?)\s*\|\s*$")
+_COLUMNS_RE = re.compile(r"\|\s*Range\s*\|\s*Description\s*\|\s*Config\s*\|")
 _MEMORY_TYPE_RE = re.compile(r"[A-Za-z_-]+")
 _ROW_RE = re.compile(r"\|\s*(\d+[KMGT]?)\.\.(\d+[KMGT]?|inf)\s*\|\s*(.*?)\s*\|\s*(.*?)\s*\|\s*$")
 _SINGLE_ROW_RE = re.compile(r"\|\s*(\d+[KMGT]?)\s*\|\s*(.*?)\s*\|\s*(.*?)\s*\|\s*$")
@@ -69,19 +81,22 @@ class ProtoTable:
 
 
 def parse_tables(text: str) -> list[ProtoTable]:
-    """Every protocol-selection table in a UCX log, in order of appearance."""
+    """Every protocol-selection table in a UCX log, in order of appearance (either header's form)."""
     tables: list[ProtoTable] = []
     current: ProtoTable | None = None
+    config: tuple[str, ...] | None = None  # a two-line header's first line, until its second
     for line in text.splitlines():
         header = _HEADER_RE.search(line)
-        if header:
-            context, locality, config, operation, memory_text = header.groups()
-            kinds = _MEMORY_TYPE_RE.findall(memory_text.replace(" memory", " "))
-            words = [k for k in kinds if k not in ("to", "from", "GPU")]
-            memory = words[0] if words else memory_text
-            peer = words[1] if len(words) > 1 else None
-            current = ProtoTable(context, locality, int(config), operation.strip(), memory, memory_text, peer)
+        operation = _OPERATION_LINE_RE.search(line) if config is not None else None
+        if header or operation:
+            found = header.groups() if header else (*(config or ()), *operation.groups())  # type: ignore[union-attr]
+            current, config = _table(*found), None
             tables.append(current)
+            continue
+        config = None
+        two_line = _CONFIG_LINE_RE.search(line)
+        if two_line:
+            config, current = two_line.groups(), None
             continue
         if current is None:
             continue
@@ -95,10 +110,18 @@ def parse_tables(text: str) -> list[ProtoTable]:
             value, protocol, transport = single.groups()
             current.rows.append(ProtoRow(_size(value), _size(value), protocol, transport))
             continue
-        if "+--" in line:
+        if "+--" in line or _COLUMNS_RE.search(line):
             continue
         current = None
     return tables
+
+
+def _table(context: str, locality: str, config: str, operation: str, memory_text: str) -> ProtoTable:
+    kinds = _MEMORY_TYPE_RE.findall(memory_text.replace(" memory", " "))
+    words = [k for k in kinds if k not in ("to", "from", "GPU")]
+    memory = words[0] if words else memory_text
+    peer = words[1] if len(words) > 1 else None
+    return ProtoTable(context, locality, int(config), operation.strip(), memory, memory_text, peer)
 
 
 def is_plain_tag_send(table: ProtoTable) -> bool:

@@ -1,0 +1,183 @@
+"""The NIXL anchor (`rdmabench anchor --against nixl`): NIXL's UCX backend in two real processes of its
+own and rdmabench's real ranks moving the same block lists, end to end on host memory; the one-line
+refusal where NIXL is not installed; NIXL's UCX protocol report; the rounds' medians."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+from rdmabench.bench import nixl
+from rdmabench.bench.anchor import rounds_median
+from rdmabench.hardware.gpu import visible_gpu_count
+from rdmabench.measure.kvhandoff import handoff
+from rdmabench.wire import native
+
+from .conftest import run_cli
+
+DATA = Path(__file__).resolve().parent / "data"
+REPO = Path(__file__).resolve().parents[1]
+needs_nixl = pytest.mark.skipif(
+    nixl.missing() is not None, reason="NIXL is not installed (pip install --no-deps nixl-cu13; .ci/run tries)"
+)
+needs_native = pytest.mark.skipif(native.load().library is None, reason=f"no native loop: {native.load().reason}")
+
+
+def _one_line(proc: subprocess.CompletedProcess[str]) -> str:
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+    return lines[0]
+
+
+@needs_nixl
+@needs_native
+def test_the_nixl_anchor_runs_end_to_end_on_host_memory(tmp_path: Path) -> None:
+    """NIXL (before and after) and rdmabench (unchecked, checked) move 16 random 4 KiB blocks by WRITE;
+    one row holds both sides' figures, their ratios, their cold costs and the protocol each UCX chose."""
+    out = tmp_path / "nixl.json"
+    args = ["anchor", "--against", "nixl", "--sizes", "4KiB", "--blocks", "16", "--layout", "random", "-o", str(out)]
+    proc = run_cli(args, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    written = json.loads(out.read_text())
+    assert written["schema"]["name"] == "rdmabench-anchor" and written["against"] == "nixl"
+    (row,) = written["rows"]
+    assert (row["test"], row["nixl_operation"], row["mode"], row["count"], row["layout"]) == (
+        "put", "WRITE", "host", 16, "random",
+    )  # fmt: skip
+    assert row["nixl_gbps"] == pytest.approx((row["nixl_before"] + row["nixl_after"]) / 2)
+    assert row["ratio_gbps"] == pytest.approx(row["rdmabench_gbps"] / row["nixl_gbps"])
+    assert row["ratio_p99"] == pytest.approx(row["rdmabench_p99_us"] / row["nixl_p99_us"])
+    assert row["validation_share"] == pytest.approx(row["checked_gbps"] / row["rdmabench_gbps"])
+    for side in ("nixl", "rdmabench"):
+        assert 0 < row[f"{side}_p50_us"] <= row[f"{side}_p99_us"] <= row[f"{side}_p999_us"]
+        assert 0 < row[f"{side}_post_share"] <= 1 and row[f"{side}_descriptors_per_s"] > 0
+        assert row[f"{side}_cpu_s_per_gb"] > 0 and row[f"{side}_vs_one"] > 0
+        assert row[f"{side}_cold_first_transfer_s"] > 0 and f"{side}_cold_register_s" in row
+    assert row["nixl_cold_metadata_s"] > 0 and row["nixl_cold_prepare_s"] > 0 and row["rdmabench_cold_keys_s"] > 0
+    # Each UCX reported its protocol (UCX_PROTO_INFO=y): on one host, a one-sided put by cma or shared memory.
+    assert "None" not in row["nixl_transport"] and "None" not in row["transport"], row
+    assert "ratio = rdmabench / NIXL" in proc.stdout and "# cold, seconds" in proc.stdout
+    # NIXL's own telemetry (on, as vLLM's connector has it): every random block posted, none merged.
+    assert row["nixl_descriptors_posted"] == 16 and row["nixl_own_transfer_us"] > 0 and row["nixl_threads"] == 0
+
+
+@needs_nixl
+@needs_native
+def test_the_nixl_anchor_reads_a_models_handoff() -> None:
+    """READ (vLLM's decode reads the prefill's blocks) of a 2-layer model's vLLM list: 16 descriptors in 4
+    regions of each pool, NIXL's landed check included (a wrong block would fail the run)."""
+    found = handoff("llama-3.1-8b,layers=2", "vllm", 64)
+    plan = nixl.NixlPlan(tests=("get",), handoff=found, seconds=0.1, samples=2, sample_time=0.02)
+    (row,) = nixl.compare(plan)
+    assert (row["test"], row["nixl_operation"], row["count"], row["regions"], row["size_bytes"]) == (
+        "get", "READ", 16, 4, 32768,
+    )  # fmt: skip
+    assert row["handoff"]["descriptors"] == 16 and row["handoff"]["model"]["name"] == "llama-3.1-8b,layers=2"
+    assert row["case"].startswith("llama-3.1-8b,layers=2 vllm 64 tok") and row["nixl_gbps"] > 0
+    assert row["rdmabench_gbps"] > 0 and row["ratio_gbps"] > 0
+
+
+def _site_without_nixl(tmp_path: Path) -> Path:
+    """This environment's packages, every one but NIXL's, as links in a folder of their own."""
+    site = Path(sysconfig.get_paths()["purelib"])
+    folder = tmp_path / "site"
+    folder.mkdir()
+    for entry in site.iterdir():
+        if not entry.name.startswith(("nixl", ".nixl")):
+            (folder / entry.name).symlink_to(entry)
+    return folder
+
+
+def test_without_nixl_the_anchor_says_so_in_one_line(tmp_path: Path) -> None:
+    """A Python that cannot import NIXL (its site-packages without it): one line, how to install it, exit 2,
+    nothing measured and no file written."""
+    env = dict(os.environ, PYTHONPATH=f"{REPO}{os.pathsep}{_site_without_nixl(tmp_path)}")
+    out = tmp_path / "a.json"
+    proc = subprocess.run(
+        [sys.executable, "-S", "-m", "rdmabench", "anchor", "--against", "nixl", "-o", str(out)],
+        capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path,
+    )  # fmt: skip
+    line = _one_line(proc)
+    assert "NIXL is not installed here" in line and "pip install --no-deps nixl-cu13" in line, line
+    assert proc.stdout == "" and not out.exists()
+
+
+def test_the_nixl_anchors_options_need_it() -> None:
+    line = _one_line(run_cli(["anchor", "--blocks", "64"]))
+    assert "--blocks is an option of the NIXL anchor: add --against nixl" in line
+    assert "--nixl-threads is an option of the NIXL anchor" in _one_line(run_cli(["anchor", "--nixl-threads", "4"]))
+    assert "unknown anchor 'nccl'" in _one_line(run_cli(["anchor", "--against", "nccl"]))
+
+
+@needs_nixl
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--tests", "bw"], "compares put (WRITE) and get (READ), not 'bw'"),
+        (["--layout", "diagonal"], "unknown --layout 'diagonal'"),
+        (["--model", "llama-3.1-8b", "--blocks", "4"], "leave out --blocks and --sizes"),
+        (["--prompt", "64"], "give --model as well"),
+        (["--sizes", "1004"], "multiple of 8 bytes"),
+        (["--nixl-threads", "-1"], "--nixl-threads must be 0 (NIXL's default) or more"),
+    ],
+)
+def test_bad_nixl_anchor_options_are_one_line(args: list[str], message: str) -> None:
+    assert message in _one_line(run_cli(["anchor", "--against", "nixl", *args]))
+
+
+@needs_nixl
+@pytest.mark.skipif(visible_gpu_count() > 0, reason="this machine has a GPU")
+def test_device_memory_without_a_gpu_is_one_line() -> None:
+    assert "device memory needs a GPU" in _one_line(run_cli(["anchor", "--against", "nixl", "--mode", "device"]))
+
+
+def test_the_protocol_nixl_reports_for_its_operation() -> None:
+    """A real NIXL initiator's log: its put's transport, from the last table of the operation."""
+    log = (DATA / "ucx_proto_info_nixl.log").read_text()
+    assert nixl.transport_of(log, "put", 65536) == "cma/memory (zero-copy, multi)"
+    assert nixl.transport_of(log, "get", 65536) is None  # no get was made
+
+
+def _row(ratio: float, nixl_before: float, nixl_after: float) -> dict[str, object]:
+    return {
+        "test": "put", "mode": "host", "case": "1024 random", "size_bytes": 4096, "count": 1024,
+        "nixl_gbps": (nixl_before + nixl_after) / 2, "nixl_before": nixl_before, "nixl_after": nixl_after,
+        "nixl_drift": abs(nixl_after - nixl_before) / ((nixl_before + nixl_after) / 2), "rdmabench_gbps": 1.0,
+        "ratio_gbps": ratio, "ratio_p99": 1 / ratio, "transport": "cma/memory (zero-copy)", "nixl_transport": "x",
+    }  # fmt: skip
+
+
+def test_repeated_rounds_give_medians_spread_and_steady_rounds() -> None:
+    rounds = [[_row(1.2, 1.0, 1.0)], [_row(0.8, 1.0, 2.0)], [_row(1.4, 1.0, 1.05)]]
+    (row,) = rounds_median(rounds, nixl.KEY, None, ("transport", "nixl_transport"), "nixl_drift", nixl.STEADY)  # type: ignore[arg-type]
+    assert row["ratio_gbps"] == 1.2 and row["runs"]["ratio_gbps"] == [1.2, 0.8, 1.4] and row["rounds"] == 3
+    assert row["count"] == 1024  # a number of the key's list: its median is itself
+    assert row["steady_rounds"] == 2 and row["steady_ratio_gbps"] == pytest.approx(1.3)
+    lines = nixl._round_lines([row])
+    assert (
+        "median of 3 rounds" in lines[0] and "GB/s ratio 0.80-1.40" in lines[1] and "steady rounds 2 of 3" in lines[1]
+    )
+
+
+@needs_nixl
+@needs_native
+@pytest.mark.gpu
+@pytest.mark.skipif(visible_gpu_count() == 0, reason="needs a CUDA GPU and CuPy")
+@pytest.mark.parametrize("test", ["put", "get"])
+def test_the_nixl_anchor_moves_gpu_memory(test: str) -> None:
+    """VRAM at both ends (two processes on one GPU, or GPU 0 and 1): NIXL registers CuPy memory, its
+    landed check reads it back; both sides report their transport (a put's: CUDA's)."""
+    plan = nixl.NixlPlan(
+        sizes=(65536,), counts=(64,), tests=(test,), mode="device", seconds=0.2, samples=2, sample_time=0.05
+    )
+    (row,) = nixl.compare(plan)
+    assert row["mode"] == "device" and row["nixl_gbps"] > 0 and row["rdmabench_gbps"] > 0
+    assert "None" not in row["transport"] and "None" not in row["nixl_transport"], row
+    if test == "put":  # (UCX 1.21 emulates a get of GPU memory over shared memory)
+        assert "cuda" in row["transport"] and "cuda" in row["nixl_transport"], row
