@@ -196,6 +196,11 @@ def _against_class(mark: _FleetMark) -> str | None:
     return "; ".join(reasons) or None
 
 
+def _no_share(row: Row) -> str:
+    """Why a link has no share of a limit for a floor to judge."""
+    return f"its figure is above its {row.limit}, a measurement error" if row.limit else "no physical limit known"
+
+
 def judge(
     rows: list[Row],
     floors: dict[str, float],
@@ -228,12 +233,7 @@ def judge(
         if floor is not None and row.higher_is_better:
             if row.share is None:
                 if not checked:  # judged against its class already: no limit is no gap
-                    why = (
-                        f"its figure is above its {row.limit}, a measurement error"
-                        if row.limit
-                        else "no physical limit known"
-                    )
-                    verdict.skipped.append(f"{what}: {why}; its {floor[0]} floor cannot apply")
+                    verdict.skipped.append(f"{what}: {_no_share(row)}; its {floor[0]} floor cannot apply")
             else:
                 checked = True
                 by_floor += 1
