@@ -143,14 +143,14 @@ STEADY_RATIOS = (("checked", "ratio_validated"), ("unchecked", "ratio_unvalidate
 def rounds_median(
     rounds: list[list[dict[str, Any]]],
     key: tuple[str, ...] = ("test", "mode", "size_bytes"),
-    figures: tuple[str, ...] | None = FIGURES,
+    figures: tuple[str, ...] = FIGURES,
     labels: tuple[str, ...] = ("engine", "transport"),
     drift: str = "anchor_drift",
     steady: tuple[tuple[str, str], ...] = STEADY_RATIOS,
 ) -> list[dict[str, Any]]:
-    """One row per `key` of several rounds of the same comparison: each figure's median over the
-    rounds (`figures`; None: every number a row holds outside its key), `rounds` their count and
-    `runs` each figure's values, round by round; each of `labels` joins the rounds' distinct values.
+    """One row per `key` of several rounds of the same comparison: each of `figures`' median over the
+    rounds, `rounds` their count and `runs` each figure's values, round by round; each of `labels`
+    joins the rounds' distinct values.
     The steady rounds are those whose `drift` stayed within DRIFT_LIMIT (see _steady)."""
     first = rounds[0]
     keys = [tuple(r.get(name) for name in key) for r in first]
@@ -161,8 +161,7 @@ def rounds_median(
     for position, row in enumerate(first):
         out = dict(row)
         runs: dict[str, list[float]] = {}
-        names = figures if figures is not None else tuple(_numbers(row, key))
-        for figure in names:
+        for figure in figures:
             values = [r[position].get(figure) for r in rounds]
             numbers = [float(v) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
             if len(numbers) == len(values):
@@ -176,14 +175,6 @@ def rounds_median(
         out |= _steady(runs, drift, steady)
         merged.append(out)
     return merged
-
-
-def _numbers(row: dict[str, Any], key: tuple[str, ...]) -> list[str]:
-    return [
-        name
-        for name, value in row.items()
-        if name not in key and isinstance(value, (int, float)) and not isinstance(value, bool)
-    ]
 
 
 def _steady(

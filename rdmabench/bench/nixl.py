@@ -43,6 +43,8 @@ MEMORY = {"host": ("DRAM", "pageable"), "device": ("VRAM", "device")}  # --mode 
 SCRATCH_PREFIX = "rdmabench-nixl-"
 INSTALL = "pip install --no-deps nixl-cu13 (rdmabench's nixl extra)"
 KEY = ("test", "mode", "case", "size_bytes")
+# A row's numbers that say what was measured, not what it measured: no median of them.
+SHAPE = ("count", "regions", "transfer_bytes", "nixl_threads")
 STEADY = (("GB/s", "ratio_gbps"), ("p99", "ratio_p99"))
 
 
@@ -127,7 +129,7 @@ def compare(plan: NixlPlan, repeat: int = 1, progress: Callable[[str], None] | N
             except RdmabenchError as exc:
                 if not rounds:
                     raise
-                merged = rounds_median(rounds, KEY, None, ("transport", "nixl_transport"), "nixl_drift", STEADY)
+                merged = median_rows(rounds)
                 for row in merged:
                     row["incomplete"] = (
                         f"round {index + 1} of {repeat} failed ({exc}); medians of the {len(rounds)} before it"
@@ -135,9 +137,21 @@ def compare(plan: NixlPlan, repeat: int = 1, progress: Callable[[str], None] | N
                 return merged
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-    if repeat == 1:
-        return rounds[0]
-    return rounds_median(rounds, KEY, None, ("transport", "nixl_transport"), "nixl_drift", STEADY)
+    return rounds[0] if repeat == 1 else median_rows(rounds)
+
+
+def median_rows(rounds: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """The rounds' rows as one: each measured figure's median (anchor.rounds_median), the steady rounds'
+    ratios beside them."""
+    figures = sorted(
+        {
+            name
+            for row in rounds[0]
+            for name, value in row.items()
+            if name not in KEY + SHAPE and isinstance(value, (int, float)) and not isinstance(value, bool)
+        }
+    )
+    return rounds_median(rounds, KEY, tuple(figures), ("transport", "nixl_transport"), "nixl_drift", STEADY)
 
 
 def _cases(plan: NixlPlan, folder: Path) -> list[_Case]:
@@ -416,12 +430,12 @@ def format_rows(rows: list[dict[str, Any]]) -> str:
     if told:
         lines.append(
             "# NIXL's own telemetry of its median transfer (its C++ clock, Python's polling left out), the "
-            f"descriptors it posted after merging neighbours, and its UCX backend's threads ({rows[0]['nixl_threads']}: "
+            f"descriptors it posted after merging neighbours, and its UCX backend's threads ({int(rows[0]['nixl_threads'])}: "
             "0 = NIXL's default):"
         )
         lines += [
             f"#   {r['test']} {r['case']} {format_size(r['size_bytes'])}: posting {r['nixl_own_post_us']:.1f} us, "
-            f"transfer {r['nixl_own_transfer_us']:.1f} us, {r['nixl_descriptors_posted']:.0f} of {r['count']} "
+            f"transfer {r['nixl_own_transfer_us']:.1f} us, {r['nixl_descriptors_posted']:.0f} of {int(r['count'])} "
             "descriptors posted"
             for r in told
         ]
