@@ -486,7 +486,8 @@ def _calibrate(cluster: netns.NamespaceCluster, options: argparse.Namespace, dir
     if median is not None and spread is not None:
         print(
             f"# paced, healthy: median {median:.4f} GB/s, spread {spread:.1%} ({seconds:.0f} s): a link at 90% is "
-            f"{abs(math.log(0.9)) / spread:.1f} spreads below its class; {len(found.suspects)} suspect(s)",
+            f"{abs(math.log(0.9)) / spread:.1f} spreads below its class; suspects: "
+            + (", ".join(suspect.name for suspect in found.suspects) or "none"),
             flush=True,
         )
     return line
@@ -613,11 +614,11 @@ def main(argv: list[str] | None = None) -> int:
     netns_options.add_argument("--trials", type=int, default=30)
     netns_options.add_argument("--line-share", type=float, default=0.3, help="line rate: this share of the unpaced")
     netns_options.add_argument("--sizes", default="1MiB")
-    netns_options.add_argument("--window", type=int, default=6)
-    netns_options.add_argument("--samples", type=int, default=4)
-    netns_options.add_argument("--sample-time", type=float, default=0.15)
-    netns_options.add_argument("--remeasure-below", type=float, default=0.0)
-    netns_options.add_argument("--cpu-quota", type=float, default=0.1, help="a CPU fault: share of a core")
+    netns_options.add_argument("--window", type=int, default=4)
+    netns_options.add_argument("--samples", type=int, default=7)
+    netns_options.add_argument("--sample-time", type=float, default=0.08)
+    netns_options.add_argument("--remeasure-below", type=float, default=0.9)
+    netns_options.add_argument("--cpu-quota", type=float, default=0.15, help="a CPU fault: share of a core")
     netns_options.add_argument("--trial-timeout", type=float, default=120.0)
     netns_options.add_argument("--prefix", default="rdbd", help="the namespaces' names: PREFIX-h<i>")
     netns_options.add_argument("--subnet", type=int, default=100, help="rail r on 10.213.<SUBNET + r>.0/24")
