@@ -99,6 +99,25 @@ def test_links_remeasured_alone_weigh_more_and_a_link_that_recovers_alone_is_not
     assert plain.suspects[0].confidence == pytest.approx(0.5, abs=0.01)
 
 
+def test_a_part_whose_slow_links_all_recover_alone_is_not_named() -> None:
+    """node002 sends slowly to node009 from every GPU in the screen (a stall of one round, say), and
+    the links run above their class's figure alone: slow under load only, no part is named. Near
+    it but below (a part at 90% may reach 96% alone) or still slow alone: the pair is named."""
+    for alone, named in ((1.05, []), (0.96, ["pair node002 -> node009"]), (0.7, ["pair node002 -> node009"])):
+        doc = generated(SCREEN, "screen", Fault("none"), seed=4)
+        entries = doc["results"]
+        pair = [e for e in entries if e["src_host"] == "node002" and e["dst_host"] == "node009"]
+        for slow in pair:
+            slow["samples"] = [v * 0.7 for v in slow["samples"]]
+            slow["bandwidth_gbps"] *= 0.7
+            again = dict(slow, remeasured_from=slow["bandwidth_gbps"], concurrent_links=1)
+            again["samples"] = [diagnose.TYPICAL["aligned"] * alone] * 3  # the class's typical figure, or less
+            again["bandwidth_gbps"] = sorted(again["samples"])[1]
+            entries.append(again)
+        found = attribute(_rows(doc))
+        assert [s.name for s in found.suspects] == named, (alone, [s.describe() for s in found.suspects])
+
+
 def test_evidence_for_and_against_a_suspect() -> None:
     """A GPU behind a downtrained PCIe link warning of its NUMA node; a NIC whose bytes went elsewhere."""
     doc = generated(SCREEN, "screen", Fault("gpu", 6, 3, "send", factor=0.3), seed=6)

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import os
 import subprocess
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from rdmabench.bench.diagnose import netns_plan
 from rdmabench.bench.netns import NamespaceCluster, Planted
 
 from .conftest import rdmabench_env, run_cli
@@ -74,3 +76,26 @@ def test_a_healthy_namespace_cluster_has_no_suspect(paced: tuple[Cluster, Namesp
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.startswith(f"no suspect: {HOSTS * (HOSTS - 1)} link(s) judged against their class")
     assert proc.stdout.splitlines()[-1] == "verdict: PASS"
+
+
+def test_the_trial_plan_is_a_fifth_healthy_and_meets_every_kind_at_every_share() -> None:
+    plan = netns_plan(30, hosts=8, rails=2, seed=1, quota=0.1, busy=1)
+    assert plan == netns_plan(30, hosts=8, rails=2, seed=1, quota=0.1, busy=1)  # a seed is a plan
+    kinds = Counter(fault.kind for fault in plan)
+    assert kinds == {"none": 6, "host": 6, "nic": 6, "pair": 6, "cpu": 6}
+    paced = Counter((fault.kind, fault.factor) for fault in plan if fault.kind in ("host", "nic", "pair"))
+    assert set(paced.values()) == {2} and {factor for _kind, factor in paced} == {0.5, 0.75, 0.9}
+    assert all(fault.peer != fault.host for fault in plan if fault.kind == "pair")
+    assert all(0 <= fault.host < 8 and 0 <= fault.rail < 2 for fault in plan)
+
+
+def test_a_trial_is_scored_on_the_planted_part_and_a_cpu_fault_on_its_host() -> None:
+    assert Planted("nic", 3, 1, "receive").component("p") == "nic p-h3:eth1 receive"
+    assert Planted("pair", 5, peer=2).component("p") == "pair p-h2 <-> p-h5"
+    assert Planted("host", 3, direction="send").named_by("host p-h3 send", "p")
+    assert not Planted("host", 3, direction="send").named_by("host p-h3 both", "p")
+    cpu = Planted("cpu", 3, busy=1, quota=0.1)
+    assert cpu.named_by("host p-h3 send", "p") and cpu.named_by("host p-h3 both", "p")
+    assert not cpu.named_by("rank p-h3:rank6 send", "p") and not cpu.named_by(None, "p")
+    assert Planted("none").named_by(None, "p") and not Planted("none").named_by("host p-h1 send", "p")
+    assert cpu.drained("p") == ["p-h3"] and Planted("pair", 1, peer=2).drained("p") == []

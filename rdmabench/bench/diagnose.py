@@ -35,6 +35,7 @@ import math
 import os
 import random
 import resource
+import statistics
 import sys
 import tempfile
 import time
@@ -462,9 +463,14 @@ def _netns_screen(
     return attribute(rows), seconds, None
 
 
-def _calibrate(cluster: netns.NamespaceCluster, options: argparse.Namespace, directory: str) -> float:
+WIRE_SHARE = 1448 / 1514  # of a full TCP segment's frame on a 1500-byte MTU, its payload
+
+
+def _calibrate(cluster: netns.NamespaceCluster, options: argparse.Namespace, directory: str) -> tuple[float, float]:
     """The line rate (bits/s): a share of what the screen's loaded links reach unpaced; then one
-    paced healthy screen, for the spread a fault must stand out of."""
+    paced healthy screen, for the spread a fault must stand out of and the rate the links really
+    carry on the wire under the line rate (their median payload over the wire check's share of it),
+    which faults pace below."""
     cluster.clear()
     found, seconds, error = _netns_screen(cluster, options, directory, "unpaced", netns.Planted("none"))
     if found is None:
@@ -480,16 +486,26 @@ def _calibrate(cluster: netns.NamespaceCluster, options: argparse.Namespace, dir
     )
     cluster.pace(line, netns.Planted("none"))
     found, seconds, error = _netns_screen(cluster, options, directory, "paced", netns.Planted("none"))
-    if found is None:
+    if found is None or found.links is None:
         raise LaunchError(f"calibration: {error}")
     median, spread = _inter_node(found)
-    if median is not None and spread is not None:
-        print(
-            f"# paced, healthy: median {median:.4f} GB/s, spread {spread:.1%} ({seconds:.0f} s): a link at 90% is "
-            f"{abs(math.log(0.9)) / spread:.1f} spreads below its class; {len(found.suspects)} suspect(s)",
-            flush=True,
-        )
-    return line
+    if median is None or spread is None:
+        raise LaunchError("calibration: the paced screen measured no inter-node class")
+    ratios = [row.wire_ratio for row in found.links.rows if row.link_class == "inter-node" and row.wire_ratio]
+    wire = statistics.median(ratios) if ratios else 1 / WIRE_SHARE
+    natural = median * wire * 8e9
+    print(
+        f"# paced, healthy: median {median:.4f} GB/s, spread {spread:.1%} ({seconds:.0f} s): a link at 90% is "
+        f"{abs(math.log(0.9)) / spread:.1f} spreads below its class; suspects: "
+        + (", ".join(suspect.name for suspect in found.suspects) or "none"),
+        flush=True,
+    )
+    print(
+        f"# faults pace to a share of {natural / 1e6:.0f} Mbit/s, what a paced link carries loaded "
+        f"({median:.4f} GB/s x wire {wire:.3f}; {natural / line:.0%} of the line rate)",
+        flush=True,
+    )
+    return line, natural
 
 
 def _netns_trial(
@@ -498,13 +514,13 @@ def _netns_trial(
     directory: str,
     n: int,
     fault: netns.Planted,
-    line: float,
+    rates: tuple[float, float],
 ) -> NetnsTrial:
     prefix = cluster.prefix
     planted, expected = fault.component(prefix), tuple(sorted(fault.drained(prefix)))
     began = time.monotonic()
     try:
-        cluster.pace(line, fault)
+        cluster.pace(rates[0], fault, rates[1])
         found, _seconds, error = _netns_screen(cluster, options, directory, f"trial{n}", fault)
     finally:
         cluster.clear()
@@ -560,12 +576,12 @@ def netns_trials(options: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="rdmabench-netns-") as scratch:
         directory = options.keep or scratch
         with netns.namespace_cluster(options.hosts, options.rails, options.prefix, options.subnet) as cluster:
-            line = _calibrate(cluster, options, directory)
+            rates = _calibrate(cluster, options, directory)
             print(
                 f"{'n':>3}  {'planted':<32} {'top suspect':<34} {'hit':<4} {'conf':>5} {'spread':>6} {'s':>5}  drained"
             )
             for n, fault in enumerate(faults, 1):
-                trials.append(_netns_trial(cluster, options, directory, n, fault, line))
+                trials.append(_netns_trial(cluster, options, directory, n, fault, rates))
                 print(_netns_line(n, trials[-1]), flush=True)
     faulty = [t for t in trials if t.planted is not None]
     healthy = [t for t in trials if t.planted is None]
@@ -613,11 +629,11 @@ def main(argv: list[str] | None = None) -> int:
     netns_options.add_argument("--trials", type=int, default=30)
     netns_options.add_argument("--line-share", type=float, default=0.3, help="line rate: this share of the unpaced")
     netns_options.add_argument("--sizes", default="1MiB")
-    netns_options.add_argument("--window", type=int, default=6)
-    netns_options.add_argument("--samples", type=int, default=4)
-    netns_options.add_argument("--sample-time", type=float, default=0.15)
-    netns_options.add_argument("--remeasure-below", type=float, default=0.0)
-    netns_options.add_argument("--cpu-quota", type=float, default=0.1, help="a CPU fault: share of a core")
+    netns_options.add_argument("--window", type=int, default=4)
+    netns_options.add_argument("--samples", type=int, default=7)
+    netns_options.add_argument("--sample-time", type=float, default=0.08)
+    netns_options.add_argument("--remeasure-below", type=float, default=0.9)
+    netns_options.add_argument("--cpu-quota", type=float, default=0.15, help="a CPU fault: share of a core")
     netns_options.add_argument("--trial-timeout", type=float, default=120.0)
     netns_options.add_argument("--prefix", default="rdbd", help="the namespaces' names: PREFIX-h<i>")
     netns_options.add_argument("--subnet", type=int, default=100, help="rail r on 10.213.<SUBNET + r>.0/24")

@@ -1,10 +1,11 @@
 """A namespace cluster (launch/netns-cluster.sh) with one fault planted in it: what the namespace
 trials of `bench.diagnose --netns` and the tests run a screen on.
 
-Every host's interfaces get a line rate (an HTB class on each `eth<r>` inside its namespace), set
-below what the links reach unpaced, so that a link is limited by its "wire", as in a fleet, and not
-by the cores the namespaces share (unpaced, a screen's loaded links spread by 10-30% with the load
-of the machine; paced, by 2-4%). A fault then paces part of the network to a share of that rate:
+Every host's interfaces get a line rate (an HTB class on each `eth<r>` and on `lo` inside its
+namespace), set below what the links reach unpaced, so that a link is limited by its "wire", as in
+a fleet, and not by the cores the namespaces share (unpaced, a screen's loaded links spread by
+10-30% with the load of the machine; paced, by 3-5%). A fault then paces part of the network to a
+share of the rate the paced links really carry (`pace`'s `natural_bits`):
 
 - `host`: every rail of one host, on its way out (`send`: its namespace's `eth<r>`), in (`receive`:
   the bridge side of its veth, `<prefix>-v<i>-<r>`), or both;
@@ -188,18 +189,26 @@ class NamespaceCluster:
     def clear(self) -> None:
         """No queueing discipline of ours anywhere: the kernel's defaults again."""
         for host in range(self.hosts):
+            devices: list[tuple[int | None, str]] = [(host, "lo")]
             for rail in range(self.rails):
-                for inside, device in ((host, f"eth{rail}"), (None, self.bridge_side(host, rail))):
-                    command = ["tc", "qdisc", "del", "dev", device, "root"]
-                    if inside is not None:
-                        command = ["ip", "netns", "exec", self.namespace(inside), *command]
-                    subprocess.run(command, capture_output=True, timeout=60)  # none there: nothing to do
+                devices += [(host, f"eth{rail}"), (None, self.bridge_side(host, rail))]
+            for inside, device in devices:
+                command = ["tc", "qdisc", "del", "dev", device, "root"]
+                if inside is not None:
+                    command = ["ip", "netns", "exec", self.namespace(inside), *command]
+                subprocess.run(command, capture_output=True, timeout=60)  # none there: nothing to do
 
-    def pace(self, line_bits: float, fault: Planted) -> None:
-        """Every host's interfaces at `line_bits` per second on their way out, and `fault` planted."""
+    def pace(self, line_bits: float, fault: Planted, natural_bits: float | None = None) -> None:
+        """Every host's interfaces at `line_bits` per second on their way out, and `fault` planted:
+        the paced part at `fault.factor` of `natural_bits`, what a link really carries on the wire
+        under the line rate (loaded links reach less than the line: a part paced to 90% of the line
+        ran at 93% of its class); the line rate where not given. A host's loopback too: two ranks of
+        one host talk through it (their addresses are local), and unpaced it measures the shared
+        cores, not a part (single links at 60% on a loaded machine)."""
         self.clear()
-        slow = line_bits * fault.factor
+        slow = min(natural_bits or line_bits, line_bits) * fault.factor
         for host in range(self.hosts):
+            self._htb(host, "lo", line_bits)
             for rail in range(self.rails):
                 sends_slowly = fault.direction in ("send", "both") and (
                     (fault.kind == "host" and host == fault.host)
@@ -323,7 +332,7 @@ def _read(stream: IO[str] | None, into: list[str], started: threading.Event | No
 class CpuGroup:
     """A CPU cgroup (v1's cpu controller, or v2's cpu.max) whose processes share `quota` of a core."""
 
-    PERIOD_US = 100_000
+    PERIOD_US = 10_000  # short: the group is held back often and briefly, not for most of a sample
 
     def __init__(self, name: str, quota: float):
         unified = Path("/sys/fs/cgroup/cgroup.controllers").exists()

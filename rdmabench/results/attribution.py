@@ -20,7 +20,9 @@ and the healthy receivers are never blamed; a NIC that carries two GPUs' links b
 GPU whose links within its node are slow too beats its NIC.
 
 A link a screen re-measured alone weighs `remeasured_weight` where it stayed slow alone and
-`recovered_weight` where alone it ran near its class (slow only under load). Each suspect carries
+`recovered_weight` where alone it ran near its class (slow only under load); a component whose
+slow links, re-measured (at least half of them), ran alone at their class's median or faster is
+no candidate. Each suspect carries
 the links it explains, those through it that ran fine, the wire counters, limits, warnings and
 transports that support or contradict it, and a confidence: the share of its links that are slow x
 n / (n + 1) (n its weighted slow links) x how consistent their slowdown is.
@@ -302,11 +304,23 @@ def _candidates(links: LinkTable, family: _Family, weight: Any, z_crit: float, p
     for group in chosen.tolist():
         inside = order[starts[group] : starts[group + 1]]
         members = positions[inside]
+        if _recovered(links, members[slow[inside]]):
+            continue
         key = _key(links, family, group, int(members[0]))
         found.append(
             _Candidate(family, members, slow[inside], float(level[group]), float(z[group]), float(fraction[group]), key)
         )
     return found
+
+
+def _recovered(links: LinkTable, slow: Any) -> bool:
+    """Whether these slow links, re-measured alone after the screen (at least half of them), ran
+    there at least as fast as their class's median (theirs): the part was slow only under the
+    screen's load (a stall of the machine, a neighbour's burst), not broken. Not merely near it: a
+    link alone often runs faster than its loaded class, and a part at 90% then reaches 95% alone."""
+    alone = links.alone[slow]
+    again = alone[~np.isnan(alone)]
+    return bool(again.size) and 2 * again.size >= alone.size and float(np.median(again)) >= 0.0
 
 
 def _cover(candidates: list[_Candidate], weight: Any, size: int, params: Params) -> list[_Candidate]:
