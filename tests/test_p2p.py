@@ -195,17 +195,30 @@ def test_csv_straight_from_run(results_path: Path) -> None:
     assert all(r["test"] == "bw" and r["load"] == "alone" and float(r["median"]) > 0 for r in rows)
 
 
-def test_every_bandwidth_entry_says_what_each_end_spent_in_cpu(tmp_path: Path) -> None:
-    """CPU seconds per GB at each end, in the sampled steps. On the CPU machine the receiver runs the
-    cma copy of a 1 MiB rendezvous and polls the rest of the time: it is busy for about the whole
-    transfer, so its CPU seconds per GB times the GB/s is close to 1 (handshakes add a little)."""
+def _cpu_run(tmp_path: Path) -> dict:  # type: ignore[type-arg]
     out = tmp_path / "bw.json"
     proc = run_cli(["run", "--sizes", "1MiB", "--samples", "3", "--sample-time", "0.05", "-o", str(out)])
     assert proc.returncode == 0, proc.stderr
     (entry,) = load_results(str(out))["results"]
+    return entry  # type: ignore[no-any-return]
+
+
+@pytest.mark.perf
+def test_the_receivers_cpu_is_busy_for_about_the_whole_transfer(tmp_path: Path) -> None:
+    """On a quiet CPU machine the receiver runs the cma copy of a 1 MiB rendezvous and polls the rest
+    of the time: its CPU seconds per GB times the GB/s is close to 1 (handshakes add a little). A
+    loaded machine (or the loop yielding its core) makes it less: a benchmark, not a unit test."""
+    entry = _cpu_run(tmp_path)
+    assert 0.5 < entry["cpu_s_per_gb"]["dst"] * entry["bandwidth_gbps"] < 4, entry
+
+
+def test_every_bandwidth_entry_says_what_each_end_spent_in_cpu(tmp_path: Path) -> None:
+    """CPU seconds per GB at each end, in the sampled steps; none for a latency."""
+    entry = _cpu_run(tmp_path)
     cpu = entry["cpu_s_per_gb"]
     assert set(cpu) == {"src", "dst"} and all(v is not None and v > 0 for v in cpu.values())
-    assert 0.5 < cpu["dst"] * entry["bandwidth_gbps"] < 4, (cpu, entry["bandwidth_gbps"])
+    # Never more CPU than the wall time of the sampled steps on both ends (each at most one core).
+    assert cpu["dst"] * entry["bandwidth_gbps"] < 4, (cpu, entry["bandwidth_gbps"])
     lat = tmp_path / "lat.json"
     assert run_cli(["run", "--test", "lat", "--sizes", "8", "-o", str(lat), *QUICK]).returncode == 0
     assert "cpu_s_per_gb" not in load_results(str(lat))["results"][0]  # a latency moves no bulk
