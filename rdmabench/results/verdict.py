@@ -164,23 +164,30 @@ class _FleetMark(NamedTuple):
     suspect: Suspect | None
 
 
-def _fleet_marks(rows: list[Row], found: Attribution | None) -> dict[int, _FleetMark]:
-    """Per row (by id) that fleet.py places in a class, where it stands and what explains it; a
-    screen's re-measures are joined to their screen row there and get none."""
-    if found is None or found.links is None:
-        from .attribution import attribute  # numpy: loaded only for a `default` verdict
+class _FleetMarks:
+    """Where each row fleet.py places in a class stands, and what explains it, made per row as the
+    verdict asks (a million rows, no million records kept); a screen's re-measures are joined to
+    their screen row there and get none."""
 
-        found = attribute(rows)
-    links = found.links
-    assert links is not None
-    blamed = {id(row): suspect for suspect in reversed(found.suspects) for row in suspect.rows}  # the first wins
-    sign = [1.0 if one.higher_is_better else -1.0 for one in links.classes]
-    return {
-        id(row): _FleetMark(math.exp(sign[klass] * x), links.classes[klass], slow, blamed.get(id(row)))
-        for row, klass, x, slow in zip(
-            links.rows, links.klass.tolist(), links.x.tolist(), links.slow.tolist(), strict=True
-        )
-    }
+    def __init__(self, rows: list[Row], found: Attribution | None):
+        if found is None or found.links is None:
+            from .attribution import attribute  # numpy: loaded only for a `default` verdict
+
+            found = attribute(rows)
+        links = found.links
+        assert links is not None
+        self.links = links
+        self.position = {id(row): n for n, row in enumerate(links.rows)}
+        self.blamed = {id(row): suspect for suspect in reversed(found.suspects) for row in suspect.rows}  # first wins
+        self.sign = [1.0 if one.higher_is_better else -1.0 for one in links.classes]
+
+    def get(self, row: Row) -> _FleetMark | None:
+        n = self.position.get(id(row))
+        if n is None:
+            return None
+        klass = int(self.links.klass[n])
+        ratio = math.exp(self.sign[klass] * float(self.links.x[n]))
+        return _FleetMark(ratio, self.links.classes[klass], bool(self.links.slow[n]), self.blamed.get(id(row)))
 
 
 def _against_class(mark: _FleetMark) -> str | None:
@@ -216,13 +223,13 @@ def judge(
     verdict = Verdict()
     base = {row.key: row for row in baseline or []}
     largest = _largest(rows)
-    marks = _fleet_marks(rows, found) if FLEET in floors else {}
+    marks = _FleetMarks(rows, found) if FLEET in floors else None
     by_floor = by_baseline = 0
     for row in largest:
         what = f"{row.link} {row.test} {row.modes} {format_size(row.size_bytes)} ({row.load})"
         reasons: list[str] = []
         checked = False
-        mark = marks.get(id(row))
+        mark = marks.get(row) if marks is not None else None
         if mark is not None and mark.klass.judged:
             checked = True
             by_floor += 1
