@@ -225,6 +225,14 @@ def main() -> None:
 )
 @click.option("--batch", type=int, default=1, help="With --blocks: transfers in flight per step.")
 @click.option(
+    "--posting",
+    default="auto",
+    metavar="auto|gpu|cpu",
+    help="With --blocks, put or get of device memory: who posts the list. gpu: one kernel per transfer through "
+    "UCX's device API (built once with nvcc); cpu: one UCX request per block; auto: the GPU where it can, else "
+    "the CPU. Results name the path that ran, and why where auto fell back.",
+)
+@click.option(
     "--pool",
     default=None,
     metavar="SIZE",
@@ -721,6 +729,13 @@ def _count(text: str, option: str) -> int:
 @click.option("--kv-layout", default="vllm", metavar="vllm|layer-contiguous|lmcache", help="With --model, as run's.")
 @click.option("--prompt", type=int, default=None, metavar="TOKENS", help="With --model, as run's. [default: 4096]")
 @click.option(
+    "--posting",
+    default="auto",
+    metavar="auto|gpu|cpu",
+    help="With --against nixl --mode device: who posts rdmabench's lists, as run's --posting (cpu: a request per "
+    "block, as NIXL posts). [default: auto]",
+)
+@click.option(
     "--repeat",
     default=1,
     type=click.IntRange(min=1),
@@ -772,7 +787,10 @@ def anchor(
         _fail(LaunchError(rows[0]["incomplete"]))
 
 
-_NIXL_ONLY = {"counts": None, "layouts": None, "model": None, "kv_layout": "vllm", "prompt": None, "nixl_threads": 0}
+_NIXL_ONLY = {
+    "counts": None, "layouts": None, "model": None, "kv_layout": "vllm", "prompt": None, "nixl_threads": 0,
+    "posting": "auto",
+}  # fmt: skip
 _OPTION_NAMES = {"counts": "--blocks", "layouts": "--layout"}  # the others: their parameter's name
 
 
@@ -807,6 +825,7 @@ def _nixl_anchor(
         mode=mode,
         handoff=handoff,
         threads=options["nixl_threads"],
+        posting=options["posting"],
     )
     rows = nixl.compare(plan, repeat, progress=progress)
     return rows, nixl.format_rows(rows), nixl.document(rows)

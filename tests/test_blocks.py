@@ -52,6 +52,9 @@ def test_block_lists_in_every_layout_are_checked_and_timed_per_transfer(
         blocks["bandwidth_gbps"] / reference["bandwidth_gbps"], rel=1e-4
     )
     assert blocks["transport"] and blocks["messages_per_sample"] == blocks["iterations"] * 32
+    # Host memory: the CPU posts (the GPU's path and its ceiling are for device memory), and says nothing more.
+    assert record["posted_by"] == "cpu" and record["path"].startswith(("host-posted", "tagged"))
+    assert "ceiling_gbps" not in record and "path_note" not in record
 
 
 @needs_native
@@ -123,6 +126,10 @@ def test_block_shapes() -> None:
         (["--block-size", "4KiB"], "give --blocks as well"),
         (["--layout", "random"], "give --blocks N as well"),
         (["--blocks", "4", "--batch", "0"], "--batch must be at least 1"),
+        (["--blocks", "4", "--posting", "fpga"], "unknown --posting 'fpga'"),
+        (["--posting", "cpu"], "give --blocks N as well"),
+        (["--blocks", "4", "--test", "put", "--posting", "gpu"], "--posting gpu posts puts and gets of device memory"),
+        (["--blocks", "4", "--test", "bw", "--mode", "device", "--posting", "gpu"], "--posting gpu posts puts"),
     ],
 )
 def test_bad_block_options_are_one_line(tmp_path: Path, args: list[str], message: str) -> None:

@@ -217,6 +217,43 @@ def test_block_lists_of_device_memory(test: str, results_path: Path) -> None:
     assert reference["blocks"]["count"] == 1 and blocks["blocks"]["contiguous_gbps"] > 0
 
 
+@pytest.mark.parametrize("test", ["put", "get"])
+def test_the_gpu_posts_a_device_block_list_checked_and_beside_its_ceiling(test: str, results_path: Path) -> None:
+    """--posting gpu: one kernel per transfer through UCX's device API; every block still checked,
+    the entry names the path and carries the list's ceiling (a plain copy kernel over both pools)."""
+    args = ["--test", test, "--mode", "device", "--blocks", "96", "--block-size", "12KiB", "--layout", "random"]
+    _reference, blocks = _run([*args, "--posting", "gpu", "--batch", "2"], results_path)["results"]
+    record = blocks["blocks"]
+    assert blocks["validated"] and record["posted_by"] == "gpu" and record["path"].startswith("gpu-initiated")
+    assert record["ceiling_gbps"] > 0 and len(record["ceiling_runs_gbps"]) == 7 and record["share_of_ceiling"] > 0
+    assert record["transfers"] > 0 and record["post_us_p50"] > 0
+
+
+def test_a_corrupted_gpu_posted_put_is_caught(results_path: Path) -> None:
+    args = ["--test", "put", "--mode", "device", "--blocks", "32", "--block-size", "4KiB", "--posting", "gpu"]
+    proc = run_cli(
+        ["run", "--np", "2", *args, "--warmup", "1", "-o", str(results_path), *QUICK],
+        env=rdmabench_env(RDMABENCH_FAULT="corrupt:1"),
+    )
+    assert proc.returncode != 0 and "wrong byte(s) of" in proc.stderr and "in block 0" in proc.stderr, proc.stderr
+
+
+def test_the_cpu_posts_when_asked_and_the_ceiling_is_still_measured(results_path: Path) -> None:
+    args = ["--test", "put", "--mode", "device", "--blocks", "64", "--block-size", "16KiB", "--posting", "cpu"]
+    record = _run(args, results_path)["results"][1]["blocks"]
+    assert record["posted_by"] == "cpu" and record["path"].startswith("host-posted") and record["ceiling_gbps"] > 0
+
+
+def test_auto_posts_from_the_cpu_and_says_why_when_nvcc_is_missing(results_path: Path, tmp_path: Path) -> None:
+    args = ["--test", "put", "--mode", "device", "--blocks", "16", "--block-size", "4KiB"]
+    env = {"RDMABENCH_NVCC": str(tmp_path / "no-nvcc"), "RDMABENCH_CACHE_DIR": str(tmp_path / "cache")}
+    record = _run(args, results_path, **env)["results"][1]["blocks"]
+    assert record["posted_by"] == "cpu" and "no-nvcc" in record["path_note"] and "ceiling_gbps" not in record
+    proc = run_cli(["run", "--np", "2", *args, "--posting", "gpu", "-o", str(tmp_path / "g.json"), *QUICK],
+                   env=rdmabench_env(**env))  # fmt: skip
+    assert proc.returncode != 0 and "--posting gpu" in proc.stderr and not (tmp_path / "g.json").exists()
+
+
 def test_copies_timed_together_really_copy_and_take_at_least_as_long_as_one() -> None:
     """The timing under every copy-engine ceiling, on one GPU (copies within its memory): the bytes
     land, and two copies at once take no less than one, and not three times as long."""

@@ -31,7 +31,7 @@ from typing import Any
 from .. import privatedirs
 from ..errors import ConfigError, LaunchError, RdmabenchError, ValidationError
 from ..hardware.gpu import gpu_unavailable_reason, visible_gpu_count
-from ..measure.blocks import LAYOUTS, BlockShape
+from ..measure.blocks import LAYOUTS, POSTINGS, BlockShape
 from ..measure.kvhandoff import Handoff
 from ..units import format_size
 from ..wire import protoinfo
@@ -67,6 +67,7 @@ class NixlPlan:
     mode: str = "host"
     handoff: Handoff | None = None
     threads: int = 0  # NIXL's UCX backend threads (num_threads; vLLM's connector passes 4); 0: NIXL's default
+    posting: str = "auto"  # who posts rdmabench's device lists (run's --posting)
     seconds: float = 1.0  # of NIXL's timed transfers per list (and as many of its contiguous reference)
     samples: int = 5  # rdmabench's: samples of sample_time seconds, about as many transfers' time
     sample_time: float = 0.2
@@ -80,6 +81,10 @@ class NixlPlan:
             raise ConfigError(f"--nixl-threads must be 0 (NIXL's default) or more, not {self.threads}")
         if self.mode not in MEMORY:
             raise ConfigError(f"unknown anchor mode {self.mode!r}: choose host or device")
+        if self.posting not in POSTINGS:
+            raise ConfigError(f"unknown --posting {self.posting!r}: choose one of {', '.join(POSTINGS)}")
+        if self.posting != "auto" and self.mode != "device":
+            raise ConfigError("--posting chooses who posts lists of device memory: add --mode device")
         if self.mode == "device" and visible_gpu_count() == 0:
             raise ConfigError(f"device memory needs a GPU: {gpu_unavailable_reason()}")
         for test in self.tests:
@@ -296,6 +301,8 @@ def run_blocks(case: _Case, plan: NixlPlan, validate: bool) -> dict[int, dict[st
         options += ["--blocks", str(case.shape.count), "--block-size", ",".join(str(size) for size in case.sizes)]
     if not validate:
         options.append("--no-validate")
+    if plan.posting != "auto":
+        options += ["--posting", plan.posting]
     found = {}
     for entry in run_entries(options, samples=plan.samples, sample_time=plan.sample_time):
         blocks = entry.get("blocks") or {}
@@ -344,6 +351,9 @@ def _row(
     row["ratio_gbps"] = row["rdmabench_gbps"] / row["nixl_gbps"]
     row["ratio_p99"] = row["rdmabench_p99_us"] / row["nixl_p99_us"]
     row["validation_share"] = row["checked_gbps"] / row["rdmabench_gbps"]  # of the unchecked GB/s, kept checked
+    if row.get("ceiling_gbps"):
+        row["nixl_of_ceiling"] = row["nixl_gbps"] / row["ceiling_gbps"]
+        row["rdmabench_of_ceiling"] = row["rdmabench_gbps"] / row["ceiling_gbps"]
     row["transport"] = f"{unchecked.get('transport')} ({unchecked.get('protocol')})"
     row["nixl_transport"] = " | ".join(dict.fromkeys(str(run.get("transport")) for run in (before, after)))
     return row
@@ -386,6 +396,9 @@ def _rdmabench_figures(entry: dict[str, Any], test: str) -> dict[str, Any]:
     cpu = entry.get("cpu_s_per_gb") or {}
     out["rdmabench_cpu_s_per_gb"] = cpu.get("src" if test == "put" else "dst")
     out["rdmabench_vs_one"] = record.get("share_of_contiguous")
+    out["rdmabench_posted_by"] = record.get("posted_by", "cpu")
+    if record.get("ceiling_gbps"):  # the GPU's own copy of the list: each side's per-transfer GB/s against it
+        out["ceiling_gbps"] = record["ceiling_gbps"]
     for name, seconds in (record.get("cold_s") or {}).items():
         out[f"rdmabench_cold_{name}_s"] = seconds
     return out
@@ -410,10 +423,12 @@ def format_rows(rows: list[dict[str, Any]]) -> str:
         "# ratio = rdmabench / NIXL: GB/s (1 or more: rdmabench at least as fast), p99 (1 or less: a tail no longer); "
         "checked = rdmabench validating every block, as a share of its unchecked GB/s",
         "# post = the median transfer's share spent posting; desc/s = descriptors a second; CPU = the initiator's "
-        "CPU s/GB; vs one = GB/s against one contiguous message of the same bytes (N = NIXL, R = rdmabench)",
+        "CPU s/GB; vs one = GB/s against one contiguous message of the same bytes (N = NIXL, R = rdmabench); "
+        "of ceil = GB/s against the GPU's own copy of the same list (device memory); by = who posted rdmabench's "
+        "list (gpu: UCX's device API; cpu: a request per block, as NIXL)",
         f"{'test':<4} {'mode':<6} {'list':<26} {'block':>7} {'NIXL GB/s':>9} {'GB/s':>8} {'ratio':>6} "
         f"{'NIXL p99':>9} {'p99 us':>9} {'ratio':>6} {'checked':>7} {'post N/R':>11} {'desc/s N/R':>15} "
-        f"{'CPU N/R':>11} {'vs one N/R':>11} {'drift':>6}  transport: rdmabench | NIXL",
+        f"{'CPU N/R':>11} {'vs one N/R':>11} {'of ceil N/R':>11} {'by':>3} {'drift':>6}  transport: rdmabench | NIXL",
     ]
     for r in rows:
         lines.append(
@@ -421,7 +436,8 @@ def format_rows(rows: list[dict[str, Any]]) -> str:
             f"{r['nixl_gbps']:>9.3f} {r['rdmabench_gbps']:>8.3f} {r['ratio_gbps']:>6.2f} {r['nixl_p99_us']:>9.1f} "
             f"{r['rdmabench_p99_us']:>9.1f} {r['ratio_p99']:>6.2f} {r['validation_share']:>7.2f} "
             f"{_pair(r, 'post_share', '.2f'):>11} {_pair(r, 'descriptors_per_s', '.3g'):>15} "
-            f"{_pair(r, 'cpu_s_per_gb', '.2g'):>11} {_pair(r, 'vs_one', '.2f'):>11} {_drift(r):>6}  "
+            f"{_pair(r, 'cpu_s_per_gb', '.2g'):>11} {_pair(r, 'vs_one', '.2f'):>11} {_pair(r, 'of_ceiling', '.3f'):>11} "
+            f"{r.get('rdmabench_posted_by', 'cpu'):>3} {_drift(r):>6}  "
             f"{r['transport']} | {r['nixl_transport']}"
         )
     lines.append("# cold, seconds (before the warm transfers; NIXL: the mean of its two runs):")

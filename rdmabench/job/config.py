@@ -75,6 +75,7 @@ class RunConfig:
     layout: str = "contiguous"
     batch: int = 1
     pool: int | None = None
+    posting: str = "auto"  # who posts a one-sided list of device memory: blocks.POSTINGS
     # A KV-cache handoff (--model): the model's KV shape (kvhandoff.ModelConfig as a dict), the
     # engine's cache layout and the prompt in tokens; they set --blocks and the block size.
     model: dict[str, Any] | None = None
@@ -185,8 +186,8 @@ class RunConfig:
         self._check_model()
         shape = self.block_shape
         if shape is None:
-            if (self.layout, self.batch, self.pool) != ("contiguous", 1, None):
-                raise ConfigError("--layout, --batch and --pool shape block lists: give --blocks N as well")
+            if (self.layout, self.batch, self.pool, self.posting) != ("contiguous", 1, None, "auto"):
+                raise ConfigError("--layout, --batch, --pool and --posting shape block lists: give --blocks N as well")
             return
         if kind.block_op is None:
             raise ConfigError(f"--blocks moves the bytes of put, get or bw, not of --test {self.test}")
@@ -201,6 +202,10 @@ class RunConfig:
             raise ConfigError(f"--blocks cannot use {staged.value} memory: its pinned chunks are not the pool's memory")
         for size in self.sizes:
             shape.check_fits(size)
+        if self.posting == "gpu" and not self.device_lists:
+            raise ConfigError(
+                "--posting gpu posts puts and gets of device memory: use --test put or get, --mode device"
+            )
 
     @property
     def block_shape(self) -> BlockShape | None:
@@ -208,8 +213,16 @@ class RunConfig:
             return None
         found = self.handoff
         if found is not None:
-            return found.shape(self.layout, self.batch, self.pool)
-        return BlockShape(self.blocks, self.layout, self.batch, self.pool).check()
+            return found.shape(self.layout, self.batch, self.pool, self.posting)
+        return BlockShape(self.blocks, self.layout, self.batch, self.pool, posting=self.posting).check()
+
+    @property
+    def device_lists(self) -> bool:
+        """Whether the GPU may post this run's block lists: one-sided, device memory at both ends, and
+        not --posting cpu (the UCX context then gives its endpoints a device lane)."""
+        kind = registry.get(self.test)
+        device = all(mode.ucx_memory == "cuda" for mode in (self.src_mode, self.dst_mode))
+        return self.blocks is not None and kind.one_sided and device
 
     @property
     def staging(self) -> Staging:

@@ -231,10 +231,13 @@ class _Job:
         nics.apply(nic)  # before UCX reads its settings
         counters.watch_gpu(world.me.gpu.pci_bus_id if world.me.gpu else None)  # the wire check's NVLinks
         hosts = [i.host for i in world.ranks]
-        transport = Transport(world.comm, self.log_dir, world.local_peer_pids(), hosts, self.kind.one_sided)
+        transport = Transport(
+            world.comm, self.log_dir, world.local_peer_pids(), hosts, self.kind.one_sided, config.device_lists
+        )
         transport.native, engine_detail = _hot_loop(config)
         self.transport = transport
         engines = world.comm.allgather({"native": transport.native is not None, "detail": engine_detail})
+        _gpu_posting(config, world.comm.allgather(_gpu_posting_problem(config)))
         cpus = world.comm.allgather(metadata.cpu_report())
         self.oversubscribed = metadata.oversubscribed(rounds, hosts, cpus)
         lacking = next((rank for rank, engine in enumerate(engines) if not engine["native"]), None)
@@ -432,6 +435,8 @@ class _Job:
         handoff = self.config.handoff
         if handoff is not None and entry.blocks["count"] == handoff.count and entry.size_bytes == handoff.block_bytes:
             entry.blocks["handoff"] = handoff.record()
+        if entry.blocks.get("ceiling_gbps"):
+            entry.blocks["share_of_ceiling"] = entry.value / entry.blocks["ceiling_gbps"]
         if entry.blocks["count"] == 1 and entry.blocks["layout"] == "contiguous":
             self.contiguous[link] = entry.value
             return
@@ -540,6 +545,24 @@ def _hot_loop(config: RunConfig) -> tuple[Any, str]:
 
     built = native.load()
     return built.library, built.reason
+
+
+def _gpu_posting_problem(config: RunConfig) -> str | None:
+    """Why this rank's GPU cannot post block lists or copy them for their ceiling, or None. Built
+    here, before anything is measured, so no list's cold costs include the one-time build."""
+    if not config.device_lists:
+        return None
+    from ..wire import devapi
+
+    available = devapi.load()
+    return available.note if available.library is None else None
+
+
+def _gpu_posting(config: RunConfig, problems: list[str | None]) -> None:
+    """--posting gpu where a rank's GPU cannot: one line before any transfer (auto falls back per list)."""
+    failed = next((rank for rank, problem in enumerate(problems) if problem), None) if config.posting == "gpu" else None
+    if failed is not None:
+        raise ConfigError(f"--posting gpu: rank {failed} cannot: {problems[failed]}")
 
 
 def _release_buffers(config: RunConfig) -> None:

@@ -26,6 +26,9 @@ import numpy as np
 from ..errors import ConfigError
 
 LAYOUTS = ("contiguous", "strided", "random")
+# Who posts a one-sided list of device memory: the GPU (UCX's device API, wire/devapi.py), the CPU
+# (one request per block), or auto: the GPU where it can, else the CPU, and the entry says why.
+POSTINGS = ("auto", "gpu", "cpu")
 MAX_BLOCKS = 1 << 20  # per step (blocks x batch): a tag's slot bits and the tables' size
 _SEED = 0x6B76  # "kv"
 
@@ -40,6 +43,7 @@ class BlockShape:
     batch: int = 1  # transfers in flight per step
     pool_bytes: int | None = None  # each end's pool (default: enough for the layout; 4x for random)
     regions: int = 1  # the pool's regions (layers x K/V); count is a multiple of it
+    posting: str = "auto"  # POSTINGS
 
     def check(self) -> BlockShape:
         if self.count < 1:
@@ -54,6 +58,8 @@ class BlockShape:
             )
         if self.pool_bytes is not None and self.pool_bytes < 8:
             raise ConfigError(f"--pool must be at least 8 bytes, not {self.pool_bytes}")
+        if self.posting not in POSTINGS:
+            raise ConfigError(f"unknown --posting {self.posting!r}: choose one of {', '.join(POSTINGS)}")
         if self.regions < 1 or self.count % self.regions:
             raise ConfigError(f"{self.count} blocks do not split evenly into {self.regions} regions of the pool")
         return self

@@ -19,7 +19,9 @@ import numpy as np
 from ..errors import TransportError, ValidationError
 from ..memory.buffers import Buffer, synchronize, word_capacity
 from ..memory.payload import BlockPayload, block_keys
+from ..wire import devapi
 from ..wire.native import RMA_GET, RMA_PUT, TAGGED, BlocksLinkEnd, HotLoop, memory_type
+from ..wire.protoinfo import ProtoRow
 from . import faults
 from .blocks import BlockShape
 from .contract import ACK, DATA, READY, RoundEnd, RoundShape, Side, tag
@@ -27,6 +29,8 @@ from .need import PER_BLOCK_PYTHON, PER_MESSAGE, Need, beside, in_memory
 from .onesided import OPERATIONS, lend_and_borrow, native_loop
 
 NAMES = {RMA_PUT: "put", RMA_GET: "get", TAGGED: "tagged"}
+_GPU_OPERATIONS = {RMA_PUT: (devapi.PUT, devapi.CEILING_PUT), RMA_GET: (devapi.GET, devapi.CEILING_GET)}
+_CEILING_STEPS = 7  # timed runs of the list's ceiling (after one to warm up): their median
 
 
 class BlocksProtocol:
@@ -70,6 +74,11 @@ class BlocksProtocol:
     def rows(self, end: RoundEnd, side: Side) -> dict[str, Any]:
         if self.operation == TAGGED:
             return end.tag_rows(side)
+        if end.state.get("path") in devapi.PATHS.values():
+            # No ucp_put_nbx ran, so UCX's protocol report has no row: the lane that mapped the peer's
+            # pool for the kernel is cuda_ipc's (the only one UCX maps pointers with).
+            row = ProtoRow(0, float("inf"), "gpu-initiated (device API)", "cuda_ipc/cuda")
+            return {"rma": row, "operation": devapi.API_CALLS[self.operation == RMA_GET], "locality": "intra-node"}
         return end.rma_rows(side, OPERATIONS[self.operation])
 
     def details(self, end: RoundEnd, side: Side) -> dict[str, Any]:
@@ -78,6 +87,7 @@ class BlocksProtocol:
         return {
             "shape": self.shape, "operation": self.name,
             "transfer_seconds": state["transfers"], "post_seconds": state["posting"], "cold": dict(state["cold"]),
+            "path": state["path"], "path_note": state.get("path_note"), "ceiling_seconds": state.get("ceiling"),
         }  # fmt: skip
 
     def setup(self, end: RoundEnd) -> None:
@@ -106,7 +116,12 @@ class BlocksProtocol:
                 addresses, rkeys = borrowed[id(side)]
                 remote = (addresses[0], rkeys[0], shape.slots(theirs, size) * size)
         state["link"] = self._link(end, side, pool, slots * size, remote)
+        state["path"] = "tagged: one ucp_tag_send_nbx per block" if self.operation == TAGGED else devapi.HOST_POSTED
+        if self.operation != TAGGED and state["initiator"]:
+            self._gpu_plan(end, side, (pool, pool_bytes), slots * size, remote)
         clock["prepare_s"] = time.perf_counter() - began - clock.get("keys_s", 0.0)
+        if state.get("plan") is not None:  # after the costs: the GPU's own time for the same list
+            state["ceiling"] = self._ceiling(state["plan"], size)
         if end.spec.validate:  # outside the costs: what checking every block adds, not what moving them does
             sender = end.rank if outgoing else side.peer
             state["payload"] = BlockPayload(pool, size, slots, sender)
@@ -131,6 +146,45 @@ class BlocksProtocol:
             self.shape.batch, end.spec.size, pool.address, local.ctypes.data_as(as_pointer), int(address or 0),
             far.ctypes.data_as(as_pointer), rkey, tag(READY, other), done, tag(DATA, src),
         )  # fmt: skip
+
+    def _gpu_plan(
+        self, end: RoundEnd, side: Side, pool: tuple[Buffer, int], offsets: np.ndarray, remote: tuple[Any, ...]
+    ) -> None:
+        """The list as the GPU posts it (devapi.DevicePlan), where both ends hold device memory: the
+        step's path unless --posting cpu, and the list's ceiling either way. Where the GPU cannot,
+        auto keeps the CPU's path and the reason; --posting gpu fails with it."""
+        state, wanted = end.state, self.shape.posting
+        if any(mode.ucx_memory != "cuda" for mode in (side.link.src_mode, side.link.dst_mode)):
+            return
+        available = devapi.load()
+        try:
+            if available.library is None:
+                raise TransportError(available.note)
+            regs, loop = state["regs"], state["loop"]
+            buffer, pool_bytes = pool
+            memh = regs.memory_handle(buffer.address, pool_bytes, memory_type(side.mode.ucx_memory))
+            address, rkey, remote_offsets = remote
+            handles = (loop.worker, end.transport.endpoint_handle(side.peer), memh)
+            plan = devapi.DevicePlan(
+                available.library, end.where, handles, (buffer.address, pool_bytes), (int(address), int(rkey or 0)),
+                offsets, remote_offsets, self.shape.batch, loop.timeout,
+            )  # fmt: skip
+        except TransportError as exc:
+            if wanted == "gpu":
+                raise TransportError(f"--posting gpu: {exc}") from None
+            state["path_note"] = f"the GPU cannot post this list: {exc}"
+            return
+        end.on_release(plan.release)  # before the pools are unmapped (releases run last first)
+        state["plan"] = plan
+        if wanted != "cpu":
+            state["path"] = devapi.PATHS[_GPU_OPERATIONS[self.operation][0]]
+
+    def _ceiling(self, plan: devapi.DevicePlan, size: int) -> list[float]:
+        """Seconds of the whole step's list copied by a plain kernel over both pools (the GPU's own
+        ceiling for this list, no UCX in the way): one warm-up, then _CEILING_STEPS timed."""
+        operation = _GPU_OPERATIONS[self.operation][1]
+        plan.step(operation, size)
+        return [plan.step(operation, size)[0] for _ in range(_CEILING_STEPS)]
 
     def fill(self, end: RoundEnd, index: int) -> None:
         payload: BlockPayload | None = end.state.get("payload")
@@ -158,6 +212,8 @@ class BlocksProtocol:
     def native_step(self, end: RoundEnd, index: int) -> list[float]:
         state = end.state
         loop: HotLoop = state["loop"]
+        if state["initiator"] and state["path"] in devapi.PATHS.values():
+            return self._gpu_step(end, index)
         step, seconds, posting = loop.blocks(
             self.operation,
             state["initiator"],
@@ -170,6 +226,20 @@ class BlocksProtocol:
         if not state["initiator"]:
             return []
         if index == 0:  # the first transfer of the list: what a cold request pays beyond a warm one
+            state["cold"]["first_transfer_s"] = step
+        if index >= end.spec.plan.warmup:
+            state["transfers"].extend(seconds)
+            state["posting"].extend(posting)
+        return [step]
+
+    def _gpu_step(self, end: RoundEnd, index: int) -> list[float]:
+        """The initiator's step posted by the GPU, inside the same READY and DONE as the CPU's."""
+        state = end.state
+        loop: HotLoop = state["loop"]
+        loop.blocks_ready(state["link"], int(state["scratch"].ctypes.data))
+        step, seconds, posting = state["plan"].step(_GPU_OPERATIONS[self.operation][0], end.spec.size)
+        loop.blocks_done(state["link"], state["signal_at"])
+        if index == 0:
             state["cold"]["first_transfer_s"] = step
         if index >= end.spec.plan.warmup:
             state["transfers"].extend(seconds)

@@ -9,7 +9,7 @@ from typing import Any
 from ..hardware import counters, limits, shared, topology
 from ..hardware.pathcheck import path_warnings
 from ..modes import MemoryMode, pinned_method
-from ..stats import percentile, summarize
+from ..stats import median, percentile, summarize
 from ..units import gbps
 from ..wire.ucx import describe_path
 from .blocks import BlockShape
@@ -381,7 +381,24 @@ def block_record(size: int, details: dict[str, Any]) -> dict[str, Any]:
     cold = details.get("cold")
     if cold:
         record["cold_s"] = {key.removesuffix("_s"): round(value, 9) for key, value in cold.items()}
+    record.update(_block_path(details, moved * shape.batch))
     return record
+
+
+def _block_path(details: dict[str, Any], step_bytes: int) -> dict[str, Any]:
+    """Who posted the list (`posted_by`, `path`; `path_note`: why not the GPU, where auto fell back)
+    and the list's ceiling: a plain copy kernel's GB/s over the same step's list (median and runs)."""
+    path = details.get("path")
+    if path is None:
+        return {}
+    found: dict[str, Any] = {"posted_by": "gpu" if path.startswith("gpu") else "cpu", "path": path}
+    if details.get("path_note"):
+        found["path_note"] = details["path_note"]
+    ceiling = details.get("ceiling_seconds")
+    if ceiling:
+        found["ceiling_gbps"] = round(gbps(step_bytes, median(ceiling)), 6)
+        found["ceiling_runs_gbps"] = [round(gbps(step_bytes, s), 6) for s in ceiling]
+    return found
 
 
 def _place(entry: Entry, placement: Placement) -> None:

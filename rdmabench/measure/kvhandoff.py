@@ -146,9 +146,11 @@ class Handoff:
     def transfer_bytes(self) -> int:
         return self.count * self.block_bytes
 
-    def shape(self, layout: str = "contiguous", batch: int = 1, pool_bytes: int | None = None) -> BlockShape:
+    def shape(
+        self, layout: str = "contiguous", batch: int = 1, pool_bytes: int | None = None, posting: str = "auto"
+    ) -> BlockShape:
         """The block list: `count` descriptors of `block_bytes`, in `regions` regions of the pool."""
-        return BlockShape(self.count, layout, batch, pool_bytes, self.regions).check()
+        return BlockShape(self.count, layout, batch, pool_bytes, self.regions, posting).check()
 
     def describe(self) -> str:
         model = self.model

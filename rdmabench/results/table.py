@@ -63,6 +63,7 @@ class ProgressTable:
         self.per_link = True
         self._warned: set[str] = set()
         self._block_header = False
+        self._path_note: str | None = None
 
     def _figure(self, value: float) -> float:
         """A figure in the table's unit: bandwidths are converted, other units shown as they are."""
@@ -135,6 +136,10 @@ class ProgressTable:
         self._emit(line)
         for warning in sorted({w for e in entries for w in e.warnings}):
             self._emit(f"#   warning: {visible(warning)}")
+        note = (first.blocks or {}).get("path_note")
+        if note and note != self._path_note:  # auto posted from the CPU: why, once while it holds
+            self._path_note = note
+            self._emit(f"#   posted by the CPU: {visible(note)}")
 
     def _block_row(self, entry: Entry) -> str:
         """A block-list row: the figure, every transfer's percentiles, and the contiguous reference."""
@@ -145,17 +150,19 @@ class ProgressTable:
                 f"# block lists: each transfer moves its blocks between pool slots; {self.unit_text} = all bytes / "
                 "step time (median of samples); transfer us = each transfer's time, posting its blocks included "
                 "(p50, p99, p99.9 of every transfer); post = posting alone (p50); vs one = against the same bytes "
-                "as one contiguous message, measured just before\n"
+                "as one contiguous message, measured just before; vs ceil = against the GPU's own copy of the same "
+                "list (device memory); by = who posted the list (gpu: UCX's device API, cpu: a request per block)\n"
                 f"{'block':>8} {'blocks':>7} {'layout':<10} {self.units:>9} {'p50 us':>9} {'p99 us':>9} "
-                f"{'p99.9 us':>9} {'post us':>8} {'vs one':>7}  transport (UCX protocol)"
+                f"{'p99.9 us':>9} {'post us':>8} {'vs one':>7} {'vs ceil':>7} {'by':>3}  transport (UCX protocol)"
             )
         us = blocks["transfer_us"]
         layout = "one msg" if blocks["count"] == 1 and blocks["layout"] == "contiguous" else blocks["layout"]
-        share = blocks.get("share_of_contiguous")
+        share, ceiling = blocks.get("share_of_contiguous"), blocks.get("share_of_ceiling")
         return (
             f"{format_size(entry.size_bytes):>8} {blocks['count']:>7} {layout:<10} {self._figure(entry.value):>9.3f} "
             f"{us['p50']:>9.1f} {us['p99']:>9.1f} {us['p99.9']:>9.1f} {blocks['post_us_p50']:>8.1f} "
-            f"{'-' if share is None else f'{share:.2f}':>7}  {_transport(entry)}"
+            f"{'-' if share is None else f'{share:.2f}':>7} {'-' if ceiling is None else f'{ceiling:.2f}':>7} "
+            f"{blocks.get('posted_by', '-'):>3}  {_transport(entry)}"
         )
 
     def pattern_header(

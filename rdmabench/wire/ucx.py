@@ -75,12 +75,18 @@ class Backend(Protocol):
     def close(self) -> None: ...
 
 
+class _DeviceFeature:
+    """UCP_FEATURE_DEVICE, which UCXX's Feature enum lacks; UCXContext reads each flag's `value`."""
+
+    value = 1 << 8
+
+
 class UcxxBackend:
     """UCXX's synchronous core API (ucxx._lib.libucxx)."""
 
     name = "ucxx"
 
-    def __init__(self, one_sided: bool = False) -> None:
+    def __init__(self, one_sided: bool = False, device_lists: bool = False) -> None:
         import ucxx
         import ucxx._lib.libucxx as api
         from ucxx._lib.arr import Array
@@ -90,7 +96,9 @@ class UcxxBackend:
         self.version = str(getattr(ucxx, "__version__", "unknown"))
         self.ucx_version = ".".join(str(part) for part in api.get_ucx_version())
         # RMA only when a one-sided test runs: the tagged tests' transports stay what they were.
-        features = (api.Feature.TAG, api.Feature.RMA) if one_sided else (api.Feature.TAG,)
+        features: tuple[Any, ...] = (api.Feature.TAG, api.Feature.RMA) if one_sided else (api.Feature.TAG,)
+        if device_lists:  # endpoints with a device lane: block lists the GPU posts (devapi.py)
+            features += (_DeviceFeature(),)
         self._context = api.UCXContext(feature_flags=features)
         self._worker = api.UCXWorker(self._context)
         self._endpoints: list[Any] = []
@@ -155,9 +163,9 @@ class UcxxBackend:
 _DEVICE_SETTINGS = ("UCX_TLS", "UCX_NET_DEVICES", "UCX_IB_GPU_DIRECT_RDMA")
 
 
-def load_backend(one_sided: bool = False) -> Backend:
+def load_backend(one_sided: bool = False, device_lists: bool = False) -> Backend:
     try:
-        return UcxxBackend(one_sided)
+        return UcxxBackend(one_sided, device_lists)
     except ImportError as exc:
         raise TransportError(f"UCXX is not installed ({exc}); install rdmabench with the cu12 or cu13 extra") from None
     except Exception as exc:  # UCXX's own errors (no device, bad configuration) carry no hint of the cause
@@ -231,8 +239,9 @@ class Transport:
         local_peer_pids: dict[int, int] | None = None,
         hosts: list[str] | None = None,
         one_sided: bool = False,
+        device_lists: bool = False,
     ):
-        self.backend = load_backend(one_sided)
+        self.backend = load_backend(one_sided, device_lists)
         self.rank = comm.Get_rank()
         self._hosts = hosts
         self._local_peer_pids = local_peer_pids or {}

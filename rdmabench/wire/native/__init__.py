@@ -21,6 +21,7 @@ import shlex
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -182,6 +183,8 @@ _SIGNATURES: dict[str, list[Any]] = {
         _out_int,
     ],
     "rb_blocks_passive": [_ptr, _int, ctypes.POINTER(BlocksLinkEnd), _ptr, _ptr, _double, _out_int, _out_int],
+    "rb_blocks_ready": [_ptr, ctypes.POINTER(BlocksLinkEnd), _ptr, _double, _out_int, _out_int],
+    "rb_blocks_done": [_ptr, ctypes.POINTER(BlocksLinkEnd), _ptr, _double, _out_int, _out_int],
     "rb_mem_map": [
         _ptr,
         ctypes.POINTER(_ptr),
@@ -282,7 +285,14 @@ def _open_built(name: str, refused: list[str]) -> tuple[int, Path] | None:
 
 def _build(prefix: Path, compiler: list[str], refused: list[str]) -> tuple[int, Path]:
     """A descriptor of the library (built now if no cache holds it) and where it is."""
-    name = library_name(prefix, compiler)
+    return build_cached(library_name(prefix, compiler), lambda out: compile_command(compiler, prefix, out), refused)
+
+
+def build_cached(
+    name: str, command: Callable[[Path], list[str]], refused: list[str], timeout: float = 120
+) -> tuple[int, Path]:
+    """A descriptor of the library `name` from a private cache directory, built there by `command`
+    (given the output path) if no cache holds it, and where it is. Shared by every native library."""
     found = _open_built(name, refused)
     if found is not None:
         return found
@@ -292,28 +302,37 @@ def _build(prefix: Path, compiler: list[str], refused: list[str]) -> tuple[int, 
         found = _open_built(name, refused)
         if found is not None:
             return found
-        _compile(prefix, compiler, directory / name)
+        _compile(command, directory / name, timeout)
     return privatedirs.open_in_private_dir(directory / name, os.O_RDONLY), directory / name
 
 
-def _compile(prefix: Path, compiler: list[str], target: Path) -> None:
+def _compile(command: Callable[[Path], list[str]], target: Path, timeout: float) -> None:
     with tempfile.TemporaryDirectory(dir=target.parent) as scratch:
         built = Path(scratch) / target.name
-        proc = subprocess.run(compile_command(compiler, prefix, built), capture_output=True, text=True, timeout=120)
+        argv = command(built)
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
         if proc.returncode != 0:
             first = (proc.stderr.strip().splitlines() or ["no output"])[0]
-            raise OSError(f"{shlex.join(compiler)} failed: {first}")
+            raise OSError(f"{Path(argv[0]).name} failed: {first}")
         os.chmod(built, 0o700)  # whatever the umask: the loader refuses a library others can write
         os.replace(built, target)  # atomic: a reader never loads half a library
 
 
 def _load_checked(fd: int) -> Any:
     """dlopen the very file that was checked, through its descriptor: nothing can swap it in between."""
-    try:
-        # PyDLL keeps the GIL: the loop calls PyErr_CheckSignals, and ctypes raises what a handler raised.
-        return _configure(ctypes.PyDLL(f"/proc/self/fd/{fd}"))
-    finally:
-        os.close(fd)
+    # PyDLL keeps the GIL: the loop calls PyErr_CheckSignals, and ctypes raises what a handler raised.
+    return _configure(ctypes.PyDLL(open_descriptor(fd)))
+
+
+_HELD: list[int] = []  # descriptors of loaded libraries, open for the life of the process
+
+
+def open_descriptor(fd: int) -> str:
+    """The path dlopen loads the checked file `fd` by. The descriptor stays open: dlopen knows a
+    library by its path, and a closed descriptor's number, reused for another library, would hand
+    back the first one."""
+    _HELD.append(fd)
+    return f"/proc/self/fd/{fd}"
 
 
 def load() -> Availability:
@@ -537,6 +556,28 @@ class HotLoop:
         self._check(rc, "a step of block transfers")
         return self._seconds.value, list(seconds), list(posting)
 
+    def blocks_ready(self, link: Any, scratch: int) -> None:
+        """The initiator's wait for the other end's READY, for a step moved elsewhere (the GPU's)."""
+        rc = self._lib.rb_blocks_ready(
+            self._worker, link, scratch, self._timeout, ctypes.byref(self._dead), ctypes.byref(self._status)
+        )
+        self._check(rc, "the other end's READY")
+
+    def blocks_done(self, link: Any, signal: int) -> None:
+        """The initiator's DONE after a step moved elsewhere."""
+        rc = self._lib.rb_blocks_done(
+            self._worker, link, signal, self._timeout, ctypes.byref(self._dead), ctypes.byref(self._status)
+        )
+        self._check(rc, "sending DONE")
+
+    @property
+    def worker(self) -> int:
+        return int(self._worker.value or 0)
+
+    @property
+    def timeout(self) -> float:
+        return self._timeout
+
     @staticmethod
     def addresses(pointers: list[int]) -> Any:
         return (ctypes.c_void_p * len(pointers))(*pointers)
@@ -607,6 +648,7 @@ class Registrations:
         self._maps: list[Any] = []
         self._keys: list[Any] = []
         self._allocated: dict[int, bytes] = {}  # address -> packed key of memory UCX allocated
+        self._handles: dict[int, int] = {}  # address -> ucp_mem_h of memory mapped here
 
     def _check(self, rc: int, status: Any, what: str) -> None:
         if rc != _OK:
@@ -619,6 +661,13 @@ class Registrations:
         if address in self._allocated:
             return self._allocated[address]
         return self._map(address, length, memory, f"map {length} bytes for remote access")[1]
+
+    def memory_handle(self, address: int, length: int, memory: int) -> int:
+        """The ucp_mem_h of the memory at `address` (mapped now if it is not yet): what UCX's device
+        descriptor lists need for local memory."""
+        if address not in self._handles:
+            self._map(address, length, memory, f"map {length} bytes for the GPU's own transfers")
+        return self._handles[address]
 
     def allocate(self, length: int) -> tuple[int, bytes]:
         """`length` bytes of host memory allocated by UCX and lent for remote access: (address, key).
@@ -637,6 +686,7 @@ class Registrations:
         )  # fmt: skip
         self._check(rc, status, what)
         self._maps.append(memh)
+        self._handles[int(where.value or 0)] = int(memh.value or 0)
         key = ctypes.string_at(packed, size.value)
         self._lib.rb_rkey_buffer_release(packed)
         return int(where.value or 0), key
@@ -656,4 +706,5 @@ class Registrations:
             self._lib.rb_mem_unmap(self._context, memh)
         self._keys.clear()
         self._maps.clear()
+        self._handles.clear()
         self._allocated.clear()

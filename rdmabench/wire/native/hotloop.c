@@ -721,6 +721,24 @@ static int poll_transfers(int op, const rb_blocks_link *l, void **requests, rb_t
     return finished;
 }
 
+/* The initiator's handshake around a step, for a step moved elsewhere (the GPU-initiated path):
+ * wait for the other end's READY; after the step, send DONE (one-sided) and wait for it to leave. */
+int rb_blocks_ready(ucp_worker_h worker, const rb_blocks_link *l, void *scratch, double timeout, int *dead_pid,
+                    int *ucx_status)
+{
+    int pid = l->peer_pid;
+    void *ready = post_recv(worker, scratch, 8, l->ready_tag, SIGNAL_MEMORY);
+    return wait_all(worker, &ready, 1, timeout, &pid, 1, dead_pid, ucx_status);
+}
+
+int rb_blocks_done(ucp_worker_h worker, const rb_blocks_link *l, void *signal, double timeout, int *dead_pid,
+                   int *ucx_status)
+{
+    int pid = l->peer_pid;
+    void *told = post_send(l->ep, signal, 8, l->done_tag, SIGNAL_MEMORY);
+    return wait_all(worker, &told, 1, timeout, &pid, 1, dead_pid, ucx_status);
+}
+
 /* The initiator's step: `post_seconds[t]`, `seconds[t]` per transfer, `step_seconds` for all. */
 int rb_blocks_active(ucp_worker_h worker, int op, const rb_blocks_link *l, void *signal, void *scratch, double timeout,
                      double stall, double *post_seconds, double *seconds, double *step_seconds, int *dead_pid,
@@ -735,8 +753,7 @@ int rb_blocks_active(ucp_worker_h worker, int op, const rb_blocks_link *l, void 
         goto done;
     }
     char *in = scratch;
-    void *ready = post_recv(worker, in, 8, l->ready_tag, SIGNAL_MEMORY);
-    if ((rc = wait_all(worker, &ready, 1, timeout, &pid, 1, dead_pid, ucx_status)) != RB_OK)
+    if ((rc = rb_blocks_ready(worker, l, scratch, timeout, dead_pid, ucx_status)) != RB_OK)
         goto done;
     if (op == RB_TAG)
         for (int t = 0; t < l->batch; t++)
@@ -766,10 +783,8 @@ int rb_blocks_active(ucp_worker_h worker, int op, const rb_blocks_link *l, void 
             goto done;
     }
     *step_seconds = now() - began;
-    if (op != RB_TAG) {
-        void *told = post_send(l->ep, signal, 8, l->done_tag, SIGNAL_MEMORY);
-        rc = wait_all(worker, &told, 1, timeout, &pid, 1, dead_pid, ucx_status);
-    }
+    if (op != RB_TAG)
+        rc = rb_blocks_done(worker, l, signal, timeout, dead_pid, ucx_status);
 done:
     free(requests);
     free(tr);

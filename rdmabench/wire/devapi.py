@@ -1,0 +1,174 @@
+"""GPU-initiated block lists through UCX's device API (native/devlists.cu), built on first use with nvcc.
+
+A block list posted from the CPU costs one ucp_put_nbx per block, and over CUDA IPC each is a CUDA
+copy and an event: about 5.7 us a block whatever its size. UCX 1.20+ lets a kernel post the whole
+list (ucp_device_put over the endpoint's device lane): one launch per transfer. The same kernel
+shape over both pools as mapped pointers, with a plain copy of our own, is the list's ceiling: what
+the GPU does with it, without UCX.
+
+Needs UCX's device headers (the libucx wheel has them from 1.20), nvcc ($RDMABENCH_NVCC, $NVCC,
+nvcc on PATH, or $CUDA_HOME/bin), a GPU, and a UCX context created with UCP_FEATURE_DEVICE. When any
+is missing, `load()` says why in one line and the block lists are posted from the CPU.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import TransportError, UnsafePathError
+from . import native
+
+SOURCE = Path(native.__file__).with_name("devlists.cu")
+UCP_FEATURE_DEVICE = 1 << 8  # ucp.h: the context feature that gives endpoints a device lane
+# Operations of a step, as devlists.cu numbers them.
+PUT, GET, CEILING_PUT, CEILING_GET = 0, 1, 2, 3
+_CODES = {"RB_DEV_OK": 0, "RB_DEV_TIMEOUT": 1, "RB_DEV_UCX": 2, "RB_DEV_CUDA": 3, "RB_DEV_NO_MEMORY": 4}
+_CODES.update(RB_DEV_PUT=PUT, RB_DEV_GET=GET, RB_DEV_CEILING_PUT=CEILING_PUT, RB_DEV_CEILING_GET=CEILING_GET)
+# What runs each operation, for the results.
+PATHS = {
+    PUT: "gpu-initiated: ucp_device_put per block from one kernel (UCX device API)",
+    GET: "gpu-initiated: copy kernel from the peer's pool as UCX maps it (ucp_device_get_ptr)",
+}
+API_CALLS = ("ucp_device_put", "ucp_device_get_ptr")  # what a put, a get calls on the GPU
+HOST_POSTED = "host-posted: one ucp_put_nbx/ucp_get_nbx per block from the CPU"
+_WHY_LEN = 512
+
+
+@dataclass(frozen=True)
+class DevAvailability:
+    library: Any  # the loaded devlists library, or None
+    note: str  # how it was built, or why it cannot be
+
+
+_loaded: DevAvailability | None = None
+
+
+def nvcc() -> str | None:
+    for candidate in (os.environ.get("RDMABENCH_NVCC"), os.environ.get("NVCC")):
+        if candidate:
+            return candidate
+    found = shutil.which("nvcc")
+    if found:
+        return found
+    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH") or "/usr/local/cuda"
+    return str(Path(home) / "bin" / "nvcc") if (Path(home) / "bin" / "nvcc").exists() else None
+
+
+def compile_command(compiler: str, prefix: Path, output: Path) -> list[str]:
+    lib = prefix / "lib"
+    return [
+        compiler, "-O3", "-std=c++17", "-arch=native", "-shared", "-Xcompiler", "-fPIC", "-o", str(output),
+        str(SOURCE), "-isystem", str(prefix / "include"), f"-L{lib}", "-lucp", "-lucs", "-Xlinker", f"-rpath={lib}",
+    ]  # fmt: skip
+
+
+def library_name(prefix: Path, compiler: str) -> str:
+    version = (prefix / "VERSION.txt").read_text().strip() if (prefix / "VERSION.txt").exists() else ""
+    digest = hashlib.sha256(SOURCE.read_bytes() + str(prefix).encode() + version.encode() + compiler.encode())
+    return f"devlists-{digest.hexdigest()[:16]}.so"
+
+
+def load() -> DevAvailability:
+    """The GPU-initiated block-list library, built once per source and UCX; never raises."""
+    global _loaded
+    if _loaded is None:
+        _loaded = _load()
+    return _loaded
+
+
+def _load() -> DevAvailability:
+    prefix = native.ucx_prefix()
+    if prefix is None:
+        return DevAvailability(None, "UCX headers not found (the libucx wheel provides them)")
+    if not (prefix / "include" / "ucp" / "api" / "device" / "ucp_host.h").exists():
+        return DevAvailability(None, f"this UCX ({prefix}) has no device API (UCX 1.20 or later has it)")
+    compiler = nvcc()
+    if compiler is None:
+        return DevAvailability(None, "nvcc not found (set RDMABENCH_NVCC): the GPU-initiated path needs it once")
+    refused: list[str] = []
+    try:
+        fd, path = native.build_cached(
+            library_name(prefix, compiler), lambda out: compile_command(compiler, prefix, out), refused, timeout=300
+        )
+        library = _configure(ctypes.CDLL(native.open_descriptor(fd)))
+    except (OSError, AttributeError, UnsafePathError) as exc:
+        return DevAvailability(None, f"cannot build the GPU-initiated path: {exc}")
+    return DevAvailability(library, f"built with {compiler} against {prefix} ({path})")
+
+
+def _configure(library: Any) -> Any:
+    ptr, size, out_int, double = ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_int), ctypes.c_double
+    u64s, doubles = ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_double)
+    library.rb_dev_abi.restype = ctypes.c_char_p
+    library.rb_dev_plan_create.argtypes = [
+        ptr, ptr, ptr, ptr, size, ctypes.c_uint64, ptr, u64s, u64s, size, ctypes.c_int, double,
+        ctypes.POINTER(ptr), out_int, ctypes.c_char_p, size,
+    ]  # fmt: skip
+    library.rb_dev_plan_create.restype = ctypes.c_int
+    library.rb_dev_step.argtypes = [ptr, ctypes.c_int, size, double, doubles, doubles, doubles, ctypes.c_char_p, size]
+    library.rb_dev_step.restype = ctypes.c_int
+    library.rb_dev_release.argtypes = [ptr]
+    library.rb_dev_release.restype = None
+    text = (library.rb_dev_abi() or b"").decode()
+    theirs = {name: int(value) for name, _, value in (item.partition("=") for item in text.split(";") if item)}
+    if theirs != _CODES:
+        raise OSError(f"devlists.cu and devapi.py disagree on their codes ({text})")
+    return library
+
+
+class DevicePlan:
+    """One link's block lists on the GPU: UCX's descriptor lists of both pools, the offsets uploaded,
+    the peer's pool mapped. `offsets` and `remote_offsets` hold every block of a step (batch
+    transfers of equal count), in bytes from each pool's start."""
+
+    def __init__(
+        self,
+        library: Any,
+        where: str,
+        handles: tuple[int, int, int],
+        pool: tuple[int, int],
+        remote: tuple[int, int],
+        offsets: np.ndarray,
+        remote_offsets: np.ndarray,
+        batch: int,
+        timeout: float,
+    ):
+        worker, endpoint, memh = handles
+        self._lib, self._where, self._batch, self._timeout = library, where, batch, timeout
+        local = np.ascontiguousarray(offsets, dtype=np.uint64)
+        far = np.ascontiguousarray(remote_offsets, dtype=np.uint64)
+        plan, status, why = ctypes.c_void_p(), ctypes.c_int(), ctypes.create_string_buffer(_WHY_LEN)
+        u64s = ctypes.POINTER(ctypes.c_uint64)
+        rc = library.rb_dev_plan_create(
+            worker, endpoint, memh, pool[0], pool[1], remote[0], remote[1], local.ctypes.data_as(u64s),
+            far.ctypes.data_as(u64s), len(local), batch, timeout, ctypes.byref(plan), ctypes.byref(status), why,
+            _WHY_LEN,
+        )  # fmt: skip
+        self._plan = plan
+        if rc != 0:
+            self.release()
+            raise TransportError(f"{why.value.decode(errors='replace')} ({where})")
+
+    def step(self, operation: int, block: int) -> tuple[float, list[float], list[float]]:
+        """One step: (seconds of the step, each transfer's seconds, each transfer's posting seconds)."""
+        seconds, posting = (ctypes.c_double * self._batch)(), (ctypes.c_double * self._batch)()
+        step, why = ctypes.c_double(), ctypes.create_string_buffer(_WHY_LEN)
+        rc = self._lib.rb_dev_step(
+            self._plan, operation, block, self._timeout, posting, seconds, ctypes.byref(step), why, _WHY_LEN
+        )
+        if rc != 0:
+            raise TransportError(f"{why.value.decode(errors='replace')} ({self._where})")
+        return step.value, list(seconds), list(posting)
+
+    def release(self) -> None:
+        if self._plan.value:
+            self._lib.rb_dev_release(self._plan)
+            self._plan = ctypes.c_void_p()
