@@ -107,6 +107,8 @@ def test_block_shapes() -> None:
     assert not np.array_equal(src, dst) and np.array_equal(src, random.slots("src", 4096))  # seeded
     assert BlockShape(4, "strided").slots("src", 8).tolist() == [0, 2, 4, 6]
     assert BlockShape(8, "contiguous", 3).contiguous(4096) == (BlockShape(1, "contiguous", 3), 8 * 4096)
+    # The reference is posted as its list is (--posting cpu: a contiguous message the CPU posts too).
+    assert BlockShape(8, "random", posting="cpu").contiguous(4096)[0].posting == "cpu"
     with pytest.raises(ConfigError, match="needs 8 slots"):
         BlockShape(4, "strided", pool_bytes=7 * 4096).check().check_fits(4096)
 

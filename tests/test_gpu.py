@@ -240,8 +240,10 @@ def test_a_corrupted_gpu_posted_put_is_caught(results_path: Path) -> None:
 
 def test_the_cpu_posts_when_asked_and_the_ceiling_is_still_measured(results_path: Path) -> None:
     args = ["--test", "put", "--mode", "device", "--blocks", "64", "--block-size", "16KiB", "--posting", "cpu"]
-    record = _run(args, results_path)["results"][1]["blocks"]
+    reference, blocks = _run(args, results_path)["results"]
+    record = blocks["blocks"]
     assert record["posted_by"] == "cpu" and record["path"].startswith("host-posted") and record["ceiling_gbps"] > 0
+    assert reference["blocks"]["posted_by"] == "cpu"  # its contiguous reference is posted the same way
 
 
 def test_auto_posts_from_the_cpu_and_says_why_when_nvcc_is_missing(results_path: Path, tmp_path: Path) -> None:

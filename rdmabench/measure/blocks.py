@@ -123,4 +123,4 @@ class BlockShape:
 
     def contiguous(self, block: int) -> tuple[BlockShape, int]:
         """The reference of this shape at `block`: each transfer's bytes as one contiguous message."""
-        return BlockShape(1, "contiguous", self.batch), self.count * block
+        return BlockShape(1, "contiguous", self.batch, posting=self.posting), self.count * block
