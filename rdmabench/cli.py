@@ -6,7 +6,7 @@ import functools
 import os
 import shlex
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
 import click
@@ -900,12 +900,19 @@ def _filters(
     return Filters(tests, modes, tuple(parse_sizes(sizes)) if sizes else (), hosts, link_classes, first, last)
 
 
-def _write_or_print(text: str, output: str | None) -> None:
+def _write_or_print(chunks: Iterable[str], output: str | None) -> None:
+    """A report's pieces, written as they come to `output` (whole or not at all) or standard output,
+    which ends with a line break."""
     if output is None:
-        click.echo(text, nl=not text.endswith("\n"))
+        last = ""
+        for chunk in chunks:
+            click.echo(chunk, nl=False)
+            last = chunk or last
+        if not last.endswith("\n"):
+            click.echo("")
         return
     try:
-        userfiles.write_text(output, text)
+        userfiles.write_chunks(output, chunks)
     except OSError as exc:
         raise ResultsWriteError(f"cannot write the report to {output}: {exc.strerror or exc}") from None
     click.echo(f"# report written to {output}", err=True)
@@ -979,8 +986,7 @@ def report(
         skipped = [*loaded.problems, *map(str, loaded.duplicates)]  # files left out, each with why
         sources = [path for path, _ in loaded.documents]
         found = attribute(rows) if output_format != "csv" or verdict_module.FLEET in floors else None  # once
-        text = formats.render(rows, output_format, by, outlier_fraction, skipped, sources, found)
-        _write_or_print(text, output)
+        _write_or_print(formats.render_chunks(rows, output_format, by, outlier_fraction, skipped, sources, found), output)
         judged = verdict_module.conclude(rows, floors, found=found) if floors else None
     except RdmabenchError as exc:
         _fail(exc)

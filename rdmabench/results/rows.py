@@ -6,7 +6,7 @@ import functools
 import gc
 import math
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from operator import attrgetter
@@ -36,6 +36,27 @@ def bulk(function: F) -> F:
         gc.disable()
         try:
             return function(*args, **kwargs)
+        finally:
+            gc.freeze()
+            if enabled:
+                gc.enable()
+
+    return paused  # type: ignore[return-value]
+
+
+G = TypeVar("G", bound=Callable[..., Iterator[Any]])
+
+
+def bulk_chunks(function: G) -> G:
+    """`bulk` for a generator (a streamed report): the collector paused from its first piece to
+    its last, not only while the generator is made."""
+
+    @functools.wraps(function)
+    def paused(*args: Any, **kwargs: Any) -> Iterator[Any]:
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            yield from function(*args, **kwargs)
         finally:
             gc.freeze()
             if enabled:
@@ -189,7 +210,8 @@ class Row:
 
     @property
     def median(self) -> float:
-        return median(self.values)
+        values = self.values  # one run, most rows: no call (a million rows ask it several times)
+        return float(values[0]) if len(values) == 1 else median(values)
 
     @property
     def spread(self) -> float:
