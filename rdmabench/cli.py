@@ -986,7 +986,9 @@ def report(
         skipped = [*loaded.problems, *map(str, loaded.duplicates)]  # files left out, each with why
         sources = [path for path, _ in loaded.documents]
         found = attribute(rows) if output_format != "csv" or verdict_module.FLEET in floors else None  # once
-        _write_or_print(formats.render_chunks(rows, output_format, by, outlier_fraction, skipped, sources, found), output)
+        _write_or_print(
+            formats.render_chunks(rows, output_format, by, outlier_fraction, skipped, sources, found), output
+        )
         judged = verdict_module.conclude(rows, floors, found=found) if floors else None
     except RdmabenchError as exc:
         _fail(exc)

@@ -233,7 +233,9 @@ def csv_chunks(rows: list[Row]) -> Iterator[str]:
         data["wire_ratio"], data["wire_dev"] = row.wire_ratio, row.wire_dev
         data["transports"] = ";".join(data["transports"])
         data["settings"] = ";".join(f"{k}={v}" for k, v in row.settings)
-        writer.writerow([escape.csv_cell(value) if type(value) is str else value for value in map(data.get, CSV_FIELDS)])
+        writer.writerow(
+            [escape.csv_cell(value) if type(value) is str else value for value in map(data.get, CSV_FIELDS)]
+        )
         if number % ROWS_A_CHUNK == 0:
             yield buffer.getvalue()
             buffer.seek(0)

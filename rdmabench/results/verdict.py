@@ -269,7 +269,9 @@ def judge(
                         f"tolerance {tolerance:.0%})"
                     )
         if mark is not None and not mark.klass.judged and not checked:
-            verdict.skipped.append(f"{_what(row)}: its class holds {mark.klass.links} link(s), too few to judge it against")
+            verdict.skipped.append(
+                f"{_what(row)}: its class holds {mark.klass.links} link(s), too few to judge it against"
+            )
         if checked:
             verdict.judged.append(Judgement(row, not reasons, "; ".join(reasons) or "ok"))
     verdict.inconclusive = _inconclusive(largest, floors, baseline, by_floor, by_baseline)
