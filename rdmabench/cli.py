@@ -6,7 +6,7 @@ import functools
 import os
 import shlex
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
 import click
@@ -919,12 +919,19 @@ def _filters(
     return Filters(tests, modes, tuple(parse_sizes(sizes)) if sizes else (), hosts, link_classes, first, last)
 
 
-def _write_or_print(text: str, output: str | None) -> None:
+def _write_or_print(chunks: Iterable[str], output: str | None) -> None:
+    """A report's pieces, written as they come to `output` (whole or not at all) or standard output,
+    which ends with a line break."""
     if output is None:
-        click.echo(text, nl=not text.endswith("\n"))
+        last = ""
+        for chunk in chunks:
+            click.echo(chunk, nl=False)
+            last = chunk or last
+        if not last.endswith("\n"):
+            click.echo("")
         return
     try:
-        userfiles.write_text(output, text)
+        userfiles.write_chunks(output, chunks)
     except OSError as exc:
         raise ResultsWriteError(f"cannot write the report to {output}: {exc.strerror or exc}") from None
     click.echo(f"# report written to {output}", err=True)
@@ -998,8 +1005,9 @@ def report(
         skipped = [*loaded.problems, *map(str, loaded.duplicates)]  # files left out, each with why
         sources = [path for path, _ in loaded.documents]
         found = attribute(rows) if output_format != "csv" or verdict_module.FLEET in floors else None  # once
-        text = formats.render(rows, output_format, by, outlier_fraction, skipped, sources, found)
-        _write_or_print(text, output)
+        _write_or_print(
+            formats.render_chunks(rows, output_format, by, outlier_fraction, skipped, sources, found), output
+        )
         judged = verdict_module.conclude(rows, floors, found=found) if floors else None
     except RdmabenchError as exc:
         _fail(exc)
@@ -1074,9 +1082,10 @@ def check(
         if checked.outcome == "INCONCLUSIVE":
             click.echo("\n".join(checked.suspect_lines()))
             raise InconclusiveError(f"no verdict: {checked.verdict.inconclusive}")
-        for path, text in ((json_path, checked.json), (junit_path, checked.junit)):
-            if path is not None:
-                userfiles.write_text(path, text())
+        if json_path is not None:
+            userfiles.write_chunks(json_path, checked.json_chunks())  # a million passed links, a line each
+        if junit_path is not None:
+            userfiles.write_text(junit_path, checked.junit())
         drained = write_drain_list(drain_path, found, force=force) if drain_path is not None else None
     except RdmabenchError as exc:
         _fail(exc)

@@ -9,7 +9,7 @@ import contextlib
 import os
 import stat
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import BinaryIO, TextIO
 
 from .errors import ConfigError, FileRefusedError
@@ -127,6 +127,13 @@ def write_text(path: str, text: str) -> None:
     """Replace `path` atomically with `text` (see `replacing`)."""
     with replacing(path) as handle:
         handle.write(text)
+
+
+def write_chunks(path: str, chunks: Iterable[str]) -> None:
+    """Replace `path` atomically with the text of `chunks`, written as they come: a report of a
+    million links is never held as one string (see `replacing`)."""
+    with replacing(path) as handle:
+        handle.writelines(chunks)
 
 
 def _umask() -> int:

@@ -4,7 +4,9 @@ per link class, on GENERATED documents (marked so in their metadata) with plante
 
 from __future__ import annotations
 
+import csv
 import gc
+import io
 import json
 import math
 import statistics
@@ -16,13 +18,16 @@ import pytest
 
 from rdmabench import stats
 from rdmabench.errors import ResultsFileError
-from rdmabench.results import compact, distribution
+from rdmabench.results import compact, distribution, formats
+from rdmabench.results.attribution import attribute
 from rdmabench.results.cells import class_distributions
 from rdmabench.results.compare import compare, format_changes
 from rdmabench.results.document import load
 from rdmabench.results.formats import format_json, format_markdown, format_table
 from rdmabench.results.html import render
-from rdmabench.results.rows import Filters, aggregate, outliers
+from rdmabench.results.outcome import Checked
+from rdmabench.results.rows import Filters, aggregate, outliers, standings
+from rdmabench.results.verdict import judge, parse_expect
 from rdmabench.stats import percentile
 
 from .conftest import browse, million_sources, needs_chromium
@@ -238,3 +243,38 @@ def test_the_cdfs_render_in_a_browser(tmp_path: Path) -> None:
     dom = browse(page, tmp_path / "profile")
     sizes = dom.stdout.split('data-cdf-sizes="')[1].split('"')[0].split(",")
     assert len(sizes) == 4 and all(s == "360x180" for s in sizes)
+
+
+def test_streamed_reports_are_the_rendered_ones(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """JSON and CSV come out in pieces of ROWS_A_CHUNK rows (written as they come), joined the same
+    text whatever the pieces; CSV is what csv.writer writes of each row's to_dict."""
+    rows = aggregate([("a", load(str(_generated(tmp_path)), lazy=True))])
+    whole = {name: formats.render(rows, name) for name in ("json", "csv")}
+    monkeypatch.setattr(formats, "ROWS_A_CHUNK", 1000)
+    for name in ("json", "csv"):
+        pieces = list(formats.render_chunks(rows, name))
+        assert len(pieces) >= len(rows) // 1000 and "".join(pieces) == whole[name]
+    assert [r["link"] for r in json.loads(whole["json"])["rows"]] == [row.link for row in rows]
+    parsed = list(csv.reader(io.StringIO(whole["csv"])))
+    assert parsed[0] == list(formats.CSV_FIELDS) and len(parsed) == len(rows) + 1
+    assert parsed[1][formats.CSV_FIELDS.index("median")] == str(rows[0].median)
+
+
+def test_outliers_are_the_standings_beyond_the_fraction() -> None:
+    rows = aggregate([("generated", _classes_doc())])  # bandwidths and latencies (above is worse)
+    for fraction in (0.01, 0.05, 0.2):
+        plain = [(row, off) for row, off, size in standings(rows) if size >= 3 and row.worse(off, fraction)]
+        assert outliers(rows, fraction) == sorted(plain, key=lambda item: -abs(item[1]))
+    assert any(row.test == "lat" for row, _ in outliers(rows, 0.01))
+
+
+def test_the_json_verdict_streams_every_passed_link_last(tmp_path: Path) -> None:
+    rows = aggregate([("a", load(str(_generated(tmp_path)), lazy=True))])
+    found = attribute(rows)
+    checked = Checked(judge(rows, parse_expect(["default"]), found=found), found)
+    text = checked.json()
+    assert json.loads(text) == json.loads(json.dumps(checked.to_dict()))  # nothing lost, float for float
+    assert list(json.loads(text))[-1] == "passed_links" and list(json.loads(text))[:2] == ["passed", "judged"]
+    passed = [line.rstrip(",") for line in text.split('"passed_links": [\n', 1)[1].splitlines()[:-2]]
+    assert len(passed) == sum(j.passed for j in checked.verdict.judged) > 1000  # a line each
+    assert [json.loads(line) for line in passed] == [j.to_dict() for j in checked.verdict.judged if j.passed]

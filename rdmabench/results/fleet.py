@@ -212,9 +212,9 @@ def _rail(row: Row, src_end: str, dst_end: str, src_nic: str | None, dst_nic: st
     same GPU index; "" within a node or where neither is known."""
     if row.link_class != "inter-node":
         return ""
-    src, dst = _parse_end(src_end)[1], _parse_end(dst_end)[1]
     if src_nic and dst_nic:
         return ALIGNED if src_nic.rpartition("/")[2] == dst_nic.rpartition("/")[2] else CROSS_RAIL
+    src, dst = _parse_end(src_end)[1], _parse_end(dst_end)[1]
     if src.startswith("gpu") and dst.startswith("gpu"):
         return ALIGNED if src == dst else CROSS_RAIL
     return ""
@@ -276,13 +276,25 @@ class LinkTable:
         return _parse_end(self.ends[end])[1]
 
 
-def _nics(row: Row, cache: dict[tuple[Any, ...], tuple[str | None, str | None]]) -> tuple[str | None, str | None]:
-    """The NICs of a row's two ends ("host/mlx5_3:1", or None), remembered per set of NICs."""
-    key = (row.nics, row.src_host, row.dst_host)
-    found = cache.get(key)
-    if found is None:
-        found = cache[key] = (_nic_of(row, row.src_host), _nic_of(row, row.dst_host))
-    return found
+def _nics(row: Row, owners: dict[str, str]) -> tuple[str | None, str | None]:
+    """The NICs of a row's two ends ("host/mlx5_3:1", or None): each NIC's host read once, since
+    a million rows hold a million distinct pairs of NICs but only a few thousand NICs."""
+    if "/" in row.src_host or "/" in row.dst_host:  # a host name that a NIC's prefix cannot tell apart
+        return _nic_of(row, row.src_host), _nic_of(row, row.dst_host)
+    src: list[str] = []
+    dst: list[str] = []
+    for nic in row.nics:
+        host = owners.get(nic)
+        if host is None:
+            host = owners[nic] = nic.partition("/")[0]
+        if host == row.src_host:
+            src.append(nic)
+        if host == row.dst_host:
+            dst.append(nic)
+    return (
+        (src[0] if len(src) == 1 else "+".join(sorted(src))) if src else None,
+        (dst[0] if len(dst) == 1 else "+".join(sorted(dst))) if dst else None,
+    )
 
 
 def _columns(rows: list[Row], again: dict[tuple[Any, ...], Row]) -> dict[str, Any]:
@@ -292,16 +304,18 @@ def _columns(rows: list[Row], again: dict[tuple[Any, ...], Row]) -> dict[str, An
     nics: dict[str | None, int] = {None: -1}
     links: dict[tuple[int, int], int] = {}
     keys: dict[tuple[Any, ...], int] = {}
-    nic_cache: dict[tuple[Any, ...], tuple[str | None, str | None]] = {}
+    owners: dict[str, str] = {}
     names = ("src_end", "dst_end", "src_host", "dst_host", "src_nic", "dst_nic", "link", "klass")
     records: list[tuple[Any, ...]] = []
     add = records.append
     for row in rows:
         src_text, _, dst_text = row.link.partition(" -> ")
         src, dst = ends.setdefault(src_text, len(ends)), ends.setdefault(dst_text, len(ends))
-        src_nic, dst_nic = _nics(row, nic_cache) if row.nics else (None, None)
+        src_nic, dst_nic = _nics(row, owners) if row.nics else (None, None)
         rail = _rail(row, src_text, dst_text, src_nic, dst_nic)
-        matched = again.get((row.test, row.src_mode, row.dst_mode, row.size_bytes, row.link, row.settings))
+        matched = (
+            again.get((row.test, row.src_mode, row.dst_mode, row.size_bytes, row.link, row.settings)) if again else None
+        )
         values = (  # a tuple a link, turned into columns at once at the end
             src, dst, hosts.setdefault(row.src_host, len(hosts)), hosts.setdefault(row.dst_host, len(hosts)),
             nics.setdefault(src_nic, len(nics) - 1), nics.setdefault(dst_nic, len(nics) - 1),

@@ -7,7 +7,7 @@ import io
 import json
 import json.encoder
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from .. import escape
@@ -16,7 +16,7 @@ from ..units import format_size
 from . import distribution
 from .attribution import Attribution, attribute
 from .cells import COLUMNS, aligned, cell_columns, class_distributions, outlier_lines
-from .rows import Row, bulk, outliers
+from .rows import Row, bulk, bulk_chunks, outliers
 
 GROUPINGS = ("none", "host", "link-class", "mode", "size", "date")
 
@@ -90,10 +90,21 @@ def format_markdown(rows: list[Row], by: str, fraction: float, found: Attributio
     return "\n".join(lines) + "\n"
 
 
-@bulk
 def format_json(rows: list[Row], fraction: float, problems: list[str], found: Attribution | None = None) -> str:
     """The rows, the outliers, the files that could not be used, the suspects (one line each, and
     the whole attribution) and the distribution per link class, as one JSON document."""
+    return "".join(json_chunks(rows, fraction, problems, found))
+
+
+ROWS_A_CHUNK = 20_000  # rows joined into one piece of a streamed report
+
+
+@bulk_chunks
+def json_chunks(
+    rows: list[Row], fraction: float, problems: list[str], found: Attribution | None = None
+) -> Iterator[str]:
+    """`format_json` in pieces, to be written as they come: a million rows (a line each) are never
+    held as one string, nor as one nested structure (that took gigabytes)."""
     attribution = found if found is not None else attribute(rows)
     listed = [
         {"link": r.link, "test": r.test, "size_bytes": r.size_bytes, "modes": r.modes, "off": off}
@@ -106,11 +117,14 @@ def format_json(rows: list[Row], fraction: float, problems: list[str], found: At
     if listed:  # what json.dumps(..., indent=1) writes, without its pure-Python encoder's minutes
         items = ",\n".join(_indented_object(item, "  ") for item in listed)
         rest = rest.replace('"outliers": []', '"outliers": [\n' + items + "\n ]", 1)
-    # Row by row, one line each: a million rows as one nested structure took gigabytes.
+    del listed
     spread = ",\n".join(json.dumps(one.to_dict()) for one in class_distributions(rows, fraction))
     rest = rest[: -len("\n}")] + ',\n "distributions": [\n' + spread + "\n ]\n}"  # a line per class
     encoder = _RowJson()
-    return '{\n "rows": [\n' + ",\n".join(map(encoder.line, rows)) + "\n ],\n" + rest[2:]
+    yield '{\n "rows": [\n'
+    for start in range(0, len(rows), ROWS_A_CHUNK):
+        yield ("" if start == 0 else ",\n") + ",\n".join(map(encoder.line, rows[start : start + ROWS_A_CHUNK]))
+    yield "\n ],\n" + rest[2:]
 
 
 def _indented_object(item: dict[str, Any], indent: str) -> str:
@@ -124,6 +138,8 @@ _ENCODE_STR: Callable[[str], str] = json.encoder.encode_basestring_ascii  # type
 
 def _json(value: Any) -> str:
     """json.dumps(value), without its cost for the strings and numbers a million rows hold."""
+    if value is None:  # most rows hold no share, CPU cost, wire check or tail
+        return "null"
     kind = type(value)
     if kind is str:
         return _ENCODE_STR(value)
@@ -174,44 +190,57 @@ class _RowJson:
         )
 
 
-@bulk
 def format_csv(rows: list[Row]) -> str:
+    return "".join(csv_chunks(rows))
+
+
+CSV_FIELDS = (
+    "test",
+    "src_mode",
+    "dst_mode",
+    "size_bytes",
+    "link",
+    "link_class",
+    "load",
+    "settings",
+    "unit",
+    "runs",
+    "median",
+    "min",
+    "max",
+    "spread",
+    "share_of_limit",
+    "cpu_src_s_per_gb",
+    "cpu_dst_s_per_gb",
+    "wire_ratio",
+    "wire_dev",
+    "transfer_p99_us",
+    "transfer_p999_us",
+    "transports",
+)
+
+
+@bulk_chunks
+def csv_chunks(rows: list[Row]) -> Iterator[str]:
+    """A row per link, in pieces of ROWS_A_CHUNK rows to be written as they come."""
     buffer = io.StringIO()
     writer = csv.writer(buffer)
-    fields = [
-        "test",
-        "src_mode",
-        "dst_mode",
-        "size_bytes",
-        "link",
-        "link_class",
-        "load",
-        "settings",
-        "unit",
-        "runs",
-        "median",
-        "min",
-        "max",
-        "spread",
-        "share_of_limit",
-        "cpu_src_s_per_gb",
-        "cpu_dst_s_per_gb",
-        "wire_ratio",
-        "wire_dev",
-        "transfer_p99_us",
-        "transfer_p999_us",
-        "transports",
-    ]
-    writer.writerow(fields)
-    for row in rows:
+    writer.writerow(CSV_FIELDS)
+    for number, row in enumerate(rows, start=1):
         data = row.to_dict()
         cost = data["cpu_s_per_gb"] or {}
         data["cpu_src_s_per_gb"], data["cpu_dst_s_per_gb"] = cost.get("src"), cost.get("dst")
         data["wire_ratio"], data["wire_dev"] = row.wire_ratio, row.wire_dev
         data["transports"] = ";".join(data["transports"])
         data["settings"] = ";".join(f"{k}={v}" for k, v in row.settings)
-        writer.writerow([escape.csv_cell(value) if type(value) is str else value for value in map(data.get, fields)])
-    return buffer.getvalue()
+        writer.writerow(
+            [escape.csv_cell(value) if type(value) is str else value for value in map(data.get, CSV_FIELDS)]
+        )
+        if number % ROWS_A_CHUNK == 0:
+            yield buffer.getvalue()
+            buffer.seek(0)
+            buffer.truncate()
+    yield buffer.getvalue()
 
 
 FORMATS = ("table", "markdown", "csv", "json", "html")
@@ -229,19 +258,33 @@ def render(
     """The rows in format `name` (one of FORMATS): the one dispatch `report` and `run` share.
     `problems` are the inputs left out, each with why; `sources` the files read (html names them);
     `found` the attribution of `rows`, made here (but for CSV) where not given."""
+    return "".join(render_chunks(rows, name, by, fraction, problems, sources, found))
+
+
+def render_chunks(
+    rows: list[Row],
+    name: str,
+    by: str = "none",
+    fraction: float = 0.2,
+    problems: list[str] | None = None,
+    sources: list[str] | None = None,
+    found: Attribution | None = None,
+) -> Iterator[str]:
+    """`render` in pieces to write as they come (userfiles.write_chunks): the JSON and CSV of a
+    million rows are never held whole. Bad names raise here, before any piece is made."""
     if name not in FORMATS:
         raise ConfigError(f"unknown format {name!r}: choose {', '.join(FORMATS[:-1])} or {FORMATS[-1]}")
     if by not in GROUPINGS:
         raise ConfigError(f"unknown grouping {by!r}: choose one of {', '.join(GROUPINGS)}")
     if name == "csv":
-        return format_csv(rows)
+        return csv_chunks(rows)
     found = found if found is not None else attribute(rows)
-    if name == "table":
-        return format_table(rows, by, fraction, found)
-    if name == "markdown":
-        return format_markdown(rows, by, fraction, found)
     if name == "json":
-        return format_json(rows, fraction, problems or [], found)
+        return json_chunks(rows, fraction, problems or [], found)
+    if name == "table":
+        return iter((format_table(rows, by, fraction, found),))
+    if name == "markdown":
+        return iter((format_markdown(rows, by, fraction, found),))
     from .html import render as render_html  # matplotlib: loaded only for a page
 
-    return render_html(rows, sources or [], problems or [], fraction, found)
+    return iter((render_html(rows, sources or [], problems or [], fraction, found),))

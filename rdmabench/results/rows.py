@@ -6,16 +6,18 @@ import functools
 import gc
 import math
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from operator import attrgetter
 from typing import Any, NamedTuple, TypeVar
 
+import numpy as np
+
 from ..hardware.limits import Limit
 from ..measure import registry
 from ..modes import mode_named
-from ..stats import median
+from ..stats import median, sorted_median
 from ..units import format_size
 from . import compact, dates, derived, document
 
@@ -36,6 +38,27 @@ def bulk(function: F) -> F:
         gc.disable()
         try:
             return function(*args, **kwargs)
+        finally:
+            gc.freeze()
+            if enabled:
+                gc.enable()
+
+    return paused  # type: ignore[return-value]
+
+
+G = TypeVar("G", bound=Callable[..., Iterator[Any]])
+
+
+def bulk_chunks(function: G) -> G:
+    """`bulk` for a generator (a streamed report): the collector paused from its first piece to
+    its last, not only while the generator is made."""
+
+    @functools.wraps(function)
+    def paused(*args: Any, **kwargs: Any) -> Iterator[Any]:
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            yield from function(*args, **kwargs)
         finally:
             gc.freeze()
             if enabled:
@@ -154,8 +177,8 @@ class Row:
     settings: tuple[tuple[str, str], ...] = ()  # what must match for runs to be merged (settings_of)
     higher_is_better: bool = True
     differs: str = ""  # the settings that tell this row from rows of the same link with other settings
-    values: list[float] = field(default_factory=list)  # one figure per run
-    samples: list[float] = field(default_factory=list)  # every sample of every run
+    values: list[float] = field(default_factory=list)  # one figure per run (a run's samples are not kept: no
+    # output shows them, and a million rows' lists of samples took a fifth of their memory)
     shares: list[float] = field(default_factory=list)
     transports: frozenset[str] = frozenset()
     dates: frozenset[str] = frozenset()
@@ -189,7 +212,8 @@ class Row:
 
     @property
     def median(self) -> float:
-        return median(self.values)
+        values = self.values  # one run, most rows: no call (a million rows ask it several times)
+        return float(values[0]) if len(values) == 1 else median(values)
 
     @property
     def spread(self) -> float:
@@ -418,7 +442,7 @@ class _Folder:
             kind, src_has, dst_has = found
             if not kind.accepted:
                 continue
-            value = median(item["samples"])
+            value = sorted_median(sorted(item["samples"]))  # stats.median of a list of floats, without its checks
             if not math.isfinite(value):
                 continue
             src_end, dst_end = ends.get((item["src"], src_has)), ends.get((item["dst"], dst_has))
@@ -427,9 +451,7 @@ class _Folder:
             if dst_end is None:
                 dst_end = ends[(item["dst"], dst_has)] = _rank_end(results.ranks, item["dst"], dst_has)
             link = _link(src_end, dst_end, kind.on_device)
-            self.fold(
-                kind, link, item["size"], value, item["samples"], item.get("cpu"), item.get("wire"), item.get("blocks")
-            )
+            self.fold(kind, link, item["size"], value, item.get("cpu"), item.get("wire"), item.get("blocks"))
 
     def _profile_kind(
         self, profile: compact.Profile, remeasured: bool, metadata: dict[str, Any]
@@ -471,13 +493,11 @@ class _Folder:
             return
         kind = self.kind(entry, metadata)
         link = _link(_entry_end(entry, "src"), _entry_end(entry, "dst"), kind.on_device)
-        samples = [float(v) for v in entry["samples"]]
         self.fold(
             kind,
             link,
             entry["size_bytes"],
             value,
-            samples,
             entry.get("cpu_s_per_gb"),
             entry.get("wire"),
             entry.get("blocks"),
@@ -489,12 +509,11 @@ class _Folder:
         link: _Link,
         size: int,
         value: float,
-        samples: list[float],
         cpu: Any = None,
         wire: Any = None,
         blocks: Any = None,
     ) -> None:
-        """Add a link's figure and its share of its limit (never a file's) to its row; `samples` may become its own."""
+        """Add a link's figure and its share of its limit (never a file's) to its row."""
         if self.filtering and not self.filters.accept_link(size, link.src_host, link.dst_host, link.link_class):
             return
         key = (kind.labels, size, link.name)
@@ -503,10 +522,9 @@ class _Folder:
         share = derived.share_of_limit(value, kind.bound) if kind.bound is not None else None
         shares = [share] if share is not None else []
         if row is None:
-            row = self.rows[key] = self._new_row(kind, link, size, value, samples, shares)
+            row = self.rows[key] = self._new_row(kind, link, size, value, shares)
         else:
             row.values.append(value)
-            row.samples.extend(samples)
             row.shares.extend(shares)
             row.transports = intern.union(row.transports, kind.transports)
             row.warnings = intern.union(row.warnings, kind.warnings)
@@ -519,9 +537,7 @@ class _Folder:
         if blocks is not None:
             row.add_tail(blocks)
 
-    def _new_row(
-        self, kind: _Kind, link: _Link, size: int, value: float, samples: list[float], shares: list[float]
-    ) -> Row:
+    def _new_row(self, kind: _Kind, link: _Link, size: int, value: float, shares: list[float]) -> Row:
         intern = self.intern
         return Row(
             kind.test,
@@ -538,7 +554,6 @@ class _Folder:
             kind.higher_is_better,
             "",
             [value],
-            samples,
             shares,
             kind.transports,
             self.dates,
@@ -645,9 +660,18 @@ def standings(rows: list[Row]) -> list[tuple[Row, float, int]]:
 
 def outliers(rows: list[Row], fraction: float) -> list[tuple[Row, float]]:
     """Links worse than their class's median by more than `fraction` (bandwidth below, latency
-    above), with how far off they are."""
-    # Two links have no majority to stand out from.
-    found = [(row, off) for row, off, size in standings(rows) if size >= 3 and row.worse(off, fraction)]
+    above), with how far off they are: `standings` filtered, class by class in numpy (a million
+    rows, most of them fine, make no million tuples)."""
+    found: list[tuple[Row, float]] = []
+    for members in classes(rows).values():
+        if len(members) < 3:  # two links have no majority to stand out from
+            continue
+        medians = np.fromiter((row.median for row in members), float, len(members))
+        typical = sorted_median(np.sort(medians))
+        off = medians / typical - 1 if typical else np.zeros(len(members))
+        higher = np.fromiter((row.higher_is_better for row in members), bool, len(members))
+        worse = np.flatnonzero(np.where(higher, off < -fraction, off > fraction))
+        found += [(members[i], off) for i, off in zip(worse.tolist(), off[worse].tolist(), strict=True)]
     return sorted(found, key=lambda item: -abs(item[1]))
 
 

@@ -126,15 +126,20 @@ class Verdict:
         """How many failing links touch each GPU, node and NIC: the slow part shows up most."""
         return culprits([judgement.row for judgement in self.failed])
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
+    def to_dict(self, passed_links: bool = True) -> dict[str, Any]:
+        """The verdict; without `passed_links`, all but the list of passed links (a million of
+        them are written a line each: outcome.Checked.json_chunks)."""
+        found = {
             "passed": self.passed,
             "judged": len(self.judged),
             "failed": [j.to_dict() for j in self.failed],
-            "passed_links": [j.to_dict() for j in self.judged if j.passed],
+            "passed_links": [j.to_dict() for j in self.judged if j.passed] if passed_links else [],
             "skipped": self.skipped,
             **self.culprits(),
         }
+        if not passed_links:
+            del found["passed_links"]
+        return found
 
 
 def _largest(rows: list[Row]) -> list[Row]:
@@ -203,6 +208,11 @@ def _against_class(mark: _FleetMark) -> str | None:
     return "; ".join(reasons) or None
 
 
+def _what(row: Row) -> str:
+    """A link as the verdict names it: made only for the few it says something of, not a million."""
+    return f"{row.link} {row.test} {row.modes} {format_size(row.size_bytes)} ({row.load})"
+
+
 def _no_share(row: Row) -> str:
     """Why a link has no share of a limit for a floor to judge."""
     return f"its figure is above its {row.limit}, a measurement error" if row.limit else "no physical limit known"
@@ -226,7 +236,6 @@ def judge(
     marks = _FleetMarks(rows, found) if FLEET in floors else None
     by_floor = by_baseline = 0
     for row in largest:
-        what = f"{row.link} {row.test} {row.modes} {format_size(row.size_bytes)} ({row.load})"
         reasons: list[str] = []
         checked = False
         mark = marks.get(row) if marks is not None else None
@@ -240,7 +249,7 @@ def judge(
         if floor is not None and row.higher_is_better:
             if row.share is None:
                 if not checked:  # judged against its class already: no limit is no gap
-                    verdict.skipped.append(f"{what}: {_no_share(row)}; its {floor[0]} floor cannot apply")
+                    verdict.skipped.append(f"{_what(row)}: {_no_share(row)}; its {floor[0]} floor cannot apply")
             else:
                 checked = True
                 by_floor += 1
@@ -249,7 +258,7 @@ def judge(
         old = base.get(row.key)
         if baseline is not None:
             if old is None:
-                verdict.skipped.append(f"{what}: not in the baseline")
+                verdict.skipped.append(f"{_what(row)}: not in the baseline")
             else:
                 checked = True
                 by_baseline += 1
@@ -260,7 +269,9 @@ def judge(
                         f"tolerance {tolerance:.0%})"
                     )
         if mark is not None and not mark.klass.judged and not checked:
-            verdict.skipped.append(f"{what}: its class holds {mark.klass.links} link(s), too few to judge it against")
+            verdict.skipped.append(
+                f"{_what(row)}: its class holds {mark.klass.links} link(s), too few to judge it against"
+            )
         if checked:
             verdict.judged.append(Judgement(row, not reasons, "; ".join(reasons) or "ok"))
     verdict.inconclusive = _inconclusive(largest, floors, baseline, by_floor, by_baseline)
