@@ -151,6 +151,8 @@ def settings_of(entry: dict[str, Any], metadata: dict[str, Any]) -> tuple[tuple[
             shape += (
                 f", {handoff['model'].get('name')} {handoff.get('kv_layout')} {handoff.get('prompt_tokens')} tokens"
             )
+        if blocks.get("posted_by") == "gpu":  # one kernel a transfer, not a request per block: another path
+            shape += ", posted by the GPU"
         return (*settings, ("blocks", shape))
     return settings
 
