@@ -136,3 +136,13 @@ def test_block_shapes() -> None:
 )
 def test_bad_block_options_are_one_line(tmp_path: Path, args: list[str], message: str) -> None:
     refused_in_one_line(tmp_path, args, message)
+
+
+def test_a_list_the_gpu_posted_is_never_merged_with_one_the_cpu_posted() -> None:
+    from rdmabench.results.rows import settings_of
+
+    blocks = {"count": 1024, "layout": "random", "batch": 1}
+    by_cpu = settings_of({"blocks": {**blocks, "posted_by": "cpu"}}, {})
+    by_gpu = settings_of({"blocks": {**blocks, "posted_by": "gpu"}}, {})
+    assert by_cpu != by_gpu and "posted by the GPU" in dict(by_gpu)["blocks"]
+    assert by_cpu == settings_of({"blocks": blocks}, {})  # files from before --posting: the CPU posted
