@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,20 @@ import pytest
 
 # Small and quick: CI oversubscribes 2 cores with the ranks, and every byte is still validated.
 QUICK = ["--samples", "2", "--sample-time", "0.005"]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _bytecode_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Every test starts Python processes (the CLI, its ranks) that import rdmabench from this tree.
+    Where PYTHONDONTWRITEBYTECODE is set, each compiled every module again, a third of a second of CPU
+    a process; a bytecode cache of the session's own, outside the tree, compiles them once."""
+    if not os.environ.get("PYTHONDONTWRITEBYTECODE"):
+        yield
+        return
+    with pytest.MonkeyPatch.context() as patch:
+        patch.delenv("PYTHONDONTWRITEBYTECODE")
+        patch.setenv("PYTHONPYCACHEPREFIX", str(tmp_path_factory.mktemp("pycache")))
+        yield
 
 
 def rdmabench_env(**extra: str) -> dict[str, str]:
@@ -93,3 +108,19 @@ def browse(page: Path, profile: Path, *args: str) -> subprocess.CompletedProcess
         [browser, *_BROWSER_FLAGS, f"--user-data-dir={profile}", *action, page.as_uri()],
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """pyproject's `-n auto`: two workers, since a test spends most of its time waiting on its ranks
+    (MPI's and UCX's start, the launcher, the watchdogs' timeouts), and every file keeps its own paths,
+    namespace prefixes and subnets. No workers where timings are the point (`-m perf`, `-m gpu`, a
+    machine with a GPU: another worker's load would bend the figures), nor for one file."""
+    selected = config.getoption("markexpr") or ""
+    if "perf" in selected.replace("not perf", "") or "gpu" in selected:
+        return 0
+    files = {arg.split("::")[0] for arg in config.args}
+    if len(files) == 1 and Path(next(iter(files))).is_file():
+        return 0
+    from rdmabench.hardware.gpu import visible_gpu_count
+
+    return 0 if visible_gpu_count() else 2

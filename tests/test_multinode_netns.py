@@ -121,30 +121,35 @@ def test_links_between_namespaces_are_inter_node_and_cross_the_veth_network(
     assert {e["window"] for e in entries} == {default_window(64 << 10, MIXED)}
 
 
-def test_a_screen_of_32_ranks_on_8_hosts_meets_every_host_pair_on_every_rail(cluster: Cluster, tmp_path: Path) -> None:
-    cluster.up(8)
+def test_a_screen_of_12_ranks_on_4_hosts_meets_every_host_pair_on_every_rail(cluster: Cluster, tmp_path: Path) -> None:
+    """The smallest cluster the screen's every kind of round has: more than two hosts, and more than
+    two ranks a host (a ring within each host, not a pair); its schedule at 1,024 GPUs is
+    tests/test_cluster_schedules.py's. Every rank is a process started on 2 cores: 12, not 32."""
+    hosts_count, per_host = 4, 3
+    ranks = hosts_count * per_host
+    cluster.up(hosts_count)
     out = tmp_path / "screen.json"
     args = ["--pattern", "screen", "--sizes", "4KiB", "--window", "1", "--samples", "1", "--sample-time", "0.002"]
-    proc = cluster.run(4, [*args, "--remeasure-below", "0.01", "-o", str(out)], timeout=400)
+    proc = cluster.run(per_host, [*args, "--remeasure-below", "0.01", "-o", str(out)], timeout=400)
     assert proc.returncode == 0, proc.stderr
     doc = load_results(str(out))
     hosts = [rank["host"] for rank in doc["metadata"]["ranks"]]
-    assert sorted(set(hosts)) == [f"{PREFIX}-h{i}" for i in range(8)]
-    rail = {rank: hosts[:rank].count(hosts[rank]) for rank in range(32)}
+    assert sorted(set(hosts)) == [f"{PREFIX}-h{i}" for i in range(hosts_count)]
+    rail = {rank: hosts[:rank].count(hosts[rank]) for rank in range(ranks)}
     screened = [e for e in doc["results"] if e.get("remeasured_from") is None]
     inter = [e for e in screened if e["link"] == "inter-node"]
     met = {(e["src_host"], e["dst_host"], rail[e["src_rank"]]) for e in inter}
     assert all(rail[e["src_rank"]] == rail[e["dst_rank"]] for e in inter)  # rail-aligned
-    assert met == {(a, b, r) for a in set(hosts) for b in set(hosts) if a != b for r in range(4)}
+    assert met == {(a, b, r) for a in set(hosts) for b in set(hosts) if a != b for r in range(per_host)}
     assert all(e["src_nic"] == e["dst_nic"] == "eth0" for e in inter)  # each end's device, recorded
-    # Four ranks of a host share its eth0 in a round: its counter, over all their samples, held
+    # The ranks of a host share its eth0 in a round: its counter, over all their samples, held
     # every byte they sent (the headers and ACKs only add).
     assert all(e["wire"]["dev"] == "eth0" and e["wire"]["ratio"] >= 0.95 for e in inter), sorted(
         e["wire"]["ratio"] for e in inter
     )[:5]
     intra = [e for e in screened if e["link"] == "same host"]
-    assert {e["src_rank"] for e in intra} == {e["dst_rank"] for e in intra} == set(range(32))
-    assert len(screened) == 32 * 2 + 8 * 7 * 4
+    assert {e["src_rank"] for e in intra} == {e["dst_rank"] for e in intra} == set(range(ranks))
+    assert len(screened) == ranks * 2 + hosts_count * (hosts_count - 1) * per_host
 
 
 def test_a_screen_remeasures_the_links_of_a_slow_host_alone(cluster: Cluster, tmp_path: Path) -> None:
