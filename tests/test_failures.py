@@ -267,3 +267,19 @@ def test_no_ucx_log_directory_is_left_behind(tmp_path: Path) -> None:
     )
     assert failed.returncode != 0
     assert sorted(p.name for p in scratch.iterdir() if p.name.startswith("rdmabench-ucx-")) == []
+
+
+def test_of_ranks_failing_together_the_first_says_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every sender into a stalled rank times out at about the same moment: one line, not one a rank
+    (the claim in the job's scratch folder), and a later job in the same folder still speaks."""
+    from types import SimpleNamespace
+
+    from rdmabench.job import run as job_run
+    from rdmabench.wire import ucx_env
+
+    monkeypatch.setenv(ucx_env.SCRATCH_ENV, str(tmp_path))
+    job = SimpleNamespace(ranks=[SimpleNamespace(host="h", pid=41)])
+    assert job_run._first_to_fail(job) and not job_run._first_to_fail(job)  # type: ignore[arg-type]
+    assert job_run._first_to_fail(SimpleNamespace(ranks=[SimpleNamespace(host="h", pid=42)]))  # type: ignore[arg-type]
+    monkeypatch.delenv(ucx_env.SCRATCH_ENV)
+    assert job_run._first_to_fail(job)  # type: ignore[arg-type]  # another launcher: each rank says its own

@@ -584,9 +584,32 @@ def _describe(exc: BaseException) -> tuple[str, int]:
 
 def _report(world: World, exc: BaseException) -> str:
     """Say why this rank failed; the same words go into the results file, also when the launcher
-    kills rank 0 before it writes and the file is salvaged from this first error line."""
+    kills rank 0 before it writes and the file is salvaged from this first error line. Of the ranks
+    `run --np` started that fail together (every sender into a stalled rank times out), the first
+    says it; the others' reasons still reach rank 0 and the results file."""
     if os.environ.get("RDMABENCH_DEBUG"):
         traceback.print_exc()
     reason = f"failed on rank {world.rank} ({world.me.host}): {_describe(exc)[0]}"
-    print(error_line(reason), file=sys.stderr, flush=True)
+    if _first_to_fail(world):
+        print(error_line(reason), file=sys.stderr, flush=True)
     return reason
+
+
+def _first_to_fail(world: World) -> bool:
+    """Whether no other rank of this job has failed yet: the first claims a name in the private
+    scratch directory the local launcher made for the job (O_EXCL: exactly one wins). Ranks of
+    another launcher share no such directory: each says its own line."""
+    scratch = os.environ.get(ucx_env.SCRATCH_ENV)
+    if not scratch:
+        return True
+    first = world.ranks[0]
+    try:
+        os.close(os.open(os.path.join(scratch, f".failed-{first.host}-{first.pid}"), _CLAIM, 0o600))
+    except FileExistsError:
+        return False
+    except OSError:
+        return True  # cannot tell: better a second line than none
+    return True
+
+
+_CLAIM = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
