@@ -105,23 +105,40 @@ def compare(
     if repeat < 1:
         raise ConfigError(f"--repeat must be at least 1, not {repeat}")
     _check(mode, tests)
-    rounds = []
+    return repeated(lambda: _compare_once(mode, sizes, tests), repeat, rounds_median, progress, "anchor")
+
+
+Rows = list[dict[str, Any]]
+
+
+def repeated(
+    one_round: Callable[[], Rows],
+    repeat: int,
+    merge: Callable[[list[Rows]], Rows],
+    progress: Callable[[str], None] | None,
+    name: str,
+    announce_one: bool = False,
+) -> Rows:
+    """`repeat` rounds of a comparison, merged (`merge`: the rounds' medians) where there are several.
+    A round that fails after others finished keeps theirs (minutes of measurements), marked with why
+    the rest is missing; a first round that fails raises. Each round is announced as `name round i of
+    n` (a single one too with `announce_one`)."""
+    rounds: list[Rows] = []
     for index in range(repeat):
-        if progress is not None and repeat > 1:
-            progress(f"anchor round {index + 1} of {repeat}")
+        if progress is not None and (repeat > 1 or announce_one):
+            progress(f"{name} round {index + 1} of {repeat}")
         try:
-            rounds.append(_compare_once(mode, sizes, tests))
+            rounds.append(one_round())
         except RdmabenchError as exc:
             if not rounds:
                 raise
-            # Minutes of finished rounds are kept: their medians, marked with why the rest is missing.
-            merged = rounds_median(rounds)
+            merged = merge(rounds)
             for row in merged:
                 row["incomplete"] = (
                     f"round {index + 1} of {repeat} failed ({exc}); medians of the {len(rounds)} before it"
                 )
             return merged
-    return rounds[0] if repeat == 1 else rounds_median(rounds)
+    return rounds[0] if repeat == 1 else merge(rounds)
 
 
 # The figures of a row that rounds_median takes the median of; each ratio is taken per round (both

@@ -35,7 +35,7 @@ from ..measure.blocks import LAYOUTS, POSTINGS, BlockShape
 from ..measure.kvhandoff import Handoff
 from ..units import format_size
 from ..wire import protoinfo
-from .anchor import DRIFT_LIMIT, rounds_median, run_entries
+from .anchor import DRIFT_LIMIT, repeated, rounds_median, run_entries
 from .nixl_agent import NIXL_PACKAGES, PLAN, read_file, write_json
 
 OPERATIONS = {"put": "WRITE", "get": "READ"}  # rdmabench's test -> NIXL's operation
@@ -125,24 +125,9 @@ def compare(plan: NixlPlan, repeat: int = 1, progress: Callable[[str], None] | N
     privatedirs.sweep_stale(SCRATCH_PREFIX)
     folder = privatedirs.scratch_dir(SCRATCH_PREFIX)
     try:
-        rounds: list[list[dict[str, Any]]] = []
-        for index in range(repeat):
-            if progress is not None:
-                progress(f"NIXL anchor round {index + 1} of {repeat}")
-            try:
-                rounds.append(_round(plan, folder, progress))
-            except RdmabenchError as exc:
-                if not rounds:
-                    raise
-                merged = median_rows(rounds)
-                for row in merged:
-                    row["incomplete"] = (
-                        f"round {index + 1} of {repeat} failed ({exc}); medians of the {len(rounds)} before it"
-                    )
-                return merged
+        return repeated(lambda: _round(plan, folder, progress), repeat, median_rows, progress, "NIXL anchor", True)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-    return rounds[0] if repeat == 1 else median_rows(rounds)
 
 
 def median_rows(rounds: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
