@@ -218,8 +218,8 @@ class RunConfig:
 
     @property
     def device_lists(self) -> bool:
-        """Whether the GPU may post this run's block lists: one-sided, device memory at both ends, and
-        not --posting cpu (the UCX context then gives its endpoints a device lane)."""
+        """Whether the GPU may post this run's block lists or copy them for their ceiling: one-sided,
+        device memory at both ends (the UCX context then gives its endpoints a device lane)."""
         kind = registry.get(self.test)
         device = all(mode.ucx_memory == "cuda" for mode in (self.src_mode, self.dst_mode))
         return self.blocks is not None and kind.one_sided and device

@@ -22,7 +22,8 @@ from dataclasses import replace
 from types import FrameType
 from typing import Any, TextIO
 
-from ..errors import ConfigError, InconclusiveError, RdmabenchError, TransportError, error_line
+from .. import privatedirs
+from ..errors import ConfigError, InconclusiveError, RdmabenchError, TransportError, UnsafePathError, error_line
 from ..escape import visible
 from ..hardware import counters, limits, nics
 from ..hardware.pathcheck import is_device_path_warning
@@ -603,13 +604,11 @@ def _first_to_fail(world: World) -> bool:
     if not scratch:
         return True
     first = world.ranks[0]
+    claim = os.path.join(scratch, f".failed-{first.host}-{first.pid}")
     try:
-        os.close(os.open(os.path.join(scratch, f".failed-{first.host}-{first.pid}"), _CLAIM, 0o600))
+        os.close(privatedirs.open_in_private_dir(claim, os.O_WRONLY | os.O_CREAT | os.O_EXCL))
     except FileExistsError:
         return False
-    except OSError:
+    except (OSError, UnsafePathError):
         return True  # cannot tell: better a second line than none
     return True
-
-
-_CLAIM = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)

@@ -213,16 +213,17 @@ class BlocksProtocol:
         state = end.state
         loop: HotLoop = state["loop"]
         if state["initiator"] and state["path"] in devapi.PATHS.values():
-            return self._gpu_step(end, index)
-        step, seconds, posting = loop.blocks(
-            self.operation,
-            state["initiator"],
-            state["link"],
-            state["signal_at"],
-            int(state["scratch"].ctypes.data),
-            self.shape.batch,
-            faults.SLOW_SECONDS if state["slow_every"] and index % state["slow_every"] == 0 else 0.0,
-        )
+            step, seconds, posting = self._gpu_step(end)
+        else:
+            step, seconds, posting = loop.blocks(
+                self.operation,
+                state["initiator"],
+                state["link"],
+                state["signal_at"],
+                int(state["scratch"].ctypes.data),
+                self.shape.batch,
+                faults.SLOW_SECONDS if state["slow_every"] and index % state["slow_every"] == 0 else 0.0,
+            )
         if not state["initiator"]:
             return []
         if index == 0:  # the first transfer of the list: what a cold request pays beyond a warm one
@@ -232,18 +233,14 @@ class BlocksProtocol:
             state["posting"].extend(posting)
         return [step]
 
-    def _gpu_step(self, end: RoundEnd, index: int) -> list[float]:
+    def _gpu_step(self, end: RoundEnd) -> tuple[float, list[float], list[float]]:
         """The initiator's step posted by the GPU, inside the same READY and DONE as the CPU's."""
         state = end.state
         loop: HotLoop = state["loop"]
         loop.blocks_ready(state["link"], int(state["scratch"].ctypes.data))
-        step, seconds, posting = state["plan"].step(_GPU_OPERATIONS[self.operation][0], end.spec.size)
+        plan: devapi.DevicePlan = state["plan"]
+        found = plan.step(_GPU_OPERATIONS[self.operation][0], end.spec.size)
         loop.blocks_done(state["link"], state["signal_at"])
-        if index == 0:
-            state["cold"]["first_transfer_s"] = step
-        if index >= end.spec.plan.warmup:
-            state["transfers"].extend(seconds)
-            state["posting"].extend(posting)
-        return [step]
+        return found
 
     python_step = native_step  # native_loop() refused a rank without the native loop

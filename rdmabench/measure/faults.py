@@ -4,9 +4,9 @@ RDMABENCH_FAULT=corrupt:N  the sender flips one byte of message 0 in its N-th st
                            included) after writing the pattern, so the receiver must see it.
 RDMABENCH_FAULT=stall:N    the receiving rank stops answering before its N-th step, as a hung peer
                            would, so the sender's watchdog (--timeout) must fire.
-RDMABENCH_FAULT=slow:N     block lists: the first transfer of every N-th step takes 5 ms longer (the
-                           initiator stalls inside it, after posting its first block), so a tail
-                           percentile must move while the median does not.
+RDMABENCH_FAULT=slow:N     block lists the CPU posts: the first transfer of every N-th step takes 5 ms
+                           longer (the initiator stalls inside it, after posting its first block), so
+                           a tail percentile must move while the median does not.
 """
 
 from __future__ import annotations
