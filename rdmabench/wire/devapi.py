@@ -118,8 +118,7 @@ def _configure(library: Any) -> Any:
     library.rb_dev_release.argtypes = [ptr]
     library.rb_dev_release.restype = None
     text = (library.rb_dev_abi() or b"").decode()
-    theirs = {name: int(value) for name, _, value in (item.partition("=") for item in text.split(";") if item)}
-    if theirs != _CODES:
+    if native.parse_abi(text) != _CODES:
         raise OSError(f"devlists.cu and devapi.py disagree on their codes ({text})")
     return library
 

@@ -401,7 +401,11 @@ def mirror_abi() -> dict[str, int]:
 def library_abi(library: Any) -> dict[str, int]:
     """The interface as the library was compiled (rb_abi: "name=value;" items)."""
     library.rb_abi.restype = ctypes.c_char_p
-    text = (library.rb_abi() or b"").decode()
+    return parse_abi((library.rb_abi() or b"").decode())
+
+
+def parse_abi(text: str) -> dict[str, int]:
+    """A native library's description of itself: "name=value;" items (rb_abi, rb_dev_abi)."""
     return {name: int(value) for name, _, value in (item.partition("=") for item in text.split(";") if item)}
 
 

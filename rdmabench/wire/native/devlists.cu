@@ -88,6 +88,12 @@ template <> struct Lanes<UCS_DEVICE_LEVEL_BLOCK> {
     __device__ static size_t teams() { return gridDim.x; }
 };
 
+static int no_memory(char *why, size_t len)
+{
+    snprintf(why, len, "out of host memory for the GPU's block lists");
+    return RB_DEV_NO_MEMORY;
+}
+
 /* A team copies `length` bytes: 16-byte words when both ends allow, else bytes. */
 template <ucs_device_level_t level> __device__ static void copy_item(char *dst, const char *src, size_t length)
 {
@@ -268,9 +274,13 @@ int rb_dev_plan_create(ucp_worker_h worker, ucp_ep_h ep, ucp_mem_h memh, void *p
                        size_t total, int batch, double timeout, rb_dev_plan **out, int *ucx_status, char *why,
                        size_t len)
 {
+    if (batch < 1 || total % (size_t)batch != 0) {
+        snprintf(why, len, "%zu blocks do not split into %d transfers of equal count", total, batch);
+        return RB_DEV_UCX;
+    }
     rb_dev_plan *p = (rb_dev_plan *)calloc(1, sizeof(rb_dev_plan));
-    if (p == NULL || batch < 1 || total % (size_t)batch != 0)
-        return RB_DEV_NO_MEMORY;
+    if (p == NULL)
+        return no_memory(why, len);
     /* The GPU that holds the pool: this library's CUDA runtime is not the one that allocated it. */
     cudaPointerAttributes where;
     if (cuda_failed(cudaPointerGetAttributes(&where, pool), "finding the pool's GPU", why, len) ||
@@ -295,7 +305,7 @@ int rb_dev_plan_create(ucp_worker_h worker, ucp_ep_h ep, ucp_mem_h memh, void *p
         return RB_DEV_CUDA;
     p->done = (cudaEvent_t *)calloc((size_t)batch, sizeof(cudaEvent_t));
     if (p->done == NULL)
-        return RB_DEV_NO_MEMORY;
+        return no_memory(why, len);
     for (int t = 0; t < batch; t++)
         if (cuda_failed(cudaEventCreateWithFlags(&p->done[t], cudaEventDisableTiming), "cudaEventCreate", why, len))
             return RB_DEV_CUDA;
@@ -328,7 +338,7 @@ int rb_dev_step(rb_dev_plan *p, int op, size_t block, double timeout, double *po
     size_t per = p->total / (size_t)p->batch;
     double *start = (double *)calloc((size_t)p->batch, sizeof(double));
     if (start == NULL)
-        return RB_DEV_NO_MEMORY;
+        return no_memory(why, len);
     int rc = RB_DEV_OK;
     double began = now();
     for (int t = 0; t < p->batch; t++) {
