@@ -25,6 +25,7 @@ from .errors import (
 from .escape import visible, visible_lines
 from .job.config import DEFAULT_BLOCK_SIZES, DEFAULT_SIZES, RunConfig
 from .measure import kvhandoff, registry
+from .measure.blocks import POSTINGS
 from .modes import MemoryMode
 from .results import document
 from .results.verdict import DEFAULT_FLOORS, parse_expect
@@ -227,10 +228,27 @@ def main() -> None:
 @click.option(
     "--posting",
     default="auto",
-    metavar="auto|gpu|cpu",
-    help="With --blocks, put or get of device memory: who posts the list. gpu: one kernel per transfer through "
-    "UCX's device API (built once with nvcc); cpu: one UCX request per block; auto: the GPU where it can, else "
-    "the CPU. Results name the path that ran, and why where auto fell back.",
+    metavar="PATH[,PATH...]|all",
+    help="With --blocks, put or get of device memory: who posts the list; a list (or all) measures each path "
+    "in turn. " + "; ".join(f"{name}: {what}" for name, what in POSTINGS.items()) + ". Results name the path "
+    "that ran, and why where auto fell back or a path of a list could not run.",
+)
+@click.option(
+    "--posting-sms",
+    default=None,
+    metavar="N|green:N|all",
+    help="With --posting gpu, auto or all: the SMs the GPU's posting kernel may occupy, to spare a model's "
+    "compute: N = a grid of at most N CUDA blocks (a fixed budget); green:N = a green-context partition of N "
+    "SMs (rounded up as the GPU splits them), --beside's load on the rest. [default: all]",
+)
+@click.option(
+    "--beside",
+    default="none",
+    metavar="gemm[:M]|decode[:SIZE]|none",
+    help="Device memory, one link at a time: run a model's compute on each rank's GPU beside the sampled steps, "
+    "and time every sample as a pair (the transfer alone, the load alone, both at once): gemm = a bf16 M x M x M "
+    "matrix product through cuBLAS (prefill; M 8192), decode = a kernel streaming SIZE of HBM (1GiB). Entries "
+    "carry the transfer alone and beside, each GPU's load alone and beside, and the load's slowdown.",
 )
 @click.option(
     "--pool",

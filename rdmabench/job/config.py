@@ -8,7 +8,8 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..measure import kvhandoff, plan, registry
-from ..measure.blocks import BlockShape
+from ..measure.beside import Beside
+from ..measure.blocks import PATHS, POSTINGS, BlockShape, SmBudget
 from ..modes import MemoryMode
 from ..units import DISPLAY_UNITS, parse_sizes
 from ..wire.staging import DEFAULT_BUFFERS, DEFAULT_CHUNK, Staging
@@ -75,7 +76,9 @@ class RunConfig:
     layout: str = "contiguous"
     batch: int = 1
     pool: int | None = None
-    posting: str = "auto"  # who posts a one-sided list of device memory: blocks.POSTINGS
+    posting: str = "auto"  # who posts a one-sided list of device memory: blocks.POSTINGS, a list of them, or all
+    posting_sms: str | None = None  # the SMs the GPU's posting kernel may take: blocks.SmBudget
+    beside: str = "none"  # a model's compute beside the transfer: measure.beside.Beside
     # A KV-cache handoff (--model): the model's KV shape (kvhandoff.ModelConfig as a dict), the
     # engine's cache layout and the prompt in tokens; they set --blocks and the block size.
     model: dict[str, Any] | None = None
@@ -103,6 +106,7 @@ class RunConfig:
         if kind.one_sided and self.engine == "python":
             raise ConfigError(f"--test {self.test} runs in the native loop only: use --engine auto or native")
         self._check_blocks(kind)
+        self._check_beside(kind)
         self._check_one_buffer(kind)
         if (self.stage_chunk, self.stage_buffers) != (DEFAULT_CHUNK, DEFAULT_BUFFERS) and not any(
             mode.staged for mode in self.modes
@@ -184,11 +188,16 @@ class RunConfig:
 
     def _check_blocks(self, kind: registry.TestKind) -> None:
         self._check_model()
-        shape = self.block_shape
-        if shape is None:
-            if (self.layout, self.batch, self.pool, self.posting) != ("contiguous", 1, None, "auto"):
-                raise ConfigError("--layout, --batch, --pool and --posting shape block lists: give --blocks N as well")
+        shapes = self.block_shapes
+        if not shapes:
+            if (self.layout, self.batch, self.pool, self.posting, self.posting_sms) != (
+                "contiguous", 1, None, "auto", None,
+            ):  # fmt: skip
+                raise ConfigError(
+                    "--layout, --batch, --pool, --posting and --posting-sms shape block lists: give --blocks N as well"
+                )
             return
+        shape = shapes[0]
         if kind.block_op is None:
             raise ConfigError(f"--blocks moves the bytes of put, get or bw, not of --test {self.test}")
         if self.pattern not in ("pair", "all-pairs") or self.concurrent:
@@ -202,19 +211,64 @@ class RunConfig:
             raise ConfigError(f"--blocks cannot use {staged.value} memory: its pinned chunks are not the pool's memory")
         for size in self.sizes:
             shape.check_fits(size)
-        if self.posting == "gpu" and not self.device_lists:
+        on_device = [posting for posting in self.postings if posting in ("gpu", "ce-batch")]
+        if (on_device or len(self.postings) > 1) and not self.device_lists:
             raise ConfigError(
-                "--posting gpu posts puts and gets of device memory: use --test put or get, --mode device"
+                f"--posting {self.posting} posts puts and gets of device memory: use --test put or get, --mode device"
+            )
+        if shape.budget is not None and not {"gpu", "auto"} & set(self.postings):
+            raise ConfigError("--posting-sms holds the GPU's posting kernel: give --posting gpu, auto or all")
+        if shape.budget is not None and shape.budget.green and self.beside_load is None:
+            raise ConfigError(
+                "--posting-sms green:N splits the GPU between the transfer and --beside's load: give --beside"
+            )
+
+    def _check_beside(self, kind: registry.TestKind) -> None:
+        """A compute load beside the transfer: device memory at both ends, one link at a time, a bandwidth test."""
+        if self.beside_load is None:
+            return
+        if not all(mode.on_device for mode in self.modes):
+            raise ConfigError("--beside runs a model's compute on each rank's GPU: use --mode device at both ends")
+        if not kind.is_bandwidth:
+            raise ConfigError(f"--beside slows a transfer's GB/s, not --test {self.test}'s {kind.unit}")
+        if self.pattern not in ("pair", "all-pairs") or self.concurrent:
+            raise ConfigError(
+                "--beside measures one link at a time: use --pattern pair or all-pairs without --concurrent"
             )
 
     @property
-    def block_shape(self) -> BlockShape | None:
+    def postings(self) -> tuple[str, ...]:
+        """The posting paths this run measures, in order (--posting all: every path)."""
+        names = [name.strip() for name in self.posting.split(",") if name.strip()]
+        found = [path for name in names for path in (PATHS if name == "all" else (name,))]
+        for name in found:
+            if name not in POSTINGS:
+                raise ConfigError(f"unknown --posting {name!r}: choose {', '.join(POSTINGS)}, all, or a list of them")
+        return tuple(dict.fromkeys(found)) or ("auto",)
+
+    @property
+    def beside_load(self) -> Beside | None:
+        return Beside.parse(self.beside)
+
+    @property
+    def block_shapes(self) -> list[BlockShape]:
+        """One shape a posting path (none: plain messages)."""
         if self.blocks is None:
-            return None
+            return []
+        budget = SmBudget.parse(self.posting_sms) if self.posting_sms else None
         found = self.handoff
         if found is not None:
-            return found.shape(self.layout, self.batch, self.pool, self.posting)
-        return BlockShape(self.blocks, self.layout, self.batch, self.pool, posting=self.posting).check()
+            return [found.shape(self.layout, self.batch, self.pool, posting, budget) for posting in self.postings]
+        return [
+            BlockShape(self.blocks, self.layout, self.batch, self.pool, posting=posting, budget=budget).check()
+            for posting in self.postings
+        ]
+
+    @property
+    def block_shape(self) -> BlockShape | None:
+        """The first posting path's shape (the table's header, the plan's counts)."""
+        shapes = self.block_shapes
+        return shapes[0] if shapes else None
 
     @property
     def device_lists(self) -> bool:

@@ -74,14 +74,24 @@ def round_links(config: RunConfig, kind: TestKind, scheduled: list[Pair]) -> tup
 
 
 def round_spec(
-    config: RunConfig, kind: TestKind, scheduled: list[Pair], size: int, plan: Plan, shape: BlockShape | None = None
+    config: RunConfig,
+    kind: TestKind,
+    scheduled: list[Pair],
+    size: int,
+    plan: Plan,
+    shape: BlockShape | None = None,
+    reference: bool = False,
 ) -> RoundSpec:
+    """One round; `reference`: a block list's contiguous reference, measured alone (never beside compute)."""
     links = round_links(config, kind, scheduled)
+    beside = None if reference else config.beside_load
     if shape is not None and kind.block_op is not None:
         step = BlocksProtocol(kind.block_op, shape)
-        return RoundSpec(kind, links, size, plan, config.validate, config.staging, step)
+        return RoundSpec(kind, links, size, plan, config.validate, config.staging, step, beside=beside)
     shared = plan.shared(fan(links), config.window is not None)
-    return RoundSpec(kind, links, size, shared, config.validate, config.staging, one_buffer=config.one_buffer)
+    return RoundSpec(
+        kind, links, size, shared, config.validate, config.staging, one_buffer=config.one_buffer, beside=beside
+    )
 
 
 def slow_links(entries: list[Entry], below: float, higher_is_better: bool = True) -> list[Pair]:

@@ -28,6 +28,7 @@ from ..escape import visible
 from ..hardware import counters, limits, nics
 from ..hardware.pathcheck import is_device_path_warning
 from ..measure import registry
+from ..measure.beside import release_loads
 from ..measure.blocks import BlockShape
 from ..measure.entry import Entry, Placement, make_entries
 from ..measure.round import LinkMeasurement, RoundSpec, fetch_rows, run_round
@@ -124,6 +125,7 @@ def run_job(config: RunConfig, out: TextIO | None = None) -> int:
         world.abort(_describe(exc)[1])
         return 1  # not reached: Abort ends the process
     finally:
+        release_loads()
         PINNED_POOL.clear()
         RECYCLER.enabled = False
         RECYCLER.clear()
@@ -185,8 +187,11 @@ class _Job:
         # screen keeps them: rank 0 holds no sweep's entries otherwise.
         self.screened: dict[tuple[int, int], Entry] = {}
         self.reserved: str | None = None  # rank 0: the default output name it reserved
-        # Rank 0, for --blocks: each link's figure as one contiguous message, by (src, dst).
-        self.contiguous: dict[tuple[int, int], float] = {}
+        # Rank 0, for --blocks: each link's fastest contiguous reference at this size and who posted
+        # it, by (src, dst).
+        self.contiguous: dict[tuple[int, int], tuple[float, str]] = {}
+        self.postings: tuple[str, ...] = config.postings  # the posting paths every rank can run
+        self.references: tuple[str, ...] = ()  # who posts the contiguous references
         # Hosts where more ranks busy-poll at once than they have cores (metadata.oversubscribed).
         self.oversubscribed: list[dict[str, Any]] = []
 
@@ -238,7 +243,9 @@ class _Job:
         transport.native, engine_detail = _hot_loop(config)
         self.transport = transport
         engines = world.comm.allgather({"native": transport.native is not None, "detail": engine_detail})
-        _gpu_posting(config, world.comm.allgather(_gpu_posting_problem(config)))
+        problems = world.comm.allgather(_posting_problems(config))
+        self.postings, self.references, skipped = _usable_postings(config, problems)
+        _beside_placement(config, world)
         cpus = world.comm.allgather(metadata.cpu_report())
         self.oversubscribed = metadata.oversubscribed(rounds, hosts, cpus)
         lacking = next((rank for rank, engine in enumerate(engines) if not engine["native"]), None)
@@ -257,9 +264,14 @@ class _Job:
         )
         if world.rank == 0:
             self._open_stream(topologies, engines)
+            if self.stream is not None and skipped:
+                self.stream.metadata["skipped_postings"] = skipped
             if config.output_format == "table":
-                self.table = ProgressTable(self.kind, self.out, config.units)
+                beside = config.beside_load
+                self.table = ProgressTable(self.kind, self.out, config.units, beside.label if beside else None)
                 self._table_header(rounds, topologies, engines)
+                for path, reason in skipped.items():
+                    self.table.note(f"--posting {path} is left out: {reason}")
 
     def _open_stream(self, topologies: list[limits.RankTopology], engines: list[dict[str, Any]]) -> None:
         from ..hardware import doctor
@@ -323,20 +335,23 @@ class _Job:
     def sweep(self, rounds: list[list[schedule.Link]]) -> int:
         self.setup(rounds)
         config = self.config
-        shape = config.block_shape
-        progress = _Progress(len(rounds) * len(config.sizes) * (2 if shape else 1))
+        shapes: list[BlockShape | None] = [shape for shape in config.block_shapes if shape.posting in self.postings]
+        progress = _Progress(len(rounds) * len(config.sizes) * (len(shapes) + len(self.references) or 1))
         RECYCLER.enabled = True
         for size in config.sizes:
-            self.screened = {}
-            if shape is not None:
-                # Each link's transfers as one contiguous message first: the blocks' reference.
-                reference, whole = shape.contiguous(size)
-                self.run_rounds(whole, rounds, progress, shape=reference)
+            self.screened, self.contiguous = {}, {}
+            for posting in self.references:
+                # Each link's transfers as one contiguous message first: the blocks' reference (the
+                # fastest of those measured, alone).
+                assert shapes[0] is not None
+                reference, whole = shapes[0].contiguous(size, posting)
+                self.run_rounds(whole, rounds, progress, shape=reference, reference=True)
                 _release_buffers(config)
-            self.run_rounds(size, rounds, progress, shape=shape)
-            if config.pattern == "screen" and config.remeasure_below > 0:
-                self.remeasure(size, progress)
-            _release_buffers(config)  # the next size needs buffers of its own
+            for shape in shapes or [None]:
+                self.run_rounds(size, rounds, progress, shape=shape)
+                if config.pattern == "screen" and config.remeasure_below > 0:
+                    self.remeasure(size, progress)
+                _release_buffers(config)  # the next size needs buffers of its own
         return self.finish()
 
     def run_rounds(
@@ -346,6 +361,7 @@ class _Job:
         progress: _Progress,
         alone: bool = False,
         shape: BlockShape | None = None,
+        reference: bool = False,
     ) -> None:
         config = self.config
         assert self.placement is not None
@@ -358,7 +374,7 @@ class _Job:
             started = time.monotonic()
             # (Passes need no offer: after the first round of a size, `plan` carries the size's passes.)
             spec = round_spec(
-                config, self.kind, scheduled, size, replace(plan, iterations=given) if given else plan, shape
+                config, self.kind, scheduled, size, replace(plan, iterations=given) if given else plan, shape, reference
             )
             # Rank 0 decides the next round's steps while this one ends: it has learnt from the rounds
             # before this one, and the decision rides on the round's closing barrier.
@@ -439,12 +455,13 @@ class _Job:
         if entry.blocks.get("ceiling_gbps"):
             entry.blocks["share_of_ceiling"] = entry.value / entry.blocks["ceiling_gbps"]
         if entry.blocks["count"] == 1 and entry.blocks["layout"] == "contiguous":
-            self.contiguous[link] = entry.value
+            found = (entry.value, entry.blocks.get("posted_by") or "cpu")
+            self.contiguous[link] = max(self.contiguous.get(link, found), found)
             return
         reference = self.contiguous.get(link)
         if reference:
-            entry.blocks["contiguous_gbps"] = reference
-            entry.blocks["share_of_contiguous"] = entry.value / reference
+            entry.blocks["contiguous_gbps"], entry.blocks["contiguous_posted_by"] = reference
+            entry.blocks["share_of_contiguous"] = entry.value / reference[0]
 
     def finish(self) -> int:
         """Close the job; on rank 0 write the results file and, with --expect, the verdict (1: a link failed)."""
@@ -460,8 +477,11 @@ class _Job:
             summary = stream.finish(complete=True)
             if self.table and config.pattern != "pair":
                 self.table.matrices(summary.get("matrices", []))
-            # The CSV and the verdict read the same rows: the file is loaded and aggregated once.
-            rows = _rows(stream.path) if config.output_format == "csv" or config.expect else []
+            # The CSV, the verdict and the answer read the same rows: the file is loaded and aggregated once.
+            choice = self.table is not None and (len(self.postings) > 1 or config.beside_load is not None)
+            rows = _rows(stream.path) if config.output_format == "csv" or config.expect or choice else []
+            if choice:
+                _answer(rows, self.out)
             if config.output_format == "json":
                 print(json.dumps(document.load(stream.path), indent=1), file=self.out, flush=True)
             elif config.output_format == "csv":
@@ -480,6 +500,14 @@ def _rows(path: str) -> list[Any]:
     from ..results.rows import aggregate
 
     return aggregate([(path, document.load(path, lazy=True))])
+
+
+def _answer(rows: list[Any], out: TextIO) -> None:
+    """Under the table: which posting path for each block size, idle and beside the compute load."""
+    from ..results.answer import answers, lines
+
+    for line in lines(answers(rows)):
+        print(visible(f"# {line}"), file=out, flush=True)
 
 
 def _csv(rows: list[Any]) -> str:
@@ -548,22 +576,76 @@ def _hot_loop(config: RunConfig) -> tuple[Any, str]:
     return built.library, built.reason
 
 
-def _gpu_posting_problem(config: RunConfig) -> str | None:
-    """Why this rank's GPU cannot post block lists or copy them for their ceiling, or None. Built
-    here, before anything is measured, so no list's cold costs include the one-time build."""
+def _posting_problems(config: RunConfig) -> dict[str, str]:
+    """Why this rank cannot run a posting path of this run's device lists (gpu, ce-batch), by path.
+    Built here, before anything is measured, so no list's cold costs include the one-time build; the
+    compute load beside them too."""
+    found: dict[str, str] = {}
+    if config.beside_load is not None:
+        from ..wire import gpuload
+
+        loaded = gpuload.load()
+        if loaded.library is None:
+            return {path: f"--beside: {loaded.note}" for path in (*config.postings, "beside")}
     if not config.device_lists:
-        return None
+        return found
     from ..wire import devapi
 
     available = devapi.load()
-    return available.note if available.library is None else None
+    if available.library is None:
+        return {"gpu": available.note, "ce-batch": available.note}
+    problem = devapi.copy_engines_problem(available.library)
+    if problem:
+        found["ce-batch"] = problem
+    return found
 
 
-def _gpu_posting(config: RunConfig, problems: list[str | None]) -> None:
-    """--posting gpu where a rank's GPU cannot: one line before any transfer (auto falls back per list)."""
-    failed = next((rank for rank, problem in enumerate(problems) if problem), None) if config.posting == "gpu" else None
-    if failed is not None:
-        raise ConfigError(f"--posting gpu: rank {failed} cannot: {problems[failed]}")
+def _usable_postings(
+    config: RunConfig, problems: list[dict[str, str]]
+) -> tuple[tuple[str, ...], tuple[str, ...], dict[str, str]]:
+    """The posting paths asked for that every rank can run, who posts the contiguous references, and
+    why each path asked for is left out. A path asked for alone (gpu, ce-batch) that a rank cannot run
+    is one line before any transfer; auto falls back per list; a list leaves such a path out and says
+    why. A device list's references are the GPU's kernel and the copy engines where they run, so that
+    "vs one" is against the fastest contiguous transfer; other lists' are posted as the list."""
+    broken: dict[str, str] = {}
+    for rank, found in enumerate(problems):
+        if "beside" in found:
+            raise ConfigError(f"rank {rank} cannot run the compute load: {found['beside']}")
+        for path, reason in found.items():
+            broken.setdefault(path, f"rank {rank} cannot: {reason}")
+    wanted = config.postings
+    usable = tuple(path for path in wanted if path not in broken)
+    if len(usable) < len(wanted) and (len(wanted) == 1 or not usable):
+        path = next(path for path in wanted if path in broken)
+        raise ConfigError(f"--posting {path}: {broken[path]}")
+    if not config.blocks:
+        references: tuple[str, ...] = ()
+    elif config.device_lists:
+        references = tuple(path for path in ("gpu", "ce-batch") if path not in broken) or ("cpu",)
+    else:
+        references = usable[:1]
+    return usable, references, {path: reason for path, reason in broken.items() if path in wanted}
+
+
+def _beside_placement(config: RunConfig, world: World) -> None:
+    """--beside runs a load on every rank's own GPU: two ranks on one GPU would time-slice it (the
+    kernels of two processes do not share a GPU's SMs), so their figures would not be "beside"."""
+    if config.beside_load is None:
+        return
+    lacking = next((info.rank for info in world.ranks if info.gpu is None), None)
+    if lacking is not None:
+        raise ConfigError(f"--beside runs a compute load on each rank's GPU: rank {lacking} has no GPU")
+    seen: dict[tuple[str, str], int] = {}
+    for info in world.ranks:
+        assert info.gpu is not None
+        key = (info.host, info.gpu.pci_bus_id)
+        if key in seen:
+            raise ConfigError(
+                f"--beside needs each rank on a GPU of its own: ranks {seen[key]} and {info.rank} share GPU "
+                f"{info.gpu.index} on {info.host} (their kernels would take turns, not run beside each other)"
+            )
+        seen[key] = info.rank
 
 
 def _release_buffers(config: RunConfig) -> None:

@@ -26,14 +26,51 @@ import numpy as np
 from ..errors import ConfigError
 
 LAYOUTS = ("contiguous", "strided", "random")
-# Who posts a one-sided list of device memory: the GPU (UCX's device API, wire/devapi.py), the CPU
-# (one request per block), or auto: the GPU where it can, else the CPU, and the entry says why.
-POSTINGS = ("auto", "gpu", "cpu")
+# Who posts a one-sided list of device memory: the GPU (UCX's device API, wire/devapi.py), the copy
+# engines (one cudaMemcpyBatchAsync a transfer, posted by the CPU), the CPU (one request per block),
+# or auto: the GPU where it can, else the CPU, and the entry says why.
+POSTINGS = {
+    "auto": "the GPU where it can, else the CPU (the entry says why)",
+    "gpu": "one kernel a transfer posts every block (UCX's device API)",
+    "ce-batch": "the copy engines: one cudaMemcpyBatchAsync a transfer, posted by the CPU",
+    "cpu": "one ucp_put_nbx/ucp_get_nbx a block from the CPU",
+}
+PATHS = ("gpu", "ce-batch", "cpu")  # what `all` runs, in this order
 MAX_BLOCKS = 1 << 20  # per step (blocks x batch): a tag's slot bits and the tables' size
 _SEED = 0x6B76  # "kv"
 
 
 _SPREAD = {"contiguous": 1, "strided": 2, "random": 4}  # pool slots per block moved, by default
+
+
+@dataclass(frozen=True)
+class SmBudget:
+    """How many SMs the GPU's posting kernel may occupy: a grid of at most `sms` CUDA blocks (a fixed
+    budget, as DeepEP gives its kernels), or with `green` a partition of the GPU through green contexts
+    that owns `sms` SMs (rounded up as the GPU splits them) while --beside's load runs on the rest."""
+
+    sms: int
+    green: bool = False
+
+    @classmethod
+    def parse(cls, text: str) -> SmBudget | None:
+        """`N`, `green:N`, or `all` / `0` (None: the whole GPU)."""
+        green, _, count = text.strip().rpartition(":")
+        if green not in ("", "green"):
+            raise ConfigError(f"--posting-sms {text!r}: give N, green:N or all")
+        if count in ("all", "0") and not green:
+            return None
+        try:
+            sms = int(count)
+        except ValueError:
+            raise ConfigError(f"--posting-sms {text!r}: give N, green:N or all") from None
+        if not 1 <= sms <= 1024:
+            raise ConfigError(f"--posting-sms takes 1 to 1024 SMs, not {sms}")
+        return cls(sms, bool(green))
+
+    @property
+    def label(self) -> str:
+        return f"green:{self.sms}" if self.green else str(self.sms)
 
 
 @dataclass(frozen=True)
@@ -44,6 +81,7 @@ class BlockShape:
     pool_bytes: int | None = None  # each end's pool (default: enough for the layout; 4x for random)
     regions: int = 1  # the pool's regions (layers x K/V); count is a multiple of it
     posting: str = "auto"  # POSTINGS
+    budget: SmBudget | None = None  # the SMs the GPU's posting kernel may take (None: all)
 
     def check(self) -> BlockShape:
         if self.count < 1:
@@ -59,7 +97,7 @@ class BlockShape:
         if self.pool_bytes is not None and self.pool_bytes < 8:
             raise ConfigError(f"--pool must be at least 8 bytes, not {self.pool_bytes}")
         if self.posting not in POSTINGS:
-            raise ConfigError(f"unknown --posting {self.posting!r}: choose one of {', '.join(POSTINGS)}")
+            raise ConfigError(f"unknown --posting {self.posting!r}: choose one of {', '.join(POSTINGS)}, all")
         if self.regions < 1 or self.count % self.regions:
             raise ConfigError(f"{self.count} blocks do not split evenly into {self.regions} regions of the pool")
         return self
@@ -121,6 +159,7 @@ class BlockShape:
             f", {self.batch} transfers in flight" if self.batch > 1 else ""
         )
 
-    def contiguous(self, block: int) -> tuple[BlockShape, int]:
-        """The reference of this shape at `block`: each transfer's bytes as one contiguous message."""
-        return BlockShape(1, "contiguous", self.batch, posting=self.posting), self.count * block
+    def contiguous(self, block: int, posting: str | None = None) -> tuple[BlockShape, int]:
+        """A reference of this shape at `block`: each transfer's bytes as one contiguous message, posted
+        as `posting` (default: as this list), on the whole GPU."""
+        return BlockShape(1, "contiguous", self.batch, posting=posting or self.posting), self.count * block

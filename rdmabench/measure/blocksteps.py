@@ -29,7 +29,13 @@ from .need import PER_BLOCK_PYTHON, PER_MESSAGE, Need, beside, in_memory
 from .onesided import OPERATIONS, lend_and_borrow, native_loop
 
 NAMES = {RMA_PUT: "put", RMA_GET: "get", TAGGED: "tagged"}
-_GPU_OPERATIONS = {RMA_PUT: (devapi.PUT, devapi.CEILING_PUT), RMA_GET: (devapi.GET, devapi.CEILING_GET)}
+# The GPU side's operation for each posting path of a put or a get, and the list's ceiling.
+_DEVICE_OPERATIONS = {
+    "gpu": {RMA_PUT: devapi.PUT, RMA_GET: devapi.GET},
+    "ce-batch": {RMA_PUT: devapi.CE_PUT, RMA_GET: devapi.CE_GET},
+}
+_DEVICE_OPERATIONS["auto"] = _DEVICE_OPERATIONS["gpu"]
+_CEILINGS = {RMA_PUT: devapi.CEILING_PUT, RMA_GET: devapi.CEILING_GET}
 _CEILING_STEPS = 7  # timed runs of the list's ceiling (after one to warm up): their median
 
 
@@ -76,9 +82,12 @@ class BlocksProtocol:
             return end.tag_rows(side)
         if end.state.get("path") in devapi.PATHS.values():
             # No ucp_put_nbx ran, so UCX's protocol report has no row: the lane that mapped the peer's
-            # pool for the kernel is cuda_ipc's (the only one UCX maps pointers with).
-            row = ProtoRow(0, float("inf"), "gpu-initiated (device API)", "cuda_ipc/cuda")
-            return {"rma": row, "operation": devapi.API_CALLS[self.operation == RMA_GET], "locality": "intra-node"}
+            # pool for the kernel or the copy engines is cuda_ipc's (the only one UCX maps pointers with).
+            engines = end.state["posted_by"] == "ce-batch"
+            how = "copy engines (cudaMemcpyBatchAsync)" if engines else "gpu-initiated (device API)"
+            call = "cudaMemcpyBatchAsync" if engines else devapi.API_CALLS[self.operation == RMA_GET]
+            row = ProtoRow(0, float("inf"), how, "cuda_ipc/cuda")
+            return {"rma": row, "operation": call, "locality": "intra-node"}
         return end.rma_rows(side, OPERATIONS[self.operation])
 
     def details(self, end: RoundEnd, side: Side) -> dict[str, Any]:
@@ -88,6 +97,7 @@ class BlocksProtocol:
             "shape": self.shape, "operation": self.name,
             "transfer_seconds": state["transfers"], "post_seconds": state["posting"], "cold": dict(state["cold"]),
             "path": state["path"], "path_note": state.get("path_note"), "ceiling_seconds": state.get("ceiling"),
+            "posted_by": state["posted_by"], "sms": state.get("sms"),
         }  # fmt: skip
 
     def setup(self, end: RoundEnd) -> None:
@@ -117,6 +127,7 @@ class BlocksProtocol:
                 remote = (addresses[0], rkeys[0], shape.slots(theirs, size) * size)
         state["link"] = self._link(end, side, pool, slots * size, remote)
         state["path"] = "tagged: one ucp_tag_send_nbx per block" if self.operation == TAGGED else devapi.HOST_POSTED
+        state["posted_by"] = "cpu"
         if self.operation != TAGGED and state["initiator"]:
             self._gpu_plan(end, side, (pool, pool_bytes), slots * size, remote)
         clock["prepare_s"] = time.perf_counter() - began - clock.get("keys_s", 0.0)
@@ -150,9 +161,9 @@ class BlocksProtocol:
     def _gpu_plan(
         self, end: RoundEnd, side: Side, pool: tuple[Buffer, int], offsets: np.ndarray, remote: tuple[Any, ...]
     ) -> None:
-        """The list as the GPU posts it (devapi.DevicePlan), where both ends hold device memory: the
-        step's path unless --posting cpu, and the list's ceiling either way. Where the GPU cannot,
-        auto keeps the CPU's path and the reason; --posting gpu fails with it."""
+        """The list on the GPU's side (devapi.DevicePlan), where both ends hold device memory: the
+        step's path for --posting gpu, ce-batch and auto, and the list's ceiling for every posting.
+        Where the GPU cannot, auto keeps the CPU's path and the reason; gpu and ce-batch fail with it."""
         state, wanted = end.state, self.shape.posting
         if any(mode.ucx_memory != "cuda" for mode in (side.link.src_mode, side.link.dst_mode)):
             return
@@ -169,20 +180,43 @@ class BlocksProtocol:
                 available.library, end.where, handles, (buffer.address, pool_bytes), (int(address), int(rkey or 0)),
                 offsets, remote_offsets, self.shape.batch, loop.timeout,
             )  # fmt: skip
+            problem = plan.copy_engines_problem() if wanted == "ce-batch" else None
+            if problem:
+                plan.release()
+                raise TransportError(problem)
         except TransportError as exc:
-            if wanted == "gpu":
-                raise TransportError(f"--posting gpu: {exc}") from None
+            if wanted in ("gpu", "ce-batch"):
+                raise TransportError(f"--posting {wanted}: {exc}") from None
             state["path_note"] = f"the GPU cannot post this list: {exc}"
             return
         end.on_release(plan.release)  # before the pools are unmapped (releases run last first)
         state["plan"] = plan
         if wanted != "cpu":
-            state["path"] = devapi.PATHS[_GPU_OPERATIONS[self.operation][0]]
+            state["operation"] = _DEVICE_OPERATIONS[wanted][self.operation]
+            state["path"], state["posted_by"] = devapi.PATHS[state["operation"]], "gpu" if wanted == "auto" else wanted
+            state["sms"] = self._budget(end, plan) if state["posted_by"] == "gpu" else {"mode": "copy engines"}
+
+    def _budget(self, end: RoundEnd, plan: devapi.DevicePlan) -> dict[str, Any]:
+        """Hold the posting kernel to --posting-sms: a grid of N CUDA blocks, or a green context of N SMs
+        beside the load's (the load then runs in the rest). What the entry records of its SMs."""
+        budget = self.shape.budget
+        if budget is None:
+            return {"mode": "whole GPU"}
+        if not budget.green:
+            plan.configure(budget.sms)
+            return {"mode": "budget", "transfer": budget.sms}
+        load = end.state.get("load")
+        if load is None:
+            raise TransportError("--posting-sms green:N splits the GPU with --beside's load: give --beside")
+        partition = load.split(budget.sms)
+        plan.configure(0, partition.stream, partition.context)
+        end.state["partitioned"] = True
+        return {"mode": "green", "transfer": partition.transfer_sms, "load": partition.load_sms}
 
     def _ceiling(self, plan: devapi.DevicePlan, size: int) -> list[float]:
         """Seconds of the whole step's list copied by a plain kernel over both pools (the GPU's own
         ceiling for this list, no UCX in the way): one warm-up, then _CEILING_STEPS timed."""
-        operation = _GPU_OPERATIONS[self.operation][1]
+        operation = _CEILINGS[self.operation]
         plan.step(operation, size)
         return [plan.step(operation, size)[0] for _ in range(_CEILING_STEPS)]
 
@@ -239,7 +273,7 @@ class BlocksProtocol:
         loop: HotLoop = state["loop"]
         loop.blocks_ready(state["link"], int(state["scratch"].ctypes.data))
         plan: devapi.DevicePlan = state["plan"]
-        found = plan.step(_GPU_OPERATIONS[self.operation][0], end.spec.size)
+        found = plan.step(state["operation"], end.spec.size)
         loop.blocks_done(state["link"], state["signal_at"])
         return found
 

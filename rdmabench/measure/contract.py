@@ -64,6 +64,8 @@ class RoundShape(Protocol):
     def plan(self) -> Plan: ...
     @property
     def validate(self) -> bool: ...
+    @property
+    def beside(self) -> Any: ...  # measure.beside.Beside or None: a compute load runs beside the steps
     def ends(self, rank: int) -> tuple[list[Link], list[Link]]:
         """The links `rank` sends on (targets) and receives on (sources) in this round."""
         ...
@@ -129,6 +131,11 @@ class StepProtocol(Protocol):
 
     def rows(self, end: RoundEnd, side: Side) -> dict[str, Any]:
         """What this rank's UCX reported for a link it times (RoundEnd.tag_rows for tagged messages)."""
+        ...
+
+    def details(self, end: RoundEnd, side: Side) -> dict[str, Any]:
+        """What the protocol keeps of a link it times beyond its step times, for the entry (block lists:
+        every transfer's time, the path that posted them, the list's ceiling); {} where nothing."""
         ...
 
     def setup(self, end: RoundEnd) -> None:

@@ -33,6 +33,7 @@ _OPTIONAL = frozenset(
         "blocks",
         "cpu_s_per_gb",
         "one_buffer",
+        "beside",
     )
 )
 
@@ -103,6 +104,9 @@ class Entry:
     cpu_s_per_gb: dict[str, float | None] | None = None
     # --one-buffer: every message of the window came from one buffer into one (a cache-resident figure).
     one_buffer: bool | None = None
+    # --beside: the compute load that ran beside the sampled steps, the transfer alone, each GPU's load
+    # alone and beside, and the load's slowdown (the worse GPU's): beside_record.
+    beside: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {}
@@ -323,6 +327,8 @@ def _entry(
         entry.ucx_locality, entry.ucx_report = path["ucx_locality"], path["ucx_report"]
     if m.details.get("transfer_seconds"):
         entry.blocks = block_record(spec.size, m.details)
+    if m.details.get("beside"):
+        entry.beside = beside_record(spec, m, values)
     _place(entry, placement)
     if kind.is_bandwidth:
         _judge(entry, placement, in_flight.get(entry.src_host))
@@ -385,15 +391,40 @@ def block_record(size: int, details: dict[str, Any]) -> dict[str, Any]:
     return record
 
 
+def beside_record(spec: RoundSpec, m: LinkMeasurement, values: list[float]) -> dict[str, Any]:
+    """A figure beside compute: the transfer alone (each pair's first half), both GPUs' load alone and
+    beside, and the slowdown of the model: the worse of the link's two GPUs, pair by pair."""
+    assert spec.beside is not None
+    found = m.details["beside"]
+    alone = [spec.kind.figure(spec.size, m.per_step, times) for times in found["alone_step_times"]]
+    gpus = found["compute"]
+    worst = max(gpus.values(), key=lambda gpu: gpu["slowdown"] or 0.0)
+    pairs = [max(sd) for sd in zip(*(gpu["slowdown_pairs"] for gpu in gpus.values()), strict=False)]
+    record: dict[str, Any] = {
+        "load": spec.beside.label,
+        "unit": spec.beside.unit,
+        "transfer_alone": round(median(alone), 6),
+        "transfer_alone_samples": [round(v, 6) for v in alone],
+        "transfer_share_of_alone": round(median(values) / median(alone), 4) if median(alone) else None,
+        "slowdown": round(median(pairs), 4) if pairs else worst["slowdown"],
+        "slowdown_range": [round(min(pairs), 4), round(max(pairs), 4)] if pairs else None,
+        "pairs": len(pairs),
+        "gpus": {str(rank): gpu for rank, gpu in sorted(gpus.items())},
+    }
+    return record
+
+
 def _block_path(details: dict[str, Any], step_bytes: int) -> dict[str, Any]:
     """Who posted the list (`posted_by`, `path`; `path_note`: why not the GPU, where auto fell back)
     and the list's ceiling: a plain copy kernel's GB/s over the same step's list (median and runs)."""
     path = details.get("path")
     if path is None:
         return {}
-    found: dict[str, Any] = {"posted_by": "gpu" if path.startswith("gpu") else "cpu", "path": path}
+    found: dict[str, Any] = {"posted_by": details.get("posted_by") or "cpu", "path": path}
     if details.get("path_note"):
         found["path_note"] = details["path_note"]
+    if details.get("sms"):
+        found["sms"] = details["sms"]
     ceiling = details.get("ceiling_seconds")
     if ceiling:
         found["ceiling_gbps"] = round(gbps(step_bytes, median(ceiling)), 6)

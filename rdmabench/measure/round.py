@@ -31,6 +31,7 @@ from ..wire.native import HotLoop
 from ..wire.staging import Carrier, Staging, make_carrier, pieces, staging_buffers, wire_chunk
 from ..wire.ucx import Transport
 from . import faults
+from .beside import Beside, Pairs, load_on_this_gpu
 from .contract import Link, Side, StepProtocol
 from .need import Need, message_end
 from .plan import Plan, calibrated_iterations, passes_for
@@ -50,6 +51,7 @@ class RoundSpec:
     # A step protocol other than the test's own: block lists (--blocks) move the test's bytes in blocks.
     step: StepProtocol | None = None
     one_buffer: bool = False  # every message of a window in one buffer per end (--one-buffer)
+    beside: Beside | None = None  # a model's compute on every rank's GPU during the sampled steps (--beside)
 
     @property
     def protocol(self) -> StepProtocol:
@@ -287,13 +289,17 @@ def run_round(
     try:
         for peer in end.peers:
             transport.endpoint(peer)
+        if spec.beside is not None:  # before the protocol: an SM partition's transfer stream is the load's
+            end.state["load"] = load_on_this_gpu(spec.beside)
         protocol.setup(end)
         step = protocol.native_step if end.native is not None else protocol.python_step
         timed = protocol.timed(end)
-        samples, iterations, cpu, wire = _sample(end, comm, step, len(timed))
+        pairs = _pairs(end) if spec.beside is not None else None
+        samples, iterations, cpu, wire = _sample(end, comm, step, len(timed), pairs)
         rows = [protocol.rows(end, side) for side in timed]
-        details = getattr(protocol, "details", None)  # block lists keep every transfer's time
-        kept = [details(end, side) if details else {} for side in timed]
+        kept = [protocol.details(end, side) for side in timed]
+        if pairs is not None:
+            _beside_details(end, comm, pairs, kept)
     finally:
         end.release()
     engine = "native" if end.native is not None else "python"
@@ -331,8 +337,33 @@ def fetch_rows(transport: Transport, spec: RoundSpec) -> dict[tuple[int, int], d
     }
 
 
+def _pairs(end: EngineEnd) -> Pairs:
+    """This rank's compute load through the round's pairs; in the partition's SMs where the
+    protocol's posting kernel took a green context's (blocksteps: SmBudget.green)."""
+    spec = end.spec
+    assert spec.beside is not None
+    return Pairs(spec.beside, end.state["load"], bool(end.state.get("partitioned")))
+
+
+_TAG_BESIDE = 14  # MPI tag of the round's exchange of what each GPU's load measured
+
+
+def _beside_details(end: EngineEnd, comm: Any, pairs: Pairs, kept: list[dict[str, Any]]) -> None:
+    """Each timed link's compute figures: this rank's GPU and the round's other ranks' (pair rounds)."""
+    mine = pairs.summary()
+    gpus = {end.rank: mine}
+    for peer in sorted(set(end.spec.ranks) - {end.rank}):
+        gpus[peer] = comm.sendrecv(mine, dest=peer, sendtag=_TAG_BESIDE, source=peer, recvtag=_TAG_BESIDE)
+    for details in kept:
+        details["beside"] = {"compute": gpus, "alone_step_times": end.state["alone_steps"].pop(0)}
+
+
 def _sample(
-    end: EngineEnd, comm: Any, step: Callable[[EngineEnd, int], list[float]], links: int
+    end: EngineEnd,
+    comm: Any,
+    step: Callable[[EngineEnd, int], list[float]],
+    links: int,
+    pairs: Pairs | None = None,
 ) -> tuple[list[list[list[float]]], int, float, counters.Window]:
     """Warm up, agree on the steps per sample, then time `samples` x `iterations` steps. Returns
     samples[sample][link] = that link's step times, the iterations per sample, this process's
@@ -381,15 +412,32 @@ def _sample(
     wall, timed = _agree_to_start(end, comm, wall, timed)
     iterations = calibrated_iterations(wall, plan, timed)
     samples: list[list[list[float]]] = []
+    alone: list[list[list[float]]] = []  # beside compute: each pair's transfer alone
     nvlink = any(side.link.src_mode.on_device and side.link.dst_mode.on_device for side in end.targets + end.sources)
-    before = counters.read(nvlink)
-    for _ in range(plan.samples):
+
+    def sample() -> list[list[float]]:
+        nonlocal index
         per_link: list[list[float]] = [[] for _ in range(links)]
         for _ in range(iterations):
             for position, seconds in enumerate(one(index)):
                 per_link[position].append(seconds)
             index += 1
-        samples.append(per_link)
+        return per_link
+
+    before = counters.read(nvlink)
+    for _ in range(plan.samples):
+        if pairs is None:
+            samples.append(sample())
+            continue
+        # A pair: the transfer alone, the load alone on the whole GPU, then both at once.
+        alone.append(sample())
+        pairs.start()
+        try:
+            samples.append(sample())
+        finally:
+            pairs.stop()
+    if pairs is not None:  # per timed link, the alone halves of its samples (run_round files them)
+        end.state["alone_steps"] = [[per_link[position] for per_link in alone] for position in range(links)]
     return samples, iterations, cpu, counters.Window(before, counters.read(nvlink))
 
 

@@ -48,6 +48,9 @@ class WindowProtocol:
     def rows(self, end: RoundEnd, side: Side) -> dict[str, Any]:
         return end.tag_rows(side)
 
+    def details(self, end: RoundEnd, side: Side) -> dict[str, Any]:
+        return {}
+
     def setup(self, end: RoundEnd) -> None:
         for side in end.targets:
             end.allocate(side, end.window, outgoing=True)

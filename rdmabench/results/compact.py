@@ -51,6 +51,7 @@ RECORD_FIELDS = {
     "remeasured_from": "remeasured_from",
     "cpu_s_per_gb": "cpu",
     "blocks": "blocks",  # block lists: per-transfer percentiles differ link by link
+    "beside": "beside",  # --beside: each link's pairs of the transfer and the load, alone and together
 }
 # Fields of each end that belong to the rank: stored once in the rank table.
 RANK_FIELDS = {"host": ("src_host", "dst_host"), "gpu": ("src_gpu", "dst_gpu"), "nic": ("src_nic", "dst_nic")}

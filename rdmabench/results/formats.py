@@ -13,7 +13,7 @@ from typing import Any
 from .. import escape
 from ..errors import ConfigError
 from ..units import format_size
-from . import distribution
+from . import answer, distribution
 from .attribution import Attribution, attribute
 from .cells import COLUMNS, aligned, cell_columns, class_distributions, outlier_lines
 from .rows import Row, bulk, bulk_chunks, outliers
@@ -58,6 +58,9 @@ def format_table(rows: list[Row], by: str, fraction: float, found: Attribution |
         if name:
             lines.append(f"== {by}: {escape.visible(name)}")
         lines += aligned(COLUMNS, [escape.column(column, escape.visible) for column in cell_columns(members)])
+    chosen = answer.lines(answer.answers(rows))
+    if chosen:  # block lists measured by several paths, or beside compute
+        lines += ["", *map(escape.visible, chosen)]
     lines.append("")
     lines.append(
         "GB/s = 1e9 bytes/s; median/min/max over runs; spread = (max - min) / median; p99/p99.9 us = a block "
@@ -82,6 +85,16 @@ def format_markdown(rows: list[Row], by: str, fraction: float, found: Attributio
         lines.append("|" + "---|" * len(COLUMNS))
         columns = [escape.column(column, escape.markdown) for column in cell_columns(members)]
         lines += ["| " + " | ".join(cells) + " |" for cells in zip(*columns, strict=True)]
+    chosen = answer.lines(answer.answers(rows))
+    if chosen:
+        lines += [
+            "",
+            "## Which posting path",
+            "",
+            chosen[0],
+            "",
+            *(f"-{escape.markdown(line[1:])}" for line in chosen[1:]),
+        ]
     lines.append("")
     lines.append(
         "GB/s = 1e9 bytes/s; median/min/max over runs; p99/p99.9 us = a block list's transfer times (the median "
@@ -120,6 +133,10 @@ def json_chunks(
     del listed
     spread = ",\n".join(json.dumps(one.to_dict()) for one in class_distributions(rows, fraction))
     rest = rest[: -len("\n}")] + ',\n "distributions": [\n' + spread + "\n ]\n}"  # a line per class
+    chosen = answer.answers(rows)
+    if chosen:  # block lists measured by several paths, or beside compute: the key only then
+        listed_answers = ",\n".join(json.dumps(one.to_dict()) for one in chosen)
+        rest = rest[: -len("\n}")] + ',\n "answers": [\n' + listed_answers + "\n ]\n}"
     encoder = _RowJson()
     yield '{\n "rows": [\n'
     for start in range(0, len(rows), ROWS_A_CHUNK):

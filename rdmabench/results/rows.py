@@ -105,6 +105,9 @@ def mode_label(entry: dict[str, Any], end: str) -> str:
 def load_of(entry: dict[str, Any]) -> str:
     if entry.get("remeasured_from") is not None:
         return "alone, re-measured after the screen"
+    beside = entry.get("beside")
+    if isinstance(beside, dict) and beside.get("load"):  # a model's compute ran beside the link (--beside)
+        return f"beside {beside['load']}"
     links = entry.get("concurrent_links") or 1
     return "alone" if links == 1 else f"{entry.get('pattern', 'concurrent')}, {links} links"
 
@@ -153,6 +156,11 @@ def settings_of(entry: dict[str, Any], metadata: dict[str, Any]) -> tuple[tuple[
             )
         if blocks.get("posted_by") == "gpu":  # one kernel a transfer, not a request per block: another path
             shape += ", posted by the GPU"
+        elif blocks.get("posted_by") == "ce-batch":  # one batched copy a transfer, by the copy engines
+            shape += ", posted to the copy engines"
+        sms = blocks.get("sms")
+        if isinstance(sms, dict) and sms.get("mode") in ("budget", "green"):  # the posting kernel held to few SMs
+            shape += f", {sms.get('transfer')} SMs" + (" (green context)" if sms["mode"] == "green" else "")
         return (*settings, ("blocks", shape))
     return settings
 
@@ -199,6 +207,8 @@ class Row:
     wire_dev: str | None = None
     # Block lists (--blocks, --model): each run's p99 and p99.9 of its transfer times, in us.
     tails: list[tuple[float, float]] | None = None
+    # Beside compute (--beside): each run's transfer alone (its unit) and the model's slowdown.
+    besides: list[tuple[float, float]] | None = None
 
     @property
     def link_key(self) -> tuple[str, str, str, int, str, str]:
@@ -260,6 +270,23 @@ class Row:
                 self.tails = []
             self.tails.append((p99, p999))
 
+    def add_beside(self, beside: Any) -> None:
+        """A run beside compute: its transfer alone and the load's slowdown (its entry's `beside`)."""
+        if not isinstance(beside, dict):
+            return
+        alone, slowdown = _number(beside.get("transfer_alone")), _number(beside.get("slowdown"))
+        if alone is not None and slowdown is not None:
+            if self.besides is None:
+                self.besides = []
+            self.besides.append((alone, slowdown))
+
+    @property
+    def beside(self) -> tuple[float, float] | None:
+        """The median over runs of the transfer alone and of the model's slowdown beside it, or None."""
+        if not self.besides:
+            return None
+        return median([b[0] for b in self.besides]), median([b[1] for b in self.besides])
+
     @property
     def tail_us(self) -> tuple[float, float] | None:
         """The median over runs of the p99 and of the p99.9 of transfer times (us), or None."""
@@ -269,7 +296,7 @@ class Row:
 
     def to_dict(self) -> dict[str, Any]:
         tail = self.tail_us
-        return {
+        found = {
             "test": self.test,
             "src_mode": self.src_mode,
             "dst_mode": self.dst_mode,
@@ -293,6 +320,10 @@ class Row:
             "transports": sorted(self.transports),
             "warnings": sorted(self.warnings),
         }
+        beside = self.beside
+        if beside is not None:  # only where a run had compute beside it: older reports keep their shape
+            found["transfer_alone"], found["slowdown"] = beside
+        return found
 
 
 @dataclass(frozen=True)
@@ -453,7 +484,16 @@ class _Folder:
             if dst_end is None:
                 dst_end = ends[(item["dst"], dst_has)] = _rank_end(results.ranks, item["dst"], dst_has)
             link = _link(src_end, dst_end, kind.on_device)
-            self.fold(kind, link, item["size"], value, item.get("cpu"), item.get("wire"), item.get("blocks"))
+            self.fold(
+                kind,
+                link,
+                item["size"],
+                value,
+                item.get("cpu"),
+                item.get("wire"),
+                item.get("blocks"),
+                item.get("beside"),
+            )
 
     def _profile_kind(
         self, profile: compact.Profile, remeasured: bool, metadata: dict[str, Any]
@@ -503,6 +543,7 @@ class _Folder:
             entry.get("cpu_s_per_gb"),
             entry.get("wire"),
             entry.get("blocks"),
+            entry.get("beside"),
         )
 
     def fold(
@@ -514,6 +555,7 @@ class _Folder:
         cpu: Any = None,
         wire: Any = None,
         blocks: Any = None,
+        beside: Any = None,
     ) -> None:
         """Add a link's figure and its share of its limit (never a file's) to its row."""
         if self.filtering and not self.filters.accept_link(size, link.src_host, link.dst_host, link.link_class):
@@ -538,6 +580,8 @@ class _Folder:
             row.add_costs(cpu, wire, intern)
         if blocks is not None:
             row.add_tail(blocks)
+        if beside is not None:
+            row.add_beside(beside)
 
     def _new_row(self, kind: _Kind, link: _Link, size: int, value: float, shares: list[float]) -> Row:
         intern = self.intern

@@ -51,8 +51,9 @@ def _share(entry: Entry) -> str:
 
 
 class ProgressTable:
-    def __init__(self, kind: TestKind, out: TextIO, units: str = "GB/s"):
+    def __init__(self, kind: TestKind, out: TextIO, units: str = "GB/s", beside: str | None = None):
         self.kind = kind
+        self.beside = beside  # the compute load beside the links (--beside): the rows gain alone and model
         self.out = out
         self.units = units
         self.factor, self.unit_text = DISPLAY_UNITS[units]
@@ -105,8 +106,15 @@ class ProgressTable:
                 )
             )
             cost = f" {_COST_HEADER}" if self.bandwidth else ""
+            beside = f" {'alone':>9} {'model':>7}" if self.beside else ""
+            if self.beside:
+                lines.append(
+                    f"# beside {self.beside} on each rank's GPU: alone = the link with no compute beside it (each "
+                    "pair's first half); model = the load's slowdown beside it (median of the pairs, the worse GPU)"
+                )
             lines.append(
-                f"{'size':>8} {'window':>6} {'iters':>7} {f'median {u}':>12} {'min':>8} {'max':>8} {'share':>14}{cost}  transport (UCX protocol)"
+                f"{'size':>8} {'window':>6} {'iters':>7} {f'median {u}':>12} {'min':>8} {'max':>8} {'share':>14}{cost}"
+                f"{beside}  transport (UCX protocol)"
             )
         self._emit("\n".join(lines))
 
@@ -130,8 +138,8 @@ class ProgressTable:
             cost = f" {_cost(first)}" if self.bandwidth else ""
             line = (
                 f"{size:>8} {first.window or 1:>6} {first.iterations:>7} {self._figure(s['median']):>12.3f} "
-                f"{self._figure(s['min']):>8.3f} {self._figure(s['max']):>8.3f} {_share(first):>14}{cost}  "
-                f"{_transport(first)}"
+                f"{self._figure(s['min']):>8.3f} {self._figure(s['max']):>8.3f} {_share(first):>14}{cost}"
+                f"{self._beside_cells(first)}  {_transport(first)}"
             )
         self._emit(line)
         for warning in sorted({w for e in entries for w in e.warnings}):
@@ -151,9 +159,19 @@ class ProgressTable:
                 "step time (median of samples); transfer us = each transfer's time, posting its blocks included "
                 "(p50, p99, p99.9 of every transfer); post = posting alone (p50); vs one = against the same bytes "
                 "as one contiguous message, measured just before; vs ceil = against the GPU's own copy of the same "
-                "list (device memory); by = who posted the list (gpu: UCX's device API, cpu: a request per block)\n"
-                f"{'block':>8} {'blocks':>7} {'layout':<10} {self.units:>9} {'p50 us':>9} {'p99 us':>9} "
-                f"{'p99.9 us':>9} {'post us':>8} {'vs one':>7} {'vs ceil':>7} {'by':>3}  transport (UCX protocol)"
+                "list (device memory); by = who posted the list (gpu: UCX's device API, ce-batch: the copy engines, "
+                "cpu: a request per block)"
+                + (
+                    f"; alone = the same list with no compute beside it (the first half of each pair); model = "
+                    f"the slowdown of {self.beside} beside it (median of the pairs, the worse GPU); one msg rows "
+                    "are measured alone"
+                    if self.beside
+                    else ""
+                )
+                + f"\n{'block':>8} {'blocks':>7} {'layout':<10} {self.units:>9} {'p50 us':>9} {'p99 us':>9} "
+                f"{'p99.9 us':>9} {'post us':>8} {'vs one':>7} {'vs ceil':>7} {'by':>8}"
+                + (f" {'alone':>9} {'model':>7}" if self.beside else "")
+                + "  transport (UCX protocol)"
             )
         us = blocks["transfer_us"]
         layout = "one msg" if blocks["count"] == 1 and blocks["layout"] == "contiguous" else blocks["layout"]
@@ -162,7 +180,18 @@ class ProgressTable:
             f"{format_size(entry.size_bytes):>8} {blocks['count']:>7} {layout:<10} {self._figure(entry.value):>9.3f} "
             f"{us['p50']:>9.1f} {us['p99']:>9.1f} {us['p99.9']:>9.1f} {blocks['post_us_p50']:>8.1f} "
             f"{'-' if share is None else f'{share:.2f}':>7} {'-' if ceiling is None else f'{ceiling:.2f}':>7} "
-            f"{blocks.get('posted_by', '-'):>3}  {_transport(entry)}"
+            f"{blocks.get('posted_by', '-'):>8}{self._beside_cells(entry)}  {_transport(entry)}"
+        )
+
+    def _beside_cells(self, entry: Entry) -> str:
+        """' alone  x1.05': the transfer with no compute beside it and the model's slowdown (--beside)."""
+        if not self.beside:
+            return ""
+        found = entry.beside or {}
+        alone, slowdown = found.get("transfer_alone"), found.get("slowdown")
+        return (
+            f" {'-' if alone is None else f'{self._figure(alone):.3f}':>9} "
+            f"{'-' if slowdown is None else f'x{slowdown:.3f}':>7}"
         )
 
     def pattern_header(

@@ -9,6 +9,10 @@ the GPU does with it, without UCX.
 Needs UCX's device headers (the libucx wheel has them from 1.20), nvcc ($RDMABENCH_NVCC, $NVCC,
 nvcc on PATH, or $CUDA_HOME/bin), a GPU, and a UCX context created with UCP_FEATURE_DEVICE. When any
 is missing, `load()` says why in one line and the block lists are posted from the CPU.
+
+The same plan moves a list through the copy engines instead (`ce-batch`: one cudaMemcpyBatchAsync a
+transfer over the peer's pool as UCX maps it, CUDA 12.8+), and holds its posting kernel to an SM
+budget or a green context's SMs beside a model's compute (`configure`).
 """
 
 from __future__ import annotations
@@ -29,13 +33,16 @@ from . import native
 SOURCE = Path(native.__file__).with_name("devlists.cu")
 UCP_FEATURE_DEVICE = 1 << 8  # ucp.h: the context feature that gives endpoints a device lane
 # Operations of a step, as devlists.cu numbers them.
-PUT, GET, CEILING_PUT, CEILING_GET = 0, 1, 2, 3
+PUT, GET, CEILING_PUT, CEILING_GET, CE_PUT, CE_GET = 0, 1, 2, 3, 4, 5
 _CODES = {"RB_DEV_OK": 0, "RB_DEV_TIMEOUT": 1, "RB_DEV_UCX": 2, "RB_DEV_CUDA": 3, "RB_DEV_NO_MEMORY": 4}
-_CODES.update(RB_DEV_PUT=PUT, RB_DEV_GET=GET, RB_DEV_CEILING_PUT=CEILING_PUT, RB_DEV_CEILING_GET=CEILING_GET)
+_CODES.update(RB_DEV_UNSUPPORTED=5, RB_DEV_PUT=PUT, RB_DEV_GET=GET, RB_DEV_CEILING_PUT=CEILING_PUT)
+_CODES.update(RB_DEV_CEILING_GET=CEILING_GET, RB_DEV_CE_PUT=CE_PUT, RB_DEV_CE_GET=CE_GET)
 # What runs each operation, for the results.
 PATHS = {
     PUT: "gpu-initiated: ucp_device_put per block from one kernel (UCX device API)",
     GET: "gpu-initiated: copy kernel from the peer's pool as UCX maps it (ucp_device_get_ptr)",
+    CE_PUT: "copy engines: one cudaMemcpyBatchAsync per transfer into the peer's pool as UCX maps it",
+    CE_GET: "copy engines: one cudaMemcpyBatchAsync per transfer from the peer's pool as UCX maps it",
 }
 API_CALLS = ("ucp_device_put", "ucp_device_get_ptr")  # what a put, a get calls on the GPU
 HOST_POSTED = "host-posted: one ucp_put_nbx/ucp_get_nbx per block from the CPU"
@@ -62,11 +69,20 @@ def nvcc() -> str | None:
     return str(Path(home) / "bin" / "nvcc") if (Path(home) / "bin" / "nvcc").exists() else None
 
 
+def driver_stubs(compiler: str) -> list[str]:
+    """-L options for the CUDA driver's link stubs beside `compiler` (libcuda.so itself comes with the
+    driver at run time)."""
+    root = Path(compiler).resolve().parent.parent
+    found = [root / "lib64" / "stubs", root / "targets" / "x86_64-linux" / "lib" / "stubs", root / "lib" / "stubs"]
+    return [f"-L{path}" for path in found if path.is_dir()]
+
+
 def compile_command(compiler: str, prefix: Path, output: Path) -> list[str]:
     lib = prefix / "lib"
     return [
         compiler, "-O3", "-std=c++17", "-arch=native", "-shared", "-Xcompiler", "-fPIC", "-o", str(output),
-        str(SOURCE), "-isystem", str(prefix / "include"), f"-L{lib}", "-lucp", "-lucs", "-Xlinker", f"-rpath={lib}",
+        str(SOURCE), "-isystem", str(prefix / "include"), f"-L{lib}", "-lucp", "-lucs", *driver_stubs(compiler),
+        "-lcuda", "-Xlinker", f"-rpath={lib}",
     ]  # fmt: skip
 
 
@@ -117,10 +133,21 @@ def _configure(library: Any) -> Any:
     library.rb_dev_step.restype = ctypes.c_int
     library.rb_dev_release.argtypes = [ptr]
     library.rb_dev_release.restype = None
+    library.rb_dev_configure.argtypes = [ptr, ctypes.c_int, ptr, ptr]
+    library.rb_dev_configure.restype = ctypes.c_int
+    library.rb_dev_ce_unsupported.argtypes = []
+    library.rb_dev_ce_unsupported.restype = ctypes.c_char_p
     text = (library.rb_dev_abi() or b"").decode()
     if native.parse_abi(text) != _CODES:
         raise OSError(f"devlists.cu and devapi.py disagree on their codes ({text})")
     return library
+
+
+def copy_engines_problem(library: Any) -> str | None:
+    """Why the copy engines' path (cudaMemcpyBatchAsync: a CUDA 12.8 runtime and driver) cannot run
+    with this devlists library, or None."""
+    found = library.rb_dev_ce_unsupported()
+    return found.decode(errors="replace") if found else None
 
 
 class DevicePlan:
@@ -166,6 +193,15 @@ class DevicePlan:
         if rc != 0:
             raise TransportError(f"{why.value.decode(errors='replace')} ({self._where})")
         return step.value, list(seconds), list(posting)
+
+    def configure(self, ctas: int = 0, stream: int | None = None, context: int | None = None) -> None:
+        """Posting kernels on at most `ctas` CUDA blocks (0: the whole GPU), on a green context's
+        `stream` and `context` where a partition gives them (None: the plan's own)."""
+        self._lib.rb_dev_configure(self._plan, ctas, stream, context)
+
+    def copy_engines_problem(self) -> str | None:
+        """Why the copy engines' path (cudaMemcpyBatchAsync) cannot run here, or None."""
+        return copy_engines_problem(self._lib)
 
     def release(self) -> None:
         if self._plan.value:

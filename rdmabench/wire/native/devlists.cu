@@ -8,10 +8,17 @@
  * ucp_device_put (a put) or, for a get, with a copy out of the peer's pool as UCX maps it
  * (ucp_device_get_ptr). The same offsets through a plain copy kernel of our own, with both pools as
  * mapped pointers, is the ceiling: what the GPU itself does with the list, with no UCX in the way.
+ * The copy engines' path moves the same list without a kernel: one cudaMemcpyBatchAsync per
+ * transfer (CUDA 12.8+), each transfer on a stream of its own, so `batch` lists are in flight at once.
+ *
+ * Beside a model's compute the posting kernel may be held to fewer SMs (rb_dev_configure): a grid of
+ * at most N CUDA blocks (a fixed SM budget), or a stream of a green context that owns N SMs
+ * (gpuload.cu makes that partition).
  *
  * Built on first use with nvcc (rdmabench/wire/devapi.py), loaded through ctypes; the CPU-only
  * parts of rdmabench never need it. Errors come back as a code and one line of text. */
 
+#include <cuda.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -27,6 +34,7 @@
 #define RB_DEV_UCX 2
 #define RB_DEV_CUDA 3
 #define RB_DEV_NO_MEMORY 4
+#define RB_DEV_UNSUPPORTED 5
 
 /* The operations of a step: a put through UCX, a get (UCX's mapping, our copy), and the ceiling of
  * each direction (our copy kernel over both mapped pools). */
@@ -34,6 +42,8 @@
 #define RB_DEV_GET 1
 #define RB_DEV_CEILING_PUT 2
 #define RB_DEV_CEILING_GET 3
+#define RB_DEV_CE_PUT 4
+#define RB_DEV_CE_GET 5
 
 #define THREADS 256
 
@@ -50,6 +60,21 @@ struct rb_dev_plan {
     cudaEvent_t *done;   /* one per transfer of a step */
     int batch;
     int *failed;         /* device: descriptors UCX refused in the last kernel */
+    /* How a posting kernel (a put, a get) launches: the whole GPU by default; beside compute, a grid
+     * held to an SM budget, or a green context's stream (its context pushed around the launch). The
+     * ceiling always runs on the whole GPU. */
+    int post_grid, post_threads;
+    cudaStream_t post_stream;
+    CUcontext post_ctx;
+    /* The copy engines' path: host copies of the offsets, a stream per transfer, and the batch's
+     * arguments for the block size and direction they were last made for. */
+    uint64_t *host_offsets, *host_remote_offsets;
+    cudaStream_t *streams;
+    void **ce_dst, **ce_src;
+    size_t *ce_sizes;
+    size_t ce_block;
+    int ce_op;
+    int device, peer_device;
 };
 
 static double now(void)
@@ -154,32 +179,44 @@ __global__ void mapped_pointer(ucp_device_remote_mem_list_h remote, void **out, 
 }
 
 template <ucs_device_level_t level>
-static void launch_at(struct rb_dev_plan *p, int op, size_t first, size_t count, size_t block, int grid)
+static void launch_at(struct rb_dev_plan *p, int op, size_t first, size_t count, size_t block, int grid, int threads,
+                      cudaStream_t stream)
 {
     switch (op) {
     case RB_DEV_PUT:
-        ucx_put_blocks<level><<<grid, THREADS, 0, p->stream>>>(p->local, p->remote, p->offsets, p->remote_offsets,
+        ucx_put_blocks<level><<<grid, threads, 0, stream>>>(p->local, p->remote, p->offsets, p->remote_offsets,
                                                                 first, count, block, p->failed);
         break;
     case RB_DEV_GET:
     case RB_DEV_CEILING_GET:
-        copy_blocks<level><<<grid, THREADS, 0, p->stream>>>(p->pool, p->offsets, p->mapped, p->remote_offsets,
+        copy_blocks<level><<<grid, threads, 0, stream>>>(p->pool, p->offsets, p->mapped, p->remote_offsets,
                                                              first, count, block);
         break;
     default:
-        copy_blocks<level><<<grid, THREADS, 0, p->stream>>>(p->mapped, p->remote_offsets, p->pool, p->offsets,
+        copy_blocks<level><<<grid, threads, 0, stream>>>(p->mapped, p->remote_offsets, p->pool, p->offsets,
                                                              first, count, block);
     }
 }
 
 static void launch(struct rb_dev_plan *p, int op, size_t first, size_t count, size_t block)
 {
+    int posting = op == RB_DEV_PUT || op == RB_DEV_GET;
+    int grid = posting ? p->post_grid : p->grid, threads = posting ? p->post_threads : THREADS;
+    cudaStream_t stream = posting ? p->post_stream : p->stream;
+    if (posting && p->post_ctx != NULL)
+        cuCtxPushCurrent(p->post_ctx);
     size_t items = count * ((block + CHUNK - 1) / CHUNK);
     if (block <= WARP_ITEM) {
-        size_t blocks = (items + THREADS / WARP - 1) / (THREADS / WARP);
-        launch_at<UCS_DEVICE_LEVEL_WARP>(p, op, first, count, block, blocks < (size_t)p->grid ? (int)blocks : p->grid);
+        size_t warps = (size_t)threads / WARP, blocks = (items + warps - 1) / warps;
+        launch_at<UCS_DEVICE_LEVEL_WARP>(p, op, first, count, block, blocks < (size_t)grid ? (int)blocks : grid,
+                                         threads, stream);
     } else {
-        launch_at<UCS_DEVICE_LEVEL_BLOCK>(p, op, first, count, block, items < (size_t)p->grid ? (int)items : p->grid);
+        launch_at<UCS_DEVICE_LEVEL_BLOCK>(p, op, first, count, block, items < (size_t)grid ? (int)items : grid,
+                                          threads, stream);
+    }
+    if (posting && p->post_ctx != NULL) {
+        CUcontext popped;
+        cuCtxPopCurrent(&popped);
     }
 }
 
@@ -188,8 +225,8 @@ extern "C" {
 /* "name=value;" items: the codes as compiled (devapi.py checks them against its mirror). */
 const char *rb_dev_abi(void)
 {
-    return "RB_DEV_OK=0;RB_DEV_TIMEOUT=1;RB_DEV_UCX=2;RB_DEV_CUDA=3;RB_DEV_NO_MEMORY=4;"
-           "RB_DEV_PUT=0;RB_DEV_GET=1;RB_DEV_CEILING_PUT=2;RB_DEV_CEILING_GET=3;";
+    return "RB_DEV_OK=0;RB_DEV_TIMEOUT=1;RB_DEV_UCX=2;RB_DEV_CUDA=3;RB_DEV_NO_MEMORY=4;RB_DEV_UNSUPPORTED=5;"
+           "RB_DEV_PUT=0;RB_DEV_GET=1;RB_DEV_CEILING_PUT=2;RB_DEV_CEILING_GET=3;RB_DEV_CE_PUT=4;RB_DEV_CE_GET=5;";
 }
 
 void rb_dev_release(rb_dev_plan *p)
@@ -202,6 +239,19 @@ void rb_dev_release(rb_dev_plan *p)
         if (p->done[t] != NULL)
             cudaEventDestroy(p->done[t]);
     free(p->done);
+    for (int t = 0; p->streams != NULL && t < p->batch; t++)
+        if (p->streams[t] != NULL) {
+            cudaStreamSynchronize(p->streams[t]);
+            cudaStreamDestroy(p->streams[t]);
+        }
+    free(p->streams);
+    free(p->host_offsets);
+    free(p->host_remote_offsets);
+    free(p->ce_dst);
+    free(p->ce_src);
+    free(p->ce_sizes);
+    if (p->post_stream != NULL && p->post_stream != p->stream)
+        cudaStreamSynchronize(p->post_stream); /* the partition's: released with it */
     if (p->stream != NULL)
         cudaStreamDestroy(p->stream);
     cudaFree(p->offsets);
@@ -291,7 +341,16 @@ int rb_dev_plan_create(ucp_worker_h worker, ucp_ep_h ep, ucp_mem_h memh, void *p
     p->pool = (char *)pool;
     p->total = total;
     p->batch = batch;
+    p->device = where.device;
+    p->ce_op = -1;
     *out = p;
+    p->host_offsets = (uint64_t *)malloc(total * sizeof(uint64_t));
+    p->host_remote_offsets = (uint64_t *)malloc(total * sizeof(uint64_t));
+    p->streams = (cudaStream_t *)calloc((size_t)batch, sizeof(cudaStream_t));
+    if (p->host_offsets == NULL || p->host_remote_offsets == NULL || p->streams == NULL)
+        return no_memory(why, len);
+    memcpy(p->host_offsets, offsets, total * sizeof(uint64_t));
+    memcpy(p->host_remote_offsets, remote_offsets, total * sizeof(uint64_t));
     int rc = make_lists(p, worker, ep, memh, pool_bytes, remote_pool, rkey, timeout, ucx_status, why, len);
     if (rc != RB_DEV_OK)
         return rc;
@@ -321,12 +380,100 @@ int rb_dev_plan_create(ucp_worker_h worker, ucp_ep_h ep, ucp_mem_h memh, void *p
         snprintf(why, len, "UCX gave no pointer to the peer's pool (its lane cannot map it)");
         return RB_DEV_UCX;
     }
+    cudaPointerAttributes peer;
+    p->peer_device = cudaPointerGetAttributes(&peer, p->mapped) == cudaSuccess ? peer.device : where.device;
+    cudaGetLastError();
     cudaDeviceProp props;
     int device = 0;
     cudaGetDevice(&device);
     cudaGetDeviceProperties(&props, device);
     p->grid = props.multiProcessorCount * 8; /* enough blocks in flight to cover the copy latency */
+    p->post_grid = p->grid;
+    p->post_threads = THREADS;
+    p->post_stream = p->stream;
     return RB_DEV_OK;
+}
+
+/* Beside compute: posting kernels on at most `ctas` CUDA blocks of 1,024 threads (so at most that
+ * many SMs; 0 = the whole GPU), and on `stream` in green context `ctx` where a partition gives them
+ * (NULL: this plan's stream). */
+int rb_dev_configure(rb_dev_plan *p, int ctas, void *stream, void *ctx)
+{
+    p->post_grid = ctas > 0 ? ctas : p->grid;
+    p->post_threads = ctas > 0 ? 1024 : THREADS;
+    p->post_stream = stream != NULL ? (cudaStream_t)stream : p->stream;
+    p->post_ctx = (CUcontext)ctx;
+    return RB_DEV_OK;
+}
+
+/* The copy engines' arguments for every block of a step, for this block size and direction. */
+static int ce_arguments(rb_dev_plan *p, int op, size_t block, char *why, size_t len)
+{
+    if (p->ce_dst == NULL) {
+        p->ce_dst = (void **)malloc(p->total * sizeof(void *));
+        p->ce_src = (void **)malloc(p->total * sizeof(void *));
+        p->ce_sizes = (size_t *)malloc(p->total * sizeof(size_t));
+        if (p->ce_dst == NULL || p->ce_src == NULL || p->ce_sizes == NULL)
+            return no_memory(why, len);
+        for (int t = 0; t < p->batch; t++)
+            if (cuda_failed(cudaStreamCreateWithFlags(&p->streams[t], cudaStreamNonBlocking), "cudaStreamCreate", why,
+                            len))
+                return RB_DEV_CUDA;
+    }
+    if (p->ce_block == block && p->ce_op == op)
+        return RB_DEV_OK;
+    for (size_t i = 0; i < p->total; i++) {
+        char *mine = p->pool + p->host_offsets[i], *theirs = p->mapped + p->host_remote_offsets[i];
+        p->ce_dst[i] = op == RB_DEV_CE_PUT ? theirs : mine;
+        p->ce_src[i] = op == RB_DEV_CE_PUT ? mine : theirs;
+        p->ce_sizes[i] = block;
+    }
+    p->ce_block = block;
+    p->ce_op = op;
+    return RB_DEV_OK;
+}
+
+/* One transfer's blocks through the copy engines: one call, in stream order. */
+static cudaError_t ce_post(rb_dev_plan *p, int op, size_t first, size_t count, cudaStream_t stream)
+{
+#if CUDART_VERSION >= 12080
+    cudaMemcpyAttributes attr;
+    memset(&attr, 0, sizeof(attr));
+    attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+    attr.flags = cudaMemcpyFlagPreferOverlapWithCompute;
+    attr.srcLocHint.type = cudaMemLocationTypeDevice;
+    attr.dstLocHint.type = cudaMemLocationTypeDevice;
+    attr.srcLocHint.id = op == RB_DEV_CE_PUT ? p->device : p->peer_device;
+    attr.dstLocHint.id = op == RB_DEV_CE_PUT ? p->peer_device : p->device;
+    size_t index = 0;
+#if CUDART_VERSION >= 13000
+    return cudaMemcpyBatchAsync((void *const *)(p->ce_dst + first), (const void *const *)(p->ce_src + first),
+                                p->ce_sizes + first, count, &attr, &index, 1, stream);
+#else
+    size_t failed = 0;
+    return cudaMemcpyBatchAsync(p->ce_dst + first, p->ce_src + first, p->ce_sizes + first, count, &attr, &index, 1,
+                                &failed, stream);
+#endif
+#else
+    (void)p, (void)op, (void)first, (void)count, (void)stream;
+    return cudaErrorNotSupported;
+#endif
+}
+
+/* Why the copy engines' path cannot run here, or NULL: a CUDA 12.8 runtime (built in) and driver. */
+const char *rb_dev_ce_unsupported(void)
+{
+    static char why[160];
+    int driver = 0;
+    cudaDriverGetVersion(&driver);
+    if (CUDART_VERSION < 12080)
+        snprintf(why, sizeof(why), "cudaMemcpyBatchAsync needs a CUDA 12.8 runtime; this library was built with %d",
+                 CUDART_VERSION);
+    else if (driver < 12080)
+        snprintf(why, sizeof(why), "cudaMemcpyBatchAsync needs a CUDA 12.8 driver; this one is %d", driver);
+    else
+        return NULL;
+    return why;
 }
 
 /* One step: `batch` transfers of total/batch blocks, each one kernel launch and an event. Each
@@ -339,12 +486,31 @@ int rb_dev_step(rb_dev_plan *p, int op, size_t block, double timeout, double *po
     double *start = (double *)calloc((size_t)p->batch, sizeof(double));
     if (start == NULL)
         return no_memory(why, len);
-    int rc = RB_DEV_OK;
+    int rc = RB_DEV_OK, engines = op == RB_DEV_CE_PUT || op == RB_DEV_CE_GET;
+    if (engines && rb_dev_ce_unsupported() != NULL) {
+        free(start);
+        snprintf(why, len, "%s", rb_dev_ce_unsupported());
+        return RB_DEV_UNSUPPORTED;
+    }
+    if (engines && (rc = ce_arguments(p, op, block, why, len)) != RB_DEV_OK) {
+        free(start);
+        return rc;
+    }
     double began = now();
-    for (int t = 0; t < p->batch; t++) {
+    for (int t = 0; t < p->batch && rc == RB_DEV_OK; t++) {
         start[t] = now();
-        launch(p, op, (size_t)t * per, per, block);
-        cudaEventRecord(p->done[t], p->stream);
+        if (engines) {
+            if (cuda_failed(ce_post(p, op, (size_t)t * per, per, p->streams[t]), "cudaMemcpyBatchAsync", why, len))
+                rc = RB_DEV_CUDA;
+            if (rc == RB_DEV_OK && cuda_failed(cudaEventRecord(p->done[t], p->streams[t]), "cudaEventRecord", why, len))
+                rc = RB_DEV_CUDA;
+        } else {
+            launch(p, op, (size_t)t * per, per, block);
+            cudaStream_t stream = op == RB_DEV_PUT || op == RB_DEV_GET ? p->post_stream : p->stream;
+            if (cuda_failed(cudaGetLastError(), "launching a block-list kernel", why, len) ||
+                cuda_failed(cudaEventRecord(p->done[t], stream), "cudaEventRecord", why, len))
+                rc = RB_DEV_CUDA;
+        }
         post_seconds[t] = now() - start[t];
     }
     double until = began + timeout;

@@ -1,0 +1,199 @@
+"""A transfer beside a model's compute (--beside): which load runs, and the pairs it is measured in.
+
+A serving engine never moves a KV cache on an idle GPU: the next request's prefill (a matrix
+product) or decode (a kernel streaming HBM) runs beside it. A round run beside compute times each
+sample as an interleaved pair on the same buffers: the transfer alone, the load alone on the whole
+GPU (a short window), then both at once. So every figure has its alone half from the same moment,
+the load's slowdown is taken against the model alone on the whole GPU (also where an SM partition
+gives the load fewer SMs), and the spread of the pairs says how far one comparison can be trusted.
+
+Each rank of the round runs the load on its own GPU, in its own process (kernels of two processes
+time-slice a GPU; the engine's transfer and its model share one), from a thread of its own.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import ConfigError
+from ..stats import median
+from ..units import format_size, parse_size
+
+# name: (gpuload kind, default size, what the size is, the rate's unit)
+LOADS = {
+    "gemm": (0, 8192, "the order of a bf16 M x M x M matrix product", "TFLOP/s"),
+    "decode": (1, 1 << 30, "bytes of KV cache streamed from HBM per kernel", "GB/s"),
+}
+ALONE_SECONDS = 0.03  # the load alone, per pair: at least this long ...
+ALONE_OPERATIONS = 8  # ... and this many operations, after ...
+WARM_OPERATIONS = 3  # ... the first few, left out (the GPU's clocks settle)
+_MAX_GEMM = 32768
+
+
+@dataclass(frozen=True)
+class Beside:
+    """A compute load: `load` (LOADS) of `size`."""
+
+    load: str
+    size: int
+
+    @classmethod
+    def parse(cls, text: str) -> Beside | None:
+        """`gemm`, `gemm:M`, `decode`, `decode:SIZE` or `none` (None)."""
+        name, _, size = text.strip().partition(":")
+        if name == "none" and not size:
+            return None
+        if name not in LOADS:
+            raise ConfigError(f"unknown --beside {text!r}: choose none, {', '.join(f'{n}[:SIZE]' for n in LOADS)}")
+        if not size:
+            return cls(name, LOADS[name][1])
+        try:
+            value = int(size) if name == "gemm" else parse_size(size)
+        except ValueError:
+            raise ConfigError(f"--beside {text}: {size!r} is not {LOADS[name][2]}") from None
+        return cls(name, value).check()
+
+    def check(self) -> Beside:
+        if self.load == "gemm" and not 256 <= self.size <= _MAX_GEMM:
+            raise ConfigError(f"--beside gemm:M takes M from 256 to {_MAX_GEMM}, not {self.size}")
+        if self.load == "decode" and not 1 << 20 <= self.size <= 1 << 36:
+            raise ConfigError(f"--beside decode:SIZE takes 1MiB to 64GiB, not {self.size}")
+        return self
+
+    @property
+    def label(self) -> str:
+        return f"gemm:{self.size}" if self.load == "gemm" else f"decode:{format_size(self.size)}"
+
+    @property
+    def unit(self) -> str:
+        return LOADS[self.load][3]
+
+    @property
+    def kind(self) -> int:
+        return LOADS[self.load][0]
+
+    def device_bytes(self) -> int:
+        """GPU memory the load holds on each rank's GPU."""
+        return 3 * 2 * self.size * self.size if self.load == "gemm" else self.size
+
+
+def _size(drift: float) -> float:
+    return abs(drift)
+
+
+def rate(work: float, seconds: list[float], unit: str) -> float:
+    """The load's rate from its operations' median time: TFLOP/s (work in flops) or GB/s (bytes)."""
+    scale = 1e12 if unit == "TFLOP/s" else 1e9
+    return work / median(seconds) / scale if seconds else 0.0
+
+
+class Pairs:
+    """One rank's load through a round's sampled pairs: each pair's operation times alone and beside.
+
+    The load's alone half brackets the shared one: alone on the whole GPU before the transfer's steps
+    and again after them, the load running on through (a GPU's clocks drift under a matrix product's
+    power draw, so an alone window taken only before, just after an idle spell, reads fast). The
+    alone figure is the mean of the two windows' medians, and how far they differ is kept (`drift`).
+    The first operations of each window are left out, and the operation running when the steps start
+    or end is counted in neither half. Beside an SM partition the load restarts on the partition's
+    SMs for the shared half (a green context's stream cannot take the whole GPU)."""
+
+    def __init__(self, beside: Beside, load: Any, partitioned: bool):
+        self.beside = beside
+        self.load = load  # wire.gpuload.ComputeLoad
+        self.partitioned = partitioned
+        self.alone: list[float | None] = []  # each pair's alone median (the mean of before and after)
+        self.drifts: list[float] = []  # each pair's after / before - 1
+        self.together: list[list[float]] = []
+        self._marks: tuple[int, int] = (0, 0)
+        self._before: list[float] = []
+
+    def _wait(self, operations: int) -> None:
+        began = time.perf_counter()
+        while self.load.done() < operations or time.perf_counter() - began < ALONE_SECONDS:
+            time.sleep(0.001)
+
+    def _window(self, partitioned: bool) -> list[float]:
+        """The load alone (or on its partition) for one window, stopped: its operations' seconds."""
+        self.load.start(partitioned)
+        self._wait(WARM_OPERATIONS + ALONE_OPERATIONS)
+        return self.load.stop().seconds[WARM_OPERATIONS:]
+
+    def start(self) -> None:
+        """Before the pair's steps: the load alone, then running on beside the steps."""
+        if self.partitioned:
+            self._before = self._window(False)
+            self.load.start(True)
+            self._wait(WARM_OPERATIONS)
+            self._marks = (WARM_OPERATIONS, self.load.done())
+            return
+        self.load.start(False)
+        self._wait(WARM_OPERATIONS + ALONE_OPERATIONS)
+        self._marks = (WARM_OPERATIONS, self.load.done())
+
+    def stop(self) -> None:
+        """After the pair's steps: the operations that ran wholly beside them, and the load alone again."""
+        first, mark = self._marks
+        last = self.load.done()
+        if self.partitioned:
+            self.together.append(self.load.stop().seconds[mark + 1 : last])
+            before, after = self._before, self._window(False)
+        else:
+            self._wait(last + 1 + WARM_OPERATIONS + ALONE_OPERATIONS)
+            seconds = self.load.stop().seconds
+            before, after = seconds[first:mark], seconds[last + 1 + WARM_OPERATIONS :]
+            self.together.append(seconds[mark + 1 : last])
+        windows = [median(window) for window in (before, after) if window]
+        self.alone.append(sum(windows) / len(windows) if windows else None)
+        if len(windows) == 2:
+            self.drifts.append(windows[1] / windows[0] - 1)
+
+    def summary(self) -> dict[str, Any]:
+        """What this rank's GPU did: the load's rate alone and beside, and each pair's slowdown."""
+        unit, work = self.beside.unit, self.load.work
+        pairs = [
+            (alone, median(together))
+            for alone, together in zip(self.alone, self.together, strict=True)
+            if alone and together
+        ]
+        slowdowns = [together / alone for alone, together in pairs]
+        drift: float | None = max(self.drifts, key=_size) if self.drifts else None
+        found: dict[str, Any] = {
+            "load": self.beside.label,
+            "unit": unit,
+            "alone": round(rate(work, [alone for alone, _ in pairs], unit), 3),
+            "beside": round(rate(work, [together for _, together in pairs], unit), 3),
+            "slowdown": round(median(slowdowns), 4) if slowdowns else None,
+            "slowdown_pairs": [round(s, 4) for s in slowdowns],
+            "alone_drift": round(drift, 4) if drift is not None else None,
+            "operations": [len(pair) for pair in self.together],
+        }
+        if self.load.partition is not None and self.partitioned:
+            found["load_sms"] = self.load.partition.load_sms
+        return found
+
+
+_LOADS: dict[tuple[int, str], Any] = {}  # this process's loads, by (GPU, load): made once, kept between rounds
+
+
+def load_on_this_gpu(beside: Beside) -> Any:
+    """This rank's load (wire.gpuload.ComputeLoad) on its current GPU, made on first use."""
+    from ..hardware.gpu import import_cupy
+    from ..wire.gpuload import ComputeLoad
+
+    cupy = import_cupy()
+    if cupy is None:
+        raise ConfigError("--beside runs a compute load on each rank's GPU: CuPy is not installed")
+    key = (int(cupy.cuda.runtime.getDevice()), beside.label)
+    if key not in _LOADS:
+        release_loads()  # one load a process: their buffers are large
+        _LOADS[key] = ComputeLoad(key[0], beside.kind, beside.size)
+    return _LOADS[key]
+
+
+def release_loads() -> None:
+    for load in _LOADS.values():
+        load.release()
+    _LOADS.clear()

@@ -1,0 +1,166 @@
+"""A model's compute beside a transfer (native/gpuload.cu), built on first use with nvcc.
+
+`ComputeLoad` keeps one GPU busy from a host thread of its own: a bf16 matrix product through cuBLAS
+(prefill) or a kernel that streams HBM (decode), each operation timed on the GPU by its own events.
+`partition(sms)` splits the GPU's SMs through green contexts: the transfer's kernels get a stream of
+their own group, the load runs on the rest. Needs nvcc (wire/devapi.nvcc), cuBLAS and a GPU; where
+any is missing `load()` says why in one line.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import TransportError, UnsafePathError
+from . import devapi, native
+
+SOURCE = Path(native.__file__).with_name("gpuload.cu")
+GEMM, DECODE = 0, 1
+_RING = 65536  # operation times kept per run (gpuload.cu's RING)
+_CODES = {"RB_LOAD_OK": 0, "RB_LOAD_CUDA": 1, "RB_LOAD_NO_MEMORY": 2, "RB_LOAD_UNSUPPORTED": 3}
+_CODES.update(RB_LOAD_GEMM=GEMM, RB_LOAD_DECODE=DECODE, RING=_RING)
+_WHY_LEN = 512
+
+
+@dataclass(frozen=True)
+class LoadAvailability:
+    library: Any  # the loaded gpuload library, or None
+    note: str  # how it was built, or why it cannot be
+
+
+@dataclass(frozen=True)
+class Partition:
+    """The SMs a green-context split gave the transfer and the load, and the transfer's stream."""
+
+    stream: int
+    context: int
+    transfer_sms: int
+    load_sms: int
+
+
+_loaded: LoadAvailability | None = None
+
+
+def compile_command(compiler: str, output: Path) -> list[str]:
+    lib = Path(compiler).resolve().parent.parent / "lib64"
+    return [
+        compiler, "-O3", "-std=c++17", "-arch=native", "-shared", "-Xcompiler", "-fPIC", "-o", str(output),
+        str(SOURCE), *devapi.driver_stubs(compiler), "-lcublas", "-lcuda", "-Xlinker", f"-rpath={lib}",
+    ]  # fmt: skip
+
+
+def load() -> LoadAvailability:
+    """The compute-load library, built once per source and compiler; never raises."""
+    global _loaded
+    if _loaded is None:
+        _loaded = _load()
+    return _loaded
+
+
+def _load() -> LoadAvailability:
+    compiler = devapi.nvcc()
+    if compiler is None:
+        return LoadAvailability(None, "nvcc not found (set RDMABENCH_NVCC): the compute load is built with it once")
+    digest = hashlib.sha256(SOURCE.read_bytes() + compiler.encode()).hexdigest()[:16]
+    try:
+        fd, path = native.build_cached(
+            f"gpuload-{digest}.so", lambda out: compile_command(compiler, out), [], timeout=300
+        )
+        library = _configure(ctypes.CDLL(native.open_descriptor(fd)))
+    except (OSError, AttributeError, UnsafePathError) as exc:
+        return LoadAvailability(None, f"cannot build the compute load: {exc}")
+    return LoadAvailability(library, f"built with {compiler} ({path})")
+
+
+def _configure(library: Any) -> Any:
+    ptr, size, why = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p
+    library.rb_load_abi.restype = ctypes.c_char_p
+    library.rb_load_create.argtypes = [ctypes.c_int, ctypes.c_int, size, ctypes.POINTER(ptr), why, size]
+    library.rb_load_create.restype = ctypes.c_int
+    ints = ctypes.POINTER(ctypes.c_int)
+    library.rb_load_partition.argtypes = [ptr, ctypes.c_int, ctypes.POINTER(ptr), ctypes.POINTER(ptr), ints, ints]
+    library.rb_load_partition.argtypes += [why, size]
+    library.rb_load_partition.restype = ctypes.c_int
+    library.rb_load_start.argtypes = [ptr, ctypes.c_int, why, size]
+    library.rb_load_start.restype = ctypes.c_int
+    library.rb_load_stop.argtypes = [ptr, ctypes.POINTER(ctypes.c_double), size, ctypes.POINTER(size)]
+    library.rb_load_stop.argtypes += [ctypes.POINTER(ctypes.c_double), why, size]
+    library.rb_load_stop.restype = ctypes.c_int
+    library.rb_load_done.argtypes = [ptr]
+    library.rb_load_done.restype = size
+    library.rb_load_work.argtypes = [ptr]
+    library.rb_load_work.restype = ctypes.c_double
+    library.rb_load_release.argtypes = [ptr]
+    library.rb_load_release.restype = None
+    text = (library.rb_load_abi() or b"").decode()
+    if native.parse_abi(text) != _CODES:
+        raise OSError(f"gpuload.cu and gpuload.py disagree on their codes ({text})")
+    return library
+
+
+@dataclass(frozen=True)
+class LoadRun:
+    """One run of the load: every operation's GPU seconds, and the run's wall seconds."""
+
+    seconds: list[float]
+    wall: float
+
+
+class ComputeLoad:
+    """A compute load on one GPU: `kind` GEMM (`size`: the matrices' order) or DECODE (`size`: bytes
+    streamed per operation)."""
+
+    def __init__(self, device: int, kind: int, size: int):
+        available = load()
+        if available.library is None:
+            raise TransportError(available.note)
+        self._lib = available.library
+        self._handle = ctypes.c_void_p()
+        why = ctypes.create_string_buffer(_WHY_LEN)
+        rc = self._lib.rb_load_create(device, kind, size, ctypes.byref(self._handle), why, _WHY_LEN)
+        if rc != 0:
+            self.release()
+            raise TransportError(f"the compute load on GPU {device}: {why.value.decode(errors='replace')}")
+        self.work = float(self._lib.rb_load_work(self._handle))  # flops or bytes per operation
+        self.partition: Partition | None = None
+
+    def split(self, sms: int) -> Partition:
+        """Give `sms` SMs (rounded up as the GPU splits them) to a transfer, the rest to this load."""
+        if self.partition is not None:
+            return self.partition
+        stream, context, mine, theirs = ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_int(), ctypes.c_int()
+        why = ctypes.create_string_buffer(_WHY_LEN)
+        rc = self._lib.rb_load_partition(
+            self._handle, sms, ctypes.byref(stream), ctypes.byref(context), ctypes.byref(mine), ctypes.byref(theirs),
+            why, _WHY_LEN,
+        )  # fmt: skip
+        if rc != 0:
+            raise TransportError(f"an SM partition of {sms}: {why.value.decode(errors='replace')}")
+        self.partition = Partition(int(stream.value or 0), int(context.value or 0), mine.value, theirs.value)
+        return self.partition
+
+    def start(self, partitioned: bool = False) -> None:
+        why = ctypes.create_string_buffer(_WHY_LEN)
+        if self._lib.rb_load_start(self._handle, int(partitioned), why, _WHY_LEN) != 0:
+            raise TransportError(f"the compute load: {why.value.decode(errors='replace')}")
+
+    def done(self) -> int:
+        """Operations finished since the start."""
+        return int(self._lib.rb_load_done(self._handle))
+
+    def stop(self) -> LoadRun:
+        times = (ctypes.c_double * _RING)()
+        count, wall, why = ctypes.c_size_t(), ctypes.c_double(), ctypes.create_string_buffer(_WHY_LEN)
+        rc = self._lib.rb_load_stop(self._handle, times, _RING, ctypes.byref(count), ctypes.byref(wall), why, _WHY_LEN)
+        if rc != 0:
+            raise TransportError(f"the compute load: {why.value.decode(errors='replace')}")
+        return LoadRun(list(times[: count.value]), wall.value)
+
+    def release(self) -> None:
+        if self._handle.value:
+            self._lib.rb_load_release(self._handle)
+            self._handle = ctypes.c_void_p()

@@ -1,0 +1,378 @@
+/* A model's compute beside a transfer: a load that keeps one GPU busy the way a serving engine's
+ * prefill (a bf16 matrix product through cuBLAS) or decode (a kernel that streams HBM, as attention
+ * over a KV cache does) keeps it, in its own stream, from a host thread of its own, so that the
+ * rank's main thread stays free to time the transfer.
+ *
+ * The thread keeps DEPTH operations queued (the GPU never waits for the host) and times each with a
+ * pair of events: an operation's time is its own run on the GPU, slowed by whatever shared the GPU
+ * with it. The load's rate alone and beside a transfer come from the same operations on the same
+ * buffers, so their ratio is the transfer's cost to the model.
+ *
+ * An SM partition (green contexts, CUDA 12.4+ driver): the GPU's SMs split into a group for the
+ * transfer and the rest for the load; the transfer's stream comes from here, the load then runs in
+ * the rest. Built on first use with nvcc (rdmabench/wire/gpuload.py), loaded through ctypes. */
+
+#include <cublas_v2.h>
+#include <cuda.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define RB_LOAD_OK 0
+#define RB_LOAD_CUDA 1
+#define RB_LOAD_NO_MEMORY 2
+#define RB_LOAD_UNSUPPORTED 3
+
+#define RB_LOAD_GEMM 0
+#define RB_LOAD_DECODE 1
+
+#define DEPTH 2      /* operations queued at once */
+#define RING 65536   /* operation times kept between a start and a stop (the latest) */
+
+struct rb_load {
+    int device;
+    int kind;
+    size_t size;          /* GEMM: the matrix order; decode: bytes streamed per operation */
+    double work;          /* flops (GEMM) or bytes (decode) per operation */
+    void *a, *b, *c;      /* GEMM: A, B, C; decode: the buffer in a, one word per CUDA block in c */
+    int grid;
+    cudaStream_t whole;   /* the load on the whole GPU */
+    cublasHandle_t blas_whole;
+    /* The partition, where one was made: the load's green context and stream, the transfer's. */
+    CUgreenCtx green_load, green_transfer;
+    CUcontext ctx_load, ctx_transfer;
+    CUstream part, transfer;
+    cublasHandle_t blas_part;
+    int load_sms, transfer_sms;
+    /* The running thread and what it measured. */
+    pthread_t thread;
+    volatile int running;
+    int started;
+    int partitioned;      /* this run's operations go to the partition's stream */
+    cudaEvent_t begin[DEPTH], end[DEPTH];
+    double times[RING];   /* seconds of each operation, ring */
+    volatile size_t done;
+    double wall_began, wall;
+    int error;
+    char why[256];
+};
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static int cuda_failed(cudaError_t err, const char *what, char *why, size_t len)
+{
+    if (err == cudaSuccess)
+        return 0;
+    snprintf(why, len, "%s: %s", what, cudaGetErrorString(err));
+    return 1;
+}
+
+static int driver_failed(CUresult err, const char *what, char *why, size_t len)
+{
+    if (err == CUDA_SUCCESS)
+        return 0;
+    const char *name = NULL;
+    cuGetErrorString(err, &name);
+    snprintf(why, len, "%s: %s", what, name ? name : "unknown CUDA driver error");
+    return 1;
+}
+
+/* Values in [-1, 1): a product of zeros runs faster than a model's does. */
+__global__ void fill_bf16(__nv_bfloat16 *x, size_t n, uint32_t seed)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += gridDim.x * (size_t)blockDim.x) {
+        uint32_t h = (uint32_t)i * 2654435761u ^ seed;
+        h ^= h >> 15;
+        h *= 2246822519u;
+        h ^= h >> 13;
+        x[i] = __float2bfloat16((float)(h & 0xFFFF) / 32768.0f - 1.0f);
+    }
+}
+
+/* Attention decode's memory side: every byte of the cache read once, 16 bytes a load. */
+__global__ void stream_hbm(const int4 *in, size_t words, int *out)
+{
+    int acc = 0;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < words; i += gridDim.x * (size_t)blockDim.x) {
+        int4 v = __ldcs(in + i);
+        acc ^= v.x ^ v.y ^ v.z ^ v.w;
+    }
+    if (acc == 0x7fffffff) /* never true for the buffer's zeros: keeps the loads alive */
+        out[blockIdx.x] = acc;
+}
+
+static int operation(rb_load *l, cudaStream_t stream, cublasHandle_t blas)
+{
+    if (l->kind == RB_LOAD_GEMM) {
+        const float one = 1.0f, zero = 0.0f;
+        int n = (int)l->size;
+        cublasStatus_t s = cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, l->a, CUDA_R_16BF, n, l->b,
+                                        CUDA_R_16BF, n, &zero, l->c, CUDA_R_16BF, n, CUBLAS_COMPUTE_32F,
+                                        CUBLAS_GEMM_DEFAULT);
+        if (s != CUBLAS_STATUS_SUCCESS) {
+            snprintf(l->why, sizeof(l->why), "cublasGemmEx failed (status %d)", (int)s);
+            return RB_LOAD_CUDA;
+        }
+        return RB_LOAD_OK;
+    }
+    stream_hbm<<<l->grid, 512, 0, stream>>>((const int4 *)l->a, l->size / 16, (int *)l->c);
+    return cuda_failed(cudaGetLastError(), "the decode kernel", l->why, sizeof(l->why)) ? RB_LOAD_CUDA : RB_LOAD_OK;
+}
+
+static void record(rb_load *l, int slot)
+{
+    float ms = 0;
+    if (cudaEventSynchronize(l->end[slot]) == cudaSuccess &&
+        cudaEventElapsedTime(&ms, l->begin[slot], l->end[slot]) == cudaSuccess) {
+        l->times[l->done % RING] = 1e-3 * ms;
+        l->done++;
+    }
+}
+
+/* The thread: DEPTH operations queued, each timed by its own events, until told to stop. */
+static void *run(void *arg)
+{
+    rb_load *l = (rb_load *)arg;
+    cudaStream_t stream = l->partitioned ? (cudaStream_t)l->part : l->whole;
+    cublasHandle_t blas = l->partitioned ? l->blas_part : l->blas_whole;
+    if (l->partitioned)
+        cuCtxSetCurrent(l->ctx_load);
+    else
+        cudaSetDevice(l->device);
+    size_t issued = 0;
+    while (l->running && !l->error) {
+        int slot = (int)(issued % DEPTH);
+        if (issued >= DEPTH)
+            record(l, slot);
+        cudaEventRecord(l->begin[slot], stream);
+        if (operation(l, stream, blas) != RB_LOAD_OK) {
+            l->error = 1;
+            break;
+        }
+        cudaEventRecord(l->end[slot], stream);
+        issued++;
+    }
+    for (size_t i = issued > DEPTH ? issued - DEPTH : 0; i < issued; i++)
+        record(l, (int)(i % DEPTH));
+    return NULL;
+}
+
+extern "C" {
+
+const char *rb_load_abi(void)
+{
+    return "RB_LOAD_OK=0;RB_LOAD_CUDA=1;RB_LOAD_NO_MEMORY=2;RB_LOAD_UNSUPPORTED=3;RB_LOAD_GEMM=0;RB_LOAD_DECODE=1;"
+           "RING=65536;";
+}
+
+void rb_load_release(rb_load *l)
+{
+    if (l == NULL)
+        return;
+    if (l->started) {
+        l->running = 0;
+        pthread_join(l->thread, NULL);
+    }
+    cudaSetDevice(l->device);
+    if (l->whole != NULL)
+        cudaStreamSynchronize(l->whole);
+    if (l->part != NULL)
+        cuStreamSynchronize(l->part);
+    for (int i = 0; i < DEPTH; i++) {
+        if (l->begin[i] != NULL)
+            cudaEventDestroy(l->begin[i]);
+        if (l->end[i] != NULL)
+            cudaEventDestroy(l->end[i]);
+    }
+    if (l->blas_whole != NULL)
+        cublasDestroy(l->blas_whole);
+    if (l->blas_part != NULL) {
+        cuCtxSetCurrent(l->ctx_load);
+        cublasDestroy(l->blas_part);
+        cudaSetDevice(l->device);
+    }
+    if (l->part != NULL)
+        cuStreamDestroy(l->part);
+    if (l->transfer != NULL)
+        cuStreamDestroy(l->transfer);
+    if (l->green_load != NULL)
+        cuGreenCtxDestroy(l->green_load);
+    if (l->green_transfer != NULL)
+        cuGreenCtxDestroy(l->green_transfer);
+    if (l->whole != NULL)
+        cudaStreamDestroy(l->whole);
+    cudaFree(l->a);
+    cudaFree(l->b);
+    cudaFree(l->c);
+    free(l);
+}
+
+/* The load's buffers on `device` (GEMM: three size x size bf16 matrices; decode: `size` bytes). */
+int rb_load_create(int device, int kind, size_t size, rb_load **out, char *why, size_t len)
+{
+    rb_load *l = (rb_load *)calloc(1, sizeof(rb_load));
+    if (l == NULL) {
+        snprintf(why, len, "out of host memory for the compute load");
+        return RB_LOAD_NO_MEMORY;
+    }
+    *out = l;
+    l->device = device;
+    l->kind = kind;
+    l->size = size;
+    if (cuda_failed(cudaSetDevice(device), "cudaSetDevice", why, len) ||
+        cuda_failed(cudaStreamCreateWithFlags(&l->whole, cudaStreamNonBlocking), "cudaStreamCreate", why, len))
+        return RB_LOAD_CUDA;
+    for (int i = 0; i < DEPTH; i++)
+        if (cuda_failed(cudaEventCreateWithFlags(&l->begin[i], cudaEventBlockingSync), "cudaEventCreate", why, len) ||
+            cuda_failed(cudaEventCreateWithFlags(&l->end[i], cudaEventBlockingSync), "cudaEventCreate", why, len))
+            return RB_LOAD_CUDA;
+    cudaDeviceProp props;
+    if (cuda_failed(cudaGetDeviceProperties(&props, device), "cudaGetDeviceProperties", why, len))
+        return RB_LOAD_CUDA;
+    l->grid = props.multiProcessorCount * 4;
+    if (kind == RB_LOAD_GEMM) {
+        size_t bytes = size * size * sizeof(__nv_bfloat16);
+        l->work = 2.0 * (double)size * (double)size * (double)size;
+        if (cuda_failed(cudaMalloc(&l->a, bytes), "cudaMalloc of the GEMM's A", why, len) ||
+            cuda_failed(cudaMalloc(&l->b, bytes), "cudaMalloc of the GEMM's B", why, len) ||
+            cuda_failed(cudaMalloc(&l->c, bytes), "cudaMalloc of the GEMM's C", why, len))
+            return RB_LOAD_NO_MEMORY;
+        fill_bf16<<<l->grid, 256, 0, l->whole>>>((__nv_bfloat16 *)l->a, size * size, 0x6b76u);
+        fill_bf16<<<l->grid, 256, 0, l->whole>>>((__nv_bfloat16 *)l->b, size * size, 0x1d2fu);
+        if (cublasCreate(&l->blas_whole) != CUBLAS_STATUS_SUCCESS) {
+            snprintf(why, len, "cublasCreate failed");
+            return RB_LOAD_CUDA;
+        }
+        cublasSetStream(l->blas_whole, l->whole);
+    } else {
+        l->work = (double)(size / 16 * 16);
+        if (cuda_failed(cudaMalloc(&l->a, size), "cudaMalloc of the decode's cache", why, len) ||
+            cuda_failed(cudaMalloc(&l->c, (size_t)l->grid * sizeof(int)), "cudaMalloc", why, len))
+            return RB_LOAD_NO_MEMORY;
+        cudaMemsetAsync(l->a, 0, size, l->whole);
+    }
+    if (cuda_failed(cudaStreamSynchronize(l->whole), "preparing the compute load", why, len))
+        return RB_LOAD_CUDA;
+    return RB_LOAD_OK;
+}
+
+/* Split the GPU's SMs: `sms` (rounded up to what the GPU can split: 8 on Hopper) for the transfer,
+ * the rest for the load. Returns the transfer's stream and context, and both SM counts. */
+int rb_load_partition(rb_load *l, int sms, void **transfer_stream, void **transfer_ctx, int *transfer_sms,
+                      int *load_sms, char *why, size_t len)
+{
+    CUdevice dev;
+    CUdevResource all, groups[1], rest;
+    unsigned int count = 1;
+    if (driver_failed(cuDeviceGet(&dev, l->device), "cuDeviceGet", why, len) ||
+        driver_failed(cuDeviceGetDevResource(dev, &all, CU_DEV_RESOURCE_TYPE_SM), "cuDeviceGetDevResource", why, len))
+        return RB_LOAD_UNSUPPORTED;
+    memset(groups, 0, sizeof(groups));
+    memset(&rest, 0, sizeof(rest));
+    if (driver_failed(cuDevSmResourceSplitByCount(groups, &count, &all, &rest, 0, (unsigned int)sms),
+                      "splitting the GPU's SMs (cuDevSmResourceSplitByCount)", why, len))
+        return RB_LOAD_UNSUPPORTED;
+    if (count < 1 || rest.sm.smCount == 0) {
+        snprintf(why, len, "the GPU's %u SMs cannot give %d to the transfer and keep some for the load",
+                 all.sm.smCount, sms);
+        return RB_LOAD_UNSUPPORTED;
+    }
+    CUdevResourceDesc transfer_desc, load_desc;
+    if (driver_failed(cuDevResourceGenerateDesc(&transfer_desc, groups, 1), "cuDevResourceGenerateDesc", why, len) ||
+        driver_failed(cuDevResourceGenerateDesc(&load_desc, &rest, 1), "cuDevResourceGenerateDesc", why, len) ||
+        driver_failed(cuGreenCtxCreate(&l->green_transfer, transfer_desc, dev, CU_GREEN_CTX_DEFAULT_STREAM),
+                      "cuGreenCtxCreate", why, len) ||
+        driver_failed(cuGreenCtxCreate(&l->green_load, load_desc, dev, CU_GREEN_CTX_DEFAULT_STREAM),
+                      "cuGreenCtxCreate", why, len) ||
+        driver_failed(cuCtxFromGreenCtx(&l->ctx_transfer, l->green_transfer), "cuCtxFromGreenCtx", why, len) ||
+        driver_failed(cuCtxFromGreenCtx(&l->ctx_load, l->green_load), "cuCtxFromGreenCtx", why, len) ||
+        driver_failed(cuGreenCtxStreamCreate(&l->transfer, l->green_transfer, CU_STREAM_NON_BLOCKING, 0),
+                      "cuGreenCtxStreamCreate", why, len) ||
+        driver_failed(cuGreenCtxStreamCreate(&l->part, l->green_load, CU_STREAM_NON_BLOCKING, 0),
+                      "cuGreenCtxStreamCreate", why, len))
+        return RB_LOAD_UNSUPPORTED;
+    if (l->kind == RB_LOAD_GEMM) {
+        cuCtxSetCurrent(l->ctx_load);
+        cublasStatus_t s = cublasCreate(&l->blas_part);
+        if (s == CUBLAS_STATUS_SUCCESS)
+            cublasSetStream(l->blas_part, (cudaStream_t)l->part);
+        cudaSetDevice(l->device);
+        if (s != CUBLAS_STATUS_SUCCESS) {
+            snprintf(why, len, "cublasCreate in the load's green context failed");
+            return RB_LOAD_CUDA;
+        }
+    }
+    l->transfer_sms = (int)groups[0].sm.smCount;
+    l->load_sms = (int)rest.sm.smCount;
+    *transfer_stream = (void *)l->transfer;
+    *transfer_ctx = (void *)l->ctx_transfer;
+    *transfer_sms = l->transfer_sms;
+    *load_sms = l->load_sms;
+    return RB_LOAD_OK;
+}
+
+double rb_load_work(rb_load *l) { return l->work; }
+
+/* Operations finished since the start (read while the thread runs: a count, not a lock). */
+size_t rb_load_done(rb_load *l) { return l->done; }
+
+/* Start the operations (in the partition's SMs where `partitioned`, else on the whole GPU). */
+int rb_load_start(rb_load *l, int partitioned, char *why, size_t len)
+{
+    if (l->started) {
+        snprintf(why, len, "the compute load is running already");
+        return RB_LOAD_CUDA;
+    }
+    if (partitioned && l->part == NULL) {
+        snprintf(why, len, "no SM partition was made for the compute load");
+        return RB_LOAD_UNSUPPORTED;
+    }
+    l->partitioned = partitioned;
+    l->done = 0;
+    l->error = 0;
+    l->running = 1;
+    l->wall_began = now();
+    if (pthread_create(&l->thread, NULL, run, l) != 0) {
+        l->running = 0;
+        snprintf(why, len, "cannot start the compute load's thread");
+        return RB_LOAD_NO_MEMORY;
+    }
+    l->started = 1;
+    return RB_LOAD_OK;
+}
+
+/* Stop the operations: every operation's seconds since the start (the latest RING), their count, the
+ * wall seconds of the run. */
+int rb_load_stop(rb_load *l, double *times, size_t cap, size_t *count, double *wall, char *why, size_t len)
+{
+    if (!l->started) {
+        snprintf(why, len, "the compute load was not started");
+        return RB_LOAD_CUDA;
+    }
+    l->running = 0;
+    pthread_join(l->thread, NULL);
+    l->started = 0;
+    *wall = now() - l->wall_began;
+    size_t kept = l->done < RING ? l->done : RING;
+    size_t first = l->done - kept;
+    *count = kept < cap ? kept : cap;
+    for (size_t i = 0; i < *count; i++)
+        times[i] = l->times[(first + i) % RING];
+    if (l->error) {
+        snprintf(why, len, "%s", l->why);
+        return RB_LOAD_CUDA;
+    }
+    return RB_LOAD_OK;
+}
+
+} /* extern "C" */
