@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from ..errors import ConfigError
@@ -84,6 +85,21 @@ class RunConfig:
     # Floors (share of the physical limit) per limit kind or link class: a verdict at the end of the run.
     expect: dict[str, float] = field(default_factory=dict)
     command_line: str = ""
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any], command_line: str = "") -> RunConfig:
+        """The configuration from the command line's options, parsed (sizes in bytes, modes as
+        MemoryMode), each under its field's name; a missing one takes its default. --mode sets both
+        ends, -b/-e/-f or --model the sizes, --model the blocks; then everything is checked."""
+        given = {name: value for name, value in options.items() if name in _FIELDS}
+        mode = options.get("mode") or MemoryMode.PAGEABLE
+        given["src_mode"] = options.get("src_mode") or mode
+        given["dst_mode"] = options.get("dst_mode") or mode
+        handoff = _handoff(options)
+        if handoff is not None:
+            given["blocks"], given["model"] = handoff.count, handoff.model.to_dict()
+        given["sizes"] = _sizes(options, handoff)
+        return cls(**given, command_line=command_line).check()
 
     def check(self) -> RunConfig:
         kind = registry.get(self.test)
@@ -265,3 +281,51 @@ class RunConfig:
         data.pop("command_line")
         data.pop("force")
         return data
+
+
+_FIELDS = {item.name for item in fields(RunConfig)} - {"command_line", "sizes", "src_mode", "dst_mode", "model"}
+
+
+def _handoff(options: Mapping[str, Any]) -> kvhandoff.Handoff | None:
+    """--model: its handoff's descriptors become --blocks and the block size (given neither)."""
+    spec = options.get("model")
+    if spec is None:
+        return None
+    if options.get("blocks") is not None or options.get("block_size") is not None:
+        raise ConfigError("--model sets the blocks and their size: leave out --blocks and --block-size")
+    return kvhandoff.handoff(spec, options.get("kv_layout", "vllm"), options.get("prompt"))
+
+
+def _sizes(options: Mapping[str, Any], handoff: kvhandoff.Handoff | None) -> list[int]:
+    """Message sizes (--sizes or nccl-tests' -b/-e/-f), or with --blocks the block sizes
+    (--block-size, else the default block sweep), or a --model's one block size."""
+    sizes, ranged = options.get("sizes"), _size_range(options)
+    if ranged is not None and sizes is not None:
+        raise ConfigError("give the sizes once: --sizes, or -b/-e/-f")
+    if handoff is not None:
+        if ranged is not None or sizes is not None:
+            raise ConfigError("--model sets the block size: leave out --sizes and -b/-e/-f")
+        return [handoff.block_bytes]
+    block_sizes = options.get("block_size")
+    if block_sizes is not None:
+        if options.get("blocks") is None:
+            raise ConfigError("--block-size sizes the blocks of --blocks N: give --blocks as well")
+        return list(block_sizes)
+    if ranged is not None:
+        return ranged
+    if sizes is not None:
+        return list(sizes)
+    return parse_sizes(DEFAULT_BLOCK_SIZES if options.get("blocks") is not None else DEFAULT_SIZES)
+
+
+def _size_range(options: Mapping[str, Any]) -> list[int] | None:
+    """nccl-tests' -b/-e/-f (sizes in bytes) as a range of sizes, or None when none was given."""
+    low, high, factor = options.get("min_size"), options.get("max_size"), options.get("step_factor")
+    if low is None and high is None and factor is None:
+        return None
+    if factor is not None and factor < 2:
+        raise ConfigError(f"-f/--step-factor must be at least 2, not {factor}")
+    low, high = low or high, high or low
+    if low is None:
+        raise ConfigError("-f/--step-factor needs -b/--min-size or -e/--max-size")
+    return parse_sizes(f"{low}:{high}:x{factor or 2}")
