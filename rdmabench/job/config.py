@@ -1,11 +1,19 @@
-"""What a run measures: every option, checked before any rank starts."""
+"""What a run measures: every option, checked before any rank starts.
+
+A `RunConfig` is a few records, each of what one group of options decides and with its own check:
+which links of which test (`What`), the memory of the ends (`Memory`), the sizes and the steps of a
+measurement (`Steps`), block lists (`BlockLists`), what rank 0 writes and prints (`Output`) and the
+verdict it ends with (`Verdict`). `RunConfig.check` adds what needs more than one of them and the
+test kind, which is resolved once (`kind`). A field's name is its option's parameter and the key the
+results file records it under (`summary`), so an option is a field of its record and nothing else."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from functools import cached_property
+from typing import Any, TypeVar
 
 from ..errors import ConfigError
 from ..measure import kvhandoff, plan, registry
@@ -37,10 +45,73 @@ _LIMITS = {
 
 
 @dataclass
-class RunConfig:
+class What:
+    """Which test, over which links."""
+
     test: str = "bw"
+    pattern: str = "pair"
+    link_class: str = "all"
+    concurrent: bool = False
+    root: int = 0
+    # The rails (RDMA ports or network interfaces) ranks choose their device among; () = automatic.
+    nics: tuple[str, ...] = ()
+    # screen: re-measure alone every link below this share of its link class's median (0: none).
+    remeasure_below: float = 0.8
+
+    def check(self) -> None:
+        if self.pattern not in PATTERNS:
+            raise ConfigError(f"unknown pattern {self.pattern!r}: choose one of {', '.join(PATTERNS)}")
+        if self.link_class not in LINK_CLASSES:
+            raise ConfigError(f"unknown link class {self.link_class!r}: choose one of {', '.join(LINK_CLASSES)}")
+        if self.concurrent and self.pattern != "all-pairs":
+            raise ConfigError("--concurrent schedules all-pairs; the other patterns are concurrent already")
+        if not 0 <= self.remeasure_below < 1:
+            raise ConfigError(
+                f"--remeasure-below is a share of the class median, from 0 (none) to below 1, not {self.remeasure_below}"
+            )
+        if self.root < 0:
+            raise ConfigError(f"--root must be a rank, not {self.root}")
+
+    @property
+    def one_at_a_time(self) -> bool:
+        """Links measured alone, one a round: pair, or all-pairs without --concurrent."""
+        return self.pattern in ("pair", "all-pairs") and not self.concurrent
+
+
+@dataclass
+class Memory:
+    """The memory of each end, and how much of it may be page-locked and how it is staged."""
+
     src_mode: MemoryMode = MemoryMode.PAGEABLE
     dst_mode: MemoryMode = MemoryMode.PAGEABLE
+    max_pinned: int | None = None  # bytes of page-locked memory a rank may hold
+    stage_chunk: int = DEFAULT_CHUNK  # staged mode: bytes per pinned staging buffer
+    stage_buffers: int = DEFAULT_BUFFERS  # staged mode: pinned buffers per direction of a link
+    require_gdr: bool = False
+
+    def check(self) -> None:
+        if (self.stage_chunk, self.stage_buffers) != (DEFAULT_CHUNK, DEFAULT_BUFFERS) and self.staged is None:
+            raise ConfigError("--chunk-size and --stage-buffers shape staged and bounce modes; no end here stages")
+        self.staging.check()
+
+    @property
+    def modes(self) -> tuple[MemoryMode, MemoryMode]:
+        return self.src_mode, self.dst_mode
+
+    @property
+    def staged(self) -> MemoryMode | None:
+        """The first end's mode that moves through pinned chunks, if any."""
+        return next((mode for mode in self.modes if mode.staged), None)
+
+    @property
+    def staging(self) -> Staging:
+        return Staging(self.stage_chunk, self.stage_buffers)
+
+
+@dataclass
+class Steps:
+    """The sizes, and how each is measured: the window, the steps, the samples, the checks, the engine."""
+
     sizes: list[int] = field(default_factory=lambda: parse_sizes(DEFAULT_SIZES))
     window: int | None = None
     passes: int | None = None  # windows (round trips) per step; None: measure.plan.default_passes
@@ -52,94 +123,11 @@ class RunConfig:
     sample_time: float = 0.05
     timeout: float | None = None
     validate: bool = True
-    output: str | None = None
-    force: bool = False
-    output_format: str = "table"
-    units: str = "GB/s"
-    progress: str = "auto"
-    pattern: str = "pair"
-    link_class: str = "all"
-    concurrent: bool = False
-    root: int = 0
-    # The rails (RDMA ports or network interfaces) ranks choose their device among; () = automatic.
-    nics: tuple[str, ...] = ()
-    # screen: re-measure alone every link below this share of its link class's median (0: none).
-    remeasure_below: float = 0.8
-    max_pinned: int | None = None  # bytes of page-locked memory a rank may hold
-    stage_chunk: int = DEFAULT_CHUNK  # staged mode: bytes per pinned staging buffer
-    stage_buffers: int = DEFAULT_BUFFERS  # staged mode: pinned buffers per direction of a link
-    require_gdr: bool = False
     engine: str = "auto"
-    # Block lists (KV-cache shaped transfers): blocks per transfer (None: plain messages), their layout
-    # in each pool, transfers in flight per step, each end's pool in bytes (None: as the layout needs).
-    blocks: int | None = None
-    layout: str = "contiguous"
-    batch: int = 1
-    pool: int | None = None
-    posting: str = "auto"  # who posts a one-sided list of device memory: blocks.POSTINGS
-    # A KV-cache handoff (--model): the model's KV shape (kvhandoff.ModelConfig as a dict), the
-    # engine's cache layout and the prompt in tokens; they set --blocks and the block size.
-    model: dict[str, Any] | None = None
-    kv_layout: str = "vllm"
-    prompt: int | None = None
-    # Floors (share of the physical limit) per limit kind or link class: a verdict at the end of the run.
-    expect: dict[str, float] = field(default_factory=dict)
-    command_line: str = ""
 
-    @classmethod
-    def from_options(cls, options: Mapping[str, Any], command_line: str = "") -> RunConfig:
-        """The configuration from the command line's options, parsed (sizes in bytes, modes as
-        MemoryMode), each under its field's name; a missing one takes its default. --mode sets both
-        ends, -b/-e/-f or --model the sizes, --model the blocks; then everything is checked."""
-        given = {name: value for name, value in options.items() if name in _FIELDS}
-        mode = options.get("mode") or MemoryMode.PAGEABLE
-        given["src_mode"] = options.get("src_mode") or mode
-        given["dst_mode"] = options.get("dst_mode") or mode
-        handoff = _handoff(options)
-        if handoff is not None:
-            given["blocks"], given["model"] = handoff.count, handoff.model.to_dict()
-        given["sizes"] = _sizes(options, handoff)
-        return cls(**given, command_line=command_line).check()
-
-    def check(self) -> RunConfig:
-        kind = registry.get(self.test)
-        if self.pattern not in PATTERNS:
-            raise ConfigError(f"unknown pattern {self.pattern!r}: choose one of {', '.join(PATTERNS)}")
-        if self.link_class not in LINK_CLASSES:
-            raise ConfigError(f"unknown link class {self.link_class!r}: choose one of {', '.join(LINK_CLASSES)}")
-        concurrent = self.pattern not in ("pair", "all-pairs") or self.concurrent
-        if concurrent and not kind.concurrent:
-            raise ConfigError(
-                f"--test {self.test} measures one link at a time: use it with --pattern pair or all-pairs without --concurrent"
-            )
-        for mode in dict.fromkeys(self.modes):
-            reason = kind.refuse_mode(mode)
-            if reason:
-                raise ConfigError(f"--test {self.test} cannot use {mode.value} memory: {reason}")
-        if kind.one_sided and self.engine == "python":
-            raise ConfigError(f"--test {self.test} runs in the native loop only: use --engine auto or native")
-        self._check_blocks(kind)
-        self._check_one_buffer(kind)
-        if (self.stage_chunk, self.stage_buffers) != (DEFAULT_CHUNK, DEFAULT_BUFFERS) and not any(
-            mode.staged for mode in self.modes
-        ):
-            raise ConfigError("--chunk-size and --stage-buffers shape staged and bounce modes; no end here stages")
-        if self.concurrent and self.pattern != "all-pairs":
-            raise ConfigError("--concurrent schedules all-pairs; the other patterns are concurrent already")
-        if not 0 <= self.remeasure_below < 1:
-            raise ConfigError(
-                f"--remeasure-below is a share of the class median, from 0 (none) to below 1, not {self.remeasure_below}"
-            )
-        if self.root < 0:
-            raise ConfigError(f"--root must be a rank, not {self.root}")
-        if self.units not in UNITS:
-            raise ConfigError(f"unknown units {self.units!r}: choose {', '.join(UNITS)}")
+    def check(self) -> None:
         if self.engine not in ENGINES:
             raise ConfigError(f"unknown engine {self.engine!r}: choose one of {', '.join(ENGINES)}")
-        if self.progress not in PROGRESS:
-            raise ConfigError(f"unknown --progress {self.progress!r}: choose {', '.join(PROGRESS)}")
-        if self.output_format not in OUTPUT_FORMATS:
-            raise ConfigError(f"unknown format {self.output_format!r}: choose table, json or csv")
         for name, (option, low, high) in _LIMITS.items():
             value = getattr(self, name)
             if value is not None and not low <= value <= high:
@@ -150,47 +138,45 @@ class RunConfig:
             raise ConfigError(f"--timeout must be above 0 and at most 86400 seconds, not {self.timeout}")
         if not self.sizes:
             raise ConfigError("no message sizes given")
-        if self.expect and not kind.higher_is_better:
-            # Floors are shares of a link's limit, for figures where more is better: they would judge
-            # no link, and a verdict on nothing is none. Said before anything is measured.
-            raise ConfigError(
-                f"--expect judges bandwidth against a share of the link's limit; --test {self.test} measures "
-                f"{kind.unit} (lower is better), so no floor applies: compare runs with `rdmabench check --baseline`"
-            )
-        self.staging.check()
-        return self
-
-    def _check_one_buffer(self, kind: registry.TestKind) -> None:
-        if not self.one_buffer:
-            return
-        if self.validate:
+        if self.one_buffer and self.validate:
             raise ConfigError(
                 "--one-buffer lands every message of a window in one buffer, so none can be checked: add --no-validate"
             )
-        if kind.one_sided or not kind.protocol.windowed or self.blocks is not None:
-            raise ConfigError(
-                f"--one-buffer shapes the window of bw and bibw, not of --test {self.test}"
-                + (" with --blocks" if self.blocks is not None and not kind.one_sided else "")
-            )
-        staged = next((mode for mode in self.modes if mode.staged), None)
-        if staged is not None:
-            raise ConfigError(
-                f"--one-buffer cannot use {staged.value} memory: its pinned chunks are buffers of their own"
-            )
 
-    def _check_model(self) -> None:
-        """A handoff's options go with --model, whose descriptors are the blocks the run moves."""
-        if self.model is None:
-            if (self.kv_layout, self.prompt) != ("vllm", None):
-                raise ConfigError("--kv-layout and --prompt shape a model's handoff: give --model as well")
-            return
+
+@dataclass
+class BlockLists:
+    """Block lists (KV-cache shaped transfers): blocks per transfer (None: plain messages), their layout
+    in each pool, transfers in flight per step, each end's pool in bytes (None: as the layout needs),
+    who posts a one-sided list of device memory; a KV-cache handoff (--model: the model's KV shape as
+    kvhandoff.ModelConfig's dict, the engine's cache layout, the prompt in tokens) sets the blocks."""
+
+    blocks: int | None = None
+    layout: str = "contiguous"
+    batch: int = 1
+    pool: int | None = None
+    posting: str = "auto"  # blocks.POSTINGS
+    model: dict[str, Any] | None = None
+    kv_layout: str = "vllm"
+    prompt: int | None = None
+
+    def check(self, sizes: list[int]) -> None:
+        """The handoff's options go with --model, the shape's with --blocks; every size fits the shape."""
         found = self.handoff
-        assert found is not None
-        if self.blocks != found.count or self.sizes != [found.block_bytes]:
+        if found is None and (self.kv_layout, self.prompt) != ("vllm", None):
+            raise ConfigError("--kv-layout and --prompt shape a model's handoff: give --model as well")
+        if found is not None and (self.blocks != found.count or sizes != [found.block_bytes]):
             raise ConfigError(
                 f"--model {found.model.name} posts {found.count} descriptors of {found.block_bytes} bytes: "
                 "leave out --blocks and --block-size"
             )
+        shape = self.shape
+        if shape is None:
+            if (self.layout, self.batch, self.pool, self.posting) != ("contiguous", 1, None, "auto"):
+                raise ConfigError("--layout, --batch, --pool and --posting shape block lists: give --blocks N as well")
+            return
+        for size in sizes:
+            shape.check_fits(size)
 
     @property
     def handoff(self) -> kvhandoff.Handoff | None:
@@ -198,33 +184,8 @@ class RunConfig:
             return None
         return kvhandoff.from_record(self.model, self.kv_layout, self.prompt)
 
-    def _check_blocks(self, kind: registry.TestKind) -> None:
-        self._check_model()
-        shape = self.block_shape
-        if shape is None:
-            if (self.layout, self.batch, self.pool, self.posting) != ("contiguous", 1, None, "auto"):
-                raise ConfigError("--layout, --batch, --pool and --posting shape block lists: give --blocks N as well")
-            return
-        if kind.block_op is None:
-            raise ConfigError(f"--blocks moves the bytes of put, get or bw, not of --test {self.test}")
-        if self.pattern not in ("pair", "all-pairs") or self.concurrent:
-            raise ConfigError(
-                "--blocks measures one link at a time: use --pattern pair or all-pairs without --concurrent"
-            )
-        if self.engine == "python":
-            raise ConfigError("--blocks runs in the native loop only: use --engine auto or native")
-        staged = next((mode for mode in self.modes if mode.staged), None)
-        if staged is not None:
-            raise ConfigError(f"--blocks cannot use {staged.value} memory: its pinned chunks are not the pool's memory")
-        for size in self.sizes:
-            shape.check_fits(size)
-        if self.posting == "gpu" and not self.device_lists:
-            raise ConfigError(
-                "--posting gpu posts puts and gets of device memory: use --test put or get, --mode device"
-            )
-
     @property
-    def block_shape(self) -> BlockShape | None:
+    def shape(self) -> BlockShape | None:
         if self.blocks is None:
             return None
         found = self.handoff
@@ -232,21 +193,183 @@ class RunConfig:
             return found.shape(self.layout, self.batch, self.pool, self.posting)
         return BlockShape(self.blocks, self.layout, self.batch, self.pool, posting=self.posting).check()
 
+
+@dataclass
+class Output:
+    """What rank 0 writes (the results file) and prints (its format, units and progress lines)."""
+
+    output: str | None = None
+    force: bool = False
+    output_format: str = "table"
+    units: str = "GB/s"
+    progress: str = "auto"
+
+    def check(self) -> None:
+        if self.units not in UNITS:
+            raise ConfigError(f"unknown units {self.units!r}: choose {', '.join(UNITS)}")
+        if self.progress not in PROGRESS:
+            raise ConfigError(f"unknown --progress {self.progress!r}: choose {', '.join(PROGRESS)}")
+        if self.output_format not in OUTPUT_FORMATS:
+            raise ConfigError(f"unknown format {self.output_format!r}: choose table, json or csv")
+
+
+@dataclass
+class Verdict:
+    """Floors (share of the physical limit) per limit kind or link class: a verdict at the end of the run."""
+
+    expect: dict[str, float] = field(default_factory=dict)
+
+    def check(self) -> None:
+        """A floor given other than through results.verdict.parse_expect (a library caller's) is checked too."""
+        for key, share in self.expect.items():
+            if not 0 < share <= 1:
+                raise ConfigError(
+                    f"--expect {key}={share}: the floor is a share of the physical limit, above 0 and at most 1"
+                )
+
+
+_Record = TypeVar("_Record", What, Memory, Steps, BlockLists, Output, Verdict)
+
+
+def _take(record: type[_Record], values: Mapping[str, Any]) -> _Record:
+    """The record from the values named as its fields (the others: their defaults)."""
+    return record(**{item.name: values[item.name] for item in fields(record) if item.name in values})
+
+
+# The settings as results files have recorded them, in this order (a field added later follows).
+_RECORDED = (
+    "test src_mode dst_mode sizes window passes one_buffer iterations warmup samples sample_time timeout validate "
+    "output force output_format units progress pattern link_class concurrent root nics remeasure_below max_pinned "
+    "stage_chunk stage_buffers require_gdr engine blocks layout batch pool posting model kv_layout prompt expect"
+).split()
+
+
+_RECORDS = ("what", "memory", "steps", "lists", "out", "verdict")  # RunConfig's records
+
+
+@dataclass
+class RunConfig:
+    what: What = field(default_factory=What)
+    memory: Memory = field(default_factory=Memory)
+    steps: Steps = field(default_factory=Steps)
+    lists: BlockLists = field(default_factory=BlockLists)
+    out: Output = field(default_factory=Output)
+    verdict: Verdict = field(default_factory=Verdict)
+    command_line: str = ""
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any], command_line: str = "") -> RunConfig:
+        """The configuration from the command line's options, parsed (sizes in bytes, modes as
+        MemoryMode), each under its field's name; a missing one takes its default. --mode sets both
+        ends, -b/-e/-f or --model the sizes, --model the blocks; then everything is checked."""
+        given = dict(options)
+        mode = options.get("mode") or MemoryMode.PAGEABLE
+        given["src_mode"] = options.get("src_mode") or mode
+        given["dst_mode"] = options.get("dst_mode") or mode
+        handoff = _handoff(options)
+        if handoff is not None:
+            given["blocks"], given["model"] = handoff.count, handoff.model.to_dict()
+        given["sizes"] = _sizes(options, handoff)
+        return cls._of(given, command_line).check()
+
+    @classmethod
+    def _of(cls, values: Mapping[str, Any], command_line: str) -> RunConfig:
+        return cls(
+            what=_take(What, values),
+            memory=_take(Memory, values),
+            steps=_take(Steps, values),
+            lists=_take(BlockLists, values),
+            out=_take(Output, values),
+            verdict=_take(Verdict, values),
+            command_line=command_line,
+        )
+
+    @cached_property
+    def kind(self) -> registry.TestKind:
+        """The test kind, looked up once (an unknown test is refused here)."""
+        return registry.get(self.what.test)
+
+    def check(self) -> RunConfig:
+        kind = self.kind
+        for record in (self.what, self.memory, self.steps, self.out, self.verdict):
+            record.check()
+        self.lists.check(self.steps.sizes)
+        if not self.what.one_at_a_time and not kind.concurrent:
+            raise ConfigError(
+                f"--test {self.what.test} measures one link at a time: use it with --pattern pair or all-pairs without --concurrent"
+            )
+        for mode in dict.fromkeys(self.modes):
+            reason = kind.refuse_mode(mode)
+            if reason:
+                raise ConfigError(f"--test {self.what.test} cannot use {mode.value} memory: {reason}")
+        if kind.one_sided and self.steps.engine == "python":
+            raise ConfigError(f"--test {self.what.test} runs in the native loop only: use --engine auto or native")
+        self._check_blocks(kind)
+        self._check_one_buffer(kind)
+        if self.verdict.expect and not kind.higher_is_better:
+            # Floors are shares of a link's limit, for figures where more is better: they would judge
+            # no link, and a verdict on nothing is none. Said before anything is measured.
+            raise ConfigError(
+                f"--expect judges bandwidth against a share of the link's limit; --test {self.what.test} measures "
+                f"{kind.unit} (lower is better), so no floor applies: compare runs with `rdmabench check --baseline`"
+            )
+        return self
+
+    def _check_one_buffer(self, kind: registry.TestKind) -> None:
+        if not self.steps.one_buffer:
+            return
+        if kind.one_sided or not kind.protocol.windowed or self.lists.blocks is not None:
+            raise ConfigError(
+                f"--one-buffer shapes the window of bw and bibw, not of --test {self.what.test}"
+                + (" with --blocks" if self.lists.blocks is not None and not kind.one_sided else "")
+            )
+        if self.memory.staged is not None:
+            raise ConfigError(
+                f"--one-buffer cannot use {self.memory.staged.value} memory: its pinned chunks are buffers of their own"
+            )
+
+    def _check_blocks(self, kind: registry.TestKind) -> None:
+        if self.lists.blocks is None:
+            return
+        if kind.block_op is None:
+            raise ConfigError(f"--blocks moves the bytes of put, get or bw, not of --test {self.what.test}")
+        if not self.what.one_at_a_time:
+            raise ConfigError(
+                "--blocks measures one link at a time: use --pattern pair or all-pairs without --concurrent"
+            )
+        if self.steps.engine == "python":
+            raise ConfigError("--blocks runs in the native loop only: use --engine auto or native")
+        if self.memory.staged is not None:
+            raise ConfigError(
+                f"--blocks cannot use {self.memory.staged.value} memory: its pinned chunks are not the pool's memory"
+            )
+        if self.lists.posting == "gpu" and not self.device_lists:
+            raise ConfigError(
+                "--posting gpu posts puts and gets of device memory: use --test put or get, --mode device"
+            )
+
+    @property
+    def handoff(self) -> kvhandoff.Handoff | None:
+        return self.lists.handoff
+
+    @property
+    def block_shape(self) -> BlockShape | None:
+        return self.lists.shape
+
     @property
     def device_lists(self) -> bool:
         """Whether the GPU may post this run's block lists or copy them for their ceiling: one-sided,
         device memory at both ends (the UCX context then gives its endpoints a device lane)."""
-        kind = registry.get(self.test)
-        device = all(mode.ucx_memory == "cuda" for mode in (self.src_mode, self.dst_mode))
-        return self.blocks is not None and kind.one_sided and device
+        device = all(mode.ucx_memory == "cuda" for mode in self.modes)
+        return self.lists.blocks is not None and self.kind.one_sided and device
 
     @property
     def staging(self) -> Staging:
-        return Staging(self.stage_chunk, self.stage_buffers)
+        return self.memory.staging
 
     @property
     def modes(self) -> tuple[MemoryMode, MemoryMode]:
-        return self.src_mode, self.dst_mode
+        return self.memory.modes
 
     @property
     def memory_class(self) -> str:
@@ -262,10 +385,17 @@ class RunConfig:
     def needs_gpu(self) -> bool:
         return any(mode.needs_gpu for mode in self.modes)
 
+    def _flat(self) -> dict[str, Any]:
+        """Every field of every record under its own name, in the order results files record them."""
+        values: dict[str, Any] = {}
+        for name in _RECORDS:
+            values.update(asdict(getattr(self, name)))
+        values["src_mode"], values["dst_mode"] = self.memory.src_mode.value, self.memory.dst_mode.value
+        ordered = {name: values.pop(name) for name in _RECORDED if name in values}
+        return {**ordered, **values, "command_line": self.command_line}
+
     def to_json(self) -> str:
-        data = asdict(self)
-        data["src_mode"], data["dst_mode"] = self.src_mode.value, self.dst_mode.value
-        return json.dumps(data)
+        return json.dumps(self._flat())
 
     @classmethod
     def from_json(cls, text: str) -> RunConfig:
@@ -273,7 +403,7 @@ class RunConfig:
         data["src_mode"] = MemoryMode.parse(data["src_mode"])
         data["dst_mode"] = MemoryMode.parse(data["dst_mode"])
         data["nics"] = tuple(data.get("nics") or ())
-        return cls(**data).check()
+        return cls._of(data, data.pop("command_line", "")).check()
 
     def summary(self) -> dict[str, Any]:
         """The settings as recorded in a results file."""
@@ -281,9 +411,6 @@ class RunConfig:
         data.pop("command_line")
         data.pop("force")
         return data
-
-
-_FIELDS = {item.name for item in fields(RunConfig)} - {"command_line", "sizes", "src_mode", "dst_mode", "model"}
 
 
 def _handoff(options: Mapping[str, Any]) -> kvhandoff.Handoff | None:

@@ -27,7 +27,6 @@ from ..errors import ConfigError, InconclusiveError, RdmabenchError, TransportEr
 from ..escape import visible
 from ..hardware import counters, limits, nics
 from ..hardware.pathcheck import is_device_path_warning
-from ..measure import registry
 from ..measure.blocks import BlockShape
 from ..measure.entry import Entry, Placement, make_entries
 from ..measure.round import LinkMeasurement, RoundSpec, fetch_rows, run_round
@@ -63,7 +62,7 @@ def _ignore_signals() -> None:
 
 def _before_ucx(config: RunConfig) -> str | None:
     """The UCX settings that must be in place before UCX loads; the private UCX log directory."""
-    if config.require_gdr:
+    if config.memory.require_gdr:
         # UCX then fails instead of quietly staging GPU memory through host memory between nodes.
         os.environ.setdefault("UCX_IB_GPU_DIRECT_RDMA", "yes")
     return ucx_env.prepare()
@@ -91,7 +90,7 @@ def run_job(config: RunConfig, out: TextIO | None = None) -> int:
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, _raise_stopped)
     job = _Job(world, config, out, log_dir)
-    PINNED_POOL.cap = config.max_pinned
+    PINNED_POOL.cap = config.memory.max_pinned
     try:
         try:
             rounds = schedule_of(world, config)
@@ -131,18 +130,18 @@ def run_job(config: RunConfig, out: TextIO | None = None) -> int:
 
 
 def schedule_of(world: World, config: RunConfig) -> list[list[schedule.Link]]:
-    kind = registry.get(config.test)
+    kind = config.kind
     rounds = schedule.schedule(
-        config.pattern,
+        config.what.pattern,
         [info.host for info in world.ranks],
-        config.link_class,
-        config.concurrent,
-        config.root,
+        config.what.link_class,
+        config.what.concurrent,
+        config.what.root,
         bidirectional=kind.both_ways,
     )
     if not rounds:
         raise ConfigError(
-            f"no {config.link_class} links to measure among {world.size} ranks on {len(world.hosts)} host(s)"
+            f"no {config.what.link_class} links to measure among {world.size} ranks on {len(world.hosts)} host(s)"
         )
     return rounds
 
@@ -172,7 +171,7 @@ class _Job:
         self.config = config
         self.out = out
         self.log_dir = log_dir
-        self.kind = registry.get(config.test)
+        self.kind = config.kind
         self.stream: document.ResultsStream | None = None
         self.table: ProgressTable | None = None
         self.transport: Any = None
@@ -227,7 +226,7 @@ class _Job:
             world.me.gpu.pci_bus_id if world.me.gpu else None,
             world.me.local_rank,
             dict(os.environ),
-            wanted=config.nics,
+            wanted=config.what.nics,
         )
         nics.apply(nic)  # before UCX reads its settings
         counters.watch_gpu(world.me.gpu.pci_bus_id if world.me.gpu else None)  # the wire check's NVLinks
@@ -242,9 +241,9 @@ class _Job:
         cpus = world.comm.allgather(metadata.cpu_report())
         self.oversubscribed = metadata.oversubscribed(rounds, hosts, cpus)
         lacking = next((rank for rank, engine in enumerate(engines) if not engine["native"]), None)
-        if (self.kind.one_sided or config.blocks) and lacking is not None:
+        if (self.kind.one_sided or config.lists.blocks) and lacking is not None:
             raise ConfigError(
-                f"{'--blocks' if config.blocks else f'--test {config.test}'} runs in the native loop only; "
+                f"{'--blocks' if config.lists.blocks else f'--test {config.what.test}'} runs in the native loop only; "
                 f"rank {lacking} has none: {engines[lacking]['detail']}"
             )
         peer_gpus = [
@@ -257,8 +256,8 @@ class _Job:
         )
         if world.rank == 0:
             self._open_stream(topologies, engines)
-            if config.output_format == "table":
-                self.table = ProgressTable(self.kind, self.out, config.units)
+            if config.out.output_format == "table":
+                self.table = ProgressTable(self.kind, self.out, config.out.units)
                 self._table_header(rounds, topologies, engines)
 
     def _open_stream(self, topologies: list[limits.RankTopology], engines: list[dict[str, Any]]) -> None:
@@ -276,11 +275,13 @@ class _Job:
             meta["ucx_env"].pop("UCX_NET_DEVICES", None)
         meta["doctor"] = [f.to_dict() for f in doctor.run_checks()]
         meta["placement_warnings"] = _placement_warnings(topologies)
-        meta["engine"] = {"requested": config.engine, "ranks": engines}
+        meta["engine"] = {"requested": config.steps.engine, "ranks": engines}
         meta["oversubscribed"] = self.oversubscribed
-        output = config.output
+        output = config.out.output
         if output is None:  # launched by mpirun/srun: rank 0 reserves a free name itself
-            output = document.default_output_path(config.test, config.src_mode.value, config.dst_mode.value)
+            output = document.default_output_path(
+                config.what.test, config.memory.src_mode.value, config.memory.dst_mode.value
+            )
             self.reserved = output
         self.stream = document.ResultsStream(output, meta)
 
@@ -289,21 +290,30 @@ class _Job:
     ) -> None:
         table, config, world = self.table, self.config, self.world
         assert table is not None
-        if config.pattern == "pair":
+        if config.what.pattern == "pair":
             shape = config.block_shape
             blocks = shape.describe() if shape else None
             if config.handoff is not None:
                 blocks = f"{config.handoff.describe()}: {blocks}"
-            table.header(0, 1, config.src_mode.value, config.dst_mode.value, config.validate, blocks)
+            table.header(
+                0, 1, config.memory.src_mode.value, config.memory.dst_mode.value, config.steps.validate, blocks
+            )
             if world.size > 2:
                 table.note(f"ranks 2..{world.size - 1} stay idle: the pair test uses ranks 0 and 1")
         else:
             links = sum(len(r) for r in rounds)
-            table.per_link = config.progress == "links" or (config.progress == "auto" and links <= PER_LINK_UP_TO)
-            table.pattern_header(
-                config.pattern, links, len(rounds), config.src_mode.value, config.dst_mode.value, config.validate
+            table.per_link = config.out.progress == "links" or (
+                config.out.progress == "auto" and links <= PER_LINK_UP_TO
             )
-        if config.pattern == "bisection" and world.size % 2:
+            table.pattern_header(
+                config.what.pattern,
+                links,
+                len(rounds),
+                config.memory.src_mode.value,
+                config.memory.dst_mode.value,
+                config.steps.validate,
+            )
+        if config.what.pattern == "bisection" and world.size % 2:
             table.note(f"warning: rank {world.size - 1} stays idle: bisection pairs the two halves of an even count")
         for warning in _placement_warnings(topologies):
             table.note(f"warning: {warning}")
@@ -313,7 +323,7 @@ class _Job:
                 "core(s) for them: they take turns, so figures include waits for a core (results record it)"
             )
         for rank, engine in enumerate(engines):
-            if not engine["native"] and config.engine == "auto":
+            if not engine["native"] and config.steps.engine == "auto":
                 table.note(
                     f"warning: rank {rank} times in Python ({engine['detail']}): small messages measure the interpreter"
                 )
@@ -324,9 +334,9 @@ class _Job:
         self.setup(rounds)
         config = self.config
         shape = config.block_shape
-        progress = _Progress(len(rounds) * len(config.sizes) * (2 if shape else 1))
+        progress = _Progress(len(rounds) * len(config.steps.sizes) * (2 if shape else 1))
         RECYCLER.enabled = True
-        for size in config.sizes:
+        for size in config.steps.sizes:
             self.screened = {}
             if shape is not None:
                 # Each link's transfers as one contiguous message first: the blocks' reference.
@@ -334,7 +344,7 @@ class _Job:
                 self.run_rounds(whole, rounds, progress, shape=reference)
                 _release_buffers(config)
             self.run_rounds(size, rounds, progress, shape=shape)
-            if config.pattern == "screen" and config.remeasure_below > 0:
+            if config.what.pattern == "screen" and config.what.remeasure_below > 0:
                 self.remeasure(size, progress)
             _release_buffers(config)  # the next size needs buffers of its own
         return self.finish()
@@ -376,7 +386,7 @@ class _Job:
 
     def remeasure(self, size: int, progress: _Progress) -> None:
         """A screen's second pass: every link well below its class's median, measured alone."""
-        slow = slow_links(list(self.screened.values()), self.config.remeasure_below, self.kind.higher_is_better)
+        slow = slow_links(list(self.screened.values()), self.config.what.remeasure_below, self.kind.higher_is_better)
         links: list[schedule.Link] = self.world.share(slow, self.transport.backend.progress)
         if not links:
             return
@@ -384,7 +394,7 @@ class _Job:
         if self.table:
             self.table.note(
                 f"re-measuring {len(links)} link(s) alone at {format_size(size)}: below "
-                f"{self.config.remeasure_below:g} x their link class's median in the screen"
+                f"{self.config.what.remeasure_below:g} x their link class's median in the screen"
             )
         self.run_rounds(size, [[link] for link in links], progress, alone=True)
 
@@ -411,17 +421,17 @@ class _Job:
         rows = {key: value for _part, part_rows, _cpu in gathered for key, value in part_rows.items()}
         cpu = {rank: part[2] for rank, part in enumerate(gathered) if part[2] is not None}
         entries = make_entries(
-            spec, measured, rows, self.placement, self.config.pattern, is_pattern_round(self.config), seconds, cpu
+            spec, measured, rows, self.placement, self.config.what.pattern, is_pattern_round(self.config), seconds, cpu
         )
         for entry in entries:
             self._compare_blocks(entry)
             if alone:
                 entry.remeasured_from = self.screened[(entry.src_rank, entry.dst_rank)].value
-            elif self.config.pattern == "screen":
+            elif self.config.what.pattern == "screen":
                 self.screened[(entry.src_rank, entry.dst_rank)] = entry
         self.stream.append([entry.to_dict() for entry in entries])
         if self.table and entries:
-            if self.config.pattern == "pair":
+            if self.config.what.pattern == "pair":
                 self.table.row(entries)
             else:
                 self.table.link_rows(entries, progress.done, progress.total, progress.eta())
@@ -458,19 +468,19 @@ class _Job:
             stream, self.stream = self.stream, None
             stream.metadata["ucx_warnings"] = sorted({w for ws in all_warnings or [] for w in ws})
             summary = stream.finish(complete=True)
-            if self.table and config.pattern != "pair":
+            if self.table and config.what.pattern != "pair":
                 self.table.matrices(summary.get("matrices", []))
             # The CSV and the verdict read the same rows: the file is loaded and aggregated once.
-            rows = _rows(stream.path) if config.output_format == "csv" or config.expect else []
-            if config.output_format == "json":
+            rows = _rows(stream.path) if config.out.output_format == "csv" or config.verdict.expect else []
+            if config.out.output_format == "json":
                 print(json.dumps(document.load(stream.path), indent=1), file=self.out, flush=True)
-            elif config.output_format == "csv":
+            elif config.out.output_format == "csv":
                 print(_csv(rows), file=self.out, end="", flush=True)
             else:
                 print(f"# results written to {stream.path}", file=self.out, flush=True)
-            if config.expect:  # beside a JSON or CSV document on stdout, the verdict goes to stderr
-                verdict_out = self.out if config.output_format == "table" else sys.stderr
-                code = _verdict(stream.path, rows, config.expect, verdict_out)
+            if config.verdict.expect:  # beside a JSON or CSV document on stdout, the verdict goes to stderr
+                verdict_out = self.out if config.out.output_format == "table" else sys.stderr
+                code = _verdict(stream.path, rows, config.verdict.expect, verdict_out)
         world.wait_for_all(transport.backend.progress)
         return code
 
@@ -509,7 +519,7 @@ def _verdict(path: str, rows: list[Any], floors: dict[str, float], out: TextIO) 
 
 
 def _check_gdr(config: RunConfig, entries: list[Entry]) -> None:
-    if not config.require_gdr:
+    if not config.memory.require_gdr:
         return
     for entry in entries:
         for warning in entry.warnings:
@@ -540,7 +550,7 @@ def _placement_warnings(topologies: list[limits.RankTopology]) -> list[str]:
 
 def _hot_loop(config: RunConfig) -> tuple[Any, str]:
     """The native loop's library for this run (or None), and what to record about it."""
-    if config.engine == "python":
+    if config.steps.engine == "python":
         return None, "--engine python"
     from ..wire import native
 
@@ -561,7 +571,11 @@ def _gpu_posting_problem(config: RunConfig) -> str | None:
 
 def _gpu_posting(config: RunConfig, problems: list[str | None]) -> None:
     """--posting gpu where a rank's GPU cannot: one line before any transfer (auto falls back per list)."""
-    failed = next((rank for rank, problem in enumerate(problems) if problem), None) if config.posting == "gpu" else None
+    failed = (
+        next((rank for rank, problem in enumerate(problems) if problem), None)
+        if config.lists.posting == "gpu"
+        else None
+    )
     if failed is not None:
         raise ConfigError(f"--posting gpu: rank {failed} cannot: {problems[failed]}")
 
