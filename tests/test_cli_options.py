@@ -67,6 +67,15 @@ def test_run_help_lists_every_test_mode_and_pattern() -> None:
     assert "--pattern " + "|".join(PATTERNS) in shown
 
 
+def test_every_mode_and_pattern_says_what_it_is() -> None:
+    """A mode or pattern added without its line in MODE_HELP or PATTERN_HELP is listed by its name alone."""
+    from rdmabench.job.schedule import PATTERN_HELP
+    from rdmabench.modes import MODE_HELP
+
+    assert set(MODE_HELP) == set(MemoryMode)
+    assert set(PATTERN_HELP) == set(PATTERNS)
+
+
 def test_report_help_lists_every_format() -> None:
     assert "--format " + "|".join(FORMATS) in _help("report")
 

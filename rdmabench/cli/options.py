@@ -112,7 +112,7 @@ def test_help() -> str:
 
 
 def mode_help(lead: str) -> str:
-    return lead + "; ".join(MODE_HELP[mode] for mode in MemoryMode) + "."
+    return lead + "; ".join(MODE_HELP.get(mode, mode.value) for mode in MemoryMode) + "."
 
 
 def sizes_option(default: str | None, what: str, shown: str = "") -> Decorator:

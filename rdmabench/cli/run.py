@@ -34,7 +34,7 @@ link_options = group(
         "--pattern",
         default=PATTERNS[0],
         metavar=choices(PATTERNS),
-        help="Which links: " + "; ".join(PATTERN_HELP[name] for name in PATTERNS) + ".",
+        help="Which links: " + "; ".join(PATTERN_HELP.get(name, name) for name in PATTERNS) + ".",
     ),
     click.option(
         "--remeasure-below",
