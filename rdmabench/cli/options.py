@@ -117,7 +117,7 @@ def mode_help(lead: str) -> str:
 
 def sizes_option(default: str | None, what: str, shown: str = "") -> Decorator:
     """--sizes: every command's list of sizes, one syntax (parsed by each command)."""
-    return click.option("--sizes", default=default, help=f"{what}, as for run{shown}.")
+    return click.option("--sizes", default=default, metavar="SIZES", help=f"{what}, as for run{shown}.")
 
 
 def _floors(_ctx: click.Context, _param: click.Parameter, texts: tuple[str, ...]) -> dict[str, float]:
@@ -136,15 +136,23 @@ def tolerance_option(default: float, help_text: str) -> Decorator:
 
 # Which results `report`, `check` and `compare` read. Parsed by cli/reading.filters.
 selection_options = group(
-    click.option("--test", "tests", multiple=True, metavar=test_names(), help="Only this test (repeatable)."),
+    # Any test a results file names (copy's and storage's too), not only run's: no list of choices.
+    click.option("--test", "tests", multiple=True, metavar="TEST", help="Only this test (repeatable)."),
     click.option(
         "--mode",
         "modes",
         multiple=True,
-        metavar=choices(MemoryMode),
+        metavar="MODE",
         help="Only entries with this memory mode at either end (repeatable).",
     ),
-    renamed("--sizes", "--size", "sizes", default=None, help="Only these sizes (same syntax as run --sizes)."),
+    renamed(
+        "--sizes",
+        "--size",
+        "sizes",
+        default=None,
+        metavar="SIZES",
+        help="Only these sizes (same syntax as run --sizes).",
+    ),
     click.option("--host", "hosts", multiple=True, help="Only links with an end on this host (repeatable)."),
     click.option(
         "--link-class",
