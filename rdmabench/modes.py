@@ -113,6 +113,18 @@ RECORDS: dict[MemoryMode, ModeRecord] = {
     MemoryMode.UCX: ModeRecord("host", "ucx", cpu_copied=True, pollable=True),
 }
 
+# What each mode is, in a few words, for `run --help` (every mode has its line).
+MODE_HELP = {
+    MemoryMode.PAGEABLE: "pageable host",
+    MemoryMode.PINNED: "pinned (page-locked) host",
+    MemoryMode.DEVICE: "device (GPU memory handed to UCX: CUDA IPC, GPUDirect RDMA)",
+    MemoryMode.MANAGED: "managed (cudaMallocManaged)",
+    MemoryMode.MAPPED: "mapped (pinned host memory mapped into the GPU)",
+    MemoryMode.STAGED: "staged (GPU memory sent through pinned chunks, double-buffered on a copy stream)",
+    MemoryMode.BOUNCE: "bounce (GPU memory sent through one message-sized pinned buffer, unpipelined)",
+    MemoryMode.UCX: "ucx (one-sided tests: host memory UCX allocates, as ucx_perftest's)",
+}
+
 # How pinned memory was obtained; the results record it because the two differ in what the GPU can DMA.
 PIN_CUDA = "cudaHostAlloc"
 PIN_MLOCK = "mlock"

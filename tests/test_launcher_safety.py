@@ -121,8 +121,9 @@ def test_report_says_which_plugin_a_files_test_needs(tmp_path: Path) -> None:
 
 
 def _need(**options: object) -> int:
-    config = RunConfig(**options).check()  # type: ignore[arg-type]
-    rounds = schedule.schedule(config.pattern, ["h", "h"], config.link_class, config.concurrent, config.root)
+    config = RunConfig.from_options(options)
+    what = config.what
+    rounds = schedule.schedule(what.pattern, ["h", "h"], what.link_class, what.concurrent, what.root)
     return max(rank_need(config, rounds, rank).need.host for rank in (0, 1))
 
 

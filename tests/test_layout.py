@@ -12,7 +12,17 @@ PACKAGE = Path(__file__).resolve().parent.parent / "rdmabench"
 # Lowest first: a module may import its own layer and the ones before it.
 LAYERS = ["base", "hardware", "memory", "wire", "measure", "results", "job", "bench", "cli"]
 BASE = {"errors", "units", "stats", "modes", "escape", "userfiles", "privatedirs", "reaper", "__init__", "__version__"}
-LONGEST = 60  # lines
+LONGEST = 60  # lines of a function, its decorators included
+LONGEST_MODULE = 600  # lines
+# Over the limit today, each being split on a branch of issue 37 (empty this as they land).
+SPLITTING = {
+    "wire/native/__init__.py",
+    "results/rows.py",
+    "results/document.py",
+    "bench/diagnose.py",
+    "bench/storage.py",
+    "job/run.py",
+}
 
 
 def _layer(parts: list[str]) -> str:
@@ -48,19 +58,35 @@ def test_no_module_imports_a_higher_layer() -> None:
     assert upward == []
 
 
+def _lines(node: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
+    """A function's lines with its decorators: a command's option declarations are part of it."""
+    first = min([node.lineno, *(decorator.lineno for decorator in node.decorator_list)])
+    return node.end_lineno - first + 1  # type: ignore[operator]
+
+
 def test_no_function_is_longer_than_a_screen() -> None:
     long = [
-        f"{path.relative_to(PACKAGE)}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1} lines)"  # type: ignore[operator]
+        f"{path.relative_to(PACKAGE)}:{node.lineno} {node.name} ({_lines(node)} lines)"
         for path in PACKAGE.rglob("*.py")
         for node in ast.walk(ast.parse(path.read_text()))
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno + 1 > LONGEST  # type: ignore[operator]
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and _lines(node) > LONGEST
+    ]
+    assert long == []
+
+
+def test_no_module_is_longer_than_600_lines() -> None:
+    long = [
+        f"{path.relative_to(PACKAGE)} ({count} lines)"
+        for path in PACKAGE.rglob("*.py")
+        if (count := len(path.read_text().splitlines())) > LONGEST_MODULE
+        and path.relative_to(PACKAGE).as_posix() not in SPLITTING
     ]
     assert long == []
 
 
 def test_a_configuration_loads_neither_ucx_nor_the_c_loop() -> None:
     code = (
-        "import sys; from rdmabench.job.config import RunConfig; RunConfig(test='bibw').check(); "
+        "import sys; from rdmabench.job.config import RunConfig; RunConfig.from_options({'test': 'bibw'}); "
         "maps = open('/proc/self/maps').read(); "
         "print('ucxx' in sys.modules, 'libucp' in maps, 'hotloop' in maps)"
     )

@@ -74,7 +74,7 @@ def test_a_kept_file_is_read_again_and_a_corrupted_byte_is_named(tmp_path: Path)
         (["."], ["is a directory"]),
         (["f.dat", "--size", "1MiB", "--sizes", "4MiB"], ["request sizes"]),
         (["f.dat", "--size", "1MiB", "--sizes", "1000", "--paths", "pinned"], ["O_DIRECT", "4096"]),
-        (["f.dat", "--size", "1MiB", "--paths", "kvikio"], ["kvikio", "--memory device"]),
+        (["f.dat", "--size", "1MiB", "--paths", "kvikio"], ["kvikio", "--mode device"]),
         (["f.dat", "--size", "1MiB", "--test", "readwrite"], ["unknown storage test"]),
         (["f.dat", "--size", "1MiB", "--threads", "two"], ["--threads"]),
     ],

@@ -25,7 +25,7 @@ def test_default_passes_stream_about_a_step_of_bytes_and_stay_bounded() -> None:
 
 
 def test_the_default_window_fits_a_cache_host_to_host_and_goes_deeper_with_a_gpu() -> None:
-    from rdmabench.job.config import RunConfig
+    from rdmabench.job.config import Memory, RunConfig
     from rdmabench.measure.plan import default_window
     from rdmabench.modes import MemoryMode as M
 
@@ -37,7 +37,7 @@ def test_the_default_window_fits_a_cache_host_to_host_and_goes_deeper_with_a_gpu
         (M.DEVICE, M.PINNED): MIXED, (M.STAGED, M.DEVICE): MIXED, (M.MANAGED, M.MANAGED): MIXED,
     }  # fmt: skip
     for (src, dst), memory in classes.items():
-        assert RunConfig(src_mode=src, dst_mode=dst).memory_class == memory, (src, dst)
+        assert RunConfig(memory=Memory(src, dst)).memory_class == memory, (src, dst)
 
 
 def test_host_memory_between_hosts_gets_the_window_of_a_dma_engine() -> None:

@@ -64,7 +64,7 @@ def _cupy_or_none(config: StorageConfig) -> Any:
     cupy = import_cupy()
     have = cupy is not None and visible_gpu_count() > 0
     if config.memory == "device" and not have:
-        raise ConfigError(f"--memory device needs a CUDA GPU: {gpu_unavailable_reason()}")
+        raise ConfigError(f"--mode device needs a CUDA GPU: {gpu_unavailable_reason()}")
     if config.memory is None:
         config.memory = "device" if have else "host"
     if config.memory == "device" and config.gpu >= visible_gpu_count():
@@ -75,7 +75,7 @@ def _cupy_or_none(config: StorageConfig) -> Any:
 def check(config: StorageConfig) -> int:
     """Refuse bad input before anything is written; returns the file size the run will move."""
     if config.memory not in (None, "device", "host"):
-        raise ConfigError(f"unknown --memory {config.memory!r}: choose device or host")
+        raise ConfigError(f"unknown --mode {config.memory!r}: choose device or host")
     for test in config.tests:
         if test not in TESTS:
             raise ConfigError(f"unknown storage test {test!r}: choose read or write")
@@ -83,7 +83,7 @@ def check(config: StorageConfig) -> int:
         if name not in PATHS:
             raise ConfigError(f"unknown storage path {name!r}: choose {', '.join(PATHS)}")
     if not 1 <= config.samples <= 1000 or not 1 <= config.buffers <= 64:
-        raise ConfigError("--samples must be 1..1000 and --buffers 1..64")
+        raise ConfigError("--samples must be 1..1000 and --stage-buffers 1..64")
     if not config.threads or any(not 1 <= t <= 256 for t in config.threads):
         raise ConfigError("--threads must be 1..256")
     if os.path.isdir(config.file):
@@ -114,7 +114,7 @@ def _paths(config: StorageConfig, fs: disk.FileSystemInfo, size: int) -> list[st
     on_gpu = config.memory == "device"
     wanted = config.paths or [p for p in PATHS if on_gpu or p not in GPU_ONLY_PATHS]
     if not on_gpu and any(p in GPU_ONLY_PATHS for p in wanted):
-        raise ConfigError("the kvikio path moves a file to or from GPU memory: use --memory device")
+        raise ConfigError("the kvikio path moves a file to or from GPU memory: use --mode device")
     if "pinned" in wanted:
         if fs.direct_io is False:
             raise ConfigError(

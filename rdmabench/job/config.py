@@ -1,10 +1,19 @@
-"""What a run measures: every option, checked before any rank starts."""
+"""What a run measures: every option, checked before any rank starts.
+
+A `RunConfig` is a few records, each of what one group of options decides and with its own check:
+which links of which test (`What`), the memory of the ends (`Memory`), the sizes and the steps of a
+measurement (`Steps`), block lists (`BlockLists`), what rank 0 writes and prints (`Output`) and the
+verdict it ends with (`Verdict`). `RunConfig.check` adds what needs more than one of them and the
+test kind, which is resolved once (`kind`). A field's name is its option's parameter and the key the
+results file records it under (`summary`), so an option is a field of its record and nothing else."""
 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields
+from functools import cached_property
+from typing import Any, TypeVar
 
 from ..errors import ConfigError
 from ..measure import kvhandoff, plan, registry
@@ -37,10 +46,74 @@ _LIMITS = {
 
 
 @dataclass
-class RunConfig:
+class What:
+    """Which test, over which links."""
+
     test: str = "bw"
+    pattern: str = "pair"
+    link_class: str = "all"
+    concurrent: bool = False
+    root: int = 0
+    # The rails (RDMA ports or network interfaces) ranks choose their device among; () = automatic.
+    nics: tuple[str, ...] = ()
+    # screen: re-measure alone every link below this share of its link class's median (0: none).
+    remeasure_below: float = 0.8
+    beside: str = "none"  # a model's compute on every rank's GPU beside the links: measure.beside.Beside
+
+    def check(self) -> None:
+        if self.pattern not in PATTERNS:
+            raise ConfigError(f"unknown pattern {self.pattern!r}: choose one of {', '.join(PATTERNS)}")
+        if self.link_class not in LINK_CLASSES:
+            raise ConfigError(f"unknown link class {self.link_class!r}: choose one of {', '.join(LINK_CLASSES)}")
+        if self.concurrent and self.pattern != "all-pairs":
+            raise ConfigError("--concurrent schedules all-pairs; the other patterns are concurrent already")
+        if not 0 <= self.remeasure_below < 1:
+            raise ConfigError(
+                f"--remeasure-below is a share of the class median, from 0 (none) to below 1, not {self.remeasure_below}"
+            )
+        if self.root < 0:
+            raise ConfigError(f"--root must be a rank, not {self.root}")
+
+    @property
+    def one_at_a_time(self) -> bool:
+        """Links measured alone, one a round: pair, or all-pairs without --concurrent."""
+        return self.pattern in ("pair", "all-pairs") and not self.concurrent
+
+
+@dataclass
+class Memory:
+    """The memory of each end, and how much of it may be page-locked and how it is staged."""
+
     src_mode: MemoryMode = MemoryMode.PAGEABLE
     dst_mode: MemoryMode = MemoryMode.PAGEABLE
+    max_pinned: int | None = None  # bytes of page-locked memory a rank may hold
+    stage_chunk: int = DEFAULT_CHUNK  # staged mode: bytes per pinned staging buffer
+    stage_buffers: int = DEFAULT_BUFFERS  # staged mode: pinned buffers per direction of a link
+    require_gdr: bool = False
+
+    def check(self) -> None:
+        if (self.stage_chunk, self.stage_buffers) != (DEFAULT_CHUNK, DEFAULT_BUFFERS) and self.staged is None:
+            raise ConfigError("--chunk-size and --stage-buffers shape staged and bounce modes; no end here stages")
+        self.staging.check()
+
+    @property
+    def modes(self) -> tuple[MemoryMode, MemoryMode]:
+        return self.src_mode, self.dst_mode
+
+    @property
+    def staged(self) -> MemoryMode | None:
+        """The first end's mode that moves through pinned chunks, if any."""
+        return next((mode for mode in self.modes if mode.staged), None)
+
+    @property
+    def staging(self) -> Staging:
+        return Staging(self.stage_chunk, self.stage_buffers)
+
+
+@dataclass
+class Steps:
+    """The sizes, and how each is measured: the window, the steps, the samples, the checks, the engine."""
+
     sizes: list[int] = field(default_factory=lambda: parse_sizes(DEFAULT_SIZES))
     window: int | None = None
     passes: int | None = None  # windows (round trips) per step; None: measure.plan.default_passes
@@ -52,82 +125,11 @@ class RunConfig:
     sample_time: float = 0.05
     timeout: float | None = None
     validate: bool = True
-    output: str | None = None
-    force: bool = False
-    output_format: str = "table"
-    units: str = "GB/s"
-    progress: str = "auto"
-    pattern: str = "pair"
-    link_class: str = "all"
-    concurrent: bool = False
-    root: int = 0
-    # The rails (RDMA ports or network interfaces) ranks choose their device among; () = automatic.
-    nics: tuple[str, ...] = ()
-    # screen: re-measure alone every link below this share of its link class's median (0: none).
-    remeasure_below: float = 0.8
-    max_pinned: int | None = None  # bytes of page-locked memory a rank may hold
-    stage_chunk: int = DEFAULT_CHUNK  # staged mode: bytes per pinned staging buffer
-    stage_buffers: int = DEFAULT_BUFFERS  # staged mode: pinned buffers per direction of a link
-    require_gdr: bool = False
     engine: str = "auto"
-    # Block lists (KV-cache shaped transfers): blocks per transfer (None: plain messages), their layout
-    # in each pool, transfers in flight per step, each end's pool in bytes (None: as the layout needs).
-    blocks: int | None = None
-    layout: str = "contiguous"
-    batch: int = 1
-    pool: int | None = None
-    posting: str = "auto"  # who posts a one-sided list of device memory: blocks.POSTINGS, a list of them, or all
-    posting_sms: str | None = None  # the SMs the GPU's posting kernel may take: blocks.SmBudget
-    beside: str = "none"  # a model's compute beside the transfer: measure.beside.Beside
-    # A KV-cache handoff (--model): the model's KV shape (kvhandoff.ModelConfig as a dict), the
-    # engine's cache layout and the prompt in tokens; they set --blocks and the block size.
-    model: dict[str, Any] | None = None
-    kv_layout: str = "vllm"
-    prompt: int | None = None
-    # Floors (share of the physical limit) per limit kind or link class: a verdict at the end of the run.
-    expect: dict[str, float] = field(default_factory=dict)
-    command_line: str = ""
 
-    def check(self) -> RunConfig:
-        kind = registry.get(self.test)
-        if self.pattern not in PATTERNS:
-            raise ConfigError(f"unknown pattern {self.pattern!r}: choose one of {', '.join(PATTERNS)}")
-        if self.link_class not in LINK_CLASSES:
-            raise ConfigError(f"unknown link class {self.link_class!r}: choose one of {', '.join(LINK_CLASSES)}")
-        concurrent = self.pattern not in ("pair", "all-pairs") or self.concurrent
-        if concurrent and not kind.concurrent:
-            raise ConfigError(
-                f"--test {self.test} measures one link at a time: use it with --pattern pair or all-pairs without --concurrent"
-            )
-        for mode in dict.fromkeys(self.modes):
-            reason = kind.refuse_mode(mode)
-            if reason:
-                raise ConfigError(f"--test {self.test} cannot use {mode.value} memory: {reason}")
-        if kind.one_sided and self.engine == "python":
-            raise ConfigError(f"--test {self.test} runs in the native loop only: use --engine auto or native")
-        self._check_blocks(kind)
-        self._check_beside(kind)
-        self._check_one_buffer(kind)
-        if (self.stage_chunk, self.stage_buffers) != (DEFAULT_CHUNK, DEFAULT_BUFFERS) and not any(
-            mode.staged for mode in self.modes
-        ):
-            raise ConfigError("--chunk-size and --stage-buffers shape staged and bounce modes; no end here stages")
-        if self.concurrent and self.pattern != "all-pairs":
-            raise ConfigError("--concurrent schedules all-pairs; the other patterns are concurrent already")
-        if not 0 <= self.remeasure_below < 1:
-            raise ConfigError(
-                f"--remeasure-below is a share of the class median, from 0 (none) to below 1, not {self.remeasure_below}"
-            )
-        if self.root < 0:
-            raise ConfigError(f"--root must be a rank, not {self.root}")
-        if self.units not in UNITS:
-            raise ConfigError(f"unknown units {self.units!r}: choose {', '.join(UNITS)}")
+    def check(self) -> None:
         if self.engine not in ENGINES:
             raise ConfigError(f"unknown engine {self.engine!r}: choose one of {', '.join(ENGINES)}")
-        if self.progress not in PROGRESS:
-            raise ConfigError(f"unknown --progress {self.progress!r}: choose {', '.join(PROGRESS)}")
-        if self.output_format not in OUTPUT_FORMATS:
-            raise ConfigError(f"unknown format {self.output_format!r}: choose table, json or csv")
         for name, (option, low, high) in _LIMITS.items():
             value = getattr(self, name)
             if value is not None and not low <= value <= high:
@@ -138,57 +140,40 @@ class RunConfig:
             raise ConfigError(f"--timeout must be above 0 and at most 86400 seconds, not {self.timeout}")
         if not self.sizes:
             raise ConfigError("no message sizes given")
-        if self.expect and not kind.higher_is_better:
-            # Floors are shares of a link's limit, for figures where more is better: they would judge
-            # no link, and a verdict on nothing is none. Said before anything is measured.
-            raise ConfigError(
-                f"--expect judges bandwidth against a share of the link's limit; --test {self.test} measures "
-                f"{kind.unit} (lower is better), so no floor applies: compare runs with `rdmabench check --baseline`"
-            )
-        self.staging.check()
-        return self
-
-    def _check_one_buffer(self, kind: registry.TestKind) -> None:
-        if not self.one_buffer:
-            return
-        if self.validate:
+        if self.one_buffer and self.validate:
             raise ConfigError(
                 "--one-buffer lands every message of a window in one buffer, so none can be checked: add --no-validate"
             )
-        if kind.one_sided or not kind.protocol.windowed or self.blocks is not None:
-            raise ConfigError(
-                f"--one-buffer shapes the window of bw and bibw, not of --test {self.test}"
-                + (" with --blocks" if self.blocks is not None and not kind.one_sided else "")
-            )
-        staged = next((mode for mode in self.modes if mode.staged), None)
-        if staged is not None:
-            raise ConfigError(
-                f"--one-buffer cannot use {staged.value} memory: its pinned chunks are buffers of their own"
-            )
 
-    def _check_model(self) -> None:
-        """A handoff's options go with --model, whose descriptors are the blocks the run moves."""
-        if self.model is None:
-            if (self.kv_layout, self.prompt) != ("vllm", None):
-                raise ConfigError("--kv-layout and --prompt shape a model's handoff: give --model as well")
-            return
+
+@dataclass
+class BlockLists:
+    """Block lists (KV-cache shaped transfers): blocks per transfer (None: plain messages), their layout
+    in each pool, transfers in flight per step, each end's pool in bytes (None: as the layout needs),
+    who posts a one-sided list of device memory; a KV-cache handoff (--model: the model's KV shape as
+    kvhandoff.ModelConfig's dict, the engine's cache layout, the prompt in tokens) sets the blocks."""
+
+    blocks: int | None = None
+    layout: str = "contiguous"
+    batch: int = 1
+    pool: int | None = None
+    posting: str = "auto"  # blocks.POSTINGS, a list of them, or all: each path in turn
+    posting_sms: str | None = None  # the SMs the GPU's posting kernel may take: blocks.SmBudget
+    model: dict[str, Any] | None = None
+    kv_layout: str = "vllm"
+    prompt: int | None = None
+
+    def check(self, sizes: list[int]) -> None:
+        """The handoff's options go with --model, the shape's with --blocks; every size fits the shape."""
         found = self.handoff
-        assert found is not None
-        if self.blocks != found.count or self.sizes != [found.block_bytes]:
+        if found is None and (self.kv_layout, self.prompt) != ("vllm", None):
+            raise ConfigError("--kv-layout and --prompt shape a model's handoff: give --model as well")
+        if found is not None and (self.blocks != found.count or sizes != [found.block_bytes]):
             raise ConfigError(
                 f"--model {found.model.name} posts {found.count} descriptors of {found.block_bytes} bytes: "
                 "leave out --blocks and --block-size"
             )
-
-    @property
-    def handoff(self) -> kvhandoff.Handoff | None:
-        if self.model is None:
-            return None
-        return kvhandoff.from_record(self.model, self.kv_layout, self.prompt)
-
-    def _check_blocks(self, kind: registry.TestKind) -> None:
-        self._check_model()
-        shapes = self.block_shapes
+        shapes = self.shapes
         if not shapes:
             if (self.layout, self.batch, self.pool, self.posting, self.posting_sms) != (
                 "contiguous", 1, None, "auto", None,
@@ -197,48 +182,20 @@ class RunConfig:
                     "--layout, --batch, --pool, --posting and --posting-sms shape block lists: give --blocks N as well"
                 )
             return
-        shape = shapes[0]
-        if kind.block_op is None:
-            raise ConfigError(f"--blocks moves the bytes of put, get or bw, not of --test {self.test}")
-        if self.pattern not in ("pair", "all-pairs") or self.concurrent:
-            raise ConfigError(
-                "--blocks measures one link at a time: use --pattern pair or all-pairs without --concurrent"
-            )
-        if self.engine == "python":
-            raise ConfigError("--blocks runs in the native loop only: use --engine auto or native")
-        staged = next((mode for mode in self.modes if mode.staged), None)
-        if staged is not None:
-            raise ConfigError(f"--blocks cannot use {staged.value} memory: its pinned chunks are not the pool's memory")
-        for size in self.sizes:
-            shape.check_fits(size)
-        on_device = [posting for posting in self.postings if posting in ("gpu", "ce-batch")]
-        if (on_device or len(self.postings) > 1) and not self.device_lists:
-            raise ConfigError(
-                f"--posting {self.posting} posts puts and gets of device memory: use --test put or get, --mode device"
-            )
-        if shape.budget is not None and not {"gpu", "auto"} & set(self.postings):
+        for size in sizes:
+            shapes[0].check_fits(size)
+        if shapes[0].budget is not None and not {"gpu", "auto"} & set(self.postings):
             raise ConfigError("--posting-sms holds the GPU's posting kernel: give --posting gpu, auto or all")
-        if shape.budget is not None and shape.budget.green and self.beside_load is None:
-            raise ConfigError(
-                "--posting-sms green:N splits the GPU between the transfer and --beside's load: give --beside"
-            )
 
-    def _check_beside(self, kind: registry.TestKind) -> None:
-        """A compute load beside the transfer: device memory at both ends, one link at a time, a bandwidth test."""
-        if self.beside_load is None:
-            return
-        if not all(mode.on_device for mode in self.modes):
-            raise ConfigError("--beside runs a model's compute on each rank's GPU: use --mode device at both ends")
-        if not kind.is_bandwidth:
-            raise ConfigError(f"--beside slows a transfer's GB/s, not --test {self.test}'s {kind.unit}")
-        if self.pattern not in ("pair", "all-pairs") or self.concurrent:
-            raise ConfigError(
-                "--beside measures one link at a time: use --pattern pair or all-pairs without --concurrent"
-            )
+    @property
+    def handoff(self) -> kvhandoff.Handoff | None:
+        if self.model is None:
+            return None
+        return kvhandoff.from_record(self.model, self.kv_layout, self.prompt)
 
     @property
     def postings(self) -> tuple[str, ...]:
-        """The posting paths this run measures, in order (--posting all: every path)."""
+        """The posting paths this run measures, in order (all: every path)."""
         names = [name.strip() for name in self.posting.split(",") if name.strip()]
         found = [path for name in names for path in (PATHS if name == "all" else (name,))]
         for name in found:
@@ -247,12 +204,8 @@ class RunConfig:
         return tuple(dict.fromkeys(found)) or ("auto",)
 
     @property
-    def beside_load(self) -> Beside | None:
-        return Beside.parse(self.beside)
-
-    @property
-    def block_shapes(self) -> list[BlockShape]:
-        """One shape a posting path (none: plain messages)."""
+    def shapes(self) -> list[BlockShape]:
+        """The block list, one shape a posting path (none: plain messages)."""
         if self.blocks is None:
             return []
         budget = SmBudget.parse(self.posting_sms) if self.posting_sms else None
@@ -265,26 +218,223 @@ class RunConfig:
         ]
 
     @property
-    def block_shape(self) -> BlockShape | None:
-        """The first posting path's shape (the table's header, the plan's counts)."""
-        shapes = self.block_shapes
+    def shape(self) -> BlockShape | None:
+        """The first posting path's shape (the table's header, the preflight's counts)."""
+        shapes = self.shapes
         return shapes[0] if shapes else None
+
+
+@dataclass
+class Output:
+    """What rank 0 writes (the results file) and prints (its format, units and progress lines)."""
+
+    output: str | None = None
+    force: bool = False
+    output_format: str = "table"
+    units: str = "GB/s"
+    progress: str = "auto"
+
+    def check(self) -> None:
+        if self.units not in UNITS:
+            raise ConfigError(f"unknown units {self.units!r}: choose {', '.join(UNITS)}")
+        if self.progress not in PROGRESS:
+            raise ConfigError(f"unknown --progress {self.progress!r}: choose {', '.join(PROGRESS)}")
+        if self.output_format not in OUTPUT_FORMATS:
+            raise ConfigError(f"unknown format {self.output_format!r}: choose table, json or csv")
+
+
+@dataclass
+class Verdict:
+    """Floors (share of the physical limit) per limit kind or link class: a verdict at the end of the run."""
+
+    expect: dict[str, float] = field(default_factory=dict)
+
+    def check(self) -> None:
+        """A floor given other than through results.verdict.parse_expect (a library caller's) is checked too."""
+        for key, share in self.expect.items():
+            if not 0 < share <= 1:
+                raise ConfigError(
+                    f"--expect {key}={share}: the floor is a share of the physical limit, above 0 and at most 1"
+                )
+
+
+_Record = TypeVar("_Record", What, Memory, Steps, BlockLists, Output, Verdict)
+
+
+def _take(record: type[_Record], values: Mapping[str, Any]) -> _Record:
+    """The record from the values named as its fields (the others: their defaults)."""
+    return record(**{item.name: values[item.name] for item in fields(record) if item.name in values})
+
+
+# The settings as results files have recorded them, in this order (a field added later follows).
+_RECORDED = (
+    "test src_mode dst_mode sizes window passes one_buffer iterations warmup samples sample_time timeout validate "
+    "output force output_format units progress pattern link_class concurrent root nics remeasure_below max_pinned "
+    "stage_chunk stage_buffers require_gdr engine blocks layout batch pool posting model kv_layout prompt expect "
+    "posting_sms beside"
+).split()
+
+
+_RECORDS = ("what", "memory", "steps", "lists", "out", "verdict")  # RunConfig's records
+
+
+@dataclass
+class RunConfig:
+    what: What = field(default_factory=What)
+    memory: Memory = field(default_factory=Memory)
+    steps: Steps = field(default_factory=Steps)
+    lists: BlockLists = field(default_factory=BlockLists)
+    out: Output = field(default_factory=Output)
+    verdict: Verdict = field(default_factory=Verdict)
+    command_line: str = ""
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any], command_line: str = "") -> RunConfig:
+        """The configuration from the command line's options, parsed (sizes in bytes, modes as
+        MemoryMode), each under its field's name; a missing one takes its default. --mode sets both
+        ends, -b/-e/-f or --model the sizes, --model the blocks; then everything is checked."""
+        given = dict(options)
+        mode = options.get("mode") or MemoryMode.PAGEABLE
+        given["src_mode"] = options.get("src_mode") or mode
+        given["dst_mode"] = options.get("dst_mode") or mode
+        handoff = _handoff(options)
+        if handoff is not None:
+            given["blocks"], given["model"] = handoff.count, handoff.model.to_dict()
+        given["sizes"] = _sizes(options, handoff)
+        return cls._of(given, command_line).check()
+
+    @classmethod
+    def _of(cls, values: Mapping[str, Any], command_line: str) -> RunConfig:
+        return cls(
+            what=_take(What, values),
+            memory=_take(Memory, values),
+            steps=_take(Steps, values),
+            lists=_take(BlockLists, values),
+            out=_take(Output, values),
+            verdict=_take(Verdict, values),
+            command_line=command_line,
+        )
+
+    @cached_property
+    def kind(self) -> registry.TestKind:
+        """The test kind, looked up once (an unknown test is refused here)."""
+        return registry.get(self.what.test)
+
+    def check(self) -> RunConfig:
+        kind = self.kind
+        for record in (self.what, self.memory, self.steps, self.out, self.verdict):
+            record.check()
+        self.lists.check(self.steps.sizes)
+        if not self.what.one_at_a_time and not kind.concurrent:
+            raise ConfigError(
+                f"--test {self.what.test} measures one link at a time: use it with --pattern pair or all-pairs without --concurrent"
+            )
+        for mode in dict.fromkeys(self.modes):
+            reason = kind.refuse_mode(mode)
+            if reason:
+                raise ConfigError(f"--test {self.what.test} cannot use {mode.value} memory: {reason}")
+        if kind.one_sided and self.steps.engine == "python":
+            raise ConfigError(f"--test {self.what.test} runs in the native loop only: use --engine auto or native")
+        self._check_blocks(kind)
+        self._check_beside(kind)
+        self._check_one_buffer(kind)
+        if self.verdict.expect and not kind.higher_is_better:
+            # Floors are shares of a link's limit, for figures where more is better: they would judge
+            # no link, and a verdict on nothing is none. Said before anything is measured.
+            raise ConfigError(
+                f"--expect judges bandwidth against a share of the link's limit; --test {self.what.test} measures "
+                f"{kind.unit} (lower is better), so no floor applies: compare runs with `rdmabench check --baseline`"
+            )
+        return self
+
+    def _check_one_buffer(self, kind: registry.TestKind) -> None:
+        if not self.steps.one_buffer:
+            return
+        if kind.one_sided or not kind.protocol.windowed or self.lists.blocks is not None:
+            raise ConfigError(
+                f"--one-buffer shapes the window of bw and bibw, not of --test {self.what.test}"
+                + (" with --blocks" if self.lists.blocks is not None and not kind.one_sided else "")
+            )
+        if self.memory.staged is not None:
+            raise ConfigError(
+                f"--one-buffer cannot use {self.memory.staged.value} memory: its pinned chunks are buffers of their own"
+            )
+
+    def _check_blocks(self, kind: registry.TestKind) -> None:
+        if self.lists.blocks is None:
+            return
+        if kind.block_op is None:
+            raise ConfigError(f"--blocks moves the bytes of put, get or bw, not of --test {self.what.test}")
+        if not self.what.one_at_a_time:
+            raise ConfigError(
+                "--blocks measures one link at a time: use --pattern pair or all-pairs without --concurrent"
+            )
+        if self.steps.engine == "python":
+            raise ConfigError("--blocks runs in the native loop only: use --engine auto or native")
+        if self.memory.staged is not None:
+            raise ConfigError(
+                f"--blocks cannot use {self.memory.staged.value} memory: its pinned chunks are not the pool's memory"
+            )
+        postings = self.lists.postings
+        if ({"gpu", "ce-batch"} & set(postings) or len(postings) > 1) and not self.device_lists:
+            raise ConfigError(
+                f"--posting {self.lists.posting} posts puts and gets of device memory: use --test put or get, "
+                "--mode device"
+            )
+        budget = self.lists.shapes[0].budget
+        if budget is not None and budget.green and self.beside_load is None:
+            raise ConfigError(
+                "--posting-sms green:N splits the GPU between the transfer and --beside's load: give --beside"
+            )
+
+    def _check_beside(self, kind: registry.TestKind) -> None:
+        """A compute load beside the transfer: device memory at both ends, one link at a time, a bandwidth test."""
+        if self.beside_load is None:
+            return
+        if not all(mode.on_device for mode in self.modes):
+            raise ConfigError("--beside runs a model's compute on each rank's GPU: use --mode device at both ends")
+        if not kind.is_bandwidth:
+            raise ConfigError(f"--beside slows a transfer's GB/s, not --test {self.what.test}'s {kind.unit}")
+        if not self.what.one_at_a_time:
+            raise ConfigError(
+                "--beside measures one link at a time: use --pattern pair or all-pairs without --concurrent"
+            )
+
+    @property
+    def beside_load(self) -> Beside | None:
+        """The compute load beside the links (--beside), or None."""
+        return Beside.parse(self.what.beside)
+
+    @property
+    def postings(self) -> tuple[str, ...]:
+        return self.lists.postings
+
+    @property
+    def block_shapes(self) -> list[BlockShape]:
+        return self.lists.shapes
+
+    @property
+    def handoff(self) -> kvhandoff.Handoff | None:
+        return self.lists.handoff
+
+    @property
+    def block_shape(self) -> BlockShape | None:
+        return self.lists.shape
 
     @property
     def device_lists(self) -> bool:
         """Whether the GPU may post this run's block lists or copy them for their ceiling: one-sided,
         device memory at both ends (the UCX context then gives its endpoints a device lane)."""
-        kind = registry.get(self.test)
-        device = all(mode.ucx_memory == "cuda" for mode in (self.src_mode, self.dst_mode))
-        return self.blocks is not None and kind.one_sided and device
+        device = all(mode.ucx_memory == "cuda" for mode in self.modes)
+        return self.lists.blocks is not None and self.kind.one_sided and device
 
     @property
     def staging(self) -> Staging:
-        return Staging(self.stage_chunk, self.stage_buffers)
+        return self.memory.staging
 
     @property
     def modes(self) -> tuple[MemoryMode, MemoryMode]:
-        return self.src_mode, self.dst_mode
+        return self.memory.modes
 
     @property
     def memory_class(self) -> str:
@@ -300,10 +450,17 @@ class RunConfig:
     def needs_gpu(self) -> bool:
         return any(mode.needs_gpu for mode in self.modes)
 
+    def _flat(self) -> dict[str, Any]:
+        """Every field of every record under its own name, in the order results files record them."""
+        values: dict[str, Any] = {}
+        for name in _RECORDS:
+            values.update(asdict(getattr(self, name)))
+        values["src_mode"], values["dst_mode"] = self.memory.src_mode.value, self.memory.dst_mode.value
+        ordered = {name: values.pop(name) for name in _RECORDED if name in values}
+        return {**ordered, **values, "command_line": self.command_line}
+
     def to_json(self) -> str:
-        data = asdict(self)
-        data["src_mode"], data["dst_mode"] = self.src_mode.value, self.dst_mode.value
-        return json.dumps(data)
+        return json.dumps(self._flat())
 
     @classmethod
     def from_json(cls, text: str) -> RunConfig:
@@ -311,7 +468,7 @@ class RunConfig:
         data["src_mode"] = MemoryMode.parse(data["src_mode"])
         data["dst_mode"] = MemoryMode.parse(data["dst_mode"])
         data["nics"] = tuple(data.get("nics") or ())
-        return cls(**data).check()
+        return cls._of(data, data.pop("command_line", "")).check()
 
     def summary(self) -> dict[str, Any]:
         """The settings as recorded in a results file."""
@@ -319,3 +476,48 @@ class RunConfig:
         data.pop("command_line")
         data.pop("force")
         return data
+
+
+def _handoff(options: Mapping[str, Any]) -> kvhandoff.Handoff | None:
+    """--model: its handoff's descriptors become --blocks and the block size (given neither)."""
+    spec = options.get("model")
+    if spec is None:
+        return None
+    if options.get("blocks") is not None or options.get("block_size") is not None:
+        raise ConfigError("--model sets the blocks and their size: leave out --blocks and --block-size")
+    return kvhandoff.handoff(spec, options.get("kv_layout", "vllm"), options.get("prompt"))
+
+
+def _sizes(options: Mapping[str, Any], handoff: kvhandoff.Handoff | None) -> list[int]:
+    """Message sizes (--sizes or nccl-tests' -b/-e/-f), or with --blocks the block sizes
+    (--block-size, else the default block sweep), or a --model's one block size."""
+    sizes, ranged = options.get("sizes"), _size_range(options)
+    if ranged is not None and sizes is not None:
+        raise ConfigError("give the sizes once: --sizes, or -b/-e/-f")
+    if handoff is not None:
+        if ranged is not None or sizes is not None:
+            raise ConfigError("--model sets the block size: leave out --sizes and -b/-e/-f")
+        return [handoff.block_bytes]
+    block_sizes = options.get("block_size")
+    if block_sizes is not None:
+        if options.get("blocks") is None:
+            raise ConfigError("--block-size sizes the blocks of --blocks N: give --blocks as well")
+        return list(block_sizes)
+    if ranged is not None:
+        return ranged
+    if sizes is not None:
+        return list(sizes)
+    return parse_sizes(DEFAULT_BLOCK_SIZES if options.get("blocks") is not None else DEFAULT_SIZES)
+
+
+def _size_range(options: Mapping[str, Any]) -> list[int] | None:
+    """nccl-tests' -b/-e/-f (sizes in bytes) as a range of sizes, or None when none was given."""
+    low, high, factor = options.get("min_size"), options.get("max_size"), options.get("step_factor")
+    if low is None and high is None and factor is None:
+        return None
+    if factor is not None and factor < 2:
+        raise ConfigError(f"-f/--step-factor must be at least 2, not {factor}")
+    low, high = low or high, high or low
+    if low is None:
+        raise ConfigError("-f/--step-factor needs -b/--min-size or -e/--max-size")
+    return parse_sizes(f"{low}:{high}:x{factor or 2}")

@@ -45,8 +45,8 @@ def collect(
         },
         "config": config.summary(),
         # Which plugin ($RDMABENCH_PLUGINS) each test of this file comes from: `report` names it when missing.
-        "test_plugins": {config.test: plugin} if (plugin := registry.plugin_of(config.test)) else {},
-        "calibration": "--iterations given" if config.iterations is not None else calibration.RULE,
+        "test_plugins": {config.what.test: plugin} if (plugin := registry.plugin_of(config.what.test)) else {},
+        "calibration": "--iterations given" if config.steps.iterations is not None else calibration.RULE,
         "versions": {
             "rdmabench": __version__,
             "python": platform.python_version(),

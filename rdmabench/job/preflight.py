@@ -13,7 +13,6 @@ from ..hardware import budget, nics
 from ..hardware.budget import Amount
 from ..hardware.gpu import gpu_unavailable_reason
 from ..hardware.memlock import mlock_problem
-from ..measure import registry
 from ..measure.need import Need
 from ..measure.round import RoundSpec
 from ..results import document
@@ -29,31 +28,31 @@ def preflight(world: World, config: RunConfig, rounds: list[list[Link]]) -> str 
     # What each rank will hold, known to every rank: memory is judged for all the ranks sharing it.
     needs: list[RankNeed] = world.comm.allgather(rank_need(config, rounds, world.rank, world.spans_hosts))
     sends, receives = roles(rounds, world.rank)
-    kind = registry.get(config.test)
+    kind = config.kind
     if kind.both_ways:
         sends = receives = sends or receives  # each rank of a pair sends and receives
-    my_modes = ([config.src_mode] if sends else []) + ([config.dst_mode] if receives else [])
+    my_modes = ([config.memory.src_mode] if sends else []) + ([config.memory.dst_mode] if receives else [])
     needing = [mode.value for mode in my_modes if mode.needs_gpu]
     if needing and world.me.gpu is None:
         return f"{needing[0]} mode on rank {world.rank} ({world.me.host}): {gpu_unavailable_reason()}"
     problem = _memory_problem(world, config, needs)
     if problem:
         return problem
-    if config.nics:
+    if config.what.nics:
         if os.environ.get("UCX_NET_DEVICES"):
             return f"--nics and UCX_NET_DEVICES={os.environ['UCX_NET_DEVICES']} both choose the devices: give one"
-        problem = nics.wanted_problem(config.nics)
+        problem = nics.wanted_problem(config.what.nics)
         if problem:
             return f"{problem} (rank {world.rank}, {world.me.host})"
-    if config.engine == "native":
+    if config.steps.engine == "native":
         from ..wire import native
 
         built = native.load()
         if built.library is None:
             return f"--engine native on rank {world.rank} ({world.me.host}): {built.reason}"
-    if world.rank == 0 and config.output is not None:
+    if world.rank == 0 and config.out.output is not None:
         try:
-            document.check_writable(config.output, config.force)
+            document.check_writable(config.out.output, config.out.force)
         except RdmabenchError as exc:
             return str(exc)
     return None
@@ -71,11 +70,11 @@ def rank_need(config: RunConfig, rounds: list[list[Link]], rank: int, spans_host
     """Everything `rank` allocates at most over the run, from its protocol's `need` in each of its
     rounds: rounds of a size run one after another (the largest counts), their buffers are kept
     between rounds of a size and freed at the next; pinned buffers stay in the pool for later sizes."""
-    kind = registry.get(config.test)
+    kind = config.kind
     shape = config.block_shape
     mine = [scheduled for scheduled in rounds if any(rank in link for link in scheduled)]
-    most, most_size, pinned_kept = Need(), max(config.sizes), 0
-    for size in config.sizes:
+    most, most_size, pinned_kept = Need(), max(config.steps.sizes), 0
+    for size in config.steps.sizes:
         # Block lists: each transfer as one contiguous message first (their reference), then the blocks.
         phases = [(size, None)] if shape is None else [shape.contiguous(size)[::-1], (size, shape)]
         at_size = Need()
@@ -92,8 +91,8 @@ def rank_need(config: RunConfig, rounds: list[list[Link]], rank: int, spans_host
         if at_size.host > most.host or at_size.device > most.device:
             most_size = size
         most = most.most(at_size)
-    if config.max_pinned is not None:  # the pool gives back smaller buffers to stay under the cap
-        pinned_kept = max(most.pinned, min(pinned_kept, config.max_pinned))
+    if config.memory.max_pinned is not None:  # the pool gives back smaller buffers to stay under the cap
+        pinned_kept = max(most.pinned, min(pinned_kept, config.memory.max_pinned))
     beside = config.beside_load  # the compute load's buffers stay on the rank's GPU for the whole run
     load = beside.device_bytes() if beside is not None and mine else 0
     return RankNeed(Need(most.host - most.pinned + pinned_kept, pinned_kept, most.device + load), most_size)
@@ -118,10 +117,10 @@ def _memory_problem(world: World, config: RunConfig, needs: list[RankNeed]) -> s
     nobody. Host memory is judged for every rank of this host together, GPU memory for every rank
     of this GPU together."""
     mine = needs[world.rank]
-    if config.max_pinned is not None and mine.need.pinned > config.max_pinned:
+    if config.memory.max_pinned is not None and mine.need.pinned > config.memory.max_pinned:
         return (
             f"rank {world.rank} ({world.me.host}) needs {_amount(mine.need.pinned)} of pinned memory at "
-            f"{format_size(mine.size)}, more than --max-pinned {format_size(config.max_pinned)}"
+            f"{format_size(mine.size)}, more than --max-pinned {format_size(config.memory.max_pinned)}"
         )
     if mine.need.pinned and world.me.gpu is None:
         problem = mlock_problem(mine.need.pinned)
@@ -146,12 +145,12 @@ def _too_much(
         return None
     biggest = max(ranks, key=lambda rank: getattr(needs[rank].need, kind))
     what = "host memory" if kind == "host" else f"memory on {where}"
-    at = f"blocks of {format_size(needs[biggest].size)}" if config.blocks else format_size(needs[biggest].size)
+    at = f"blocks of {format_size(needs[biggest].size)}" if config.lists.blocks else format_size(needs[biggest].size)
     return (
-        f"--test {config.test} needs {_amount(getattr(needs[biggest].need, kind))} of {what} per rank (rank {biggest} "
+        f"--test {config.what.test} needs {_amount(getattr(needs[biggest].need, kind))} of {what} per rank (rank {biggest} "
         f"at {at}) and {_amount(total)} for the {len(ranks)} rank(s) on {world.me.host}, more than 90% of the "
         f"{_amount(available.value)} available ({available.source}); use smaller --sizes, --window"
-        + (" or --blocks" if config.blocks else "")
+        + (" or --blocks" if config.lists.blocks else "")
     )
 
 

@@ -20,7 +20,7 @@ from .schedule import Link as Pair
 
 def is_pattern_round(config: RunConfig) -> bool:
     """Whether this run's rounds load many links at once (their entries carry the pattern's aggregate)."""
-    return config.pattern not in ("pair", "all-pairs") or config.concurrent
+    return config.what.pattern not in ("pair", "all-pairs") or config.what.concurrent
 
 
 def size_plan(
@@ -35,23 +35,31 @@ def size_plan(
         memory = MIXED
     if shape is not None:  # a step moves every block of its transfers: they are its window
         plan = make_plan(True, size, memory, shape.per_step, *_counts(config), passes=1)
-        return plan if config.timeout is not None else replace(plan, timeout=default_timeout(shape.per_step * size))
+        return (
+            plan if config.steps.timeout is not None else replace(plan, timeout=default_timeout(shape.per_step * size))
+        )
     return make_plan(
         kind.protocol.windowed,
         size,
         memory,
-        config.window,
-        config.iterations,
-        config.warmup,
-        config.samples,
-        config.sample_time,
-        config.timeout,
-        config.passes if kind.protocol.streams else 1,
+        config.steps.window,
+        config.steps.iterations,
+        config.steps.warmup,
+        config.steps.samples,
+        config.steps.sample_time,
+        config.steps.timeout,
+        config.steps.passes if kind.protocol.streams else 1,
     )
 
 
 def _counts(config: RunConfig) -> tuple[int | None, int | None, int, float, float | None]:
-    return config.iterations, config.warmup, config.samples, config.sample_time, config.timeout
+    return (
+        config.steps.iterations,
+        config.steps.warmup,
+        config.steps.samples,
+        config.steps.sample_time,
+        config.steps.timeout,
+    )
 
 
 def fan(links: list[Pair] | tuple[Link, ...]) -> int:
@@ -67,9 +75,9 @@ def fan(links: list[Pair] | tuple[Link, ...]) -> int:
 
 def round_links(config: RunConfig, kind: TestKind, scheduled: list[Pair]) -> tuple[Link, ...]:
     if is_pattern_round(config):
-        return tuple(Link(s, d, config.src_mode, config.dst_mode) for s, d in scheduled)
+        return tuple(Link(s, d, config.memory.src_mode, config.memory.dst_mode) for s, d in scheduled)
     ((a, b),) = scheduled
-    mode = {a: config.src_mode, b: config.dst_mode}  # each rank of a pair keeps its own memory
+    mode = {a: config.memory.src_mode, b: config.memory.dst_mode}  # each rank of a pair keeps its own memory
     return tuple(Link(s, d, mode[s], mode[d]) for s, d in kind.pair_links(a, b))
 
 
@@ -87,10 +95,17 @@ def round_spec(
     beside = None if reference else config.beside_load
     if shape is not None and kind.block_op is not None:
         step = BlocksProtocol(kind.block_op, shape)
-        return RoundSpec(kind, links, size, plan, config.validate, config.staging, step, beside=beside)
-    shared = plan.shared(fan(links), config.window is not None)
+        return RoundSpec(kind, links, size, plan, config.steps.validate, config.staging, step, beside=beside)
+    shared = plan.shared(fan(links), config.steps.window is not None)
     return RoundSpec(
-        kind, links, size, shared, config.validate, config.staging, one_buffer=config.one_buffer, beside=beside
+        kind,
+        links,
+        size,
+        shared,
+        config.steps.validate,
+        config.staging,
+        one_buffer=config.steps.one_buffer,
+        beside=beside,
     )
 
 

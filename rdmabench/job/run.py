@@ -27,7 +27,6 @@ from ..errors import ConfigError, InconclusiveError, RdmabenchError, TransportEr
 from ..escape import visible
 from ..hardware import counters, limits, nics
 from ..hardware.pathcheck import is_device_path_warning
-from ..measure import registry
 from ..measure.beside import release_loads
 from ..measure.blocks import BlockShape
 from ..measure.entry import Entry, Placement, make_entries
@@ -64,7 +63,7 @@ def _ignore_signals() -> None:
 
 def _before_ucx(config: RunConfig) -> str | None:
     """The UCX settings that must be in place before UCX loads; the private UCX log directory."""
-    if config.require_gdr:
+    if config.memory.require_gdr:
         # UCX then fails instead of quietly staging GPU memory through host memory between nodes.
         os.environ.setdefault("UCX_IB_GPU_DIRECT_RDMA", "yes")
     return ucx_env.prepare()
@@ -92,7 +91,7 @@ def run_job(config: RunConfig, out: TextIO | None = None) -> int:
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, _raise_stopped)
     job = _Job(world, config, out, log_dir)
-    PINNED_POOL.cap = config.max_pinned
+    PINNED_POOL.cap = config.memory.max_pinned
     try:
         try:
             rounds = schedule_of(world, config)
@@ -133,18 +132,18 @@ def run_job(config: RunConfig, out: TextIO | None = None) -> int:
 
 
 def schedule_of(world: World, config: RunConfig) -> list[list[schedule.Link]]:
-    kind = registry.get(config.test)
+    kind = config.kind
     rounds = schedule.schedule(
-        config.pattern,
+        config.what.pattern,
         [info.host for info in world.ranks],
-        config.link_class,
-        config.concurrent,
-        config.root,
+        config.what.link_class,
+        config.what.concurrent,
+        config.what.root,
         bidirectional=kind.both_ways,
     )
     if not rounds:
         raise ConfigError(
-            f"no {config.link_class} links to measure among {world.size} ranks on {len(world.hosts)} host(s)"
+            f"no {config.what.link_class} links to measure among {world.size} ranks on {len(world.hosts)} host(s)"
         )
     return rounds
 
@@ -174,7 +173,7 @@ class _Job:
         self.config = config
         self.out = out
         self.log_dir = log_dir
-        self.kind = registry.get(config.test)
+        self.kind = config.kind
         self.stream: document.ResultsStream | None = None
         self.table: ProgressTable | None = None
         self.transport: Any = None
@@ -232,7 +231,7 @@ class _Job:
             world.me.gpu.pci_bus_id if world.me.gpu else None,
             world.me.local_rank,
             dict(os.environ),
-            wanted=config.nics,
+            wanted=config.what.nics,
         )
         nics.apply(nic)  # before UCX reads its settings
         counters.watch_gpu(world.me.gpu.pci_bus_id if world.me.gpu else None)  # the wire check's NVLinks
@@ -249,9 +248,9 @@ class _Job:
         cpus = world.comm.allgather(metadata.cpu_report())
         self.oversubscribed = metadata.oversubscribed(rounds, hosts, cpus)
         lacking = next((rank for rank, engine in enumerate(engines) if not engine["native"]), None)
-        if (self.kind.one_sided or config.blocks) and lacking is not None:
+        if (self.kind.one_sided or config.lists.blocks) and lacking is not None:
             raise ConfigError(
-                f"{'--blocks' if config.blocks else f'--test {config.test}'} runs in the native loop only; "
+                f"{'--blocks' if config.lists.blocks else f'--test {config.what.test}'} runs in the native loop only; "
                 f"rank {lacking} has none: {engines[lacking]['detail']}"
             )
         peer_gpus = [
@@ -266,9 +265,9 @@ class _Job:
             self._open_stream(topologies, engines)
             if self.stream is not None and skipped:
                 self.stream.metadata["skipped_postings"] = skipped
-            if config.output_format == "table":
+            if config.out.output_format == "table":
                 beside = config.beside_load
-                self.table = ProgressTable(self.kind, self.out, config.units, beside.label if beside else None)
+                self.table = ProgressTable(self.kind, self.out, config.out.units, beside.label if beside else None)
                 self._table_header(rounds, topologies, engines)
                 for path, reason in skipped.items():
                     self.table.note(f"--posting {path} is left out: {reason}")
@@ -288,11 +287,13 @@ class _Job:
             meta["ucx_env"].pop("UCX_NET_DEVICES", None)
         meta["doctor"] = [f.to_dict() for f in doctor.run_checks()]
         meta["placement_warnings"] = _placement_warnings(topologies)
-        meta["engine"] = {"requested": config.engine, "ranks": engines}
+        meta["engine"] = {"requested": config.steps.engine, "ranks": engines}
         meta["oversubscribed"] = self.oversubscribed
-        output = config.output
+        output = config.out.output
         if output is None:  # launched by mpirun/srun: rank 0 reserves a free name itself
-            output = document.default_output_path(config.test, config.src_mode.value, config.dst_mode.value)
+            output = document.default_output_path(
+                config.what.test, config.memory.src_mode.value, config.memory.dst_mode.value
+            )
             self.reserved = output
         self.stream = document.ResultsStream(output, meta)
 
@@ -301,21 +302,30 @@ class _Job:
     ) -> None:
         table, config, world = self.table, self.config, self.world
         assert table is not None
-        if config.pattern == "pair":
+        if config.what.pattern == "pair":
             shape = config.block_shape
             blocks = shape.describe() if shape else None
             if config.handoff is not None:
                 blocks = f"{config.handoff.describe()}: {blocks}"
-            table.header(0, 1, config.src_mode.value, config.dst_mode.value, config.validate, blocks)
+            table.header(
+                0, 1, config.memory.src_mode.value, config.memory.dst_mode.value, config.steps.validate, blocks
+            )
             if world.size > 2:
                 table.note(f"ranks 2..{world.size - 1} stay idle: the pair test uses ranks 0 and 1")
         else:
             links = sum(len(r) for r in rounds)
-            table.per_link = config.progress == "links" or (config.progress == "auto" and links <= PER_LINK_UP_TO)
-            table.pattern_header(
-                config.pattern, links, len(rounds), config.src_mode.value, config.dst_mode.value, config.validate
+            table.per_link = config.out.progress == "links" or (
+                config.out.progress == "auto" and links <= PER_LINK_UP_TO
             )
-        if config.pattern == "bisection" and world.size % 2:
+            table.pattern_header(
+                config.what.pattern,
+                links,
+                len(rounds),
+                config.memory.src_mode.value,
+                config.memory.dst_mode.value,
+                config.steps.validate,
+            )
+        if config.what.pattern == "bisection" and world.size % 2:
             table.note(f"warning: rank {world.size - 1} stays idle: bisection pairs the two halves of an even count")
         for warning in _placement_warnings(topologies):
             table.note(f"warning: {warning}")
@@ -325,7 +335,7 @@ class _Job:
                 "core(s) for them: they take turns, so figures include waits for a core (results record it)"
             )
         for rank, engine in enumerate(engines):
-            if not engine["native"] and config.engine == "auto":
+            if not engine["native"] and config.steps.engine == "auto":
                 table.note(
                     f"warning: rank {rank} times in Python ({engine['detail']}): small messages measure the interpreter"
                 )
@@ -336,9 +346,9 @@ class _Job:
         self.setup(rounds)
         config = self.config
         shapes: list[BlockShape | None] = [shape for shape in config.block_shapes if shape.posting in self.postings]
-        progress = _Progress(len(rounds) * len(config.sizes) * (len(shapes) + len(self.references) or 1))
+        progress = _Progress(len(rounds) * len(config.steps.sizes) * (len(shapes) + len(self.references) or 1))
         RECYCLER.enabled = True
-        for size in config.sizes:
+        for size in config.steps.sizes:
             self.screened, self.contiguous = {}, {}
             for posting in self.references:
                 # Each link's transfers as one contiguous message first: the blocks' reference (the
@@ -349,7 +359,7 @@ class _Job:
                 _release_buffers(config)
             for shape in shapes or [None]:
                 self.run_rounds(size, rounds, progress, shape=shape)
-                if config.pattern == "screen" and config.remeasure_below > 0:
+                if config.what.pattern == "screen" and config.what.remeasure_below > 0:
                     self.remeasure(size, progress)
                 _release_buffers(config)  # the next size needs buffers of its own
         return self.finish()
@@ -392,7 +402,7 @@ class _Job:
 
     def remeasure(self, size: int, progress: _Progress) -> None:
         """A screen's second pass: every link well below its class's median, measured alone."""
-        slow = slow_links(list(self.screened.values()), self.config.remeasure_below, self.kind.higher_is_better)
+        slow = slow_links(list(self.screened.values()), self.config.what.remeasure_below, self.kind.higher_is_better)
         links: list[schedule.Link] = self.world.share(slow, self.transport.backend.progress)
         if not links:
             return
@@ -400,7 +410,7 @@ class _Job:
         if self.table:
             self.table.note(
                 f"re-measuring {len(links)} link(s) alone at {format_size(size)}: below "
-                f"{self.config.remeasure_below:g} x their link class's median in the screen"
+                f"{self.config.what.remeasure_below:g} x their link class's median in the screen"
             )
         self.run_rounds(size, [[link] for link in links], progress, alone=True)
 
@@ -427,17 +437,17 @@ class _Job:
         rows = {key: value for _part, part_rows, _cpu in gathered for key, value in part_rows.items()}
         cpu = {rank: part[2] for rank, part in enumerate(gathered) if part[2] is not None}
         entries = make_entries(
-            spec, measured, rows, self.placement, self.config.pattern, is_pattern_round(self.config), seconds, cpu
+            spec, measured, rows, self.placement, self.config.what.pattern, is_pattern_round(self.config), seconds, cpu
         )
         for entry in entries:
             self._compare_blocks(entry)
             if alone:
                 entry.remeasured_from = self.screened[(entry.src_rank, entry.dst_rank)].value
-            elif self.config.pattern == "screen":
+            elif self.config.what.pattern == "screen":
                 self.screened[(entry.src_rank, entry.dst_rank)] = entry
         self.stream.append([entry.to_dict() for entry in entries])
         if self.table and entries:
-            if self.config.pattern == "pair":
+            if self.config.what.pattern == "pair":
                 self.table.row(entries)
             else:
                 self.table.link_rows(entries, progress.done, progress.total, progress.eta())
@@ -475,22 +485,22 @@ class _Job:
             stream, self.stream = self.stream, None
             stream.metadata["ucx_warnings"] = sorted({w for ws in all_warnings or [] for w in ws})
             summary = stream.finish(complete=True)
-            if self.table and config.pattern != "pair":
+            if self.table and config.what.pattern != "pair":
                 self.table.matrices(summary.get("matrices", []))
             # The CSV, the verdict and the answer read the same rows: the file is loaded and aggregated once.
             choice = self.table is not None and (len(self.postings) > 1 or config.beside_load is not None)
-            rows = _rows(stream.path) if config.output_format == "csv" or config.expect or choice else []
+            rows = _rows(stream.path) if config.out.output_format == "csv" or config.verdict.expect or choice else []
             if choice:
                 _answer(rows, self.out)
-            if config.output_format == "json":
+            if config.out.output_format == "json":
                 print(json.dumps(document.load(stream.path), indent=1), file=self.out, flush=True)
-            elif config.output_format == "csv":
+            elif config.out.output_format == "csv":
                 print(_csv(rows), file=self.out, end="", flush=True)
             else:
                 print(f"# results written to {stream.path}", file=self.out, flush=True)
-            if config.expect:  # beside a JSON or CSV document on stdout, the verdict goes to stderr
-                verdict_out = self.out if config.output_format == "table" else sys.stderr
-                code = _verdict(stream.path, rows, config.expect, verdict_out)
+            if config.verdict.expect:  # beside a JSON or CSV document on stdout, the verdict goes to stderr
+                verdict_out = self.out if config.out.output_format == "table" else sys.stderr
+                code = _verdict(stream.path, rows, config.verdict.expect, verdict_out)
         world.wait_for_all(transport.backend.progress)
         return code
 
@@ -537,7 +547,7 @@ def _verdict(path: str, rows: list[Any], floors: dict[str, float], out: TextIO) 
 
 
 def _check_gdr(config: RunConfig, entries: list[Entry]) -> None:
-    if not config.require_gdr:
+    if not config.memory.require_gdr:
         return
     for entry in entries:
         for warning in entry.warnings:
@@ -568,7 +578,7 @@ def _placement_warnings(topologies: list[limits.RankTopology]) -> list[str]:
 
 def _hot_loop(config: RunConfig) -> tuple[Any, str]:
     """The native loop's library for this run (or None), and what to record about it."""
-    if config.engine == "python":
+    if config.steps.engine == "python":
         return None, "--engine python"
     from ..wire import native
 
@@ -619,7 +629,7 @@ def _usable_postings(
     if len(usable) < len(wanted) and (len(wanted) == 1 or not usable):
         path = next(path for path in wanted if path in broken)
         raise ConfigError(f"--posting {path}: {broken[path]}")
-    if not config.blocks:
+    if not config.lists.blocks:
         references: tuple[str, ...] = ()
     elif config.device_lists:
         references = tuple(path for path in ("gpu", "ce-batch") if path not in broken) or ("cpu",)

@@ -22,6 +22,16 @@ from ..errors import ConfigError
 
 PATTERNS = ("pair", "all-pairs", "ring", "incast", "fan-out", "bisection", "screen")
 LINK_CLASSES = ("all", "intra-node", "inter-node")
+# What each pattern measures, for `run --help` (every name of PATTERNS has its line).
+PATTERN_HELP = {
+    "pair": "ranks 0 and 1",
+    "all-pairs": "every ordered pair, one at a time",
+    "ring": "every rank to the next at once",
+    "incast": "all to --root",
+    "fan-out": "--root to all",
+    "bisection": "the two halves of the job at once",
+    "screen": "a cluster screen (a ring in every host, every pair of hosts rail-aligned, slow links re-measured alone)",
+}
 
 Link = tuple[int, int]
 

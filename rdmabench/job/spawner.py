@@ -154,13 +154,13 @@ def _run_ranks(command: list[str], env: dict[str, str], config: RunConfig, start
     thread.join(timeout=5)
     if not interrupted and not _any_rank_started(started):
         raise LaunchError(_no_rank_started(command[0], code, relay.launcher_text()))
-    if code != 0 and config.output and not relay.kept_note:
+    if code != 0 and config.out.output and not relay.kept_note:
         reason = (
             f"stopped by {signal.Signals(received[0]).name}"
             if interrupted
             else relay.first_error or f"the job ended with exit status {code}"
         )
-        _keep_partial(config.output, reason, relay.first_error)
+        _keep_partial(config.out.output, reason, relay.first_error)
     return code
 
 

@@ -23,8 +23,8 @@ from ..units import format_size, parse_size
 
 # name: (gpuload kind, default size, what the size is, the rate's unit)
 LOADS = {
-    "gemm": (0, 8192, "the order of a bf16 M x M x M matrix product", "TFLOP/s"),
-    "decode": (1, 1 << 30, "bytes of KV cache streamed from HBM per kernel", "GB/s"),
+    "gemm": (0, 8192, "a bf16 SIZE x SIZE x SIZE matrix product through cuBLAS, as prefill", "TFLOP/s"),
+    "decode": (1, 1 << 30, "a kernel streaming SIZE bytes of HBM, as attention decode reads a KV cache", "GB/s"),
 }
 ALONE_SECONDS = 0.03  # the load alone, per pair: at least this long ...
 ALONE_OPERATIONS = 8  # ... and this many operations, after ...
@@ -52,7 +52,7 @@ class Beside:
         try:
             value = int(size) if name == "gemm" else parse_size(size)
         except ValueError:
-            raise ConfigError(f"--beside {text}: {size!r} is not {LOADS[name][2]}") from None
+            raise ConfigError(f"--beside {text}: {size!r} is not a size for {name}") from None
         return cls(name, value).check()
 
     def check(self) -> Beside:

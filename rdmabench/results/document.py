@@ -106,7 +106,7 @@ def build_matrices(metadata: dict[str, Any], entries: list[dict[str, Any]], comp
                     and hosts[i] is not None
                     and (hosts[i] == hosts[j]) != (link_class == "intra-node")
                 ):
-                    reasons[i][j] = f"excluded by --links {link_class}"
+                    reasons[i][j] = f"excluded by --link-class {link_class}"
                 elif complete:
                     reasons[i][j] = f"not a link of the {pattern} pattern"
                 else:

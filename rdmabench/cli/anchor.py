@@ -1,0 +1,189 @@
+"""`rdmabench anchor`: rdmabench beside ucx_perftest, or beside NIXL, on this machine."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+
+from .. import userfiles
+from ..errors import ConfigError, LaunchError, ResultsWriteError
+from ..escape import visible_lines
+from ..measure import kvhandoff
+from ..measure.blocks import LAYOUTS, POSTINGS
+from ..measure.kvhandoff import KV_LAYOUTS
+from ..units import parse_sizes
+from .group import SETTINGS, Written, count, fail, main, names, say, writes
+from .options import choices, group, renamed, sizes_option
+
+ANCHORS = ("perftest", "nixl")
+
+# The NIXL anchor's own options, with their defaults: the ucx_perftest anchor refuses them.
+nixl_options = group(
+    click.option(
+        "--blocks",
+        "counts",
+        default=None,
+        metavar="N[,N...]",
+        help="With --against nixl: blocks per transfer, each count a list of its own (1 to 1048576). [default: 1024]",
+    ),
+    click.option(
+        "--layout",
+        "layouts",
+        default=None,
+        metavar="LAYOUT[,LAYOUT...]",
+        help=f"With --against nixl: {', '.join(LAYOUTS)} (as run's --layout). [default: random]",
+    ),
+    click.option(
+        "--model",
+        default=None,
+        metavar="CONFIG",
+        help="With --against nixl: a model's KV-cache handoff as the list (as run's --model), instead of --blocks "
+        "and --sizes.",
+    ),
+    click.option(
+        "--nixl-threads",
+        type=int,
+        default=0,
+        metavar="N",
+        help="With --against nixl: the threads of NIXL's UCX backend (num_threads; vLLM's connector passes 4); 0: "
+        "NIXL's default.",
+    ),
+    click.option("--kv-layout", default=KV_LAYOUTS[0], metavar=choices(KV_LAYOUTS), help="With --model, as run's."),
+    click.option("--prompt", type=int, default=None, metavar="TOKENS", help="With --model, as run's. [default: 4096]"),
+    click.option(
+        "--posting",
+        default="auto",
+        metavar=choices(POSTINGS),
+        help="With --against nixl --mode device: who posts rdmabench's lists, as run's --posting (cpu: a request "
+        "per block, as NIXL posts).",
+    ),
+)
+_NIXL_ONLY = {
+    "counts": None, "layouts": None, "model": None, "kv_layout": "vllm", "prompt": None, "nixl_threads": 0,
+    "posting": "auto",
+}  # fmt: skip
+_OPTION_NAMES = {"counts": "--blocks", "layouts": "--layout"}  # the others: their parameter's name
+
+
+# Which anchor, on which memory, sizes and tests, how many times.
+anchor_options = group(
+    click.option(
+        "--mode", default="host", metavar="host|device", help="Memory on both sides: host, or device (GPUs 0 and 1)."
+    ),
+    click.option(
+        "--against",
+        default=ANCHORS[0],
+        metavar=choices(ANCHORS),
+        help="The anchor: ucx_perftest (the C anchor), or NIXL's UCX backend moving the same block lists "
+        "(pip install --no-deps nixl-cu13).",
+    ),
+    sizes_option(
+        None,
+        "Message sizes",
+        "; with --against nixl the block sizes. [default: 8,1MiB,64MiB; with --against nixl 4KiB,64KiB,1MiB]",
+    ),
+    renamed(
+        "--test",
+        "--tests",
+        "tests",
+        default=None,
+        help="Comma-separated: bw (vs tag_bw), lat (tag_lat), put (ucp_put_bw), get (ucp_get), put-lat (ucp_put_lat); "
+        "with --mode device also bibw (vs both copy engines copying GPU0 <-> GPU1 at once) and incast (a rank a GPU, "
+        "all to GPU 0, vs every GPU copying into GPU 0 at once). With --against nixl: put (WRITE), get (READ). "
+        "[default: bw,lat; with --against nixl put]",
+    ),
+    nixl_options,
+    click.option(
+        "--repeat",
+        default=1,
+        type=click.IntRange(min=1),
+        help="Run the whole comparison this many times; print each figure's median, each ratio's spread and the "
+        "steady rounds' medians.",
+    ),
+)
+
+
+@main.command(context_settings=SETTINGS)
+@anchor_options
+@writes(Written(("--output", "-o"), "output", "the anchor rows", "Also write the rows as JSON here."))
+def anchor(
+    mode: str, against: str, sizes: str | None, tests: str | None, repeat: int, output: str | None, force: bool,
+    **nixl_options: Any,
+) -> None:  # fmt: skip
+    """Compare rdmabench with an anchor on this machine, side by side: ucx_perftest, or NIXL.
+
+    Runs ucx_perftest and `rdmabench run --np 2` on the same memory type and sizes, then prints both
+    figures and their ratio, with and without payload validation, and the extra time per message.
+    ucx_perftest runs just before and just after rdmabench; the anchor is their mean and `drift` how
+    far apart they were (over 10%: the machine changed speed, the row's ratios are unreliable). On a
+    noisy machine use --repeat 5: each round's ratios are taken side by side, then their medians, over
+    all rounds and over the steady ones.
+
+    With --against nixl: NIXL's UCX backend (two processes of its own) and rdmabench move the same
+    block lists (--blocks x --layout x --sizes, or a --model's handoff), NIXL just before and just after
+    rdmabench, both with validation off (rdmabench also with it on): per-transfer GB/s, p50/p99/p99.9,
+    posting share, descriptors a second, CPU s/GB, against one contiguous message, cold costs, and the
+    UCX protocol each used.
+    """
+    progress = lambda line: click.echo(visible_lines(line), err=True)  # noqa: E731
+    if against == "nixl":
+        rows, text, written = _nixl_anchor(mode, sizes, tests, repeat, nixl_options, progress)
+    else:
+        rows, text, written = _perftest_anchor(against, mode, sizes, tests, repeat, nixl_options, progress)
+    if output is not None:  # first: minutes of measurements must not hang on the table printing
+        try:
+            userfiles.write_text(output, json.dumps(written, indent=1))
+        except OSError as exc:  # a disk that filled meanwhile: the rows still reach the terminal
+            say(text)
+            fail(ResultsWriteError(f"cannot write {output}: {exc.strerror or exc}; the rows are printed above"))
+    say(text)
+    if rows and rows[0].get("incomplete"):
+        fail(LaunchError(rows[0]["incomplete"]))
+
+
+def _perftest_anchor(
+    against: str, mode: str, sizes: str | None, tests: str | None, repeat: int, options: dict[str, Any], progress: Any
+) -> tuple[list[dict[str, Any]], str, dict[str, Any]]:
+    """The ucx_perftest anchor, which takes none of the NIXL anchor's options."""
+    from ..bench import anchor as anchor_module
+
+    if against != "perftest":
+        raise ConfigError(f"unknown anchor {against!r}: choose {' or '.join(ANCHORS)}")
+    for name, default in _NIXL_ONLY.items():
+        if options[name] != default:
+            option = _OPTION_NAMES.get(name, f"--{name.replace('_', '-')}")
+            raise ConfigError(f"{option} is an option of the NIXL anchor: add --against nixl")
+    rows = anchor_module.compare(
+        mode, parse_sizes(sizes or "8,1MiB,64MiB"), names(tests or "bw,lat"), repeat, progress=progress
+    )
+    written = {"schema": {"name": "rdmabench-anchor", "version": 1}, "rows": rows}
+    return rows, anchor_module.format_rows(rows), written
+
+
+def _nixl_anchor(
+    mode: str, sizes: str | None, tests: str | None, repeat: int, options: dict[str, Any], progress: Any
+) -> tuple[list[dict[str, Any]], str, dict[str, Any]]:
+    """`anchor --against nixl`: the plan from the options, the rows, their table and their document."""
+    from ..bench import nixl
+
+    handoff = None
+    if options["model"] is not None:
+        if options["counts"] is not None or sizes is not None:
+            raise ConfigError("--model sets the blocks and their size: leave out --blocks and --sizes")
+        handoff = kvhandoff.handoff(options["model"], options["kv_layout"], options["prompt"])
+    elif (options["kv_layout"], options["prompt"]) != ("vllm", None):
+        raise ConfigError("--kv-layout and --prompt shape a model's handoff: give --model as well")
+    plan = nixl.NixlPlan(
+        sizes=tuple(parse_sizes(sizes or "4KiB,64KiB,1MiB")),
+        counts=tuple(count(part, "--blocks") for part in names(options["counts"] or "1024")),
+        layouts=tuple(names(options["layouts"] or "random")),
+        tests=tuple(names(tests or "put")),
+        mode=mode,
+        handoff=handoff,
+        threads=options["nixl_threads"],
+        posting=options["posting"],
+    )
+    rows = nixl.compare(plan, repeat, progress=progress)
+    return rows, nixl.format_rows(rows), nixl.document(rows)

@@ -1,0 +1,84 @@
+"""`run`'s block-list options, one group: each option's parameter is the name of its field in the
+configuration's block-list record (job/config.py), so a new option is a line here and a field there."""
+
+from __future__ import annotations
+
+import click
+
+from ..measure import kvmodels
+from ..measure.blocks import LAYOUTS, POSTINGS
+from ..measure.kvhandoff import KV_LAYOUTS
+from .options import SIZE, SIZES, choices, group
+
+block_options = group(
+    click.option(
+        "--blocks",
+        type=int,
+        default=None,
+        metavar="N",
+        help="Block lists shaped like KV caches: each transfer moves N blocks between slots of two pools, as puts, "
+        "gets or tagged messages (--test put, get or bw), timed per transfer (p50, p99, p99.9) and against one "
+        "contiguous message of the same bytes.",
+    ),
+    click.option(
+        "--block-size",
+        default=None,
+        type=SIZES,
+        metavar="SIZES",
+        help="With --blocks: the block sizes to sweep, as --sizes (4KiB:1MiB). [default: 4KiB:1MiB:x4]",
+    ),
+    click.option(
+        "--layout",
+        default=LAYOUTS[0],
+        metavar=choices(LAYOUTS),
+        help="With --blocks: where blocks sit in each pool: consecutive slots, every other slot, or slots drawn from "
+        "a seeded table in a pool four times larger (or --pool).",
+    ),
+    click.option("--batch", type=int, default=1, help="With --blocks: transfers in flight per step."),
+    click.option(
+        "--posting",
+        default="auto",
+        metavar="PATH[,PATH...]|all",
+        help="With --blocks, put or get of device memory: who posts the list; a list (or all) measures each path "
+        "in turn. " + "; ".join(f"{name}: {what}" for name, what in POSTINGS.items()) + ". Results name the path "
+        "that ran, and why where auto fell back or a path of a list could not run.",
+    ),
+    click.option(
+        "--posting-sms",
+        default=None,
+        metavar="N|green:N|all",
+        help="With --posting gpu, auto or all: the SMs the GPU's posting kernel may occupy, to spare a model's "
+        "compute: N = a grid of at most N CUDA blocks (a fixed budget); green:N = a green-context partition of N "
+        "SMs (rounded up as the GPU splits them), --beside's load on the rest. [default: all]",
+    ),
+    click.option(
+        "--pool",
+        default=None,
+        type=SIZE,
+        metavar="SIZE",
+        help="With --blocks: each end's pool in bytes. [default: what the layout needs; 4x that for random]",
+    ),
+    click.option(
+        "--model",
+        default=None,
+        metavar="CONFIG",
+        help="A KV-cache handoff as block lists: the descriptors one prefill rank posts to its decode peer for one "
+        f"prompt, from a model's KV shape: a known model ({', '.join(kvmodels.MODELS)}) or a JSON file (a "
+        "config.json too), then ,key=value overrides (tp, pp, dtype_bytes, tokens_per_block, layers, kv_heads, "
+        "head_dim, mla, chunk_tokens). Sets --blocks and the block size; --layout places the blocks.",
+    ),
+    click.option(
+        "--kv-layout",
+        default=KV_LAYOUTS[0],
+        metavar=choices(KV_LAYOUTS),
+        help="With --model: a descriptor per layer x block x K/V (vLLM's NIXL connector), per block across layers, "
+        "or per LMCache chunk of 256 tokens across layers.",
+    ),
+    click.option(
+        "--prompt",
+        type=int,
+        default=None,
+        metavar="TOKENS",
+        help="With --model: the prompt's length in tokens, filling whole blocks. [default: 4096]",
+    ),
+)

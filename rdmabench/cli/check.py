@@ -1,0 +1,104 @@
+"""`rdmabench check`: pass or fail, the suspect parts first, against floors and/or a baseline run."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from .. import userfiles
+from ..errors import ConfigError, InconclusiveError, RdmabenchError
+from ..escape import visible
+from ..results.verdict import DEFAULT_FLOORS
+from . import reading
+from .group import SETTINGS, Written, fail, main, writes
+from .options import expect_option, selection_options, tolerance_option
+
+FLOOR_HELP = (
+    "A floor as a share of the physical limit, per limit kind (NVLink, PCIe, NIC, 'host memory copy') "
+    "or link class ('same GPU', intra-node, inter-node, all); repeatable. 'default': "
+    + ", ".join(f"{k}={v}" for k, v in DEFAULT_FLOORS.items())
+    + ", and each link against its class in the run: below the class median less 3 or more robust spreads "
+    "(and at least 5% below it), or one of a suspect part's slow links, it fails."
+)
+
+
+@main.command(context_settings=SETTINGS)
+@click.argument("paths", nargs=-1, required=True)
+@expect_option(FLOOR_HELP)
+@click.option("--baseline", default=None, help="Results file or directory each link must be no worse than.")
+@tolerance_option(0.1, "How much worse than the baseline a link may be.")
+@writes(
+    Written(("--json",), "json_path", "the verdict", "Write the verdict and the suspects as JSON here."),
+    Written(("--junit",), "junit_path", "the verdict", "Write JUnit XML here (one case per link)."),
+    Written(
+        ("--drain",),
+        "drain_path",
+        "the drain list",
+        "Write a Slurm drain list here: the hosts of the suspect parts, as a hostlist and one `scontrol "
+        "update NodeName=... State=DRAIN` line each (never run: review, then run them yourself).",
+    ),
+)
+@selection_options
+def check(
+    paths: tuple[str, ...], expect: dict[str, float], baseline: str | None, tolerance: float, **kwargs: Any
+) -> None:
+    """Pass or fail: names the suspect parts first (a GPU, NIC, host, pair of hosts or single link
+    that explains the slow links, with its evidence), then judges every link at its largest size
+    against a floor (a share of its physical limit; with `default` also its class in the run) and/or
+    a baseline run. Exit status 1 when a link fails or a part is suspect, 0 when all pass, 2 for bad
+    input or when there is no verdict: nothing matched, no floor applied to any link, or no link was
+    in the baseline, and nothing is suspect (never a pass on nothing)."""
+    from ..results.hostlist import compress
+
+    files = {name: kwargs.pop(name) for name in ("json_path", "junit_path", "drain_path", "force")}
+    try:
+        if not expect and baseline is None:
+            raise ConfigError("give --expect (a floor per limit kind or link class) or --baseline, or both")
+        if not 0 <= tolerance < 1:
+            raise ConfigError(f"--tolerance must be at least 0 and below 1, not {tolerance}")
+        checked, drained = _check(paths, expect, baseline, tolerance, kwargs, files)
+    except RdmabenchError as exc:
+        fail(exc)
+    except OSError as exc:
+        fail(ConfigError(f"cannot write the verdict: {exc}"))
+    click.echo(checked.text())
+    if drained is not None:
+        hosts = compress(d.host for d in drained) if drained else "no host"
+        click.echo(f"drain list: {visible(files['drain_path'])} ({hosts})")
+    sys.exit(checked.exit_code)
+
+
+def _check(
+    paths: tuple[str, ...],
+    floors: dict[str, float],
+    baseline: str | None,
+    tolerance: float,
+    selection: dict[str, Any],
+    files: dict[str, Any],
+) -> tuple[Any, Any]:
+    """The verdict and the drain list (None without --drain), their files written."""
+    from ..results import verdict as verdict_module
+    from ..results.attribution import attribute
+    from ..results.drain import write_drain_list
+    from ..results.outcome import Checked
+    from ..results.rows import aggregate
+
+    chosen = reading.filters(**selection)
+    rows = aggregate(reading.load(paths).documents, chosen)
+    base = aggregate(reading.load((baseline,)).documents, chosen) if baseline is not None else None
+    if not rows:
+        raise ConfigError("no results match the filters")
+    found = attribute(rows)
+    checked = Checked(verdict_module.judge(rows, floors, base, tolerance, found), found)
+    if checked.outcome == "INCONCLUSIVE":
+        click.echo("\n".join(checked.suspect_lines()))
+        raise InconclusiveError(f"no verdict: {checked.verdict.inconclusive}")
+    if files["json_path"] is not None:
+        userfiles.write_chunks(files["json_path"], checked.json_chunks())  # a million passed links, a line each
+    if files["junit_path"] is not None:
+        userfiles.write_text(files["junit_path"], checked.junit())
+    drain_path = files["drain_path"]
+    drained = write_drain_list(drain_path, found, force=files["force"]) if drain_path is not None else None
+    return checked, drained

@@ -1,0 +1,120 @@
+"""The command group and what every command shares: errors as one line and an exit code, progress
+lines shown safely, and the checked options that name the files a command writes."""
+
+from __future__ import annotations
+
+import functools
+import shlex
+import sys
+from collections.abc import Callable
+from typing import Any, NamedTuple, NoReturn
+
+import click
+
+from .. import __version__, userfiles
+from ..errors import ConfigError, RdmabenchError, error_line
+from ..escape import visible_lines
+from ..measure import registry
+
+# Every command: -h as --help, wide enough for the option tables, defaults shown.
+SETTINGS = {"show_default": True}
+
+
+def say(text: str) -> None:
+    """A benchmark's progress line: GPU, NIC and file names in it reach the terminal shown, never raw."""
+    click.echo(visible_lines(text))
+
+
+def fail(exc: RdmabenchError) -> NoReturn:
+    click.echo(error_line(str(exc)), err=True)
+    sys.exit(exc.exit_code)
+
+
+def command_line() -> str:
+    """The command as typed, recorded in what a command writes."""
+    return shlex.join(["rdmabench", *sys.argv[1:]])
+
+
+def names(text: str) -> list[str]:
+    """A comma-separated list of names."""
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def count(text: str, option: str) -> int:
+    if not text.isdigit():
+        raise ConfigError(f"{option} takes whole numbers, not {text!r}")
+    return int(text)
+
+
+class Written(NamedTuple):
+    """A file a command writes, named by an option: its flags, its parameter, and what it holds."""
+
+    flags: tuple[str, ...]
+    dest: str
+    holds: str  # for the refusal: "cannot write <holds> to PATH: ..."
+    help: str
+
+
+def writes(*targets: Written, checked_here: bool = True) -> Callable[[Any], Any]:
+    """The options naming the files a command writes, and one --force for them all. Each named file
+    is checked (`userfiles.check_output`: no device, FIFO, directory, dangling link or missing folder;
+    an existing file only with --force) before the command does anything, so nothing is measured or
+    computed for a file that cannot be written. `checked_here=False`: the command checks in the
+    library (run: under mpirun every rank parses the command line, and only rank 0 writes)."""
+
+    def decorate(command: Any) -> Any:
+        @functools.wraps(command)
+        def checked(**kwargs: Any) -> Any:
+            try:
+                for target in targets if checked_here else ():
+                    if kwargs.get(target.dest) is not None:
+                        userfiles.check_output(kwargs[target.dest], kwargs["force"], target.holds)
+            except RdmabenchError as exc:
+                fail(exc)
+            return command(**kwargs)
+
+        flags = " and ".join(target.flags[0] for target in targets)
+        replace = f"Replace {flags} if it exists." if len(targets) == 1 else f"Replace the files {flags} name."
+        options = [click.option(*t.flags, t.dest, default=None, metavar="FILE", help=t.help) for t in targets]
+        options.append(click.option("--force", is_flag=True, help=replace))
+        for option in reversed(options):
+            checked = option(checked)
+        return checked
+
+    return decorate
+
+
+class OneLineErrors(click.Group):
+    """Every error as one line and an exit code: click's usage errors (not a Usage: block) and the
+    library's RdmabenchError, which commands let rise to here rather than catch themselves."""
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+        kwargs["standalone_mode"] = False
+        problem = registry.plugin_problem()
+        if problem and {"-h", "--help"} & set(sys.argv[1:]):  # a run refuses with it; help goes on, and says so
+            click.echo(f"rdmabench: warning: {problem}", err=True)
+        try:
+            code = super().main(*args, **kwargs)
+        except click.UsageError as exc:
+            command = exc.ctx.command_path if exc.ctx is not None else "rdmabench"
+            click.echo(error_line(f"{exc.format_message()} (see {command} --help)"), err=True)
+            sys.exit(exc.exit_code)
+        except click.Abort:
+            click.echo(error_line("aborted"), err=True)
+            sys.exit(130)
+        except click.ClickException as exc:
+            click.echo(error_line(exc.format_message()), err=True)
+            sys.exit(exc.exit_code)
+        except RdmabenchError as exc:  # the library's errors, caught once, here at the edge
+            fail(exc)
+        sys.exit(code if isinstance(code, int) else 0)
+
+
+@click.group(cls=OneLineErrors, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+@click.version_option(__version__, prog_name="rdmabench")
+def main() -> None:
+    """Measure how fast data really moves between GPUs, host memory and nodes, over UCX.
+
+    Every bandwidth is in GB/s = 1e9 bytes/s, timed until the receiver has every byte, with every
+    payload checked, and with the transport UCX actually chose recorded beside it.
+    """

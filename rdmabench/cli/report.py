@@ -1,0 +1,83 @@
+"""`rdmabench report`: results files aggregated into a table, Markdown, CSV, HTML or JSON."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from ..errors import ConfigError, RdmabenchError
+from ..results.formats import FORMATS, GROUPINGS
+from . import reading
+from .group import SETTINGS, Written, fail, main, writes
+from .options import choices, expect_option, format_option, selection_options
+
+
+@main.command(context_settings=SETTINGS)
+@click.argument("paths", nargs=-1, required=True)
+@format_option(FORMATS, "Output format; html is one self-contained page with plots.")
+@writes(Written(("--output", "-o"), "output", "the report", "Write here instead of standard output."))
+@click.option("--by", default=GROUPINGS[0], metavar=choices(GROUPINGS), help="Group the rows.")
+@click.option("--outlier-fraction", default=0.2, help="List links this much worse than the median of their class.")
+@expect_option(
+    "Also judge every link at its largest size against a floor (see `rdmabench check`; 'default' also "
+    "against its class in the run); exit 1 if one fails, 2 if no link could be judged."
+)
+@selection_options
+def report(
+    paths: tuple[str, ...],
+    output_format: str,
+    output: str | None,
+    force: bool,
+    by: str,
+    outlier_fraction: float,
+    expect: dict[str, float],
+    **selection: Any,
+) -> None:
+    """Aggregate results files (or directories of them): per link and per (test, modes, size), the
+    median over runs, the spread and the count; the suspect parts first (but in CSV), then outliers."""
+    from ..results import verdict as verdict_module
+
+    try:
+        if by not in GROUPINGS:  # bad options are reported before any file is read
+            raise ConfigError(f"unknown grouping {by!r}: choose one of {', '.join(GROUPINGS)}")
+        if output_format not in FORMATS:
+            raise ConfigError(f"unknown format {output_format!r}: choose {', '.join(FORMATS[:-1])} or {FORMATS[-1]}")
+        if not 0 < outlier_fraction < 1:
+            raise ConfigError(f"--outlier-fraction must be between 0 and 1, not {outlier_fraction}")
+        judged = _report(paths, output_format, output, by, outlier_fraction, expect, selection)
+    except RdmabenchError as exc:
+        fail(exc)
+    if judged is not None:
+        click.echo(verdict_module.format_verdict(judged), err=True)
+        sys.exit(judged.exit_code)
+
+
+def _report(
+    paths: tuple[str, ...],
+    output_format: str,
+    output: str | None,
+    by: str,
+    outlier_fraction: float,
+    floors: dict[str, float],
+    selection: dict[str, Any],
+) -> Any:
+    """The report written or printed; the verdict when floors were given, else None."""
+    from ..results import formats
+    from ..results import verdict as verdict_module
+    from ..results.attribution import attribute
+    from ..results.rows import aggregate
+
+    chosen = reading.filters(**selection)
+    loaded = reading.load(paths)
+    rows = aggregate(loaded.documents, chosen)
+    if not rows:
+        raise ConfigError("no results match the filters")
+    skipped = [*loaded.problems, *map(str, loaded.duplicates)]  # files left out, each with why
+    sources = [path for path, _ in loaded.documents]
+    found = attribute(rows) if output_format != "csv" or verdict_module.FLEET in floors else None  # once
+    reading.write_or_print(
+        formats.render_chunks(rows, output_format, by, outlier_fraction, skipped, sources, found), output
+    )
+    return verdict_module.conclude(rows, floors, found=found) if floors else None
