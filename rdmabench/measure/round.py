@@ -358,6 +358,45 @@ def _beside_details(end: EngineEnd, comm: Any, pairs: Pairs, kept: list[dict[str
         details["beside"] = {"compute": gpus, "alone_step_times": end.state["alone_steps"].pop(0)}
 
 
+class _Steps:
+    """A round's steps on this rank, numbered as they run: each filled, timed and checked, with the
+    CPU seconds of the timed parts (fills and checks left out: the cost of moving the bytes)."""
+
+    def __init__(self, end: EngineEnd, step: Callable[[EngineEnd, int], list[float]]):
+        self.end, self.step = end, step
+        self.index = 0
+        self.cpu = 0.0
+
+    def one(self) -> list[float]:
+        end, protocol = self.end, self.end.spec.protocol
+        if end.stall_at == self.index:
+            faults.stall_forever()
+        protocol.fill(end, self.index)
+        began = time.process_time()
+        times = self.step(end, self.index)
+        self.cpu += time.process_time() - began
+        protocol.check(end, self.index)
+        self.index += 1
+        return times
+
+    def warm_up(self, steps: int) -> tuple[float, float]:
+        """Untimed steps; the wall and timed seconds of the last."""
+        wall = timed = 0.0
+        for _ in range(steps):
+            began = time.perf_counter()
+            times = self.one()
+            wall, timed = time.perf_counter() - began, max(times, default=0.0)
+        return wall, timed
+
+    def sample(self, iterations: int, links: int) -> list[list[float]]:
+        """`iterations` timed steps: per link, its step times."""
+        per_link: list[list[float]] = [[] for _ in range(links)]
+        for _ in range(iterations):
+            for position, seconds in enumerate(self.one()):
+                per_link[position].append(seconds)
+        return per_link
+
+
 def _sample(
     end: EngineEnd,
     comm: Any,
@@ -369,76 +408,41 @@ def _sample(
     samples[sample][link] = that link's step times, the iterations per sample, this process's
     CPU seconds in the sampled steps (fills and checks left out: the cost of moving the bytes), and
     its link counters read around them (its GPU's NVLinks only where both ends of one of its links
-    are in GPU memory: NVML's reads are not free)."""
-    plan, protocol = end.spec.plan, end.spec.protocol
-    cpu = 0.0
-
-    def one(index: int) -> list[float]:
-        nonlocal cpu
-        if end.stall_at == index:
-            faults.stall_forever()
-        protocol.fill(end, index)
-        began = time.process_time()
-        times = step(end, index)
-        cpu += time.process_time() - began
-        protocol.check(end, index)
-        return times
-
-    index = 0
-
-    def warm_up(steps: int) -> tuple[float, float]:
-        """Untimed steps; the wall and timed seconds of the last."""
-        nonlocal index
-        wall = timed = 0.0
-        for _ in range(steps):
-            began = time.perf_counter()
-            times = one(index)
-            wall, timed = time.perf_counter() - began, max(times, default=0.0)
-            index += 1
-        return wall, timed
-
+    are in GPU memory: NVML's reads are not free). Beside compute (`pairs`), each sample is a pair:
+    the steps alone, then beside the load (the alone halves go to end.state["alone_steps"])."""
+    plan = end.spec.plan
+    steps = _Steps(end, step)
     if plan.auto_passes and end.passes > 1:
         # The warm-up makes one pass a step (the first steps pay for connections and caches); the
         # last one's transfer time (not its fills and checks, which passes do not repeat), the
         # slowest rank's, says how many passes a step may make here.
         end.passes = 1
-        _, one_pass = warm_up(max(1, plan.warmup))
+        _, one_pass = steps.warm_up(max(1, plan.warmup))
         (slowest,) = agree_max(comm, end.spec.ranks, (one_pass,), _TAG_PASSES)
         end.passes = passes_for(slowest, plan)
-        wall, timed = warm_up(1)  # a step as it will be timed, for the steps per sample
+        wall, timed = steps.warm_up(1)  # a step as it will be timed, for the steps per sample
     else:
-        wall, timed = warm_up(plan.warmup)
-    cpu = 0.0  # the warm-up's steps are not measured
+        wall, timed = steps.warm_up(plan.warmup)
+    steps.cpu = 0.0  # the warm-up's steps are not measured
     wall, timed = _agree_to_start(end, comm, wall, timed)
     iterations = calibrated_iterations(wall, plan, timed)
     samples: list[list[list[float]]] = []
     alone: list[list[list[float]]] = []  # beside compute: each pair's transfer alone
     nvlink = any(side.link.src_mode.on_device and side.link.dst_mode.on_device for side in end.targets + end.sources)
-
-    def sample() -> list[list[float]]:
-        nonlocal index
-        per_link: list[list[float]] = [[] for _ in range(links)]
-        for _ in range(iterations):
-            for position, seconds in enumerate(one(index)):
-                per_link[position].append(seconds)
-            index += 1
-        return per_link
-
     before = counters.read(nvlink)
     for _ in range(plan.samples):
         if pairs is None:
-            samples.append(sample())
+            samples.append(steps.sample(iterations, links))
             continue
-        # A pair: the transfer alone, the load alone on the whole GPU, then both at once.
-        alone.append(sample())
-        pairs.start()
+        alone.append(steps.sample(iterations, links))
+        pairs.start()  # the load alone on the whole GPU, then on beside the steps
         try:
-            samples.append(sample())
+            samples.append(steps.sample(iterations, links))
         finally:
             pairs.stop()
     if pairs is not None:  # per timed link, the alone halves of its samples (run_round files them)
         end.state["alone_steps"] = [[per_link[position] for per_link in alone] for position in range(links)]
-    return samples, iterations, cpu, counters.Window(before, counters.read(nvlink))
+    return samples, iterations, steps.cpu, counters.Window(before, counters.read(nvlink))
 
 
 def _agree_to_start(end: EngineEnd, comm: Any, wall: float, timed: float) -> tuple[float, float]:

@@ -81,8 +81,7 @@ def compile_command(compiler: str, prefix: Path, output: Path) -> list[str]:
     lib = prefix / "lib"
     return [
         compiler, "-O3", "-std=c++17", "-arch=native", "-shared", "-Xcompiler", "-fPIC", "-o", str(output),
-        str(SOURCE), "-isystem", str(prefix / "include"), f"-L{lib}", "-lucp", "-lucs", *driver_stubs(compiler),
-        "-lcuda", "-Xlinker", f"-rpath={lib}",
+        str(SOURCE), "-isystem", str(prefix / "include"), f"-L{lib}", "-lucp", "-lucs", "-Xlinker", f"-rpath={lib}",
     ]  # fmt: skip
 
 
@@ -124,6 +123,9 @@ def _configure(library: Any) -> Any:
     ptr, size, out_int, double = ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_int), ctypes.c_double
     u64s, doubles = ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_double)
     library.rb_dev_abi.restype = ctypes.c_char_p
+    text = (library.rb_dev_abi() or b"").decode()  # first: a library of another source lacks the rest
+    if native.parse_abi(text) != _CODES:
+        raise OSError(f"devlists.cu and devapi.py disagree on their codes ({text})")
     library.rb_dev_plan_create.argtypes = [
         ptr, ptr, ptr, ptr, size, ctypes.c_uint64, ptr, u64s, u64s, size, ctypes.c_int, double,
         ctypes.POINTER(ptr), out_int, ctypes.c_char_p, size,
@@ -137,9 +139,6 @@ def _configure(library: Any) -> Any:
     library.rb_dev_configure.restype = ctypes.c_int
     library.rb_dev_ce_unsupported.argtypes = []
     library.rb_dev_ce_unsupported.restype = ctypes.c_char_p
-    text = (library.rb_dev_abi() or b"").decode()
-    if native.parse_abi(text) != _CODES:
-        raise OSError(f"devlists.cu and devapi.py disagree on their codes ({text})")
     return library
 
 
@@ -197,7 +196,8 @@ class DevicePlan:
     def configure(self, ctas: int = 0, stream: int | None = None, context: int | None = None) -> None:
         """Posting kernels on at most `ctas` CUDA blocks (0: the whole GPU), on a green context's
         `stream` and `context` where a partition gives them (None: the plan's own)."""
-        self._lib.rb_dev_configure(self._plan, ctas, stream, context)
+        if self._lib.rb_dev_configure(self._plan, ctas, stream, context) != 0:
+            raise TransportError(f"this CUDA runtime cannot launch into a green context (CUDA 12.5+) ({self._where})")
 
     def copy_engines_problem(self) -> str | None:
         """Why the copy engines' path (cudaMemcpyBatchAsync) cannot run here, or None."""

@@ -79,6 +79,9 @@ def _load() -> LoadAvailability:
 def _configure(library: Any) -> Any:
     ptr, size, why = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p
     library.rb_load_abi.restype = ctypes.c_char_p
+    text = (library.rb_load_abi() or b"").decode()  # first: a library of another source lacks the rest
+    if native.parse_abi(text) != _CODES:
+        raise OSError(f"gpuload.cu and gpuload.py disagree on their codes ({text})")
     library.rb_load_create.argtypes = [ctypes.c_int, ctypes.c_int, size, ctypes.POINTER(ptr), why, size]
     library.rb_load_create.restype = ctypes.c_int
     ints = ctypes.POINTER(ctypes.c_int)
@@ -96,9 +99,6 @@ def _configure(library: Any) -> Any:
     library.rb_load_work.restype = ctypes.c_double
     library.rb_load_release.argtypes = [ptr]
     library.rb_load_release.restype = None
-    text = (library.rb_load_abi() or b"").decode()
-    if native.parse_abi(text) != _CODES:
-        raise OSError(f"gpuload.cu and gpuload.py disagree on their codes ({text})")
     return library
 
 

@@ -198,13 +198,37 @@ static void launch_at(struct rb_dev_plan *p, int op, size_t first, size_t count,
     }
 }
 
+/* The driver's context calls, found through the runtime (no link to libcuda: a machine that builds
+ * this library need not have the driver): a green context is pushed around a posting launch. */
+typedef CUresult (*push_context_t)(CUcontext);
+typedef CUresult (*pop_context_t)(CUcontext *);
+static push_context_t push_context;
+static pop_context_t pop_context;
+
+static int driver_calls(void)
+{
+#if CUDART_VERSION >= 12050
+    cudaDriverEntryPointQueryResult found;
+    void *call = NULL;
+    if (push_context == NULL && cudaGetDriverEntryPointByVersion("cuCtxPushCurrent", &call, 12000, cudaEnableDefault,
+                                                                 &found) == cudaSuccess &&
+        found == cudaDriverEntryPointSuccess)
+        push_context = (push_context_t)call;
+    if (pop_context == NULL && cudaGetDriverEntryPointByVersion("cuCtxPopCurrent", &call, 12000, cudaEnableDefault,
+                                                                &found) == cudaSuccess &&
+        found == cudaDriverEntryPointSuccess)
+        pop_context = (pop_context_t)call;
+#endif
+    return push_context != NULL && pop_context != NULL;
+}
+
 static void launch(struct rb_dev_plan *p, int op, size_t first, size_t count, size_t block)
 {
     int posting = op == RB_DEV_PUT || op == RB_DEV_GET;
     int grid = posting ? p->post_grid : p->grid, threads = posting ? p->post_threads : THREADS;
     cudaStream_t stream = posting ? p->post_stream : p->stream;
     if (posting && p->post_ctx != NULL)
-        cuCtxPushCurrent(p->post_ctx);
+        push_context(p->post_ctx);
     size_t items = count * ((block + CHUNK - 1) / CHUNK);
     if (block <= WARP_ITEM) {
         size_t warps = (size_t)threads / WARP, blocks = (items + warps - 1) / warps;
@@ -216,7 +240,7 @@ static void launch(struct rb_dev_plan *p, int op, size_t first, size_t count, si
     }
     if (posting && p->post_ctx != NULL) {
         CUcontext popped;
-        cuCtxPopCurrent(&popped);
+        pop_context(&popped);
     }
 }
 
@@ -399,6 +423,8 @@ int rb_dev_plan_create(ucp_worker_h worker, ucp_ep_h ep, ucp_mem_h memh, void *p
  * (NULL: this plan's stream). */
 int rb_dev_configure(rb_dev_plan *p, int ctas, void *stream, void *ctx)
 {
+    if (ctx != NULL && !driver_calls())
+        return RB_DEV_UNSUPPORTED; /* no way to enter the green context: a runtime before CUDA 12.5 */
     p->post_grid = ctas > 0 ? ctas : p->grid;
     p->post_threads = ctas > 0 ? 1024 : THREADS;
     p->post_stream = stream != NULL ? (cudaStream_t)stream : p->stream;
