@@ -24,7 +24,8 @@ from .errors import (
 )
 from .escape import visible, visible_lines
 from .job.config import DEFAULT_BLOCK_SIZES, DEFAULT_SIZES, RunConfig
-from .measure import kvhandoff, registry
+from .measure import blocktable, kvhandoff, registry
+from .measure.blocks import LAYOUTS, layout_help
 from .modes import MemoryMode
 from .results import document
 from .results.verdict import DEFAULT_FLOORS, parse_expect
@@ -219,17 +220,29 @@ def main() -> None:
 @click.option(
     "--layout",
     default="contiguous",
-    metavar="contiguous|strided|random",
-    help="With --blocks: where blocks sit in each pool: consecutive slots, every other slot, or slots drawn from a "
-    "seeded table in a pool four times larger (or --pool).",
+    metavar="|".join(LAYOUTS),
+    help=f"With --blocks: where blocks sit in each pool. {layout_help()}.",
 )
 @click.option("--batch", type=int, default=1, help="With --blocks: transfers in flight per step.")
+@click.option(
+    "--blocks-from",
+    default=None,
+    metavar="FILE",
+    help="Block lists replayed from an engine's block table: a JSON file of the block size and, per transfer, the "
+    "local and remote slots or [offset, length] pairs (docs/usage.md). Sets --blocks, --batch and the block size.",
+)
+@click.option(
+    "--merge/--no-merge",
+    default=True,
+    help="With --blocks, posted by the CPU: blocks adjacent at both ends go as one request, as NIXL merges them "
+    "(--no-merge: a request per block, the unmerged cost). [default: merge]",
+)
 @click.option(
     "--posting",
     default="auto",
     metavar="auto|gpu|cpu",
     help="With --blocks, put or get of device memory: who posts the list. gpu: one kernel per transfer through "
-    "UCX's device API (built once with nvcc); cpu: one UCX request per block; auto: the GPU where it can, else "
+    "UCX's device API (built once with nvcc); cpu: one UCX request per descriptor; auto: the GPU where it can, else "
     "the CPU. Results name the path that ran, and why where auto fell back.",
 )
 @click.option(
@@ -411,11 +424,15 @@ def _config(options: dict[str, Any]) -> RunConfig:
     ranged = _size_range(options.pop("min_size"), options.pop("max_size"), options.pop("step_factor"))
     if ranged is not None and options["sizes"] != DEFAULT_SIZES:
         raise ConfigError("give the sizes once: --sizes, or -b/-e/-f")
+    table = _table(options)
     handoff = _handoff(options)
-    if handoff is not None:
+    block = handoff.block_bytes if handoff is not None else table.block_size if table is not None else None
+    if block is not None:
         if ranged is not None or options["sizes"] != DEFAULT_SIZES:
-            raise ConfigError("--model sets the block size: leave out --sizes and -b/-e/-f")
-        sizes = [handoff.block_bytes]
+            raise ConfigError(
+                f"{'--model' if table is None else '--blocks-from'} sets the block size: leave out --sizes and -b/-e/-f"
+            )
+        sizes = [block]
         options.pop("sizes")
     else:
         sizes = _sizes(ranged or options.pop("sizes"), options.pop("block_size", None), options["blocks"])
@@ -433,6 +450,33 @@ def _config(options: dict[str, Any]) -> RunConfig:
         command_line=shlex.join(["rdmabench", *sys.argv[1:]]),
         **options,
     ).check()
+
+
+def _table(options: dict[str, Any]) -> blocktable.BlockTable | None:
+    """--blocks-from: its table's blocks, transfers and block size become --blocks, --batch and the
+    block size (given none of them); the ranks read the file again, and refuse it if it changed."""
+    path = options["blocks_from"]
+    if path is None:
+        return None
+    if options["model"] is not None:
+        raise ConfigError("--blocks-from and --model each set the blocks: give one of them")
+    given = [name for name, key, default in _TABLE_SETS if options.get(key) != default]
+    if given:
+        raise ConfigError(f"--blocks-from sets the blocks and their size: leave out {', '.join(given)}")
+    found = blocktable.load(path)
+    options.pop("block_size")
+    options.update(blocks=found.count, batch=found.transfers, blocks_from=os.path.abspath(path))
+    options["blocks_from_sha256"] = found.sha256
+    return found
+
+
+# What a table sets, so may not be given beside it: (option, parameter, its default).
+_TABLE_SETS = (
+    ("--blocks", "blocks", None),
+    ("--block-size", "block_size", None),
+    ("--layout", "layout", "contiguous"),
+    ("--batch", "batch", 1),
+)
 
 
 def _handoff(options: dict[str, Any]) -> kvhandoff.Handoff | None:
@@ -709,7 +753,7 @@ def _count(text: str, option: str) -> int:
     "layouts",
     default=None,
     metavar="LAYOUT[,LAYOUT...]",
-    help="With --against nixl: contiguous, strided, random (as run's --layout). [default: random]",
+    help="With --against nixl: contiguous, strided, random, runs:MEAN (as run's --layout). [default: random]",
 )
 @click.option(
     "--model",

@@ -7,10 +7,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..errors import ConfigError
-from ..measure import kvhandoff, plan, registry
-from ..measure.blocks import BlockShape
+from ..measure import blocktable, kvhandoff, plan, registry
+from ..measure.blocks import TABLE, BlockShape
 from ..modes import MemoryMode
 from ..units import DISPLAY_UNITS, parse_sizes
+from ..wire.native import RMA_GET
 from ..wire.staging import DEFAULT_BUFFERS, DEFAULT_CHUNK, Staging
 from .schedule import LINK_CLASSES, PATTERNS
 
@@ -76,6 +77,11 @@ class RunConfig:
     batch: int = 1
     pool: int | None = None
     posting: str = "auto"  # who posts a one-sided list of device memory: blocks.POSTINGS
+    merge: bool = True  # CPU-posted lists: blocks adjacent at both ends in one request (--no-merge: one a block)
+    # A block table replayed from a file (--blocks-from): its absolute path and the digest the launcher
+    # checked; it sets --blocks, --batch and the block size.
+    blocks_from: str | None = None
+    blocks_from_sha256: str | None = None
     # A KV-cache handoff (--model): the model's KV shape (kvhandoff.ModelConfig as a dict), the
     # engine's cache layout and the prompt in tokens; they set --blocks and the block size.
     model: dict[str, Any] | None = None
@@ -186,9 +192,15 @@ class RunConfig:
         self._check_model()
         shape = self.block_shape
         if shape is None:
-            if (self.layout, self.batch, self.pool, self.posting) != ("contiguous", 1, None, "auto"):
-                raise ConfigError("--layout, --batch, --pool and --posting shape block lists: give --blocks N as well")
+            if (self.layout, self.batch, self.pool, self.posting, self.merge) != ("contiguous", 1, None, "auto", True):
+                raise ConfigError(
+                    "--layout, --batch, --pool, --posting and --no-merge shape block lists: give --blocks N as well"
+                )
             return
+        table = shape.table
+        given = (self.blocks, self.batch, self.sizes)
+        if table is not None and given != (table.count, table.transfers, [table.block_size]):
+            raise ConfigError(f"--blocks-from {table.source} sets the blocks, the transfers and the block size")
         if kind.block_op is None:
             raise ConfigError(f"--blocks moves the bytes of put, get or bw, not of --test {self.test}")
         if self.pattern not in ("pair", "all-pairs") or self.concurrent:
@@ -213,8 +225,16 @@ class RunConfig:
             return None
         found = self.handoff
         if found is not None:
-            return found.shape(self.layout, self.batch, self.pool, self.posting)
-        return BlockShape(self.blocks, self.layout, self.batch, self.pool, posting=self.posting).check()
+            return found.shape(self.layout, self.batch, self.pool, self.posting, self.merge)
+        if self.blocks_from is not None:
+            get = registry.get(self.test).block_op == RMA_GET  # the table's local end posts: a get's receiver
+            table = blocktable.load(self.blocks_from, self.blocks_from_sha256).oriented(get)
+            return BlockShape(
+                table.count, TABLE, table.transfers, self.pool, posting=self.posting, merge=self.merge, table=table
+            ).check()
+        return BlockShape(
+            self.blocks, self.layout, self.batch, self.pool, posting=self.posting, merge=self.merge
+        ).check()
 
     @property
     def device_lists(self) -> bool:

@@ -147,10 +147,15 @@ class Handoff:
         return self.count * self.block_bytes
 
     def shape(
-        self, layout: str = "contiguous", batch: int = 1, pool_bytes: int | None = None, posting: str = "auto"
+        self,
+        layout: str = "contiguous",
+        batch: int = 1,
+        pool_bytes: int | None = None,
+        posting: str = "auto",
+        merge: bool = True,
     ) -> BlockShape:
         """The block list: `count` descriptors of `block_bytes`, in `regions` regions of the pool."""
-        return BlockShape(self.count, layout, batch, pool_bytes, self.regions, posting).check()
+        return BlockShape(self.count, layout, batch, pool_bytes, self.regions, posting, merge).check()
 
     def describe(self) -> str:
         model = self.model

@@ -153,6 +153,11 @@ def settings_of(entry: dict[str, Any], metadata: dict[str, Any]) -> tuple[tuple[
             )
         if blocks.get("posted_by") == "gpu":  # one kernel a transfer, not a request per block: another path
             shape += ", posted by the GPU"
+        if blocks.get("merged") is False:  # --no-merge: a request per block, where merging would post fewer
+            shape += ", unmerged"
+        table = blocks.get("table")
+        if isinstance(table, dict):  # --blocks-from: lists of their own, known by the file's digest
+            shape += f", table {str(table.get('sha256'))[:12]}"
         return (*settings, ("blocks", shape))
     return settings
 

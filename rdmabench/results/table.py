@@ -76,7 +76,7 @@ class ProgressTable:
         lines = [f"# rdmabench {self.kind.name}: rank {src} ({src_mode}) -> rank {dst} ({dst_mode}); {check}"]
         u = self.units if self.bandwidth else self.kind.unit
         if blocks is not None:  # the block rows bring their own columns
-            lines.append(f"# {blocks} per transfer")
+            lines.append(f"# per transfer: {blocks}")
         elif self.kind.unit == "us":
             lines.append(f"# latency in microseconds: {self.kind.scope}, median of samples")
             lines.append(

@@ -38,7 +38,7 @@ PATHS = {
     GET: "gpu-initiated: copy kernel from the peer's pool as UCX maps it (ucp_device_get_ptr)",
 }
 API_CALLS = ("ucp_device_put", "ucp_device_get_ptr")  # what a put, a get calls on the GPU
-HOST_POSTED = "host-posted: one ucp_put_nbx/ucp_get_nbx per block from the CPU"
+HOST_POSTED = "host-posted: one ucp_put_nbx/ucp_get_nbx per descriptor from the CPU"
 _WHY_LEN = 512
 
 
