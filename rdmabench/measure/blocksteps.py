@@ -57,7 +57,7 @@ class BlocksProtocol:
         need = in_memory(mode, word_capacity(slots * size))
         if spec.validate:  # a step's blocks as one array: filled (the sender), or copied out and compared
             need += beside(mode, (3 if sources else 1) * blocks * word_capacity(size) + word_capacity(size))
-        table = 16 * slots if shape.layout == "random" else 0  # drawn from a permutation of the pool
+        table = 16 * slots if shape.parsed.kind in ("random", "runs") else 0  # drawn from a permutation of the pool
         in_flight = blocks if self._initiates(bool(targets), bool(sources)) or self.operation == TAGGED else 0
         return need + Need(host=PER_BLOCK_PYTHON * blocks + table + PER_MESSAGE * in_flight)
 

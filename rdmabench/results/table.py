@@ -151,7 +151,8 @@ class ProgressTable:
                 "step time (median of samples); transfer us = each transfer's time, posting its blocks included "
                 "(p50, p99, p99.9 of every transfer); post = posting alone (p50); vs one = against the same bytes "
                 "as one contiguous message, measured just before; vs ceil = against the GPU's own copy of the same "
-                "list (device memory); by = who posted the list (gpu: UCX's device API, cpu: a request per block)\n"
+                "list (device memory); by = who posted the list (gpu: UCX's device API, cpu: a request per block, "
+                "blocks adjacent at both ends merged into one unless --no-merge)\n"
                 f"{'block':>8} {'blocks':>7} {'layout':<10} {self.units:>9} {'p50 us':>9} {'p99 us':>9} "
                 f"{'p99.9 us':>9} {'post us':>8} {'vs one':>7} {'vs ceil':>7} {'by':>3}  transport (UCX protocol)"
             )
