@@ -135,3 +135,21 @@ def test_peer_mapping_is_checked_both_ways_for_every_pair(monkeypatch: pytest.Mo
     assert "GPU 1 cannot map GPU 0's memory" in found["GPU 0 <-> 1 peer mapping"].detail
     assert found["GPU 0 <-> 2 peer mapping"].verdict == found["GPU 1 <-> 2 peer mapping"].verdict == doctor.OK
     assert [f.detail for f in doctor._peer_mapping(1)] == ["one GPU: no pair"]
+
+
+def test_the_library_version_is_asked_of_the_libucp_this_process_loaded() -> None:
+    """ucp_get_version() of the real libucp once loaded (what a rank holds after UCXX started)."""
+    import ctypes
+
+    from rdmabench.hardware import devstack
+    from rdmabench.wire import native
+
+    prefix = native.ucx_prefix()
+    if prefix is None:
+        pytest.skip("no libucx wheel")
+    ctypes.CDLL(str(prefix / "lib" / "libucp.so"))
+    loaded = devstack.loaded_ucp()
+    assert loaded is not None and loaded.name.startswith("libucp.so")
+    version, where = devstack.library_version(prefix, loaded)
+    assert where == f"the libucp this process loaded ({loaded})"
+    assert version is not None and version[:2] == devstack.header_version(prefix)
