@@ -76,7 +76,9 @@ def parse_layout(text: str) -> Layout:
         except ValueError:
             mean = float("nan")
         if not mean >= 1 or mean > MAX_BLOCKS:  # nan fails too
-            raise ConfigError(f"--layout runs:MEAN takes a mean run length of at least 1 block, not {value!r}")
+            raise ConfigError(
+                f"--layout runs:MEAN takes a mean run length of at least 1 block (at most {MAX_BLOCKS}), not {value!r}"
+            )
         return Layout("runs", mean)
     if colon or kind not in LAYOUTS:
         raise ConfigError(f"unknown --layout {text!r}: choose one of {', '.join(LAYOUTS)}")
