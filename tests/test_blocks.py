@@ -130,6 +130,9 @@ def test_block_shapes() -> None:
         (["--blocks", "4", "--batch", "0"], "--batch must be at least 1"),
         (["--blocks", "4", "--posting", "fpga"], "unknown --posting 'fpga'"),
         (["--posting", "cpu"], "give --blocks N as well"),
+        (["--no-merge"], "--no-merge shape block lists: give --blocks N as well"),
+        (["--blocks", "4", "--layout", "runs:0"], "--layout runs:MEAN takes a mean run length of at least 1"),
+        (["--blocks", "64", "--block-size", "1KiB", "--layout", "runs:4", "--pool", "64KiB"], "--layout runs:4 of 64"),
         (["--blocks", "4", "--test", "put", "--posting", "gpu"], "--posting gpu posts puts and gets of device memory"),
         (["--blocks", "4", "--test", "bw", "--mode", "device", "--posting", "gpu"], "--posting gpu posts puts"),
     ],
@@ -146,3 +149,67 @@ def test_a_list_the_gpu_posted_is_never_merged_with_one_the_cpu_posted() -> None
     by_gpu = settings_of({"blocks": {**blocks, "posted_by": "gpu"}}, {})
     assert by_cpu != by_gpu and "posted by the GPU" in dict(by_gpu)["blocks"]
     assert by_cpu == settings_of({"blocks": blocks}, {})  # files from before --posting: the CPU posted
+
+
+def _runs_of(slots: np.ndarray) -> list[int]:
+    """Lengths of the runs of adjacent slots, in list order."""
+    breaks = np.flatnonzero(np.diff(slots) != 1) + 1
+    return np.diff(np.concatenate(([0], breaks, [len(slots)]))).tolist()  # type: ignore[no-any-return]
+
+
+def test_runs_are_adjacent_slots_of_the_mean_length_that_never_touch() -> None:
+    shape = BlockShape(4096, "runs:4").check()
+    src, dst = shape.slots("src", 4096), shape.slots("dst", 4096)
+    assert len(set(src.tolist())) == 4096 and 0 <= src.min() and src.max() < shape.pool_slots(4096) == 4 * 4096
+    runs = _runs_of(src)
+    assert 3.6 < 4096 / len(runs) < 4.4 and min(runs) >= 1  # geometric, mean 4
+    # Placed without touching: sorted, the pool holds exactly as many runs as the list has.
+    assert len(_runs_of(np.sort(src))) == len(runs)
+    assert runs != sorted(runs) or len(set(runs)) == 1  # in an allocator's order, not the pool's
+    assert not np.array_equal(src, dst) and np.array_equal(src, shape.slots("src", 4096))  # drawn per end, seeded
+    assert _runs_of(BlockShape(512, "runs:1").check().slots("src", 8)) == [1] * 512
+
+
+@pytest.mark.parametrize(
+    "layout, message",
+    [
+        ("runs:0.5", "at least 1"),
+        ("runs:x", "at least 1"),
+        ("runs", "unknown --layout 'runs'"),
+        ("random:2", "unknown"),
+    ],
+)
+def test_a_bad_runs_layout_is_named(layout: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        BlockShape(8, layout).check()
+
+
+def test_blocks_merge_only_where_adjacent_at_both_ends_in_one_transfer_and_region() -> None:
+    block = 8
+    local = np.array([0, 1, 2, 5, 6, 7, 8, 9]) * block
+    remote = np.array([3, 4, 9, 10, 11, 12, 13, 14]) * block
+    first, mine, theirs, lengths = BlockShape(8).descriptors(local, remote, block)
+    # 0-1 with 3-4; 2 (remote 9 follows 4 by 5); 5-9 with 10-14
+    assert (
+        first.tolist() == [0, 3] and (mine // block).tolist() == [0, 2, 5] and (theirs // block).tolist() == [3, 9, 10]
+    )
+    assert (lengths // block).tolist() == [2, 1, 5]
+    # Two transfers of 4 (a transfer's requests are its own), or two regions of 4: 5 | 6-9.
+    assert BlockShape(4, batch=2).descriptors(local, remote, block)[0].tolist() == [0, 3, 4]
+    assert BlockShape(8, regions=2).descriptors(local, remote, block)[3].tolist() == [16, 8, 8, 32]
+    unmerged = BlockShape(8, merge=False).descriptors(local, remote, block)
+    assert unmerged[0].tolist() == [0, 8] and unmerged[3].tolist() == [block] * 8
+
+
+@needs_native
+@pytest.mark.parametrize("test, merge", [("put", "--merge"), ("bw", "--merge"), ("get", "--no-merge")])
+def test_the_cpu_posts_the_merged_list_and_says_how_many(tmp_path: Path, test: str, merge: str) -> None:
+    args = ["--test", test, "--blocks", "64", "--block-size", "1KiB", "--layout", "runs:4", merge]
+    entry = _run(tmp_path / "r.json", *args)[1]
+    assert entry["validated"] and entry["wrong_bytes"] == 0  # every block checked where it landed
+    record = entry["blocks"]
+    shape = BlockShape(64, "runs:4", merge=merge == "--merge").check()
+    src, dst = shape.slots("src", 1024) * 1024, shape.slots("dst", 1024) * 1024
+    expected = int(shape.descriptors(src, dst, 1024)[0][-1])
+    assert record["posted_descriptors"] == expected and record["merged"] is (merge == "--merge")
+    assert (expected < 64) if merge == "--merge" else (expected == 64)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -63,3 +64,92 @@ def test_a_gpu_node_without_cupy_is_named(monkeypatch: pytest.MonkeyPatch) -> No
     (finding,) = doctor.check_gpus()
     assert finding.verdict == doctor.WARN and "NVML sees 2: NVIDIA H200, NVIDIA H200" in finding.detail
     assert "CuPy is not installed" in finding.detail
+
+
+def _ucx_prefix(folder: Path, headers: str, library: str) -> Path:
+    """A UCX installation as a folder of files: headers of one version, a VERSION.txt of another."""
+    api = folder / "include" / "ucp" / "api"
+    (api / "device").mkdir(parents=True)
+    (api / "device" / "ucp_host.h").write_text("/* the device API's host header */\n")
+    major, minor = headers.split(".")
+    (api / "ucp_version.h").write_text(f"#define UCP_API_MAJOR    {major}\n#define UCP_API_MINOR    {minor}\n")
+    (folder / "VERSION.txt").write_text(f"{library}\n")
+    return folder
+
+
+def test_the_gpu_initiated_stack_is_n_a_without_a_gpu_and_says_what_it_found() -> None:
+    from rdmabench.hardware import doctor
+
+    findings = {f.check: f for f in doctor.check_gpu_initiated(0, ["posix", "sysv"])}
+    assert list(findings) == ["nvcc", "UCX device API", "GPU peer mapping", "UCX device lanes"]
+    assert all(f.verdict == doctor.NA and f.detail.startswith("no GPU") for f in findings.values())
+    assert findings["UCX device lanes"].detail == "no GPU: UCX has no cuda_ipc transport"
+    with_lane = doctor.check_gpu_initiated(0, ["cuda_ipc", "posix"])[-1]
+    assert with_lane.detail == "no GPU: cuda_ipc is among UCX's transports"
+    proc = run_cli(["doctor", "--format", "json"])
+    checks = {f["check"] for f in json.loads(proc.stdout)["findings"]}
+    assert {"nvcc", "UCX device API", "UCX device lanes"} <= checks
+
+
+def test_a_ucx_library_of_other_headers_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """UCX 1.22 changed the device memory lists without a version bump: headers 1.22 with a 1.21 library
+    (the VERSION.txt here, or the real libucp the process may hold: 1.21 too) is refused, in one line."""
+    from rdmabench.hardware import devstack, doctor
+    from rdmabench.wire import devapi, native
+
+    assert devstack.version_mismatch(_ucx_prefix(tmp_path / "same", "1.21", "1.21.0")) is None
+    prefix = _ucx_prefix(tmp_path / "mixed", "1.22", "1.21.0")
+    why = devstack.version_mismatch(prefix)
+    assert why is not None and "UCX headers 1.22" in why and "but library 1.21.0" in why and "\n" not in why
+    # At load: the kernel is neither built nor loaded; --posting auto keeps the CPU's path, with this reason.
+    monkeypatch.setattr(native, "ucx_prefix", lambda: prefix)
+    monkeypatch.setattr(devapi, "_loaded", None)
+    found = devapi.load()
+    assert found.library is None and found.note == why
+    monkeypatch.setattr(doctor, "_ucx_root", lambda: str(prefix))
+    (api,) = [f for f in doctor.check_gpu_initiated(2, ["cuda_ipc"]) if f.check == "UCX device API"]
+    assert api.verdict == doctor.WARN and api.detail == why
+    (api,) = [f for f in doctor.check_gpu_initiated(0, ["cuda_ipc"]) if f.check == "UCX device API"]
+    assert api.verdict == doctor.NA and api.detail == f"no GPU: {why}"
+    (prefix / "include" / "ucp" / "api" / "ucp_version.h").write_text("/* no version here */\n")
+    assert "name no UCP_API_MAJOR/MINOR" in str(devstack.version_mismatch(prefix))
+
+
+def test_peer_mapping_is_checked_both_ways_for_every_pair(monkeypatch: pytest.MonkeyPatch) -> None:
+    """cudaDeviceCanAccessPeer through CuPy's runtime (a stand-in here: this machine has no GPU)."""
+    from rdmabench.hardware import doctor
+
+    class Runtime:
+        @staticmethod
+        def deviceCanAccessPeer(device: int, peer: int) -> int:
+            return int((device, peer) != (1, 0))  # GPU 1 cannot map GPU 0
+
+    class FakeCupy:
+        class cuda:
+            runtime = Runtime
+
+    monkeypatch.setattr(doctor, "import_cupy", lambda: FakeCupy)
+    found = {f.check: f for f in doctor._peer_mapping(3)}
+    assert list(found) == [f"GPU {a} <-> {b} peer mapping" for a, b in ((0, 1), (0, 2), (1, 2))]
+    assert found["GPU 0 <-> 1 peer mapping"].verdict == doctor.FAIL
+    assert "GPU 1 cannot map GPU 0's memory" in found["GPU 0 <-> 1 peer mapping"].detail
+    assert found["GPU 0 <-> 2 peer mapping"].verdict == found["GPU 1 <-> 2 peer mapping"].verdict == doctor.OK
+    assert [f.detail for f in doctor._peer_mapping(1)] == ["one GPU: no pair"]
+
+
+def test_the_library_version_is_asked_of_the_libucp_this_process_loaded() -> None:
+    """ucp_get_version() of the real libucp once loaded (what a rank holds after UCXX started)."""
+    import ctypes
+
+    from rdmabench.hardware import devstack
+    from rdmabench.wire import native
+
+    prefix = native.ucx_prefix()
+    if prefix is None:
+        pytest.skip("no libucx wheel")
+    ctypes.CDLL(str(prefix / "lib" / "libucp.so"))
+    loaded = devstack.loaded_ucp()
+    assert loaded is not None and loaded.name.startswith("libucp.so")
+    version, where = devstack.library_version(prefix, loaded)
+    assert where == f"the libucp this process loaded ({loaded})"
+    assert version is not None and version[:2] == devstack.header_version(prefix)

@@ -31,7 +31,7 @@ from typing import Any
 from .. import privatedirs
 from ..errors import ConfigError, LaunchError, RdmabenchError, ValidationError
 from ..hardware.gpu import gpu_unavailable_reason, visible_gpu_count
-from ..measure.blocks import LAYOUTS, POSTINGS, BlockShape
+from ..measure.blocks import POSTINGS, BlockShape, parse_layout
 from ..measure.kvhandoff import Handoff
 from ..units import format_size
 from ..wire import protoinfo
@@ -91,8 +91,7 @@ class NixlPlan:
             if test not in OPERATIONS:
                 raise ConfigError(f"the NIXL anchor compares put (WRITE) and get (READ), not {test!r}")
         for layout in self.layouts:
-            if layout not in LAYOUTS:
-                raise ConfigError(f"unknown --layout {layout!r}: choose one of {', '.join(LAYOUTS)}")
+            parse_layout(layout)  # runs:MEAN too: NIXL posts the same slots
         for shape, sizes in self.lists():
             for size in sizes:
                 shape.check_fits(size)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import click
 
 from ..measure import kvmodels
-from ..measure.blocks import LAYOUTS, POSTINGS
+from ..measure.blocks import LAYOUTS, POSTINGS, layout_help
 from ..measure.kvhandoff import KV_LAYOUTS
 from .options import SIZE, SIZES, choices, group
 
@@ -29,12 +29,25 @@ block_options = group(
     ),
     click.option(
         "--layout",
-        default=LAYOUTS[0],
+        default="contiguous",
         metavar=choices(LAYOUTS),
-        help="With --blocks: where blocks sit in each pool: consecutive slots, every other slot, or slots drawn from "
-        "a seeded table in a pool four times larger (or --pool).",
+        help=f"With --blocks: where blocks sit in each pool. {layout_help()}.",
     ),
     click.option("--batch", type=int, default=1, help="With --blocks: transfers in flight per step."),
+    click.option(
+        "--blocks-from",
+        default=None,
+        metavar="FILE",
+        help="Block lists replayed from an engine's block table: a JSON file of the block size and, per transfer, "
+        "the local and remote slots or [offset, length] pairs (docs/usage.md). Sets --blocks, --batch and the "
+        "block size.",
+    ),
+    click.option(
+        "--merge/--no-merge",
+        default=True,
+        help="With --blocks, posted by the CPU: blocks adjacent at both ends go as one request, as NIXL merges them "
+        "(--no-merge: a request per block, the unmerged cost). [default: merge]",
+    ),
     click.option(
         "--posting",
         default="auto",

@@ -10,12 +10,14 @@ from __future__ import annotations
 import functools
 import os
 import re
+import shutil
 import subprocess
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 from ..escape import visible
-from . import storage, topology
+from . import devstack, storage, topology
 from .gpu import driver_version, import_cupy, visible_gpu_count
 from .memlock import can_lock_beyond_limit, memlock_limit_text
 
@@ -432,13 +434,95 @@ def check_storage(path: str, have_gpu: bool) -> list[Finding]:
     return findings
 
 
+def check_gpu_initiated(gpus: int, transports: list[str] | None) -> list[Finding]:
+    """What GPU-initiated block lists (UCX's device API, --posting gpu) need, one line each: nvcc,
+    a UCX library of the headers' version, peer mapping between every pair of GPUs, and cuda_ipc (the
+    only lane UCX's device API has between GPUs of a node). n/a without a GPU, saying what it found."""
+    no_gpu = "no GPU" if gpus == 0 else ""
+    compiler = devstack.nvcc()
+    found = compiler is not None and shutil.which(compiler) is not None
+    findings = [
+        Finding(
+            "nvcc",
+            NA if no_gpu else (OK if found else WARN),
+            (f"{no_gpu}: " if no_gpu else "") + (f"{compiler}" if found else f"not found ({compiler or 'none'})"),
+            "install the CUDA toolkit or set RDMABENCH_NVCC: without it the GPU-initiated path cannot be built, "
+            "and --posting auto posts block lists from the CPU",
+        )
+    ]
+    findings.append(_ucx_device_api(no_gpu))
+    findings.extend(_peer_mapping(gpus))
+    lane = transports is not None and "cuda_ipc" in transports
+    built = "cuda_ipc is among UCX's transports" if lane else "UCX has no cuda_ipc transport"
+    findings.append(
+        Finding(
+            "UCX device lanes",
+            NA if no_gpu else (OK if lane else WARN),
+            f"{no_gpu}: {built}" if no_gpu else built,
+            "UCX's device API posts between GPUs of a node over cuda_ipc only: use a UCX built with CUDA",
+        )
+    )
+    return findings
+
+
+def _ucx_device_api(no_gpu: str) -> Finding:
+    """The UCX headers a device kernel is built against, against the library that runs it."""
+    root = _ucx_root()
+    prefix = Path(root) if root else None
+    if prefix is None or not (prefix / "include" / "ucp" / "api" / "device" / "ucp_host.h").exists():
+        where = f"the UCX at {prefix} has no device API (UCX 1.20 or later)" if prefix else "no libucx wheel"
+        return Finding("UCX device API", NA if no_gpu else WARN, where, "install libucx 1.20 or later")
+    mismatch = devstack.version_mismatch(prefix)
+    if mismatch is None:
+        major, minor = devstack.header_version(prefix) or (0, 0)  # read: they matched
+        detail, verdict = f"headers {major}.{minor} match the library", OK
+    else:
+        detail, verdict = mismatch, WARN
+    return Finding(
+        "UCX device API",
+        NA if no_gpu else verdict,
+        f"{no_gpu}: {detail}" if no_gpu else detail,
+        "GPU-initiated lists are refused and posted by the CPU: build against the library's own headers",
+    )
+
+
+def _peer_mapping(gpus: int) -> list[Finding]:
+    """cudaDeviceCanAccessPeer both ways, per pair of GPUs: what UCX's cuda_ipc maps a peer's pool with."""
+    cupy = import_cupy() if gpus > 1 else None
+    if cupy is None:
+        why = "no GPU" if gpus == 0 else ("one GPU: no pair" if gpus == 1 else "CuPy is not installed")
+        return [Finding("GPU peer mapping", NA, why)]
+    findings = []
+    for index in range(gpus):
+        for peer in range(index + 1, gpus):
+            ways = [bool(cupy.cuda.runtime.deviceCanAccessPeer(a, b)) for a, b in ((index, peer), (peer, index))]
+            if all(ways):
+                findings.append(Finding(f"GPU {index} <-> {peer} peer mapping", OK, "each can map the other's memory"))
+                continue
+            pairs = ((index, peer), (peer, index))
+            cannot = " and ".join(
+                f"GPU {a} cannot map GPU {b}'s" for (a, b), way in zip(pairs, ways, strict=True) if not way
+            )
+            findings.append(
+                Finding(
+                    f"GPU {index} <-> {peer} peer mapping",
+                    FAIL,
+                    f"{cannot} memory (cudaDeviceCanAccessPeer): no GPU-initiated list or cuda_ipc copy between them",
+                    "check IOMMU/ACS settings and CUDA_VISIBLE_DEVICES; GPUs under one PCIe switch or NVLink map each other",
+                )
+            )
+    return findings
+
+
 def run_checks(path: str = ".") -> list[Finding]:
     have_gpu = visible_gpu_count() > 0
     findings = check_gpus()
     findings += check_gpudirect(have_gpu)
     findings.append(check_memlock())
     findings += check_ucx()
-    findings += check_ucx_settings(ucx_transports())
+    transports = ucx_transports()
+    findings += check_ucx_settings(transports)
+    findings += check_gpu_initiated(visible_gpu_count(), transports)
     findings.append(check_mpi())
     findings.append(check_numa(have_gpu))
     findings.append(check_cpu_governor())

@@ -10,17 +10,19 @@ results file records it under (`summary`), so an option is a field of its record
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from functools import cached_property
 from typing import Any, TypeVar
 
 from ..errors import ConfigError
-from ..measure import kvhandoff, plan, registry
+from ..measure import blocktable, kvhandoff, plan, registry
 from ..measure.beside import Beside
-from ..measure.blocks import PATHS, POSTINGS, BlockShape, SmBudget
+from ..measure.blocks import PATHS, POSTINGS, TABLE, BlockShape, SmBudget
 from ..modes import MemoryMode
 from ..units import DISPLAY_UNITS, parse_sizes
+from ..wire.native import RMA_GET
 from ..wire.staging import DEFAULT_BUFFERS, DEFAULT_CHUNK, Staging
 from .schedule import LINK_CLASSES, PATTERNS
 
@@ -159,11 +161,16 @@ class BlockLists:
     pool: int | None = None
     posting: str = "auto"  # blocks.POSTINGS, a list of them, or all: each path in turn
     posting_sms: str | None = None  # the SMs the GPU's posting kernel may take: blocks.SmBudget
+    merge: bool = True  # CPU-posted lists: blocks adjacent at both ends in one request (--no-merge: one a block)
+    # A block table replayed from a file (--blocks-from): its absolute path and the digest the launcher
+    # checked; it sets the blocks, the transfers (batch) and the block size.
+    blocks_from: str | None = None
+    blocks_from_sha256: str | None = None
     model: dict[str, Any] | None = None
     kv_layout: str = "vllm"
     prompt: int | None = None
 
-    def check(self, sizes: list[int]) -> None:
+    def check(self, sizes: list[int], get: bool = False) -> None:
         """The handoff's options go with --model, the shape's with --blocks; every size fits the shape."""
         found = self.handoff
         if found is None and (self.kv_layout, self.prompt) != ("vllm", None):
@@ -173,15 +180,19 @@ class BlockLists:
                 f"--model {found.model.name} posts {found.count} descriptors of {found.block_bytes} bytes: "
                 "leave out --blocks and --block-size"
             )
-        shapes = self.shapes
+        shapes = self.shapes(get)
         if not shapes:
-            if (self.layout, self.batch, self.pool, self.posting, self.posting_sms) != (
-                "contiguous", 1, None, "auto", None,
+            if (self.layout, self.batch, self.pool, self.posting, self.posting_sms, self.merge) != (
+                "contiguous", 1, None, "auto", None, True,
             ):  # fmt: skip
                 raise ConfigError(
-                    "--layout, --batch, --pool, --posting and --posting-sms shape block lists: give --blocks N as well"
+                    "--layout, --batch, --pool, --posting, --posting-sms and --no-merge shape block lists: give "
+                    "--blocks N as well"
                 )
             return
+        table = shapes[0].table
+        if table is not None and (self.blocks, self.batch, sizes) != (table.count, table.transfers, [table.block_size]):
+            raise ConfigError(f"--blocks-from {table.source} sets the blocks, the transfers and the block size")
         for size in sizes:
             shapes[0].check_fits(size)
         if shapes[0].budget is not None and not {"gpu", "auto"} & set(self.postings):
@@ -203,25 +214,35 @@ class BlockLists:
                 raise ConfigError(f"unknown --posting {name!r}: choose {', '.join(POSTINGS)}, all, or a list of them")
         return tuple(dict.fromkeys(found)) or ("auto",)
 
-    @property
-    def shapes(self) -> list[BlockShape]:
-        """The block list, one shape a posting path (none: plain messages)."""
+    def shapes(self, get: bool = False) -> list[BlockShape]:
+        """The block list, one shape a posting path (none: plain messages); `get`: the test reads the
+        peer's pool (a table's local end, the one that posts, is then the receiver)."""
         if self.blocks is None:
             return []
         budget = SmBudget.parse(self.posting_sms) if self.posting_sms else None
         found = self.handoff
         if found is not None:
-            return [found.shape(self.layout, self.batch, self.pool, posting, budget) for posting in self.postings]
+            return [
+                found.shape(self.layout, self.batch, self.pool, posting, self.merge, budget)
+                for posting in self.postings
+            ]
+        layout, table = self.layout, None
+        if self.blocks_from is not None:
+            table = blocktable.load(self.blocks_from, self.blocks_from_sha256).oriented(get)
+            layout = TABLE
         return [
-            BlockShape(self.blocks, self.layout, self.batch, self.pool, posting=posting, budget=budget).check()
+            BlockShape(
+                self.blocks,
+                layout,
+                self.batch,
+                self.pool,
+                posting=posting,
+                merge=self.merge,
+                table=table,
+                budget=budget,
+            ).check()
             for posting in self.postings
         ]
-
-    @property
-    def shape(self) -> BlockShape | None:
-        """The first posting path's shape (the table's header, the preflight's counts)."""
-        shapes = self.shapes
-        return shapes[0] if shapes else None
 
 
 @dataclass
@@ -271,7 +292,7 @@ _RECORDED = (
     "test src_mode dst_mode sizes window passes one_buffer iterations warmup samples sample_time timeout validate "
     "output force output_format units progress pattern link_class concurrent root nics remeasure_below max_pinned "
     "stage_chunk stage_buffers require_gdr engine blocks layout batch pool posting model kv_layout prompt expect "
-    "posting_sms beside"
+    "posting_sms beside merge blocks_from blocks_from_sha256"
 ).split()
 
 
@@ -300,7 +321,11 @@ class RunConfig:
         handoff = _handoff(options)
         if handoff is not None:
             given["blocks"], given["model"] = handoff.count, handoff.model.to_dict()
-        given["sizes"] = _sizes(options, handoff)
+        table = _table(options)
+        if table is not None:  # the ranks read the file again, and refuse it if it changed
+            given.update(blocks=table.count, batch=table.transfers, blocks_from=os.path.abspath(options["blocks_from"]))
+            given["blocks_from_sha256"] = table.sha256
+        given["sizes"] = _sizes(options, handoff, table)
         return cls._of(given, command_line).check()
 
     @classmethod
@@ -324,7 +349,7 @@ class RunConfig:
         kind = self.kind
         for record in (self.what, self.memory, self.steps, self.out, self.verdict):
             record.check()
-        self.lists.check(self.steps.sizes)
+        self.lists.check(self.steps.sizes, self._get)
         if not self.what.one_at_a_time and not kind.concurrent:
             raise ConfigError(
                 f"--test {self.what.test} measures one link at a time: use it with --pattern pair or all-pairs without --concurrent"
@@ -381,7 +406,7 @@ class RunConfig:
                 f"--posting {self.lists.posting} posts puts and gets of device memory: use --test put or get, "
                 "--mode device"
             )
-        budget = self.lists.shapes[0].budget
+        budget = self.lists.shapes(self._get)[0].budget
         if budget is not None and budget.green and self.beside_load is None:
             raise ConfigError(
                 "--posting-sms green:N splits the GPU between the transfer and --beside's load: give --beside"
@@ -410,8 +435,12 @@ class RunConfig:
         return self.lists.postings
 
     @property
+    def _get(self) -> bool:
+        return self.kind.block_op == RMA_GET
+
+    @property
     def block_shapes(self) -> list[BlockShape]:
-        return self.lists.shapes
+        return self.lists.shapes(self._get)
 
     @property
     def handoff(self) -> kvhandoff.Handoff | None:
@@ -419,7 +448,9 @@ class RunConfig:
 
     @property
     def block_shape(self) -> BlockShape | None:
-        return self.lists.shape
+        """The first posting path's shape (the table's header, the preflight's counts)."""
+        shapes = self.block_shapes
+        return shapes[0] if shapes else None
 
     @property
     def device_lists(self) -> bool:
@@ -488,16 +519,43 @@ def _handoff(options: Mapping[str, Any]) -> kvhandoff.Handoff | None:
     return kvhandoff.handoff(spec, options.get("kv_layout", "vllm"), options.get("prompt"))
 
 
-def _sizes(options: Mapping[str, Any], handoff: kvhandoff.Handoff | None) -> list[int]:
+def _table(options: Mapping[str, Any]) -> blocktable.BlockTable | None:
+    """--blocks-from: its table's blocks, transfers and block size become --blocks, --batch and the
+    block size (given none of them)."""
+    path = options.get("blocks_from")
+    if path is None or options.get("blocks_from_sha256") is not None:  # none, or a rank's copy of the config
+        return None
+    if options.get("model") is not None:
+        raise ConfigError("--blocks-from and --model each set the blocks: give one of them")
+    given = [name for name, key, default in _TABLE_SETS if options.get(key, default) != default]
+    if given:
+        raise ConfigError(f"--blocks-from sets the blocks and their size: leave out {', '.join(given)}")
+    return blocktable.load(path)
+
+
+# What a table sets, so may not be given beside it: (option, parameter, its default).
+_TABLE_SETS = (
+    ("--blocks", "blocks", None),
+    ("--block-size", "block_size", None),
+    ("--layout", "layout", "contiguous"),
+    ("--batch", "batch", 1),
+)
+
+
+def _sizes(
+    options: Mapping[str, Any], handoff: kvhandoff.Handoff | None, table: blocktable.BlockTable | None = None
+) -> list[int]:
     """Message sizes (--sizes or nccl-tests' -b/-e/-f), or with --blocks the block sizes
-    (--block-size, else the default block sweep), or a --model's one block size."""
+    (--block-size, else the default block sweep), or a --model's or --blocks-from's one block size."""
     sizes, ranged = options.get("sizes"), _size_range(options)
     if ranged is not None and sizes is not None:
         raise ConfigError("give the sizes once: --sizes, or -b/-e/-f")
-    if handoff is not None:
+    fixed = handoff.block_bytes if handoff is not None else table.block_size if table is not None else None
+    if fixed is not None:
         if ranged is not None or sizes is not None:
-            raise ConfigError("--model sets the block size: leave out --sizes and -b/-e/-f")
-        return [handoff.block_bytes]
+            option = "--model" if handoff is not None else "--blocks-from"
+            raise ConfigError(f"{option} sets the block size: leave out --sizes and -b/-e/-f")
+        return [fixed]
     block_sizes = options.get("block_size")
     if block_sizes is not None:
         if options.get("blocks") is None:

@@ -63,7 +63,7 @@ class BlocksProtocol:
         need = in_memory(mode, word_capacity(slots * size))
         if spec.validate:  # a step's blocks as one array: filled (the sender), or copied out and compared
             need += beside(mode, (3 if sources else 1) * blocks * word_capacity(size) + word_capacity(size))
-        table = 16 * slots if shape.layout == "random" else 0  # drawn from a permutation of the pool
+        table = 16 * slots if shape.parsed.kind in ("random", "runs") else 0  # drawn from a permutation of the pool
         in_flight = blocks if self._initiates(bool(targets), bool(sources)) or self.operation == TAGGED else 0
         return need + Need(host=PER_BLOCK_PYTHON * blocks + table + PER_MESSAGE * in_flight)
 
@@ -98,6 +98,7 @@ class BlocksProtocol:
             "transfer_seconds": state["transfers"], "post_seconds": state["posting"], "cold": dict(state["cold"]),
             "path": state["path"], "path_note": state.get("path_note"), "ceiling_seconds": state.get("ceiling"),
             "posted_by": state["posted_by"], "sms": state.get("sms"),
+            "posted_descriptors": state.get("posted"),
         }  # fmt: skip
 
     def setup(self, end: RoundEnd) -> None:
@@ -115,6 +116,7 @@ class BlocksProtocol:
         mine, theirs = ("src", "dst") if outgoing else ("dst", "src")
         began = time.perf_counter()
         slots = shape.slots(mine, size)  # a random table costs a permutation of the pool: drawn once
+        other = shape.slots(theirs, size) * size  # the peer's offsets: its pool's, and what merges
         clock: dict[str, float] = {}
         state.update(transfers=[], posting=[], pool=pool, loop=loop, initiator=self._initiator(end), cold=clock)
         state["slow_every"] = faults.slow_every()
@@ -124,9 +126,11 @@ class BlocksProtocol:
             borrowed = lend_and_borrow(end, lent, [side] if state["initiator"] else [], pool_bytes, clock)
             if state["initiator"]:
                 addresses, rkeys = borrowed[id(side)]
-                remote = (addresses[0], rkeys[0], shape.slots(theirs, size) * size)
-        state["link"] = self._link(end, side, pool, slots * size, remote)
-        state["path"] = "tagged: one ucp_tag_send_nbx per block" if self.operation == TAGGED else devapi.HOST_POSTED
+                remote = (addresses[0], rkeys[0], other)
+        state["link"] = self._link(end, side, pool, slots * size, remote, other)
+        state["path"] = (
+            "tagged: one ucp_tag_send_nbx per descriptor" if self.operation == TAGGED else devapi.HOST_POSTED
+        )
         state["posted_by"] = "cpu"
         if self.operation != TAGGED and state["initiator"]:
             self._gpu_plan(end, side, (pool, pool_bytes), slots * size, remote)
@@ -139,23 +143,30 @@ class BlocksProtocol:
         state["scratch"] = np.zeros(8 * (shape.batch + 2), dtype=np.uint8)
         state["signal_at"] = end.signal()[1]
 
-    def _link(self, end: RoundEnd, side: Side, pool: Buffer, offsets: np.ndarray, remote: tuple[Any, ...]) -> Any:
-        address, rkey, remote_offsets = remote
-        local = np.ascontiguousarray(offsets, dtype=np.uint64)
-        far = np.ascontiguousarray(remote_offsets if remote_offsets is not None else offsets, dtype=np.uint64)
-        end.state["_keep"] = (local, far)
+    def _link(
+        self, end: RoundEnd, side: Side, pool: Buffer, offsets: np.ndarray, remote: tuple[Any, ...], other: np.ndarray
+    ) -> Any:
+        """The native link: the step's requests, blocks adjacent at both ends merged (--no-merge: one
+        a block), computed alike at both ends (a tagged receiver posts a receive per request)."""
+        address, rkey, _ = remote
+        first, mine, theirs, lengths = self.shape.descriptors(offsets, other, end.spec.size)
+        first = np.ascontiguousarray(first, dtype=np.int32)
+        local, far, lengths = (np.ascontiguousarray(found, dtype=np.uint64) for found in (mine, theirs, lengths))
+        end.state["_keep"] = (first, local, far, lengths)
+        end.state["posted"] = int(first[-1])
         src, dst = side.link.src, side.link.dst
         initiator = dst if self.operation == RMA_GET else src
-        other = src if initiator == dst else dst
+        peer = src if initiator == dst else dst
         # READY comes from the end that does not initiate; DONE (one-sided) from the initiator, the
         # ACK of each transfer (tagged) from the receiver.
-        done = tag(ACK, other if self.operation == TAGGED else initiator)
+        done = tag(ACK, peer if self.operation == TAGGED else initiator)
         endpoint = end.transport.endpoint_handle(side.peer)
-        as_pointer = ctypes.POINTER(ctypes.c_uint64)
+        as_pointer, as_ints = ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_int)
         return BlocksLinkEnd(
-            endpoint, end.transport.local_pid(side.peer), memory_type(side.mode.ucx_memory), self.shape.count,
-            self.shape.batch, end.spec.size, pool.address, local.ctypes.data_as(as_pointer), int(address or 0),
-            far.ctypes.data_as(as_pointer), rkey, tag(READY, other), done, tag(DATA, src),
+            endpoint, end.transport.local_pid(side.peer), memory_type(side.mode.ucx_memory), self.shape.batch,
+            first.ctypes.data_as(as_ints), pool.address, local.ctypes.data_as(as_pointer),
+            lengths.ctypes.data_as(as_pointer), int(address or 0), far.ctypes.data_as(as_pointer), rkey,
+            tag(READY, peer), done, tag(DATA, src),
         )  # fmt: skip
 
     def _gpu_plan(

@@ -388,6 +388,11 @@ def block_record(size: int, details: dict[str, Any]) -> dict[str, Any]:
     if cold:
         record["cold_s"] = {key.removesuffix("_s"): round(value, 9) for key, value in cold.items()}
     record.update(_block_path(details, moved * shape.batch))
+    if record.get("posted_by") == "cpu" and details.get("posted_descriptors") is not None:
+        # The requests the CPU posted a step (count x batch blocks): adjacent blocks merged, unless --no-merge.
+        record.update(posted_descriptors=details["posted_descriptors"], merged=shape.merge)
+    if shape.table is not None:
+        record["table"] = shape.table.record()
     return record
 
 

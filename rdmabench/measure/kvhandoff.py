@@ -152,10 +152,13 @@ class Handoff:
         batch: int = 1,
         pool_bytes: int | None = None,
         posting: str = "auto",
+        merge: bool = True,
         budget: SmBudget | None = None,
     ) -> BlockShape:
         """The block list: `count` descriptors of `block_bytes`, in `regions` regions of the pool."""
-        return BlockShape(self.count, layout, batch, pool_bytes, self.regions, posting, budget).check()
+        return BlockShape(
+            self.count, layout, batch, pool_bytes, self.regions, posting, merge=merge, budget=budget
+        ).check()
 
     def describe(self) -> str:
         model = self.model

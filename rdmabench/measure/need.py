@@ -21,8 +21,9 @@ from ..wire.staging import pieces
 # 600,000 blocks), the native loop's request slot, and in Python a tag and a request object.
 PER_MESSAGE = 1280
 # The Python side of each block of a block list: its slot, offsets (local and remote, with the
-# temporaries that compute them), its payload key and a check's count per block.
-PER_BLOCK_PYTHON = 128
+# temporaries that compute them), the requests merged from them (offsets and lengths), its payload
+# key and a check's count per block.
+PER_BLOCK_PYTHON = 192
 
 
 @dataclass(frozen=True)

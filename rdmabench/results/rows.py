@@ -161,6 +161,11 @@ def settings_of(entry: dict[str, Any], metadata: dict[str, Any]) -> tuple[tuple[
         sms = blocks.get("sms")
         if isinstance(sms, dict) and sms.get("mode") in ("budget", "green"):  # the posting kernel held to few SMs
             shape += f", {sms.get('transfer')} SMs" + (" (green context)" if sms["mode"] == "green" else "")
+        if blocks.get("merged") is False:  # --no-merge: a request per block, where merging would post fewer
+            shape += ", unmerged"
+        table = blocks.get("table")
+        if isinstance(table, dict):  # --blocks-from: lists of their own, known by the file's digest
+            shape += f", table {str(table.get('sha256'))[:12]}"
         return (*settings, ("blocks", shape))
     return settings
 

@@ -77,7 +77,7 @@ class ProgressTable:
         lines = [f"# rdmabench {self.kind.name}: rank {src} ({src_mode}) -> rank {dst} ({dst_mode}); {check}"]
         u = self.units if self.bandwidth else self.kind.unit
         if blocks is not None:  # the block rows bring their own columns
-            lines.append(f"# {blocks} per transfer")
+            lines.append(f"# per transfer: {blocks}")
         elif self.kind.unit == "us":
             lines.append(f"# latency in microseconds: {self.kind.scope}, median of samples")
             lines.append(
@@ -160,7 +160,7 @@ class ProgressTable:
                 "(p50, p99, p99.9 of every transfer); post = posting alone (p50); vs one = against the same bytes "
                 "as one contiguous message, measured just before; vs ceil = against the GPU's own copy of the same "
                 "list (device memory); by = who posted the list (gpu: UCX's device API, ce-batch: the copy engines, "
-                "cpu: a request per block)"
+                "cpu: a request per block, blocks adjacent at both ends merged into one unless --no-merge)"
                 + (
                     f"; alone = the same list with no compute beside it (the first half of each pair); model = "
                     f"the slowdown of {self.beside} beside it (median of the pairs, the worse GPU); one msg rows "

@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
-import os
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import TransportError, UnsafePathError
+from ..hardware.devstack import nvcc, version_mismatch
 from . import native
 
 SOURCE = Path(native.__file__).with_name("devlists.cu")
@@ -45,7 +44,7 @@ PATHS = {
     CE_GET: "copy engines: one cudaMemcpyBatchAsync per transfer from the peer's pool as UCX maps it",
 }
 API_CALLS = ("ucp_device_put", "ucp_device_get_ptr")  # what a put, a get calls on the GPU
-HOST_POSTED = "host-posted: one ucp_put_nbx/ucp_get_nbx per block from the CPU"
+HOST_POSTED = "host-posted: one ucp_put_nbx/ucp_get_nbx per descriptor from the CPU"
 _WHY_LEN = 512
 
 
@@ -56,17 +55,6 @@ class DevAvailability:
 
 
 _loaded: DevAvailability | None = None
-
-
-def nvcc() -> str | None:
-    for candidate in (os.environ.get("RDMABENCH_NVCC"), os.environ.get("NVCC")):
-        if candidate:
-            return candidate
-    found = shutil.which("nvcc")
-    if found:
-        return found
-    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH") or "/usr/local/cuda"
-    return str(Path(home) / "bin" / "nvcc") if (Path(home) / "bin" / "nvcc").exists() else None
 
 
 def driver_stubs(compiler: str) -> list[str]:
@@ -105,6 +93,9 @@ def _load() -> DevAvailability:
         return DevAvailability(None, "UCX headers not found (the libucx wheel provides them)")
     if not (prefix / "include" / "ucp" / "api" / "device" / "ucp_host.h").exists():
         return DevAvailability(None, f"this UCX ({prefix}) has no device API (UCX 1.20 or later has it)")
+    mismatch = version_mismatch(prefix)  # before a kernel is built or loaded: it would misread the lists
+    if mismatch is not None:
+        return DevAvailability(None, mismatch)
     compiler = nvcc()
     if compiler is None:
         return DevAvailability(None, "nvcc not found (set RDMABENCH_NVCC): the GPU-initiated path needs it once")

@@ -93,17 +93,18 @@ class RmaLinkEnd(ctypes.Structure):
 
 
 class BlocksLinkEnd(ctypes.Structure):
-    """rb_blocks_link: one end of a link moving block lists, as hotloop.c reads it."""
+    """rb_blocks_link: one end of a link moving block lists, as hotloop.c reads it: a step's requests
+    (descriptors: blocks, or blocks adjacent at both ends merged), transfer by transfer."""
 
     _fields_ = [
         ("ep", _ptr),
         ("peer_pid", _int),
         ("memory_type", _int),
-        ("nblocks", _int),
         ("batch", _int),
-        ("block", _size),
+        ("first", ctypes.POINTER(_int)),
         ("pool", _ptr),
         ("offsets", ctypes.POINTER(_tag)),
+        ("lengths", ctypes.POINTER(_tag)),
         ("remote_pool", _tag),
         ("remote_offsets", ctypes.POINTER(_tag)),
         ("rkey", _ptr),

@@ -658,8 +658,9 @@ int rb_put_pingpong(ucp_worker_h worker, int ping, const rb_rma_link *link, vola
 
 /* --- Block lists (KV-cache shaped transfers) ----------------------------------------------------
  *
- * One transfer moves `nblocks` blocks of `block` bytes between slots of two pools, as puts (then an
- * endpoint flush), gets or tagged messages; `batch` transfers are posted back to back per step. The
+ * One transfer moves its descriptors (first[t] .. first[t + 1] - 1: blocks, or runs of blocks adjacent
+ * at both ends, of lengths[k] bytes) between slots of two pools, as puts (then an endpoint flush),
+ * gets or tagged messages; `batch` transfers are posted back to back per step. The
  * initiator (the sender for tagged messages) times each transfer from the start of its posting to
  * its completion: the flush (put), its last get, or the receiver's ACK of its last block (tagged),
  * and how long the posting itself took. Offsets are byte offsets into each pool, transfer by
@@ -672,16 +673,17 @@ static void *post_block(int op, const rb_blocks_link *l, int k)
     ucp_request_param_t param;
     describe(&param, l->memory_type);
     void *local = l->pool + l->offsets[k];
+    size_t length = l->lengths[k];
     if (op == RB_TAG)
-        return ucp_tag_send_nbx(l->ep, local, l->block, l->data_tag | (ucp_tag_t)k, &param);
+        return ucp_tag_send_nbx(l->ep, local, length, l->data_tag | (ucp_tag_t)k, &param);
     uint64_t remote = l->remote_pool + l->remote_offsets[k];
     if (op == RB_PUT)
-        return ucp_put_nbx(l->ep, local, l->block, remote, l->rkey, &param);
-    return ucp_get_nbx(l->ep, local, l->block, remote, l->rkey, &param);
+        return ucp_put_nbx(l->ep, local, length, remote, l->rkey, &param);
+    return ucp_get_nbx(l->ep, local, length, remote, l->rkey, &param);
 }
 
 typedef struct {
-    int settled; /* blocks of the transfer whose request completed, in order */
+    int settled; /* descriptors of the transfer whose request completed, in order */
     void *flush; /* put: the flush posted after the transfer's blocks */
     void *ack;   /* tagged: the receiver's ACK of the transfer */
     double start;
@@ -699,13 +701,14 @@ static int poll_transfers(int op, const rb_blocks_link *l, void **requests, rb_t
             finished++;
             continue;
         }
-        void **mine = requests + (size_t)t * l->nblocks;
-        while (x->settled < l->nblocks && (r = settle(&mine[x->settled], ucx_status)) != 0) {
+        void **mine = requests + l->first[t];
+        int posted = l->first[t + 1] - l->first[t];
+        while (x->settled < posted && (r = settle(&mine[x->settled], ucx_status)) != 0) {
             if (r < 0)
                 return -1;
             x->settled++;
         }
-        int complete = x->settled == l->nblocks;
+        int complete = x->settled == posted;
         if (op == RB_PUT || op == RB_TAG) {
             void **waited = op == RB_PUT ? &x->flush : &x->ack;
             if ((r = settle(waited, ucx_status)) < 0)
@@ -744,7 +747,7 @@ int rb_blocks_active(ucp_worker_h worker, int op, const rb_blocks_link *l, void 
                      double stall, double *post_seconds, double *seconds, double *step_seconds, int *dead_pid,
                      int *ucx_status)
 {
-    size_t total = (size_t)l->batch * l->nblocks;
+    size_t total = (size_t)l->first[l->batch];
     int pid = l->peer_pid, rc = RB_OK;
     void **requests = calloc(total + 1, sizeof(void *));
     rb_transfer *tr = calloc((size_t)l->batch + 1, sizeof(rb_transfer));
@@ -761,11 +764,10 @@ int rb_blocks_active(ucp_worker_h worker, int op, const rb_blocks_link *l, void 
     double began = now(), next_check = began + LIVENESS_PERIOD;
     for (int t = 0; t < l->batch; t++) {
         tr[t].start = now();
-        for (int b = 0; b < l->nblocks; b++) {
-            int k = t * l->nblocks + b;
+        for (int k = l->first[t]; k < l->first[t + 1]; k++) {
             requests[k] = post_block(op, l, k);
-            /* A planted slow transfer (the test suite's): the first one stalls after its first block. */
-            for (double until = now() + stall; t == 0 && b == 0 && stall > 0 && now() < until;)
+            /* A planted slow transfer (the test suite's): the first one stalls after its first request. */
+            for (double until = now() + stall; k == 0 && stall > 0 && now() < until;)
                 ucp_worker_progress(worker);
         }
         post_seconds[t] = now() - tr[t].start;
@@ -803,7 +805,7 @@ int rb_blocks_passive(ucp_worker_h worker, int op, const rb_blocks_link *l, void
         pair[1] = post_send(l->ep, signal, 8, l->ready_tag, SIGNAL_MEMORY);
         return wait_all(worker, pair, 2, timeout, &pid, 1, dead_pid, ucx_status);
     }
-    size_t total = (size_t)l->batch * l->nblocks;
+    size_t total = (size_t)l->first[l->batch];
     void **requests = calloc(total + 1, sizeof(void *));
     void **acks = calloc((size_t)l->batch + 1, sizeof(void *));
     int *landed = calloc((size_t)l->batch + 1, sizeof(int));
@@ -812,24 +814,26 @@ int rb_blocks_passive(ucp_worker_h worker, int op, const rb_blocks_link *l, void
         goto done;
     }
     for (size_t k = 0; k < total; k++)
-        requests[k] = post_recv(worker, l->pool + l->offsets[k], l->block, l->data_tag | (ucp_tag_t)k, l->memory_type);
+        requests[k] = post_recv(worker, l->pool + l->offsets[k], l->lengths[k], l->data_tag | (ucp_tag_t)k,
+                                l->memory_type);
     void *ready = post_send(l->ep, signal, 8, l->ready_tag, SIGNAL_MEMORY);
     double began = now(), next_check = began + LIVENESS_PERIOD;
     unsigned polls = 0;
     int acked = 0, r;
     while (acked < l->batch) {
         for (int t = 0; t < l->batch; t++) {
-            void **mine = requests + (size_t)t * l->nblocks;
+            void **mine = requests + l->first[t];
+            int posted = l->first[t + 1] - l->first[t];
             if (landed[t] < 0)
                 continue;
-            while (landed[t] < l->nblocks && (r = settle(&mine[landed[t]], ucx_status)) != 0) {
+            while (landed[t] < posted && (r = settle(&mine[landed[t]], ucx_status)) != 0) {
                 if (r < 0) {
                     rc = RB_UCX_ERROR;
                     goto done;
                 }
                 landed[t]++;
             }
-            if (landed[t] == l->nblocks) {
+            if (landed[t] == posted) {
                 acks[t] = post_send(l->ep, signal, 8, l->done_tag | (ucp_tag_t)t, SIGNAL_MEMORY);
                 landed[t] = -1;
                 acked++;
@@ -883,8 +887,8 @@ const char *rb_abi(void)
     RB_FIELD(rb_rma_link, done_tag);
     RB_SIZE(rb_blocks_link);
     RB_FIELD(rb_blocks_link, ep); RB_FIELD(rb_blocks_link, peer_pid); RB_FIELD(rb_blocks_link, memory_type);
-    RB_FIELD(rb_blocks_link, nblocks); RB_FIELD(rb_blocks_link, batch); RB_FIELD(rb_blocks_link, block);
-    RB_FIELD(rb_blocks_link, pool); RB_FIELD(rb_blocks_link, offsets); RB_FIELD(rb_blocks_link, remote_pool);
+    RB_FIELD(rb_blocks_link, batch); RB_FIELD(rb_blocks_link, first); RB_FIELD(rb_blocks_link, pool);
+    RB_FIELD(rb_blocks_link, offsets); RB_FIELD(rb_blocks_link, lengths); RB_FIELD(rb_blocks_link, remote_pool);
     RB_FIELD(rb_blocks_link, remote_offsets); RB_FIELD(rb_blocks_link, rkey); RB_FIELD(rb_blocks_link, ready_tag);
     RB_FIELD(rb_blocks_link, done_tag); RB_FIELD(rb_blocks_link, data_tag);
     if (n >= sizeof abi)

@@ -43,22 +43,23 @@ typedef struct {
     ucp_tag_t done_tag;  /* active sends it, passive receives it */
 } rb_rma_link;
 
-/* One end of a link moving block lists (--blocks). */
+/* One end of a link moving block lists (--blocks). A descriptor is one request: a block, or blocks
+ * adjacent at both ends merged into one (as NIXL's makeXferReq merges them). */
 typedef struct {
     ucp_ep_h ep;
     int peer_pid;
     int memory_type;
-    int nblocks;
     int batch;
-    size_t block;
+    const int *first;         /* batch + 1 entries: transfer t posts descriptors first[t] .. first[t + 1] - 1 */
     char *pool;
-    const uint64_t *offsets;
+    const uint64_t *offsets;  /* each descriptor's byte offset into this end's pool */
+    const uint64_t *lengths;  /* each descriptor's bytes (whole blocks) */
     uint64_t remote_pool;
     const uint64_t *remote_offsets;
     ucp_rkey_h rkey;
     ucp_tag_t ready_tag;
     ucp_tag_t done_tag; /* one-sided: DONE to the target; tagged: ACK of transfer t is done_tag | t */
-    ucp_tag_t data_tag; /* tagged: block k of the step is data_tag | k */
+    ucp_tag_t data_tag; /* tagged: descriptor k of the step is data_tag | k */
 } rb_blocks_link;
 
 /* The layout above as this compiler made it: "name=value" items separated by ';' (structs as
