@@ -296,7 +296,7 @@ def _ranks_writing(output: Path) -> list[int]:
         except OSError:
             continue
         arguments = command.split(b"\0")
-        if arguments[1:3] == [b"-m", b"rdmabench.job.rank"] and str(output).encode() in command:
+        if b"rdmabench.job.rank" in arguments[1:5] and str(output).encode() in command:
             found.append(int(entry.name))
     return found
 

@@ -21,7 +21,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -33,6 +32,7 @@ from ..errors import ConfigError, LaunchError, RdmabenchError, ValidationError
 from ..hardware.gpu import gpu_unavailable_reason, visible_gpu_count
 from ..measure.blocks import LAYOUTS, POSTINGS, BlockShape
 from ..measure.kvhandoff import Handoff
+from ..pystart import python_module
 from ..units import format_size
 from ..wire import protoinfo
 from .anchor import DRIFT_LIMIT, repeated, rounds_median, run_entries
@@ -225,7 +225,7 @@ def _start(role: str, folder: Path, mode: str, test: str) -> subprocess.Popen[by
     output = privatedirs.open_in_private_dir(folder / f"{role}.out", os.O_WRONLY | os.O_CREAT | os.O_EXCL)
     try:
         return subprocess.Popen(
-            [sys.executable, "-m", "rdmabench.bench.nixl_agent", role, str(folder)],
+            python_module("rdmabench.bench.nixl_agent", role, str(folder)),
             env=env, stdout=output, stderr=output, stdin=subprocess.DEVNULL,
         )  # fmt: skip
     finally:
