@@ -1061,7 +1061,7 @@ def check(
     in the baseline, and nothing is suspect (never a pass on nothing)."""
     from .results import verdict as verdict_module
     from .results.attribution import attribute
-    from .results.drain import write_drain_list
+    from .results.drain import ran_on, share, write_drain_list
     from .results.hostlist import compress
     from .results.outcome import Checked
     from .results.rows import aggregate
@@ -1073,7 +1073,8 @@ def check(
         if not 0 <= tolerance < 1:
             raise ConfigError(f"--tolerance must be at least 0 and below 1, not {tolerance}")
         chosen = _filters(**filters)
-        rows = aggregate(_load(paths).documents, chosen)
+        documents = _load(paths).documents
+        rows = aggregate(documents, chosen)
         base = aggregate(_load((baseline,)).documents, chosen) if baseline is not None else None
         if not rows:
             raise ConfigError("no results match the filters")
@@ -1086,15 +1087,16 @@ def check(
             userfiles.write_chunks(json_path, checked.json_chunks())  # a million passed links, a line each
         if junit_path is not None:
             userfiles.write_text(junit_path, checked.junit())
-        drained = write_drain_list(drain_path, found, force=force) if drain_path is not None else None
+        hosts = ran_on(documents)
+        drained = write_drain_list(drain_path, found, hosts, force=force) if drain_path is not None else None
     except RdmabenchError as exc:
         _fail(exc)
     except OSError as exc:
         _fail(ConfigError(f"cannot write the verdict: {exc}"))
     click.echo(checked.text())
     if drained is not None and drain_path is not None:
-        hosts = compress(d.host for d in drained) if drained else "no host"
-        click.echo(f"drain list: {visible(drain_path)} ({hosts})")
+        named = compress(d.host for d in drained) if drained else "no host"
+        click.echo(f"drain list: {visible(drain_path)} ({named}: {share(drained, hosts)})")
     sys.exit(checked.exit_code)
 
 
