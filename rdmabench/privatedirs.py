@@ -6,8 +6,12 @@ only when we created it (mode 0700) or, when it exists already, it is a real dir
 that we own and nobody else can write; a file in one is opened without following links and checked
 the same way, before anything in it is written or loaded. Anything else is refused, with the reason.
 
-Scratch directories carry their creator's pid and host in their names (PREFIX<pid>@<host>-<random>),
-so that a later start can remove the ones a killed process left behind.
+Scratch directories carry their creator's pid, host and pid namespace in their names
+(PREFIX<pid>@<host>~<namespace>-<random>), so that a later start can remove the ones a killed process
+left behind. A pid means something only in its own pid namespace: containers often share /tmp,
+/dev/shm and the host name, not their pids, and a pid dead here may be a live job there. So only a
+directory of our own, of our namespace on this boot, whose pid is gone here, is removed; a directory
+of another namespace (or of none that we can read) is left alone, unless it is from an earlier boot.
 """
 
 from __future__ import annotations
@@ -111,11 +115,23 @@ def _host() -> str:
     return socket.gethostname().replace("/", "_") or "localhost"
 
 
+def _namespace() -> str:
+    """This process's pid namespace (the inode of /proc/self/ns/pid) and boot (the first 8 hex
+    digits of the kernel's boot id) as `<inode>.<boot>`; '' where either cannot be read."""
+    try:
+        inode = os.stat("/proc/self/ns/pid").st_ino
+        with open("/proc/sys/kernel/random/boot_id", "rb") as handle:
+            boot = handle.read(64).decode("ascii", "replace").replace("-", "").strip()[:8]
+    except OSError:
+        return ""
+    return f"{inode}.{boot}" if inode and boot.isalnum() else ""
+
+
 def scratch_dir(prefix: str, base: str | Path | None = None) -> Path:
     """A new private directory (mkdtemp: a fresh name, mode 0700) under `base` (the temporary
     directory by default), named for this process so that a later start can remove it if this
     process is killed before it can (sweep_stale)."""
-    return Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}@{_host()}-", dir=base))
+    return Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}@{_host()}~{_namespace()}-", dir=base))
 
 
 def _alive(pid: int) -> bool:
@@ -128,24 +144,36 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def _gone(pid: str, namespace: str, ours: str) -> bool:
+    """Whether the process that named a directory (its pid, and the namespace.boot it ran in) is
+    gone: from an earlier boot, or dead here and of our pid namespace on this boot."""
+    if not ours or not namespace or not pid.isdigit():
+        return False  # an unknown namespace, ours or its: its pid means nothing here
+    inode, _, boot = namespace.partition(".")
+    if boot != ours.partition(".")[2]:
+        return True  # the machine restarted since: every process of that boot is gone
+    return inode == ours.partition(".")[0] and not _alive(int(pid))
+
+
 def stale_dirs(prefix: str, base: str | Path) -> list[Path]:
     """Scratch directories of ours under `base` (named by scratch_dir with `prefix`) whose creating
-    process on this host is gone."""
+    process on this host is gone (_gone: a pid of another pid namespace is never judged here)."""
     found = []
     try:
         entries = list(os.scandir(base))
     except OSError:
         return []
+    ours = _namespace()
     for entry in entries:
         pid, _, rest = entry.name.removeprefix(prefix).partition("@")
-        host = rest.rpartition("-")[0]
-        if not entry.name.startswith(prefix) or not pid.isdigit() or host != _host():
+        host, _, namespace = rest.rpartition("-")[0].rpartition("~")
+        if not entry.name.startswith(prefix) or host != _host() or not _gone(pid, namespace, ours):
             continue
         try:
             mine = why_not_trusted(entry.stat(follow_symlinks=False), directory=True) is None
         except OSError:
             continue
-        if mine and not _alive(int(pid)):
+        if mine:
             found.append(Path(entry.path))
     return found
 

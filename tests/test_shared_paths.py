@@ -273,10 +273,55 @@ def test_stale_scratch_directories_of_dead_processes_are_swept(tmp_path: Path) -
         ).stdout.strip()
     )
     alive = privatedirs.scratch_dir("rb-x-", tmp_path)
-    elsewhere = tmp_path / f"rb-x-{dead.name.split('@')[0].removeprefix('rb-x-')}@another-host-abcdefgh"
-    elsewhere.mkdir()
+    pid, ours = dead.name.split("@")[0].removeprefix("rb-x-"), privatedirs._namespace()
+    host, (inode, boot) = privatedirs._host(), ours.split(".")
+    assert dead.name.startswith(f"rb-x-{pid}@{host}~{inode}.{boot}-")
+    # Kept: another host's; another pid namespace's (its pid means nothing here); of no known namespace.
+    kept = [f"{pid}@another-host~{ours}", f"{pid}@{host}~1.{boot}", f"{pid}@{host}"]
+    swept = [f"{pid}@{host}~{inode}.00000000"]  # an earlier boot's: its process is gone
+    for name in kept + swept:
+        (tmp_path / f"rb-x-{name}-abcdefgh").mkdir()
     privatedirs.sweep_stale("rb-x-", tmp_path)
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([alive.name, elsewhere.name])
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([alive.name] + [f"rb-x-{n}-abcdefgh" for n in kept])
+
+
+_OWNER_IN_A_NEW_NAMESPACE = """
+import os, sys, time
+from rdmabench import privatedirs
+dead_here = set(map(int, sys.argv[2].split(",")))
+while True:  # fork until a child's pid here is one that no process has in the namespace outside
+    pid = os.fork()
+    if pid == 0:
+        if os.getpid() in dead_here:
+            print(privatedirs.scratch_dir("rb-ns-", sys.argv[1]), flush=True)
+            time.sleep(120)
+        os._exit(0)
+    os.waitpid(pid, 0)
+"""
+
+
+def test_a_live_jobs_directory_in_another_pid_namespace_is_never_swept(tmp_path: Path) -> None:
+    """Containers share /tmp, /dev/shm and the host name, not pids: a live job's directory, named
+    for a pid that is dead in our namespace, is left alone (it was removed, and the job broke)."""
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        pytest.skip("a second pid namespace needs root and unshare")
+    dead_here = [str(n) for n in range(100, 4000) if not Path(f"/proc/{n}").exists()]
+    owner = subprocess.Popen(
+        ["unshare", "--pid", "--fork", "--mount-proc", "--kill-child",
+         sys.executable, "-c", _OWNER_IN_A_NEW_NAMESPACE, str(tmp_path), ",".join(dead_here)],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    try:
+        assert owner.stdout is not None
+        live = Path(owner.stdout.readline().strip())
+        assert live.parent == tmp_path, owner.stderr.read() if owner.stderr else ""
+        pid = int(live.name.removeprefix("rb-ns-").split("@")[0])
+        assert not Path(f"/proc/{pid}").exists()  # dead here, alive there
+        privatedirs.sweep_stale("rb-ns-", tmp_path)
+        assert live.is_dir()
+    finally:
+        os.killpg(owner.pid, signal.SIGKILL)
+        owner.wait()
 
 
 def _running(pid: int) -> bool:
