@@ -395,3 +395,63 @@ def test_the_user_that_owns_a_path_is_named(tmp_path: Path) -> None:
     me = pwd.getpwuid(os.geteuid()).pw_name
     reason = privatedirs.why_not_trusted(os.lstat(tmp_path), directory=True, owners=frozenset({os.geteuid() + 1}))
     assert reason == f"it belongs to user {me} (uid {os.geteuid()}), not to you"
+
+
+def test_a_results_folder_another_user_planted_is_never_followed(neighbour: str, shared: Path) -> None:
+    """No -o, run from a shared folder where the neighbour made `results/` (writable by all, or a
+    link to a folder of theirs): one line, exit 2, nothing written there."""
+    theirs = shared / "theirs"
+    for plant in (
+        f"mkdir -m 0777 {shared / 'results'}",
+        f"mkdir -m 0777 {theirs}; ln -s {theirs} {shared / 'results'}",
+    ):
+        as_neighbour(neighbour, f"rm -rf {shared / 'results'} {theirs}; {plant}")
+        proc = run_cli(["run", "--np", "2", "--sizes", "8", "--samples", "1"], cwd=shared)
+        lines = proc.stderr.splitlines()
+        assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+        assert f"refusing the results folder {shared / 'results'}: " in lines[0] and "give -o PATH" in lines[0]
+        assert not list((shared / "results").iterdir())
+
+
+def _python_for(user: str) -> list[str] | None:
+    """A Python the user can run with this one's packages and this tree (this interpreter may sit
+    in root's home), or None."""
+    import site
+    import sysconfig
+
+    path = os.pathsep.join([str(REPO), *site.getsitepackages(), sysconfig.get_paths()["purelib"]])
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    for python in (sys.executable, shutil.which(version) or "", f"/usr/bin/{version}"):
+        probe = [
+            "runuser",
+            "-u",
+            user,
+            "--",
+            "env",
+            f"PYTHONPATH={path}",
+            python,
+            "-c",
+            "import click, numpy, rdmabench",
+        ]
+        if python and subprocess.run(probe, capture_output=True, cwd="/", timeout=60).returncode == 0:
+            return ["runuser", "-u", user, "--", "env", f"PYTHONPATH={path}", python]
+    return None
+
+
+def test_a_user_who_cannot_write_the_working_folder_gets_one_line(neighbour: str, tmp_path: Path) -> None:
+    """No -o in a folder the user cannot write: one line naming it (it was a PermissionError's traceback)."""
+    python = _python_for(neighbour)
+    if python is None:
+        pytest.skip("no Python here that the second user can run")
+    tmp_path.chmod(0o755)  # root's: the neighbour may enter, not create
+    code = "from rdmabench.cli import main; main()"
+    proc = subprocess.run(
+        [*python, "-c", code, "run", "--np", "2", "--sizes", "8", "--samples", "1"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    lines = proc.stderr.splitlines()
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+    assert (
+        lines[0]
+        == f"rdmabench: error: cannot make the results folder results/ in {tmp_path}: Permission denied; give -o PATH"
+    )

@@ -28,8 +28,8 @@ import stat
 import time
 from typing import Any, TextIO
 
-from .. import userfiles
-from ..errors import OtherDocumentError, ResultsFileError, ResultsWriteError
+from .. import privatedirs, userfiles
+from ..errors import FileRefusedError, OtherDocumentError, ResultsFileError, ResultsWriteError
 from ..measure import registry
 from . import compact, derived, identity, schema
 
@@ -138,7 +138,7 @@ def default_output_path(
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     modes = src_mode if src_mode == dst_mode else f"{src_mode}-to-{dst_mode}"
     stem = os.path.join(directory, f"rdmabench-{test}-{modes}-{stamp}")
-    os.makedirs(directory, exist_ok=True)
+    own_results_dir(directory)
     for counter in range(10_000):
         path = f"{stem}.json" if counter == 0 else f"{stem}-{counter}.json"
         if os.path.exists(path) or os.path.exists(compact.links_path(path)):
@@ -151,6 +151,28 @@ def default_output_path(
             continue  # another run took this name a moment ago
         return path
     raise ResultsFileError(f"no free results file name for {stem}.json")
+
+
+def own_results_dir(directory: str) -> None:
+    """The default folder for results (no -o), made 0755 when missing, else checked to be the
+    user's own: a real folder (not a link), the user's, that nobody else can write. A `results/`
+    another user left in a shared working folder would take the results where they can edit them.
+    FileRefusedError, one line, otherwise (a folder the user cannot write in included)."""
+    try:
+        os.mkdir(directory, 0o755)
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        where = os.path.abspath(os.path.dirname(os.path.abspath(directory)))
+        raise FileRefusedError(
+            f"cannot make the results folder {directory}/ in {where}: {exc.strerror or exc}; give -o PATH"
+        ) from None
+    try:
+        reason = privatedirs.why_not_trusted(os.lstat(directory), directory=True)
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+    if reason:
+        raise FileRefusedError(f"refusing the results folder {os.path.abspath(directory)}: {reason}; give -o PATH")
 
 
 def reserve(path: str) -> None:
