@@ -77,18 +77,21 @@ def private_dir(path: str | Path) -> Path:
 def open_in_private_dir(path: str | Path, flags: int, mode: int = 0o600, owners: frozenset[int] | None = None) -> int:
     """A descriptor of the file `path`, opened without following links, after checking that its
     directory and (once open, so the checked file is the one used) the file itself are ours.
-    UnsafePathError names what is wrong; OSError is any other failure (a missing file)."""
+    UnsafePathError names what is wrong; OSError is any other failure (a missing file). The
+    descriptor is non-blocking (no matter for a regular file, the only kind it returns)."""
     path = Path(path)
     folder = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
         reason = why_not_trusted(os.fstat(folder), directory=True, owners=owners)
         if reason:
             raise _refuse(path.parent, reason)
-        try:
-            fd = os.open(path.name, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=folder)
+        try:  # never blocks: a FIFO there would wait for its other end forever
+            fd = os.open(path.name, flags | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, mode, dir_fd=folder)
         except OSError as exc:
             if exc.errno == errno.ELOOP:  # O_NOFOLLOW met a symbolic link
                 raise _refuse(path, "it is a symbolic link") from None
+            if exc.errno == errno.ENXIO:  # a FIFO (or socket) opened to write, with nobody reading
+                raise _refuse(path, "it is not a regular file") from None
             raise
     finally:
         os.close(folder)
@@ -102,8 +105,9 @@ def open_in_private_dir(path: str | Path, flags: int, mode: int = 0o600, owners:
 @contextmanager
 def locked(path: str | Path) -> Iterator[None]:
     """Hold an exclusive lock on the lock file `path` (in a private directory; created 0600, never
-    truncated, never through a link)."""
-    fd = open_in_private_dir(path, os.O_WRONLY | os.O_CREAT)
+    truncated, never through a link). Opened for reading without blocking: a FIFO there (opened to
+    write, it would wait for a reader forever) or a device is refused as not a regular file."""
+    fd = open_in_private_dir(path, os.O_RDONLY | os.O_CREAT | os.O_NONBLOCK)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield

@@ -177,6 +177,47 @@ def test_a_lock_that_is_a_symlink_is_not_followed(
     assert f"refusing {cache / '.build.lock'}: it is a symbolic link" in built.reason, built.reason
 
 
+@pytest.fixture
+def own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A first-use build into a cache directory of our own (0700), with the system's cc."""
+    monkeypatch.setattr(native, "_loaded", None)
+    for name, value in (("RDMABENCH_NATIVE", "build"), ("CC", "cc"), ("RDMABENCH_CACHE_DIR", str(tmp_path / "cache"))):
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
+    (tmp_path / "cache").mkdir(mode=0o700)
+    return tmp_path / "cache"
+
+
+@pytest.mark.skipif(native.ucx_prefix() is None, reason="no UCX headers (the libucx wheel)")
+@pytest.mark.parametrize("stale", ["empty", "a symbol missing"])
+def test_a_stale_cached_library_is_rebuilt_and_named_by_its_file(own_cache: Path, tmp_path: Path, stale: str) -> None:
+    """A zero-byte copy (a full disk) and an older build that lacks a symbol: both failed every run
+    (naming /proc/self/fd/N); they are rebuilt in place, and the note names the file."""
+    library = own_cache / _library_name()
+    if stale == "empty":
+        library.write_bytes(b"")
+    else:
+        (tmp_path / "old.c").write_text("void rb_init(void *check) { (void)check; }\n")
+        subprocess.run(["cc", "-shared", "-fPIC", "-o", str(library), str(tmp_path / "old.c")], check=True)
+    library.chmod(0o700)
+    built = native.load()
+    assert built.library is not None, built.reason
+    assert f"{library}" in built.reason and ": rebuilt" in built.reason, built.reason
+    assert "/proc/self/fd" not in built.reason
+    assert library.read_bytes()[:4] == b"\x7fELF" and library.stat().st_size > 10_000
+
+
+@pytest.mark.skipif(native.ucx_prefix() is None, reason="no UCX headers (the libucx wheel)")
+def test_a_fifo_at_the_build_lock_is_refused_not_waited_on(own_cache: Path, tmp_path: Path) -> None:
+    """Opened to write, a FIFO waits for a reader forever: every first build hung."""
+    os.mkfifo(own_cache / ".build.lock", 0o600)
+    code = "from rdmabench.wire import native; print(native.load().reason)"
+    env = rdmabench_env(PYTHONPATH=str(REPO), TMPDIR=str(tmp_path))
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert f"refusing {own_cache / '.build.lock'}: it is not a regular file" in proc.stdout, proc.stdout
+
+
 @pytest.mark.skipif(native.ucx_prefix() is None, reason="no UCX headers (the libucx wheel)")
 def test_the_loader_falls_back_past_a_neighbours_directory_to_one_of_ours(
     neighbour: str, shared: Path, planted_source: Path, victim: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
