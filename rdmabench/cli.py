@@ -74,9 +74,13 @@ def _writes(*targets: _Written, checked_here: bool = True) -> Callable[[Any], An
         @functools.wraps(command)
         def checked(**kwargs: Any) -> Any:
             try:
+                named: dict[str, str] = {}
                 for target in targets if checked_here else ():
                     if kwargs.get(target.dest) is not None:
                         userfiles.check_output(kwargs[target.dest], kwargs["force"], target.holds)
+                        same = named.setdefault(os.path.realpath(kwargs[target.dest]), target.flags[0])
+                        if same != target.flags[0]:  # the second write would replace the first, or be refused
+                            raise ConfigError(f"{same} and {target.flags[0]} name the same file {kwargs[target.dest]}")
             except RdmabenchError as exc:
                 _fail(exc)
             return command(**kwargs)

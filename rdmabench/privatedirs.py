@@ -134,7 +134,19 @@ def _namespace() -> str:
 def scratch_dir(prefix: str, base: str | Path | None = None) -> Path:
     """A new private directory (mkdtemp: a fresh name, mode 0700) under `base` (the temporary
     directory by default), named for this process so that a later start can remove it if this
-    process is killed before it can (sweep_stale)."""
+    process is killed before it can (sweep_stale). UnsafePathError for a `base` anyone can write
+    without the sticky bit: anyone could rename the new directory away and put theirs in its place."""
+    base = base or tempfile.gettempdir()
+    try:
+        found = os.stat(base)
+    except OSError:
+        found = None  # mkdtemp says what is wrong with it
+    if found is not None and found.st_mode & stat.S_IWOTH and not found.st_mode & stat.S_ISVTX:
+        raise _refuse(
+            base,
+            f"anyone can write to it and it has no sticky bit (mode {stat.S_IMODE(found.st_mode):04o}): another user "
+            "could move or replace the private folder made there; use a folder of your own (TMPDIR)",
+        )
     return Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}@{_host()}~{_namespace()}-", dir=base))
 
 

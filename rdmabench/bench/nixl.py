@@ -126,6 +126,8 @@ def compare(plan: NixlPlan, repeat: int = 1, progress: Callable[[str], None] | N
     folder = privatedirs.scratch_dir(SCRATCH_PREFIX)
     try:
         return repeated(lambda: _round(plan, folder, progress), repeat, median_rows, progress, "NIXL anchor", True)
+    except OSError as exc:  # the private folder gone from under it (removed, or moved), say
+        raise LaunchError(f"the NIXL anchor stopped: {exc.strerror or exc} ({exc.filename or folder})") from None
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 

@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import ConfigError, ResultsFileError
+from ..errors import ConfigError, FileRefusedError, OutputWriteError
 from .attribution import Attribution, Suspect
 from .hostlist import check_hostname, compress
 
@@ -131,14 +131,14 @@ def write_drain_list(
     whole: never followed through a link, never half written); returns the hosts it drains."""
     text = drain_text(found, hosts, min_confidence)
     if os.path.isdir(path):
-        raise ResultsFileError(f"drain list {path} is a directory; give a file name")
+        raise FileRefusedError(f"drain list {path} is a directory; give a file name")
     if os.path.lexists(path) and not force:
-        raise ResultsFileError(f"drain list {path} already exists; choose another path or pass --force")
+        raise FileRefusedError(f"drain list {path} already exists; choose another path or pass --force")
     directory = os.path.dirname(os.path.abspath(path))
     try:
         fd, temporary = tempfile.mkstemp(dir=directory, prefix=".rdmabench-drain-", suffix=".tmp")  # ours, 0600
     except OSError as exc:
-        raise ResultsFileError(f"cannot write the drain list {path}: {exc.strerror or exc}") from None
+        raise OutputWriteError(f"cannot write the drain list {path}: {exc.strerror or exc}") from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
@@ -151,5 +151,5 @@ def write_drain_list(
     except OSError as exc:
         if os.path.exists(temporary):
             os.unlink(temporary)
-        raise ResultsFileError(f"cannot write the drain list {path}: {exc.strerror or exc}") from None
+        raise OutputWriteError(f"cannot write the drain list {path}: {exc.strerror or exc}") from None
     return drains(found, hosts, min_confidence)
