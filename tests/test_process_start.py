@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from rdmabench import pystart
 
@@ -63,6 +66,50 @@ def test_code_and_modules_started_through_pystart_ignore_the_working_folder(tmp_
     assert subprocess.run(
         pystart.python_code(code), cwd=tmp_path, env=env, capture_output=True, text=True
     ).stdout.strip() == str(REPO / "rdmabench" / "__init__.py")
+
+
+@pytest.mark.parametrize("version", ["3.10", "3.11", "3.12", "3.13"])
+def test_the_boot_line_leaves_the_working_folder_out_on_every_python(
+    tmp_path: Path, version: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On each Python the package supports that is installed here (`-P` came only with 3.11): a
+    module of a package on PYTHONPATH runs, a planted package of the same name and a planted `json`
+    (standard library's name) in the working folder do not, with and without site."""
+    python = shutil.which(f"python{version}")
+    probe = "import sys; print('%d.%d' % sys.version_info[:2])"
+    if (
+        python is None
+        or subprocess.run([python, "-c", probe], capture_output=True, text=True).stdout.strip() != version
+    ):
+        pytest.skip(f"no python{version} here")  # (a pyenv shim of a version not selected answers, wrongly)
+    root, cwd = tmp_path / "root", tmp_path / "cwd"
+    (root / "pkgx").mkdir(parents=True)
+    (root / "pkgx" / "__init__.py").write_text("")
+    (root / "pkgx" / "mod.py").write_text("import json, sys; print(json.dumps(sys.argv[1:]))\n")
+    cwd.mkdir()
+    marker = _plant(cwd)
+    (cwd / "pkgx").mkdir()
+    (cwd / "pkgx" / "__init__.py").write_text((cwd / "numpy.py").read_text())
+    (cwd / "json.py").write_text((cwd / "numpy.py").read_text())
+    monkeypatch.setattr(pystart.sys, "executable", python)
+    monkeypatch.setattr(pystart, "installation_root", lambda: str(root))
+    for argv, path in ((pystart.python_module("pkgx.mod", "a", "b"), f"{root}{os.pathsep}"),
+                       (pystart.python_module("pkgx.mod", "a", "b", bare=True), "")):  # fmt: skip
+        env = dict(os.environ, PYTHONPATH=path)
+        proc = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0 and proc.stdout == '["a", "b"]\n', proc.stderr
+    assert not marker.exists(), marker.read_text()
+
+
+def test_the_anchors_inner_run_ignores_the_working_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`anchor`'s own `rdmabench run --np 2` (bench.anchor.run_entries), started from a planted folder."""
+    from rdmabench.bench.anchor import run_entries
+
+    marker = _plant(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    (entry,) = run_entries(["--sizes", "8"], samples=2, sample_time=0.005)
+    assert entry["size_bytes"] == 8 and not marker.exists()
 
 
 def test_no_process_is_started_around_the_helper() -> None:
