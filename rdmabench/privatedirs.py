@@ -6,12 +6,14 @@ only when we created it (mode 0700) or, when it exists already, it is a real dir
 that we own and nobody else can write; a file in one is opened without following links and checked
 the same way, before anything in it is written or loaded. Anything else is refused, with the reason.
 
-Scratch directories carry their creator's pid, host and pid namespace in their names
-(PREFIX<pid>@<host>~<namespace>-<random>), so that a later start can remove the ones a killed process
-left behind. A pid means something only in its own pid namespace: containers often share /tmp,
-/dev/shm and the host name, not their pids, and a pid dead here may be a live job there. So only a
-directory of our own, of our namespace on this boot, whose pid is gone here, is removed; a directory
-of another namespace (or of none that we can read) is left alone, unless it is from an earlier boot.
+Scratch directories carry their creator's pid and host in their names (PREFIX<pid>@<host>-<random>),
+and its pid namespace and boot in a marker inside (OWNER_MARK), so that a later start can remove the
+ones a killed process left behind. A pid means something only in its own pid namespace: containers
+often share /tmp, /dev/shm and the host name, not their pids, and a pid dead here may be a live job
+there. So only a directory of our own, marked with our namespace on this boot, whose pid is gone
+here, is removed; one of another namespace (or without a marker we can read) is left alone, unless
+it is from an earlier boot. (The marker, not the name: Open MPI's sockets live under these folders,
+and a socket's path is limited to 108 bytes.)
 """
 
 from __future__ import annotations
@@ -147,7 +149,14 @@ def scratch_dir(prefix: str, base: str | Path | None = None) -> Path:
             f"anyone can write to it and it has no sticky bit (mode {stat.S_IMODE(found.st_mode):04o}): another user "
             "could move or replace the private folder made there; use a folder of your own (TMPDIR)",
         )
-    return Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}@{_host()}~{_namespace()}-", dir=base))
+    made = Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}@{_host()}-", dir=base))
+    try:
+        fd = open_in_private_dir(made / OWNER_MARK, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+        with os.fdopen(fd, "w") as mark:
+            mark.write(f"{os.getpid()} {_namespace()}\n")
+    except OSError:
+        pass  # unmarked: never swept by another process, removed by ours (or its reaper) only
+    return made
 
 
 def _alive(pid: int) -> bool:
@@ -158,6 +167,20 @@ def _alive(pid: int) -> bool:
     except PermissionError:
         return True  # someone else's process now has that pid: not ours to judge
     return True
+
+
+OWNER_MARK = ".rdmabench-owner"  # "<pid> <pid namespace inode>.<boot>" of the directory's creator
+
+
+def _marked_namespace(directory: str, pid: str) -> str:
+    """The namespace.boot the marker of our `directory` names for `pid`; '' without one that does."""
+    try:
+        fd = open_in_private_dir(Path(directory) / OWNER_MARK, os.O_RDONLY)
+    except (OSError, UnsafePathError):
+        return ""
+    with os.fdopen(fd, "rb") as mark:
+        words = mark.read(128).decode("ascii", "replace").split()
+    return words[1] if len(words) == 2 and words[0] == pid else ""
 
 
 def _gone(pid: str, namespace: str, ours: str) -> bool:
@@ -182,14 +205,14 @@ def stale_dirs(prefix: str, base: str | Path) -> list[Path]:
     ours = _namespace()
     for entry in entries:
         pid, _, rest = entry.name.removeprefix(prefix).partition("@")
-        host, _, namespace = rest.rpartition("-")[0].rpartition("~")
-        if not entry.name.startswith(prefix) or host != _host() or not _gone(pid, namespace, ours):
+        host = rest.rpartition("-")[0]
+        if not entry.name.startswith(prefix) or not pid.isdigit() or host != _host():
             continue
         try:
             mine = why_not_trusted(entry.stat(follow_symlinks=False), directory=True) is None
         except OSError:
             continue
-        if mine:
+        if mine and _gone(pid, _marked_namespace(entry.path, pid), ours):
             found.append(Path(entry.path))
     return found
 

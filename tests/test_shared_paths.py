@@ -316,14 +316,19 @@ def test_stale_scratch_directories_of_dead_processes_are_swept(tmp_path: Path) -
     alive = privatedirs.scratch_dir("rb-x-", tmp_path)
     pid, ours = dead.name.split("@")[0].removeprefix("rb-x-"), privatedirs._namespace()
     host, (inode, boot) = privatedirs._host(), ours.split(".")
-    assert dead.name.startswith(f"rb-x-{pid}@{host}~{inode}.{boot}-")
-    # Kept: another host's; another pid namespace's (its pid means nothing here); of no known namespace.
-    kept = [f"{pid}@another-host~{ours}", f"{pid}@{host}~1.{boot}", f"{pid}@{host}"]
-    swept = [f"{pid}@{host}~{inode}.00000000"]  # an earlier boot's: its process is gone
-    for name in kept + swept:
-        (tmp_path / f"rb-x-{name}-abcdefgh").mkdir()
+    assert (dead / privatedirs.OWNER_MARK).read_text() == f"{pid} {inode}.{boot}\n"
+    # Kept: another host's; another pid namespace's (its pid means nothing here); unmarked, or
+    # marked for another pid. Swept: an earlier boot's (its process is gone).
+    kept = {"elsewhere": f"{pid} {ours}", "ns": f"{pid} 1.{boot}", "unmarked": None, "otherpid": f"1{pid} {ours}"}
+    swept = {"boot": f"{pid} {inode}.00000000"}
+    for label, mark in (kept | swept).items():
+        folder = tmp_path / f"rb-x-{pid}@{'another-host' if label == 'elsewhere' else host}-{label}"
+        folder.mkdir(mode=0o700)
+        if mark is not None:
+            (folder / privatedirs.OWNER_MARK).write_text(mark + "\n")
     privatedirs.sweep_stale("rb-x-", tmp_path)
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([alive.name] + [f"rb-x-{n}-abcdefgh" for n in kept])
+    left = sorted(p.name.rpartition("-")[2] for p in tmp_path.iterdir() if p != alive)
+    assert alive.is_dir() and left == sorted(kept) and not dead.exists()
 
 
 _OWNER_IN_A_NEW_NAMESPACE = """
