@@ -44,18 +44,17 @@ class Drain:
 
 
 def ran_on(documents: Iterable[tuple[str, dict[str, Any]]]) -> frozenset[str]:
-    """The hosts the ranks of these results files ran on, as their metadata records them."""
+    """The hosts the ranks of these results files ran on, as their metadata (`hosts`, `ranks`) and
+    a schema-2 file's rank table record them."""
     found: set[str] = set()
     for _path, doc in documents:
-        metadata = doc.get("metadata") or {}
-        hosts = metadata.get("hosts") if isinstance(metadata, dict) else None
-        ranks = metadata.get("ranks") if isinstance(metadata, dict) else None
-        found.update(h for h in (hosts if isinstance(hosts, list) else []) if isinstance(h, str))
-        found.update(
-            r["host"]
-            for r in (ranks if isinstance(ranks, list) else [])
-            if isinstance(r, dict) and isinstance(r.get("host"), str)
-        )
+        metadata = doc.get("metadata")
+        metadata = metadata if isinstance(metadata, dict) else {}
+        for hosts in (metadata.get("hosts"), metadata.get("ranks"), doc.get("ranks")):
+            for item in hosts if isinstance(hosts, list) else []:
+                host = item.get("host") if isinstance(item, dict) else item
+                if isinstance(host, str):
+                    found.add(host)
     return frozenset(found)
 
 
