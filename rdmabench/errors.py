@@ -56,6 +56,13 @@ class ResultsWriteError(ResultsFileError):
     """Results could not be written (a full disk, say); the message says where what was measured is kept."""
 
 
+class OutputWriteError(ResultsFileError):
+    """A file a command was asked to write beside its verdict (a drain list) could not be written:
+    a full disk, a folder gone. Exit status 2, never a verdict's 1: nothing was judged by it."""
+
+    exit_code = 2
+
+
 class OtherDocumentError(ResultsFileError):
     """The file is another kind of rdmabench document (an anchor comparison, say), not results."""
 

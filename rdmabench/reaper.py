@@ -1,8 +1,9 @@
 """Removes a launcher's private directories once the launcher is gone, however it went (SIGKILL of
-its whole process group included): `python -S reaper.py DIR...` reads its standard input, which only
-the launcher holds open, until end of file, then removes each DIR, trying again for a while as the
-ranks, stopped by their parent's death, let go of them. It runs in its own session, so a signal to
-the launcher's process group does not reach it. Standard library only: it runs as a script.
+its whole process group included): started without site (pystart.python_module(..., bare=True)) with
+the directories as arguments, it reads its standard input, which only the launcher holds open, until
+end of file, then removes each DIR, trying again for a while as the ranks, stopped by their parent's
+death, let go of them. It runs in its own session, so a signal to the launcher's process group does
+not reach it. Standard library only: it runs without site-packages.
 """
 
 from __future__ import annotations

@@ -58,7 +58,7 @@ def test_check_names_the_suspect_first_then_the_links_then_the_verdict(tmp_path:
     fails = [line for line in lines if line.startswith("FAIL ")]
     blamed = [line for line in fails if "explained by suspect nic node005:mlx5_1:1 send" in line]
     assert len(blamed) == 30 and all(line.startswith("FAIL node005:gpu") for line in blamed)  # 2 GPUs x 15 hosts
-    assert lines[-1] == f"drain list: {drain} (node005)"
+    assert lines[-1] == f"drain list: {drain} (node005: 1 of 16 hosts)"
     text = drain.read_text()
     assert 'scontrol update NodeName=node005 State=DRAIN Reason="rdmabench: nic mlx5_1:1 send at' in text
     assert "# hostlist: node005" in text and len(re.findall("^scontrol ", text, re.M)) == 1
@@ -80,7 +80,7 @@ def test_a_healthy_screen_passes_and_drains_no_host(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[0].startswith("no suspect: ") and lines[-2] == "verdict: PASS"
-    assert lines[-1] == f"drain list: {drain} (no host)" and "\nscontrol " not in drain.read_text()
+    assert lines[-1] == f"drain list: {drain} (no host: 0 of 16 hosts)" and "\nscontrol " not in drain.read_text()
 
 
 def test_a_mild_fault_within_every_floor_still_fails_as_a_suspect(tmp_path: Path) -> None:
@@ -144,6 +144,20 @@ def test_the_drain_list_goes_through_the_output_checks(tmp_path: Path) -> None:
     assert proc.returncode == 2 and "it is a directory" in proc.stderr
     proc = run_cli(["check", str(doc), "--expect", "default", "--drain", str(drain), "--force"])
     assert proc.returncode == 1 and "NodeName=node005" in drain.read_text()
+
+
+def test_a_crafted_results_file_cannot_drain_the_cluster(tmp_path: Path) -> None:
+    """Its slow host named `ALL` (Slurm: every node) in its links and ranks: one line, exit 2, no list."""
+    doc = generated(CLUSTER, "screen", Fault("host", 5, direction="both", factor=0.5), seed=3)
+    for entry in doc["results"]:
+        for end in ("src", "dst"):
+            entry[f"{end}_host"] = "ALL" if entry[f"{end}_host"] == "node005" else entry[f"{end}_host"]
+    doc["metadata"]["hosts"] = ["ALL" if h == "node005" else h for h in doc["metadata"]["hosts"]]
+    drain = tmp_path / "drain.txt"
+    proc = run_cli(["check", str(_write(tmp_path / "crafted.json", doc)), "--expect", "default", "--drain", str(drain)])
+    lines = proc.stderr.splitlines()
+    assert proc.returncode == 2 and len(lines) == 1 and "host 'ALL' is a word Slurm reads" in lines[0], proc.stderr
+    assert not drain.exists()
 
 
 HOSTILE = "evil|<b>x</b>"

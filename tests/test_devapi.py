@@ -35,9 +35,14 @@ def test_two_libraries_loaded_through_their_descriptors_stay_two(
     loaded = []
     for name, symbol in (("first", "only_in_first"), ("second", "only_in_second")):
         source = _shared_object(tmp_path, name, symbol)
-        fd, path = native.build_cached(f"{name}-test.so", lambda out, s=source: ["cp", str(s), str(out)], [])
+        library, path = native.build_cached(
+            f"{name}-test.so",
+            lambda out, s=source: ["cp", str(s), str(out)],
+            [],
+            lambda fd: ctypes.CDLL(native.open_descriptor(fd)),
+        )
         assert path.parent == tmp_path / "cache" and oct(path.stat().st_mode & 0o777) == "0o700"
-        loaded.append((ctypes.CDLL(native.open_descriptor(fd)), symbol))
+        loaded.append((library, symbol))
     for library, symbol in loaded:
         assert getattr(library, symbol)() == 7
 

@@ -13,7 +13,7 @@ import pytest
 from rdmabench.bench.diagnose import Cluster, Fault, generated
 from rdmabench.errors import ConfigError, ResultsFileError
 from rdmabench.results.attribution import Attribution, attribute
-from rdmabench.results.drain import drain_text, drained_hosts, reason, write_drain_list
+from rdmabench.results.drain import drain_text, drained_hosts, drains, ran_on, reason, write_drain_list
 from rdmabench.results.hostlist import compress, expand, is_hostname
 from rdmabench.results.rows import aggregate
 
@@ -75,24 +75,27 @@ def test_bad_hostlists_are_refused(bad: str, says: str) -> None:
         expand(bad)
 
 
+CLUSTER = Cluster(16, 4, 2)
+HOSTS = ran_on([("generated", generated(CLUSTER, "screen", Fault("none"), seed=2))])
+
+
 def _found(fault: Fault) -> Attribution:
-    cluster = Cluster(16, 4, 2)
-    return attribute(aggregate([("generated", generated(cluster, "screen", fault, seed=2))]))
+    return attribute(aggregate([("generated", generated(CLUSTER, "screen", fault, seed=2))]))
 
 
 def test_the_drain_list_names_the_hosts_of_suspect_parts_only(tmp_path: Path) -> None:
     nic = _found(Fault("nic", 3, 1, "send", factor=0.6))
-    assert drained_hosts(nic) == ["node003"]
-    text = drain_text(nic)
+    assert drained_hosts(nic, HOSTS) == ["node003"]
+    text = drain_text(nic, HOSTS)
     lines = text.splitlines()
     assert lines[2] == "# hostlist: node003"
     assert lines[-1].startswith('scontrol update NodeName=node003 State=DRAIN Reason="rdmabench: nic mlx5_1:1 send at ')
     assert lines[-1].endswith(' of class median (30 links)"') and lines[-1].count('"') == 2
     pair = _found(Fault("pair", 2, direction="both", peer=9, factor=0.6))
-    assert drained_hosts(pair) == [] and "scontrol update" not in drain_text(pair)
-    assert "# not drained, a path between hosts: pair node002 <-> node009" in drain_text(pair)
+    assert drained_hosts(pair, HOSTS) == [] and "scontrol update" not in drain_text(pair, HOSTS)
+    assert "# not drained, a path between hosts: pair node002 <-> node009" in drain_text(pair, HOSTS)
     healthy = _found(Fault("none"))
-    assert drained_hosts(healthy) == [] and "# hostlist: (none)" in drain_text(healthy)
+    assert drained_hosts(healthy, HOSTS) == [] and "# hostlist: (none)" in drain_text(healthy, HOSTS)
 
 
 def test_a_reason_cannot_end_its_quotes_or_reach_a_shell() -> None:
@@ -105,22 +108,61 @@ def test_a_reason_cannot_end_its_quotes_or_reach_a_shell() -> None:
 def test_the_drain_list_is_a_new_file_never_followed_never_executable(tmp_path: Path) -> None:
     found = _found(Fault("host", 5, direction="both", factor=0.5))
     path = tmp_path / "drain.txt"
-    assert [d.host for d in write_drain_list(str(path), found)] == ["node005"]
-    assert path.read_text() == drain_text(found)
+    assert [d.host for d in write_drain_list(str(path), found, HOSTS)] == ["node005"]
+    assert path.read_text() == drain_text(found, HOSTS)
     mode = stat.S_IMODE(path.stat().st_mode)
     assert not mode & 0o111 and not mode & 0o022
     with pytest.raises(ResultsFileError, match="already exists; choose another path or pass --force"):
-        write_drain_list(str(path), found)
+        write_drain_list(str(path), found, HOSTS)
     target = tmp_path / "precious"
     target.write_text("keep me\n")
     link = tmp_path / "linked.txt"
     link.symlink_to(target)
     with pytest.raises(ResultsFileError, match="already exists"):
-        write_drain_list(str(link), found)
-    write_drain_list(str(link), found, force=True)  # the link is replaced by the file, its target untouched
-    assert target.read_text() == "keep me\n" and not link.is_symlink() and link.read_text() == drain_text(found)
+        write_drain_list(str(link), found, HOSTS)
+    write_drain_list(str(link), found, HOSTS, force=True)  # the link is replaced by the file, its target untouched
+    assert target.read_text() == "keep me\n" and not link.is_symlink() and link.read_text() == drain_text(found, HOSTS)
     assert not [name for name in os.listdir(tmp_path) if name.startswith(".rdmabench-drain-")]
     with pytest.raises(ResultsFileError, match="is a directory; give a file name"):
-        write_drain_list(str(tmp_path), found, force=True)
+        write_drain_list(str(tmp_path), found, HOSTS, force=True)
     with pytest.raises(ResultsFileError, match="cannot write the drain list"):
-        write_drain_list(str(tmp_path / "missing" / "drain.txt"), found)
+        write_drain_list(str(tmp_path / "missing" / "drain.txt"), found, HOSTS)
+
+
+def _renamed(fault: Fault, old: str, new: str, in_metadata: bool) -> tuple[Attribution, frozenset[str]]:
+    """A crafted file: host `old` renamed `new` in its links (and, `in_metadata`, in its ranks' hosts)."""
+    doc = generated(CLUSTER, "screen", fault, seed=2)
+    for entry in doc["results"]:
+        for end in ("src", "dst"):
+            if entry[f"{end}_host"] == old:
+                entry[f"{end}_host"] = new
+    if in_metadata:
+        doc["metadata"]["hosts"] = sorted(new if h == old else h for h in doc["metadata"]["hosts"])
+    return attribute(aggregate([("crafted", doc)])), ran_on([("crafted", doc)])
+
+
+@pytest.mark.parametrize("word", ["ALL", "all", "Default"])
+def test_a_host_named_as_slurm_reads_every_node_is_never_drained(word: str) -> None:
+    """`NodeName=ALL` is the whole cluster: a crafted file whose slow host is `ALL`, in its links and
+    its ranks' hosts alike, gives no drain list."""
+    found, hosts = _renamed(Fault("host", 5, direction="both", factor=0.5), "node005", word, in_metadata=True)
+    assert word in hosts and found.suspects[0].host == word
+    with pytest.raises(ConfigError, match=f"host '{word}' is a word Slurm reads as a set of nodes"):
+        drains(found, hosts)
+
+
+def test_a_host_the_runs_ranks_never_ran_on_is_never_drained() -> None:
+    """A name in the links only (`gpu`: a Slurm node set drains the set) is not a host of the run."""
+    found, hosts = _renamed(Fault("host", 5, direction="both", factor=0.5), "node005", "gpu", in_metadata=False)
+    assert found.suspects[0].host == "gpu" and "gpu" not in hosts
+    with pytest.raises(ConfigError, match="host 'gpu' is not one the results' ranks ran on"):
+        drain_text(found, hosts)
+    with pytest.raises(ConfigError, match="not one the results' ranks ran on"):
+        drains(_found(Fault("host", 5, direction="both", factor=0.5)), frozenset())  # no hosts recorded
+
+
+def test_the_drain_list_says_how_many_hosts_it_drains_of_how_many() -> None:
+    assert "\n# drains 1 of 16 hosts the results' ranks ran on\n" in drain_text(
+        _found(Fault("nic", 3, 1, "send", factor=0.6)), HOSTS
+    )
+    assert "# drains 0 of 16 hosts" in drain_text(_found(Fault("none")), HOSTS)

@@ -11,7 +11,19 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parent.parent / "rdmabench"
 # Lowest first: a module may import its own layer and the ones before it.
 LAYERS = ["base", "hardware", "memory", "wire", "measure", "results", "job", "bench", "cli"]
-BASE = {"errors", "units", "stats", "modes", "escape", "userfiles", "privatedirs", "reaper", "__init__", "__version__"}
+BASE = {
+    "errors",
+    "units",
+    "stats",
+    "modes",
+    "escape",
+    "userfiles",
+    "privatedirs",
+    "pystart",
+    "reaper",
+    "__init__",
+    "__version__",
+}
 LONGEST = 60  # lines of a function, its decorators included
 LONGEST_MODULE = 600  # lines
 # Over the limit today, each being split on a branch of issue 37 (empty this as they land).

@@ -177,9 +177,10 @@ def test_a_screen_remeasures_the_links_of_a_slow_host_alone(cluster: Cluster, tm
     assert len(screened) == 12 and len(touching) == 6 and touching <= set(again), [
         (e["src_rank"], e["dst_rank"], round(e["bandwidth_gbps"], 4), e.get("passes")) for e in screened
     ]
-    others = [e["bandwidth_gbps"] for e in screened if (e["src_rank"], e["dst_rank"]) not in touching]
     for link in touching:  # alone, they are still slow: the host is, not the load
-        assert again[link]["bandwidth_gbps"] < 0.5 * min(others)
+        # Held by the planted 20 Mbit/s (2.5 MB/s, bursts of 4 kB): never above twice that, however
+        # busy the machine (it was compared with the other links' figures, which load also lowers).
+        assert again[link]["bandwidth_gbps"] < 2 * 20e6 / 8 / 1e9, again[link]["bandwidth_gbps"]
         assert again[link]["concurrent_links"] == 1
     matrix = doc["matrices"][0]["values"]  # the matrix keeps the screen's own figures
     assert all(matrix[e["src_rank"]][e["dst_rank"]] == e["bandwidth_gbps"] for e in screened)

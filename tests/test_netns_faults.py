@@ -63,7 +63,7 @@ def test_a_host_sending_at_half_its_line_rate_is_named_and_drained(
     assert lines[0].startswith(f"suspect 1: nic {PREFIX}-h2:eth0 send: 3 of 3 link(s) slow, at "), proc.stdout
     assert fault.named_by(lines[0].split(": ")[1], PREFIX)
     assert not any(line.startswith("suspect 2") for line in lines)
-    assert lines[-1] == f"drain list: {drain} ({PREFIX}-h2)"
+    assert lines[-1] == f"drain list: {drain} ({PREFIX}-h2: 1 of {HOSTS} hosts)"
     assert f'scontrol update NodeName={PREFIX}-h2 State=DRAIN Reason="rdmabench: nic eth0 send at' in drain.read_text()
 
 

@@ -177,6 +177,47 @@ def test_a_lock_that_is_a_symlink_is_not_followed(
     assert f"refusing {cache / '.build.lock'}: it is a symbolic link" in built.reason, built.reason
 
 
+@pytest.fixture
+def own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A first-use build into a cache directory of our own (0700), with the system's cc."""
+    monkeypatch.setattr(native, "_loaded", None)
+    for name, value in (("RDMABENCH_NATIVE", "build"), ("CC", "cc"), ("RDMABENCH_CACHE_DIR", str(tmp_path / "cache"))):
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
+    (tmp_path / "cache").mkdir(mode=0o700)
+    return tmp_path / "cache"
+
+
+@pytest.mark.skipif(native.ucx_prefix() is None, reason="no UCX headers (the libucx wheel)")
+@pytest.mark.parametrize("stale", ["empty", "a symbol missing"])
+def test_a_stale_cached_library_is_rebuilt_and_named_by_its_file(own_cache: Path, tmp_path: Path, stale: str) -> None:
+    """A zero-byte copy (a full disk) and an older build that lacks a symbol: both failed every run
+    (naming /proc/self/fd/N); they are rebuilt in place, and the note names the file."""
+    library = own_cache / _library_name()
+    if stale == "empty":
+        library.write_bytes(b"")
+    else:
+        (tmp_path / "old.c").write_text("void rb_init(void *check) { (void)check; }\n")
+        subprocess.run(["cc", "-shared", "-fPIC", "-o", str(library), str(tmp_path / "old.c")], check=True)
+    library.chmod(0o700)
+    built = native.load()
+    assert built.library is not None, built.reason
+    assert f"{library}" in built.reason and ": rebuilt" in built.reason, built.reason
+    assert "/proc/self/fd" not in built.reason
+    assert library.read_bytes()[:4] == b"\x7fELF" and library.stat().st_size > 10_000
+
+
+@pytest.mark.skipif(native.ucx_prefix() is None, reason="no UCX headers (the libucx wheel)")
+def test_a_fifo_at_the_build_lock_is_refused_not_waited_on(own_cache: Path, tmp_path: Path) -> None:
+    """Opened to write, a FIFO waits for a reader forever: every first build hung."""
+    os.mkfifo(own_cache / ".build.lock", 0o600)
+    code = "from rdmabench.wire import native; print(native.load().reason)"
+    env = rdmabench_env(PYTHONPATH=str(REPO), TMPDIR=str(tmp_path))
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert f"refusing {own_cache / '.build.lock'}: it is not a regular file" in proc.stdout, proc.stdout
+
+
 @pytest.mark.skipif(native.ucx_prefix() is None, reason="no UCX headers (the libucx wheel)")
 def test_the_loader_falls_back_past_a_neighbours_directory_to_one_of_ours(
     neighbour: str, shared: Path, planted_source: Path, victim: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -273,10 +314,60 @@ def test_stale_scratch_directories_of_dead_processes_are_swept(tmp_path: Path) -
         ).stdout.strip()
     )
     alive = privatedirs.scratch_dir("rb-x-", tmp_path)
-    elsewhere = tmp_path / f"rb-x-{dead.name.split('@')[0].removeprefix('rb-x-')}@another-host-abcdefgh"
-    elsewhere.mkdir()
+    pid, ours = dead.name.split("@")[0].removeprefix("rb-x-"), privatedirs._namespace()
+    host, (inode, boot) = privatedirs._host(), ours.split(".")
+    assert (dead / privatedirs.OWNER_MARK).read_text() == f"{pid} {inode}.{boot}\n"
+    # Kept: another host's; another pid namespace's (its pid means nothing here); unmarked, or
+    # marked for another pid. Swept: an earlier boot's (its process is gone).
+    kept = {"elsewhere": f"{pid} {ours}", "ns": f"{pid} 1.{boot}", "unmarked": None, "otherpid": f"1{pid} {ours}"}
+    swept = {"boot": f"{pid} {inode}.00000000"}
+    for label, mark in (kept | swept).items():
+        folder = tmp_path / f"rb-x-{pid}@{'another-host' if label == 'elsewhere' else host}-{label}"
+        folder.mkdir(mode=0o700)
+        if mark is not None:
+            (folder / privatedirs.OWNER_MARK).write_text(mark + "\n")
     privatedirs.sweep_stale("rb-x-", tmp_path)
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([alive.name, elsewhere.name])
+    left = sorted(p.name.rpartition("-")[2] for p in tmp_path.iterdir() if p != alive)
+    assert alive.is_dir() and left == sorted(kept) and not dead.exists()
+
+
+_OWNER_IN_A_NEW_NAMESPACE = """
+import os, sys, time
+from rdmabench import privatedirs
+dead_here = set(map(int, sys.argv[2].split(",")))
+while True:  # fork until a child's pid here is one that no process has in the namespace outside
+    pid = os.fork()
+    if pid == 0:
+        if os.getpid() in dead_here:
+            print(privatedirs.scratch_dir("rb-ns-", sys.argv[1]), flush=True)
+            time.sleep(120)
+        os._exit(0)
+    os.waitpid(pid, 0)
+"""
+
+
+def test_a_live_jobs_directory_in_another_pid_namespace_is_never_swept(tmp_path: Path) -> None:
+    """Containers share /tmp, /dev/shm and the host name, not pids: a live job's directory, named
+    for a pid that is dead in our namespace, is left alone (it was removed, and the job broke)."""
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        pytest.skip("a second pid namespace needs root and unshare")
+    dead_here = [str(n) for n in range(100, 4000) if not Path(f"/proc/{n}").exists()]
+    owner = subprocess.Popen(
+        ["unshare", "--pid", "--fork", "--mount-proc", "--kill-child",
+         sys.executable, "-c", _OWNER_IN_A_NEW_NAMESPACE, str(tmp_path), ",".join(dead_here)],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    try:
+        assert owner.stdout is not None
+        live = Path(owner.stdout.readline().strip())
+        assert live.parent == tmp_path, owner.stderr.read() if owner.stderr else ""
+        pid = int(live.name.removeprefix("rb-ns-").split("@")[0])
+        assert not Path(f"/proc/{pid}").exists()  # dead here, alive there
+        privatedirs.sweep_stale("rb-ns-", tmp_path)
+        assert live.is_dir()
+    finally:
+        os.killpg(owner.pid, signal.SIGKILL)
+        owner.wait()
 
 
 def _running(pid: int) -> bool:
@@ -296,7 +387,7 @@ def _ranks_writing(output: Path) -> list[int]:
         except OSError:
             continue
         arguments = command.split(b"\0")
-        if arguments[1:3] == [b"-m", b"rdmabench.job.rank"] and str(output).encode() in command:
+        if b"rdmabench.job.rank" in arguments[1:5] and str(output).encode() in command:
             found.append(int(entry.name))
     return found
 
@@ -350,3 +441,63 @@ def test_the_user_that_owns_a_path_is_named(tmp_path: Path) -> None:
     me = pwd.getpwuid(os.geteuid()).pw_name
     reason = privatedirs.why_not_trusted(os.lstat(tmp_path), directory=True, owners=frozenset({os.geteuid() + 1}))
     assert reason == f"it belongs to user {me} (uid {os.geteuid()}), not to you"
+
+
+def test_a_results_folder_another_user_planted_is_never_followed(neighbour: str, shared: Path) -> None:
+    """No -o, run from a shared folder where the neighbour made `results/` (writable by all, or a
+    link to a folder of theirs): one line, exit 2, nothing written there."""
+    theirs = shared / "theirs"
+    for plant in (
+        f"mkdir -m 0777 {shared / 'results'}",
+        f"mkdir -m 0777 {theirs}; ln -s {theirs} {shared / 'results'}",
+    ):
+        as_neighbour(neighbour, f"rm -rf {shared / 'results'} {theirs}; {plant}")
+        proc = run_cli(["run", "--np", "2", "--sizes", "8", "--samples", "1"], cwd=shared)
+        lines = proc.stderr.splitlines()
+        assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+        assert f"refusing the results folder {shared / 'results'}: " in lines[0] and "give -o PATH" in lines[0]
+        assert not list((shared / "results").iterdir())
+
+
+def _python_for(user: str) -> list[str] | None:
+    """A Python the user can run with this one's packages and this tree (this interpreter may sit
+    in root's home), or None."""
+    import site
+    import sysconfig
+
+    path = os.pathsep.join([str(REPO), *site.getsitepackages(), sysconfig.get_paths()["purelib"]])
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    for python in (sys.executable, shutil.which(version) or "", f"/usr/bin/{version}"):
+        probe = [
+            "runuser",
+            "-u",
+            user,
+            "--",
+            "env",
+            f"PYTHONPATH={path}",
+            python,
+            "-c",
+            "import click, numpy, rdmabench",
+        ]
+        if python and subprocess.run(probe, capture_output=True, cwd="/", timeout=60).returncode == 0:
+            return ["runuser", "-u", user, "--", "env", f"PYTHONPATH={path}", python]
+    return None
+
+
+def test_a_user_who_cannot_write_the_working_folder_gets_one_line(neighbour: str, tmp_path: Path) -> None:
+    """No -o in a folder the user cannot write: one line naming it (it was a PermissionError's traceback)."""
+    python = _python_for(neighbour)
+    if python is None:
+        pytest.skip("no Python here that the second user can run")
+    tmp_path.chmod(0o755)  # root's: the neighbour may enter, not create
+    code = "from rdmabench.cli import main; main()"
+    proc = subprocess.run(
+        [*python, "-c", code, "run", "--np", "2", "--sizes", "8", "--samples", "1"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    lines = proc.stderr.splitlines()
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+    assert (
+        lines[0]
+        == f"rdmabench: error: cannot make the results folder results/ in {tmp_path}: Permission denied; give -o PATH"
+    )

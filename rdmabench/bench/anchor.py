@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from .. import stats
 from ..errors import ConfigError, LaunchError, RdmabenchError
 from ..hardware.gpu import visible_gpu_count
 from ..measure import registry
+from ..pystart import python_module
 from ..units import format_size
 from . import ceilings
 from .perftest import Bracket, perftests, same_ucx_settings
@@ -52,7 +52,7 @@ def run_entries(options: list[str], ranks: int = 2, samples: int = 5, sample_tim
 
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "r.json")
-        command = [sys.executable, "-m", "rdmabench", "run", "--np", str(ranks), *options]
+        command = python_module("rdmabench", "run", "--np", str(ranks), *options)
         command += ["--samples", str(samples), "--sample-time", str(sample_time), "-o", out]
         proc = subprocess.run(command, capture_output=True, text=True, timeout=1800)
         if proc.returncode != 0:

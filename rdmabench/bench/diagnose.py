@@ -312,6 +312,12 @@ class Trial:
         return self.drained == self.expected_drain
 
 
+def _own_hosts(found: Attribution) -> frozenset[str]:
+    """The hosts of the suspects: the benchmark's runs are its own (generated here, or its namespace
+    cluster's), so every host a suspect names is one they ran on."""
+    return frozenset(suspect.host for suspect in found.suspects)
+
+
 def score(found: Attribution, planted: str | None, expected_drain: list[str], seconds: float) -> Trial:
     top = found.suspects[0] if found.suspects else None
     return Trial(
@@ -319,7 +325,7 @@ def score(found: Attribution, planted: str | None, expected_drain: list[str], se
         top.name if top else None,
         top.confidence if top else None,
         seconds,
-        tuple(drained_hosts(found)),
+        tuple(drained_hosts(found, _own_hosts(found))),
         tuple(sorted(expected_drain)),
     )
 
@@ -532,7 +538,7 @@ def _netns_trial(
     name = top.name if top else None
     return NetnsTrial(
         fault, planted, name, top.confidence if top else None, fault.named_by(name, prefix),
-        tuple(drained_hosts(found)), expected, seconds, spread, median,
+        tuple(drained_hosts(found, _own_hosts(found))), expected, seconds, spread, median,
     )  # fmt: skip
 
 

@@ -27,6 +27,7 @@ import tempfile
 import time
 from typing import Any
 
+from ..pystart import python_module
 from ..results import compact, document
 
 SOURCES = {
@@ -155,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"# {os.cpu_count()} CPUs, load average {' '.join(f'{v:.2f}' for v in os.getloadavg())}", flush=True)
     path = _generated(directory, options.ranks, options.per_host, 1, options.reuse)
     other = _generated(directory, options.ranks, options.per_host, 2, options.reuse)
-    python = [sys.executable, "-m", "rdmabench"]
+    python = python_module("rdmabench")
     for label, arguments, out in _commands(path, other, directory, options.formats.split(",")):
         runs = [_timed([*python, *arguments]) for _ in range(options.repeat)]
         size = f", {os.path.getsize(out) / 2**20:.1f} MiB" if out and os.path.exists(out) else ""

@@ -29,7 +29,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -39,6 +38,7 @@ from pathlib import Path
 from typing import IO
 
 from ..errors import ConfigError, LaunchError
+from ..pystart import python_code, python_module
 
 SCRIPT = Path(__file__).resolve().parents[2] / "launch" / "netns-cluster.sh"
 DIRECTIONS = {"host": ("send", "receive", "both"), "nic": ("send", "receive"), "pair": ("both",)}
@@ -255,7 +255,7 @@ class NamespaceCluster:
         env = dict(self.env, UCX_TLS="tcp,self", OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
         env["PATH"] = os.path.dirname(mpiexec) + os.pathsep + env.get("PATH", "")  # prted beside mpiexec
         command = [mpiexec, "-n", str(self.hosts * per_host), *self.mpiexec_options(per_host)]
-        command += [sys.executable, "-m", "rdmabench", "run", *args]
+        command += python_module("rdmabench", "run", *args)
         end = time.monotonic() + timeout
         proc = subprocess.Popen(
             command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
@@ -301,7 +301,7 @@ class NamespaceCluster:
         seconds = max(1.0, end - time.monotonic())
         spin = f"import time\nend = time.monotonic() + {seconds:.0f}\nwhile time.monotonic() < end: pass"
         busy = [
-            subprocess.Popen(["taskset", "-c", core, sys.executable, "-c", spin], stdin=subprocess.DEVNULL)
+            subprocess.Popen(["taskset", "-c", core, *python_code(spin)], stdin=subprocess.DEVNULL)
             for _ in range(fault.busy)
         ]
         group = CpuGroup(f"rdmabench-{self.prefix}-h{fault.host}", fault.quota)

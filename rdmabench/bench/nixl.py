@@ -21,7 +21,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -33,6 +32,7 @@ from ..errors import ConfigError, LaunchError, RdmabenchError, ValidationError
 from ..hardware.gpu import gpu_unavailable_reason, visible_gpu_count
 from ..measure.blocks import POSTINGS, BlockShape, parse_layout
 from ..measure.kvhandoff import Handoff
+from ..pystart import python_module
 from ..units import format_size
 from ..wire import protoinfo
 from .anchor import DRIFT_LIMIT, repeated, rounds_median, run_entries
@@ -125,6 +125,8 @@ def compare(plan: NixlPlan, repeat: int = 1, progress: Callable[[str], None] | N
     folder = privatedirs.scratch_dir(SCRATCH_PREFIX)
     try:
         return repeated(lambda: _round(plan, folder, progress), repeat, median_rows, progress, "NIXL anchor", True)
+    except OSError as exc:  # the private folder gone from under it (removed, or moved), say
+        raise LaunchError(f"the NIXL anchor stopped: {exc.strerror or exc} ({exc.filename or folder})") from None
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
@@ -224,7 +226,7 @@ def _start(role: str, folder: Path, mode: str, test: str) -> subprocess.Popen[by
     output = privatedirs.open_in_private_dir(folder / f"{role}.out", os.O_WRONLY | os.O_CREAT | os.O_EXCL)
     try:
         return subprocess.Popen(
-            [sys.executable, "-m", "rdmabench.bench.nixl_agent", role, str(folder)],
+            python_module("rdmabench.bench.nixl_agent", role, str(folder)),
             env=env, stdout=output, stderr=output, stdin=subprocess.DEVNULL,
         )  # fmt: skip
     finally:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import tempfile
 import time
 from typing import Any
 
+from ..pystart import python_module
 from ..results import document
 
 
@@ -17,7 +17,7 @@ def run_entries(args: list[str], timeout: float = 600) -> tuple[list[dict[str, A
     a failed run ends the benchmark with its error."""
     with tempfile.TemporaryDirectory(prefix="rdmabench-bench-") as directory:
         out = os.path.join(directory, "r.json")
-        command = [sys.executable, "-m", "rdmabench", "run", *args, "-o", out]
+        command = python_module("rdmabench", "run", *args, "-o", out)
         began = time.monotonic()
         proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
         wall = time.monotonic() - began

@@ -50,6 +50,7 @@ def check(
     a baseline run. Exit status 1 when a link fails or a part is suspect, 0 when all pass, 2 for bad
     input or when there is no verdict: nothing matched, no floor applied to any link, or no link was
     in the baseline, and nothing is suspect (never a pass on nothing)."""
+    from ..results.drain import share
     from ..results.hostlist import compress
 
     files = {name: kwargs.pop(name) for name in ("json_path", "junit_path", "drain_path", "force")}
@@ -65,8 +66,9 @@ def check(
         fail(ConfigError(f"cannot write the verdict: {exc}"))
     click.echo(checked.text())
     if drained is not None:
-        hosts = compress(d.host for d in drained) if drained else "no host"
-        click.echo(f"drain list: {visible(files['drain_path'])} ({hosts})")
+        drain, hosts = drained
+        named = compress(d.host for d in drain) if drain else "no host"
+        click.echo(f"drain list: {visible(files['drain_path'])} ({named}: {share(drain, hosts)})")
     sys.exit(checked.exit_code)
 
 
@@ -81,12 +83,13 @@ def _check(
     """The verdict and the drain list (None without --drain), their files written."""
     from ..results import verdict as verdict_module
     from ..results.attribution import attribute
-    from ..results.drain import write_drain_list
+    from ..results.drain import ran_on, write_drain_list
     from ..results.outcome import Checked
     from ..results.rows import aggregate
 
     chosen = reading.filters(**selection)
-    rows = aggregate(reading.load(paths).documents, chosen)
+    documents = reading.load(paths).documents
+    rows = aggregate(documents, chosen)
     base = aggregate(reading.load((baseline,)).documents, chosen) if baseline is not None else None
     if not rows:
         raise ConfigError("no results match the filters")
@@ -100,5 +103,7 @@ def _check(
     if files["junit_path"] is not None:
         userfiles.write_text(files["junit_path"], checked.junit())
     drain_path = files["drain_path"]
-    drained = write_drain_list(drain_path, found, force=files["force"]) if drain_path is not None else None
-    return checked, drained
+    if drain_path is None:
+        return checked, None
+    hosts = ran_on(documents)  # a drain list names only hosts the results' own ranks ran on
+    return checked, (write_drain_list(drain_path, found, hosts, force=files["force"]), hosts)

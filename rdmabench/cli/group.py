@@ -4,6 +4,7 @@ lines shown safely, and the checked options that name the files a command writes
 from __future__ import annotations
 
 import functools
+import os
 import shlex
 import sys
 from collections.abc import Callable
@@ -66,9 +67,13 @@ def writes(*targets: Written, checked_here: bool = True) -> Callable[[Any], Any]
         @functools.wraps(command)
         def checked(**kwargs: Any) -> Any:
             try:
+                named: dict[str, str] = {}
                 for target in targets if checked_here else ():
                     if kwargs.get(target.dest) is not None:
                         userfiles.check_output(kwargs[target.dest], kwargs["force"], target.holds)
+                        same = named.setdefault(os.path.realpath(kwargs[target.dest]), target.flags[0])
+                        if same != target.flags[0]:  # the second write would replace the first, or be refused
+                            raise ConfigError(f"{same} and {target.flags[0]} name the same file {kwargs[target.dest]}")
             except RdmabenchError as exc:
                 fail(exc)
             return command(**kwargs)

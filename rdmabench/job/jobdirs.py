@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from .. import privatedirs, reaper
+from .. import privatedirs, pystart, reaper
 from ..errors import LaunchError
 from ..wire import ucx_env
 
@@ -49,7 +48,7 @@ def _shared_memory_dir() -> Path | None:
 def _start_reaper(paths: list[Path]) -> subprocess.Popen[bytes] | None:
     try:
         return subprocess.Popen(
-            [sys.executable, "-S", reaper.__file__, *map(str, paths)],
+            pystart.python_module(reaper.__name__, *map(str, paths), bare=True),
             stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,  # holds no pipe of ours open: whoever reads our output sees its end

@@ -1,4 +1,4 @@
-"""What each rank runs when `rdmabench run --np N` starts the job itself: python -m rdmabench.job.rank CONFIG_JSON."""
+"""What each rank runs when `rdmabench run --np N` starts the job itself: python -m rdmabench.job.rank CONFIG_JSON (as pystart starts it)."""
 
 from __future__ import annotations
 

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import IO, TextIO
 
 from ..errors import ERROR_PREFIX, LaunchError, RdmabenchError, ResultsWriteError, error_line
+from ..pystart import python_module
 from ..results import document
 from .config import RunConfig
 from .jobdirs import job_dirs
@@ -68,7 +69,7 @@ def local_command(np: int, config: RunConfig) -> tuple[list[str], dict[str, str]
         if os.geteuid() == 0:
             env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
             env.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-    command += [sys.executable, "-m", "rdmabench.job.rank", config.to_json()]
+    command += python_module("rdmabench.job.rank", config.to_json())
     return command, env
 
 

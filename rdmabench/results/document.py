@@ -28,8 +28,8 @@ import stat
 import time
 from typing import Any, TextIO
 
-from .. import userfiles
-from ..errors import OtherDocumentError, ResultsFileError, ResultsWriteError
+from .. import privatedirs, userfiles
+from ..errors import FileRefusedError, OtherDocumentError, ResultsFileError, ResultsWriteError
 from ..measure import registry
 from . import compact, derived, identity, schema
 
@@ -138,7 +138,7 @@ def default_output_path(
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     modes = src_mode if src_mode == dst_mode else f"{src_mode}-to-{dst_mode}"
     stem = os.path.join(directory, f"rdmabench-{test}-{modes}-{stamp}")
-    os.makedirs(directory, exist_ok=True)
+    own_results_dir(directory)
     for counter in range(10_000):
         path = f"{stem}.json" if counter == 0 else f"{stem}-{counter}.json"
         if os.path.exists(path) or os.path.exists(compact.links_path(path)):
@@ -151,6 +151,28 @@ def default_output_path(
             continue  # another run took this name a moment ago
         return path
     raise ResultsFileError(f"no free results file name for {stem}.json")
+
+
+def own_results_dir(directory: str) -> None:
+    """The default folder for results (no -o), made 0755 when missing, else checked to be the
+    user's own: a real folder (not a link), the user's, that nobody else can write. A `results/`
+    another user left in a shared working folder would take the results where they can edit them.
+    FileRefusedError, one line, otherwise (a folder the user cannot write in included)."""
+    try:
+        os.mkdir(directory, 0o755)
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        where = os.path.abspath(os.path.dirname(os.path.abspath(directory)))
+        raise FileRefusedError(
+            f"cannot make the results folder {directory}/ in {where}: {exc.strerror or exc}; give -o PATH"
+        ) from None
+    try:
+        reason = privatedirs.why_not_trusted(os.lstat(directory), directory=True)
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+    if reason:
+        raise FileRefusedError(f"refusing the results folder {os.path.abspath(directory)}: {reason}; give -o PATH")
 
 
 def reserve(path: str) -> None:
@@ -247,6 +269,8 @@ class ResultsStream:
         self.path = path
         self.metadata = identity.with_run_id(metadata)  # what tells this run from copies of its files
         self.count = 0
+        self.kept = 0  # of them, on disk whole: the stream as it stood after its last good flush
+        self._kept_bytes = 0
         self._compactor = compact.Compactor()
         self.broken = False
         self._handle = _open_stream(path)
@@ -264,15 +288,28 @@ class ResultsStream:
             if now - self._synced >= at_least_every:
                 os.fsync(self._handle.fileno())
                 self._synced = now
+            self._kept_bytes, self.kept = os.fstat(self._handle.fileno()).st_size, self.count
         except OSError as exc:
             raise self._failed(exc) from None
 
     def _failed(self, exc: OSError) -> ResultsWriteError:
-        self.broken = True  # what it holds stays as it is: finishing would fail the same way
+        self.broken = True  # finishing would fail the same way
+        self._cut_back()
         return ResultsWriteError(
             f"cannot write the results stream {stream_path(self.path)}: {exc.strerror or exc}; "
-            f"the {self.count} result(s) measured before are kept in it"
+            f"the {self.kept} result(s) measured before are kept in it"
         )
+
+    def _cut_back(self) -> None:
+        """Cut the stream back to its last good flush, so that it holds `kept` results whole (a full
+        disk took part of a later line, or of a batch counted but still in the buffer), and send
+        what is still buffered nowhere: a later close must not write it after the cut."""
+        with contextlib.suppress(OSError):
+            fd = self._handle.fileno()
+            os.ftruncate(fd, self._kept_bytes)
+            null = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
+            os.dup2(null, fd)
+            os.close(null)
 
     def _write_line(self, record: dict[str, Any]) -> None:
         try:
@@ -448,13 +485,29 @@ def _expand_summary(doc: dict[str, Any], path: str, lazy: bool) -> dict[str, Any
         _check_test(profile, f"{path}: profiles[{index}]")
     ranks = {r["rank"]: r for r in doc["ranks"]}
     file = os.path.join(os.path.dirname(os.path.abspath(path)), os.path.basename(links["file"]))
-    if not os.path.isfile(file):
-        raise ResultsFileError(
-            f"{path}: cannot read its links file {os.path.basename(file)} (not beside it); keep the two files together"
-        )
+    why = _links_file_problem(file)
+    if why:
+        raise ResultsFileError(f"{path}: cannot read its links file {os.path.basename(file)} ({why})")
     results = compact.LazyResults(file, links["count"], profiles, ranks, _checked_entry)
     doc["results"] = results if lazy else list(results)
     return doc
+
+
+def _links_file_problem(file: str) -> str | None:
+    """Why the links file beside a summary cannot be read, as it is: missing, a link to nothing, or
+    no regular file (a FIFO, a device, a link to /dev/zero); None when it is one."""
+    try:
+        found = os.stat(file)
+    except FileNotFoundError:
+        if os.path.islink(file):
+            return f"it is a symbolic link to nothing ({os.readlink(file)})"
+        return "not beside it; keep the two files together"
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    if stat.S_ISREG(found.st_mode):
+        return None
+    linked = " a symbolic link to" if os.path.islink(file) else ""
+    return f"it is{linked} {userfiles.kind_of(found.st_mode)}, not a regular file; not read"
 
 
 def missing_plugin(doc: dict[str, Any]) -> str | None:

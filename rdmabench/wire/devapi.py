@@ -101,11 +101,14 @@ def _load() -> DevAvailability:
         return DevAvailability(None, "nvcc not found (set RDMABENCH_NVCC): the GPU-initiated path needs it once")
     refused: list[str] = []
     try:
-        fd, path = native.build_cached(
-            library_name(prefix, compiler), lambda out: compile_command(compiler, prefix, out), refused, timeout=300
+        library, path = native.build_cached(
+            library_name(prefix, compiler),
+            lambda out: compile_command(compiler, prefix, out),
+            refused,
+            lambda fd: _configure(ctypes.CDLL(native.open_descriptor(fd))),
+            timeout=300,
         )
-        library = _configure(ctypes.CDLL(native.open_descriptor(fd)))
-    except (OSError, AttributeError, UnsafePathError) as exc:
+    except (OSError, UnsafePathError) as exc:
         return DevAvailability(None, f"cannot build the GPU-initiated path: {exc}")
     return DevAvailability(library, f"built with {compiler} against {prefix} ({path})")
 

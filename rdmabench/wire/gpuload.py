@@ -67,10 +67,13 @@ def _load() -> LoadAvailability:
         return LoadAvailability(None, "nvcc not found (set RDMABENCH_NVCC): the compute load is built with it once")
     digest = hashlib.sha256(SOURCE.read_bytes() + compiler.encode()).hexdigest()[:16]
     try:
-        fd, path = native.build_cached(
-            f"gpuload-{digest}.so", lambda out: compile_command(compiler, out), [], timeout=300
+        library, path = native.build_cached(
+            f"gpuload-{digest}.so",
+            lambda out: compile_command(compiler, out),
+            [],
+            lambda fd: _configure(ctypes.CDLL(native.open_descriptor(fd))),
+            timeout=300,
         )
-        library = _configure(ctypes.CDLL(native.open_descriptor(fd)))
     except (OSError, AttributeError, UnsafePathError) as exc:
         return LoadAvailability(None, f"cannot build the compute load: {exc}")
     return LoadAvailability(library, f"built with {compiler} ({path})")

@@ -24,7 +24,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ... import privatedirs
 from ...errors import TransportError, UnsafePathError
@@ -284,27 +284,64 @@ def _open_built(name: str, refused: list[str]) -> tuple[int, Path] | None:
     return None
 
 
-def _build(prefix: Path, compiler: list[str], refused: list[str]) -> tuple[int, Path]:
-    """A descriptor of the library (built now if no cache holds it) and where it is."""
-    return build_cached(library_name(prefix, compiler), lambda out: compile_command(compiler, prefix, out), refused)
+def _build(prefix: Path, compiler: list[str], refused: list[str]) -> tuple[Any, Path]:
+    """The library loaded (built now if no cache holds a usable one) and where it is."""
+    return build_cached(
+        library_name(prefix, compiler), lambda out: compile_command(compiler, prefix, out), refused, _load_checked
+    )
+
+
+T = TypeVar("T")
 
 
 def build_cached(
-    name: str, command: Callable[[Path], list[str]], refused: list[str], timeout: float = 120
-) -> tuple[int, Path]:
-    """A descriptor of the library `name` from a private cache directory, built there by `command`
-    (given the output path) if no cache holds it, and where it is. Shared by every native library."""
-    found = _open_built(name, refused)
+    name: str, command: Callable[[Path], list[str]], refused: list[str], load: Callable[[int], T], timeout: float = 120
+) -> tuple[T, Path]:
+    """The library `name` loaded by `load` (given a checked descriptor; it checks the symbols and
+    the interface, OSError or AttributeError if they differ) from a private cache directory, and
+    where it is. A cached copy that is not a library, or that `load` refuses (a stale build: a
+    symbol missing, another layout), is rebuilt in place by `command` (given the output path), as
+    is a missing one. Shared by every native library."""
+    found, stale = _open_built(name, refused), None
     if found is not None:
-        return found
+        seen = os.fstat(found[0])
+        try:
+            return _load_cached(found, load), found[1]
+        except OSError as exc:
+            _note(refused, f"{exc}: rebuilt")
+            stale = (seen.st_dev, seen.st_ino)
     directory = _build_dir(refused)
     # One build per node: the ranks that start together wait for the first one's, then load it.
     with privatedirs.locked(directory / ".build.lock"):
-        found = _open_built(name, refused)
-        if found is not None:
-            return found
-        _compile(command, directory / name, timeout)
-    return privatedirs.open_in_private_dir(directory / name, os.O_RDONLY), directory / name
+        target = directory / name
+        try:  # another rank of this node may have (re)built it while this one waited
+            now = os.stat(target, follow_symlinks=False)
+            if (now.st_dev, now.st_ino) != stale:  # not the copy just refused
+                return _load_cached((privatedirs.open_in_private_dir(target, os.O_RDONLY), target), load), target
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            _note(refused, f"{exc}: rebuilt")
+        _compile(command, target, timeout)
+    return _load_cached((privatedirs.open_in_private_dir(target, os.O_RDONLY), target), load), target
+
+
+_ELF = b"\x7fELF"
+
+
+def _load_cached(found: tuple[int, Path], load: Callable[[int], T]) -> T:
+    """`load` of the cached library `found` (a descriptor and its file); OSError naming the file
+    (never the /proc/self/fd/N it is loaded through) when it is no library or not this one."""
+    fd, path = found
+    try:
+        if os.pread(fd, len(_ELF), 0) != _ELF:  # empty, cut short by a full disk, or not one
+            size = os.fstat(fd).st_size
+            os.close(fd)
+            raise OSError(f"the cached library {path} is not a shared library ({size} bytes)")
+        return load(fd)
+    except (OSError, AttributeError) as exc:
+        said = str(exc).replace(f"/proc/self/fd/{fd}", str(path))
+        raise OSError(said if str(path) in said else f"the cached library {path}: {said}") from None
 
 
 def _compile(command: Callable[[Path], list[str]], target: Path, timeout: float) -> None:
@@ -356,8 +393,7 @@ def load() -> Availability:
         except OSError as exc:  # built from this source, yet laid out otherwise: build one here
             _note(refused, f"the library built at install: {exc}")
     try:
-        fd, path = _build(prefix, compiler, refused)
-        library = _load_checked(fd)
+        library, path = _build(prefix, compiler, refused)
     except (OSError, subprocess.SubprocessError, UnsafePathError) as exc:
         _loaded = Availability(None, f"cannot build the native loop: {_with_refusals(str(exc), refused)}")
         return _loaded
