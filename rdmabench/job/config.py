@@ -291,9 +291,12 @@ def _take(record: type[_Record], values: Mapping[str, Any]) -> _Record:
 _RECORDED = (
     "test src_mode dst_mode sizes window passes one_buffer iterations warmup samples sample_time timeout validate "
     "output force output_format units progress pattern link_class concurrent root nics remeasure_below max_pinned "
-    "stage_chunk stage_buffers require_gdr engine blocks layout batch pool posting model kv_layout prompt expect "
-    "posting_sms beside merge blocks_from blocks_from_sha256"
+    "stage_chunk stage_buffers require_gdr engine blocks layout batch pool posting model kv_layout prompt expect"
 ).split()
+# Settings added later, recorded only where a run sets them: a run without them records what it did before.
+_RECORDED_WHEN_SET = {
+    "posting_sms": None, "beside": "none", "merge": True, "blocks_from": None, "blocks_from_sha256": None,
+}  # fmt: skip
 
 
 _RECORDS = ("what", "memory", "steps", "lists", "out", "verdict")  # RunConfig's records
@@ -506,6 +509,9 @@ class RunConfig:
         data = json.loads(self.to_json())
         data.pop("command_line")
         data.pop("force")
+        for name, default in _RECORDED_WHEN_SET.items():  # later settings: recorded where a run used them
+            if data.get(name) == default:
+                data.pop(name)
         return data
 
 
