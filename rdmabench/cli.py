@@ -26,8 +26,8 @@ from .escape import visible, visible_lines
 from .job.config import DEFAULT_BLOCK_SIZES, DEFAULT_SIZES, RunConfig
 from .measure import kvhandoff, registry
 from .modes import MemoryMode
-from .results import document
-from .results.verdict import DEFAULT_FLOORS, parse_expect
+from .results.files import document
+from .results.verdicts.verdict import DEFAULT_FLOORS, parse_expect
 from .units import parse_size, parse_sizes
 
 _MODES = "|".join(m.value for m in MemoryMode)
@@ -909,8 +909,8 @@ def _filters(
     since: str | None,
     until: str | None,
 ) -> Any:
-    from .results import dates
-    from .results.rows import LINK_CLASSES, Filters
+    from .results.files import dates
+    from .results.files.rows import LINK_CLASSES, Filters
 
     for cls in link_classes:
         if cls not in LINK_CLASSES:
@@ -938,7 +938,7 @@ def _write_or_print(chunks: Iterable[str], output: str | None) -> None:
 
 
 def _load(paths: tuple[str, ...], warn_duplicates: bool = True) -> Any:
-    from .results.loading import load_all
+    from .results.files.loading import load_all
 
     loaded = load_all(paths)
     for problem in loaded.problems:
@@ -984,10 +984,10 @@ def report(
     """Aggregate results files (or directories of them): per link and per (test, modes, size), the
     median over runs, the spread and the count; the suspect parts first (but in CSV), then outliers."""
 
-    from .results import formats
-    from .results import verdict as verdict_module
-    from .results.attribution import attribute
-    from .results.rows import aggregate
+    from .results.files.rows import aggregate
+    from .results.reports import formats
+    from .results.verdicts import verdict as verdict_module
+    from .results.verdicts.attribution import attribute
 
     try:
         if by not in formats.GROUPINGS:  # bad options are reported before any file is read
@@ -1059,12 +1059,12 @@ def check(
     a baseline run. Exit status 1 when a link fails or a part is suspect, 0 when all pass, 2 for bad
     input or when there is no verdict: nothing matched, no floor applied to any link, or no link was
     in the baseline, and nothing is suspect (never a pass on nothing)."""
-    from .results import verdict as verdict_module
-    from .results.attribution import attribute
-    from .results.drain import write_drain_list
-    from .results.hostlist import compress
-    from .results.outcome import Checked
-    from .results.rows import aggregate
+    from .results.files.rows import aggregate
+    from .results.verdicts import verdict as verdict_module
+    from .results.verdicts.attribution import attribute
+    from .results.verdicts.drain import write_drain_list
+    from .results.verdicts.hostlist import compress
+    from .results.verdicts.outcome import Checked
 
     try:
         floors = verdict_module.parse_expect(expect)
@@ -1116,8 +1116,8 @@ def compare(base: str, new: str, threshold: float, output_format: str, **filters
     for a gate on single runs use `rdmabench check --baseline`."""
     import json
 
-    from .results import compare as compare_module
-    from .results.rows import aggregate
+    from .results.files.rows import aggregate
+    from .results.verdicts import compare as compare_module
 
     if not 0 < threshold < 1:
         raise ConfigError(f"--threshold must be between 0 and 1, not {threshold}")

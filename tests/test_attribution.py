@@ -13,9 +13,9 @@ import pytest
 
 from rdmabench.bench import diagnose
 from rdmabench.bench.diagnose import Cluster, Fault, faults, generated
-from rdmabench.results.attribution import Params, attribute, end_order
-from rdmabench.results.fleet import REMEASURED, FloorParams, below_floor, fleet_floors, student_quantile
-from rdmabench.results.rows import Row, aggregate, culprits, outliers
+from rdmabench.results.files.rows import Row, aggregate, culprits, outliers
+from rdmabench.results.verdicts.attribution import Params, attribute, end_order
+from rdmabench.results.verdicts.fleet import REMEASURED, FloorParams, below_floor, fleet_floors, student_quantile
 
 SCREEN = Cluster(16, 8, 2)  # 2,176 links a screen
 ALL_PAIRS = Cluster(16, 4, 2)  # 4,032 links

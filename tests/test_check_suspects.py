@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from rdmabench.bench.diagnose import Cluster, Fault, generated
-from rdmabench.results import html
-from rdmabench.results.attribution import end_order
-from rdmabench.results.rows import aggregate
+from rdmabench.results.files.rows import aggregate
+from rdmabench.results.reports import html
+from rdmabench.results.verdicts.attribution import end_order
 
 from .conftest import QUICK, run_cli
 

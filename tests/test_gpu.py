@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from rdmabench.hardware.gpu import visible_gpu_count
-from rdmabench.results.document import load as load_results
+from rdmabench.results.files.document import load as load_results
 
 from .conftest import QUICK, rdmabench_env, run_cli
 

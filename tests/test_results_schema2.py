@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from rdmabench.results import compact
-from rdmabench.results.document import load as load_results
+from rdmabench.results.files import compact
+from rdmabench.results.files.document import load as load_results
 
 from .conftest import RESULTS_DATA, browse, million_sources, needs_chromium, run_cli
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from rdmabench.errors import ResultsFileError
-from rdmabench.results import document
+from rdmabench.results.files import document
 
 from .conftest import QUICK, RESULTS_DATA, run_cli
 

@@ -27,8 +27,8 @@ from hypothesis import strategies as st
 
 from rdmabench.errors import ResultsFileError
 from rdmabench.measure import registry
-from rdmabench.results import compact, document, schema
-from rdmabench.results.rows import aggregate
+from rdmabench.results.files import compact, document, schema
+from rdmabench.results.files.rows import aggregate
 
 from .conftest import run_cli
 

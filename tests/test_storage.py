@@ -16,7 +16,7 @@ import pytest
 
 from rdmabench.bench import storage
 from rdmabench.hardware import storage as disk
-from rdmabench.results.document import load as load_results
+from rdmabench.results.files.document import load as load_results
 
 from .conftest import run_cli
 
@@ -172,7 +172,7 @@ def test_a_storage_rate_above_the_devices_own_is_a_finding_not_an_error() -> Non
     """The device's O_DIRECT rate is a reference measured at one request size (read-ahead or a VM's
     host cache may beat it): its share is the plain ratio on load, where a link limit judges."""
     from rdmabench.hardware.limits import Limit
-    from rdmabench.results.derived import share_of_limit
+    from rdmabench.results.files.derived import share_of_limit
 
     assert share_of_limit(6.0, Limit(2.0, "storage", "the device's O_DIRECT read rate, measured", False)) == 3.0
     assert share_of_limit(6.0, Limit(2.0, "PCIe", "Gen4 x16", False)) is None  # a bound: above it is an error

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from rdmabench.errors import ConfigError
-from rdmabench.results.document import document, write
+from rdmabench.results.files.document import document, write
 
 from .conftest import run_cli
 

@@ -48,7 +48,7 @@ def run_rdmabench(
 
 def run_entries(options: list[str], ranks: int = 2, samples: int = 5, sample_time: float = 0.2) -> list[dict[str, Any]]:
     """The entries of one `rdmabench run --np ranks OPTIONS` (samples of about `sample_time` seconds)."""
-    from ..results import document
+    from ..results.files import document
 
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "r.json")

@@ -24,7 +24,7 @@ import numpy as np
 from .. import stats
 from ..errors import ConfigError, ResourceError
 from ..hardware.gpu import gpu_unavailable_reason, import_cupy, visible_gpu_count
-from ..results import document
+from ..results.files import document
 from ..stats import summarize
 from ..units import format_size, gbps
 

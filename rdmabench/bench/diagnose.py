@@ -47,10 +47,10 @@ import numpy as np
 
 from ..errors import LaunchError
 from ..job.schedule import screen
-from ..results import document
-from ..results.attribution import Attribution, attribute
-from ..results.drain import drained_hosts
-from ..results.rows import aggregate
+from ..results.files import document
+from ..results.files.rows import aggregate
+from ..results.verdicts.attribution import Attribution, attribute
+from ..results.verdicts.drain import drained_hosts
 from . import netns
 
 NVLINK = {"gbps": 478.125, "kind": "NVLink", "detail": "18 x NVLink 4", "measured": False}

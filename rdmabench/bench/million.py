@@ -27,7 +27,7 @@ import tempfile
 import time
 from typing import Any
 
-from ..results import compact, document
+from ..results.files import compact, document
 
 SOURCES = {
     "same host": "measurements/h200x2-20261122/allpairs-bw-device.json",

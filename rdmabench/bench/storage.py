@@ -591,7 +591,7 @@ def _document(
     config: StorageConfig, entries: list[dict[str, Any]], fs: disk.FileSystemInfo, limits: Limits, cupy: Any
 ) -> dict[str, Any]:
     from .. import __version__
-    from ..results import document
+    from ..results.files import document
 
     versions: dict[str, Any] = {"rdmabench": __version__}
     if cupy is not None:

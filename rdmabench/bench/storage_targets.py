@@ -13,7 +13,7 @@ import sys
 from typing import Any
 
 from .. import stats
-from ..results import document
+from ..results.files import document
 from ..units import format_size
 
 

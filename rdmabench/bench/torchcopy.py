@@ -260,7 +260,7 @@ def copies(torch: Any, cupy: Any, sizes: list[int], samples: int, say: Callable[
 def run(sizes: list[int], samples: int, gpu: int, say: Callable[[str], None]) -> dict[str, Any]:
     """Every measurement of `rdmabench copy --framework torch`, as a results document."""
     from ..hardware.gpu import import_cupy
-    from ..results import document
+    from ..results.files import document
 
     torch = import_torch()
     require_cuda(torch)

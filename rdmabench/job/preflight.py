@@ -16,7 +16,7 @@ from ..hardware.memlock import mlock_problem
 from ..measure import registry
 from ..measure.need import Need
 from ..measure.round import RoundSpec
-from ..results import document
+from ..results.files import document
 from ..units import format_size
 from ..wire.mpi import World
 from .config import RunConfig

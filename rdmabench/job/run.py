@@ -32,8 +32,8 @@ from ..measure.blocks import BlockShape
 from ..measure.entry import Entry, Placement, make_entries
 from ..measure.round import LinkMeasurement, RoundSpec, fetch_rows, run_round
 from ..memory.buffers import PINNED_POOL, RECYCLER
-from ..results import document
-from ..results.table import ProgressTable
+from ..results.files import document
+from ..results.reports.table import ProgressTable
 from ..units import format_size
 from ..wire import ucx_env
 from ..wire.mpi import World, import_ucx_first
@@ -477,20 +477,20 @@ class _Job:
 
 def _rows(path: str) -> list[Any]:
     """The run's report rows: one per link and size, as `report` makes them."""
-    from ..results.rows import aggregate
+    from ..results.files.rows import aggregate
 
     return aggregate([(path, document.load(path, lazy=True))])
 
 
 def _csv(rows: list[Any]) -> str:
-    from ..results.formats import render
+    from ..results.reports.formats import render
 
     return render(rows, "csv")
 
 
 def _verdict(path: str, rows: list[Any], floors: dict[str, float], out: TextIO) -> int:
     """The verdict `check` would give on this run's file; its exit status (2: nothing was judged)."""
-    from ..results.verdict import conclude, format_verdict
+    from ..results.verdicts.verdict import conclude, format_verdict
 
     try:
         verdict = conclude(rows, floors)

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import IO, TextIO
 
 from ..errors import ERROR_PREFIX, LaunchError, RdmabenchError, ResultsWriteError, error_line
-from ..results import document
+from ..results.files import document
 from .config import RunConfig
 from .jobdirs import job_dirs
 

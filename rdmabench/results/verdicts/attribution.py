@@ -40,8 +40,8 @@ from typing import Any
 
 import numpy as np
 
+from ..files.rows import Row
 from .fleet import MAD_TO_SIGMA, ClassFloor, FloorParams, LinkTable, grouped_median, student_quantile, table
-from .rows import Row
 
 KINDS = ("link", "pair", "nic", "gpu", "rank", "host")  # smallest first: the order of a tie
 DIRECTIONS = ("send", "receive", "both")

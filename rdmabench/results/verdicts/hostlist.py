@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from ..errors import ConfigError
+from ...errors import ConfigError
 
 # RFC 1123: dot-separated labels of letters, digits and hyphens, none starting or ending with a
 # hyphen (so no name reads as an option), at most 63 characters each and 253 in all.

@@ -10,13 +10,13 @@ import heapq
 import io
 from typing import Any
 
-from .. import escape, stats
-from ..stats import median
-from ..units import format_size
+from ... import escape, stats
+from ...stats import median
+from ...units import format_size
+from ..files.rows import Row, bulk, outliers, standings
+from ..verdicts.attribution import Attribution, attribute, end_order
 from . import distribution
-from .attribution import Attribution, attribute, end_order
 from .cells import COLUMNS, cells, class_distributions, outlier_lines
-from .rows import Row, bulk, outliers, standings
 
 
 def _pyplot() -> Any:

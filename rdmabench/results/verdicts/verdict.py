@@ -17,10 +17,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from .. import escape
-from ..errors import ConfigError, InconclusiveError
-from ..units import format_size
-from .rows import LINK_CLASSES, Row, culprits
+from ... import escape
+from ...errors import ConfigError, InconclusiveError
+from ...units import format_size
+from ..files.rows import LINK_CLASSES, Row, culprits
 
 if TYPE_CHECKING:
     from .attribution import Attribution, Suspect

@@ -28,9 +28,9 @@ import stat
 import time
 from typing import Any, TextIO
 
-from .. import userfiles
-from ..errors import OtherDocumentError, ResultsFileError, ResultsWriteError
-from ..measure import registry
+from ... import userfiles
+from ...errors import OtherDocumentError, ResultsFileError, ResultsWriteError
+from ...measure import registry
 from . import compact, derived, identity, schema
 
 SCHEMA_NAME = "rdmabench-results"

@@ -10,13 +10,13 @@ import math
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from .. import escape
-from ..errors import ConfigError
-from ..units import format_size
+from ... import escape
+from ...errors import ConfigError
+from ...units import format_size
+from ..files.rows import Row, bulk, bulk_chunks, outliers
+from ..verdicts.attribution import Attribution, attribute
 from . import distribution
-from .attribution import Attribution, attribute
 from .cells import COLUMNS, aligned, cell_columns, class_distributions, outlier_lines
-from .rows import Row, bulk, bulk_chunks, outliers
 
 GROUPINGS = ("none", "host", "link-class", "mode", "size", "date")
 

@@ -14,11 +14,11 @@ from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
 
-from ..hardware.limits import Limit
-from ..measure import registry
-from ..modes import mode_named
-from ..stats import median, sorted_median
-from ..units import format_size
+from ...hardware.limits import Limit
+from ...measure import registry
+from ...modes import mode_named
+from ...stats import median, sorted_median
+from ...units import format_size
 from . import compact, dates, derived, document
 
 LINK_CLASSES = ("same GPU", "intra-node", "inter-node")

@@ -33,8 +33,8 @@ from typing import Any
 
 import numpy as np
 
-from ..units import format_size
-from .rows import Row, class_key, load_of
+from ...units import format_size
+from ..files.rows import Row, class_key, load_of
 
 # The load of a link a screen measured again, alone (report.load_of of a re-measured entry).
 REMEASURED = load_of({"remeasured_from": 0.0})

@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .. import escape, stats
-from ..stats import sorted_median
-from ..units import format_size
+from ... import escape, stats
+from ...stats import sorted_median
+from ...units import format_size
 
 if TYPE_CHECKING:
-    from .rows import Row
+    from ..files.rows import Row
 
 SHARE = "share of limit"  # the unit of a class measured against its physical limit
 BINS = 50  # a histogram's bins, between the class's min and max

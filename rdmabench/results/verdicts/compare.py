@@ -5,12 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .. import escape
-from ..errors import InconclusiveError
-from ..stats import benjamini_hochberg, mann_whitney_many
-from ..units import format_size
-from .cells import aligned
-from .rows import ROW_KEY, Row, bulk
+from ... import escape
+from ...errors import InconclusiveError
+from ...stats import benjamini_hochberg, mann_whitney_many
+from ...units import format_size
+from ..files.rows import ROW_KEY, Row, bulk
+from ..reports.cells import aligned
 
 # --- comparing two sets of runs ----------------------------------------------------------------
 

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, TextIO
 
-from ..escape import visible, visible_lines
-from ..hardware.limits import CACHE_REGIME
-from ..stats import median
-from ..units import DISPLAY_UNITS, format_size
+from ...escape import visible, visible_lines
+from ...hardware.limits import CACHE_REGIME
+from ...stats import median
+from ...units import DISPLAY_UNITS, format_size
 
 if TYPE_CHECKING:
-    from ..measure.entry import Entry
-    from ..measure.registry import TestKind
+    from ...measure.entry import Entry
+    from ...measure.registry import TestKind
 
 
 def _transport(entry: Entry) -> str:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .. import escape
-from ..units import format_size
+from ... import escape
+from ...units import format_size
+from ..files.rows import CULPRITS_LISTED, Row, classes, culprits
 from . import distribution
-from .rows import CULPRITS_LISTED, Row, classes, culprits
 
 
 def class_distributions(rows: list[Row], fraction: float) -> list[distribution.Distribution]:

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import OtherDocumentError, ResultsFileError
+from ...errors import OtherDocumentError, ResultsFileError
 from . import document, identity
 
 

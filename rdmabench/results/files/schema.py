@@ -20,7 +20,7 @@ from collections.abc import Callable
 from importlib import resources
 from typing import Any
 
-from ..errors import ResultsFileError
+from ...errors import ResultsFileError
 
 SCHEMAS = ("results-summary-v2", "results-link-v2")
 # The keywords this interpreter applies. A schema using any other is refused when loaded: a keyword

@@ -16,9 +16,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..hardware.limits import Limit, judge
-from ..measure import registry
-from ..stats import summarize
+from ...hardware.limits import Limit, judge
+from ...measure import registry
+from ...stats import summarize
 
 
 def limit_of(entry: dict[str, Any]) -> Limit | None:

@@ -15,8 +15,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from .. import escape
-from ..errors import InconclusiveError
+from ... import escape
+from ...errors import InconclusiveError
 from .attribution import Attribution
 from .verdict import EXIT_FAIL, EXIT_PASS, Judgement, Verdict, format_verdict, junit_xml
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from datetime import date, datetime, time, timezone
 
-from ..errors import ConfigError
+from ...errors import ConfigError
 
 BOUND_FORMATS = "a date (YYYY-MM-DD) or a date and time with its zone (YYYY-MM-DDTHH:MM[:SS] then Z or +HH:MM)"
 

@@ -16,7 +16,7 @@ import re
 import tempfile
 from dataclasses import dataclass
 
-from ..errors import ResultsFileError
+from ...errors import ResultsFileError
 from .attribution import Attribution, Suspect
 from .hostlist import check_hostname, compress
 

@@ -26,10 +26,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from .. import userfiles
-from ..errors import FileRefusedError, ResultsFileError
-from ..stats import summarize
-from ..units import MAX_BANDWIDTH_GBPS
+from ... import userfiles
+from ...errors import FileRefusedError, ResultsFileError
+from ...stats import summarize
+from ...units import MAX_BANDWIDTH_GBPS
 from . import schema
 
 LINKS_SUFFIX = ".links.jsonl"
