@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 import click
 
 from . import __version__, userfiles
-from .bench.copy import HOST_KINDS
+from .copy.copy import HOST_KINDS
 from .errors import (
     ConfigError,
     InconclusiveError,
@@ -550,7 +550,7 @@ def copy_command(
     """Host-to-device, device-to-host and device-to-device copy bandwidth per GPU, from pageable,
     pinned, write-combined and registered host memory (CUDA events, medians, data checked), beside a
     plain CuPy loop; the cost of pinning; and copy/compute overlap. GB/s = 1e9 bytes/s."""
-    from .bench import copy as copy_module
+    from .copy import copy as copy_module
 
     if framework != "cupy":
         _torch_copy(framework, sizes, gpus, samples, output, force)
@@ -582,7 +582,7 @@ def copy_command(
 
 
 def _torch_copy(framework: str, sizes: str, gpus: str, samples: int, output: str | None, force: bool) -> None:
-    from .bench import torchcopy
+    from .copy import torchcopy
 
     if framework != "torch":
         raise ConfigError(f"unknown --framework {framework!r}: choose cupy or torch")
@@ -637,7 +637,7 @@ def storage_command(file: str, size: str | None, tests: str, paths: str | None, 
     """Read a file into GPU (or host) memory, and write memory to a file, by each path side by side:
     GB/s (1e9 B/s) over the whole file, per-request latency, CPU seconds per GB, and the limits (the
     device's own O_DIRECT rate, measured; the GPU's PCIe link). Every byte that landed is checked."""
-    from .bench import storage as storage_module
+    from .storage import storage as storage_module
 
     output, force = options.pop("output"), options.pop("force")
     try:
@@ -764,7 +764,7 @@ def anchor(
     """
     import json
 
-    from .bench import anchor as anchor_module
+    from .anchor import anchor as anchor_module
 
     progress = lambda line: click.echo(visible_lines(line), err=True)  # noqa: E731
     if against == "nixl":
@@ -808,7 +808,7 @@ def _nixl_anchor(
     mode: str, sizes: str | None, tests: str | None, repeat: int, options: dict[str, Any], progress: Any
 ) -> tuple[list[dict[str, Any]], str, dict[str, Any]]:
     """`anchor --against nixl`: the plan from the options, the rows, their table and their document."""
-    from .bench import nixl
+    from .anchor import nixl
 
     handoff = None
     if options["model"] is not None:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from rdmabench.bench.anchor import DRIFT_LIMIT, format_rows, rounds_median
-from rdmabench.bench.perftest import Bracket, PerftestResult, parse_final
+from rdmabench.anchor.anchor import DRIFT_LIMIT, format_rows, rounds_median
+from rdmabench.anchor.perftest import Bracket, PerftestResult, parse_final
 from rdmabench.errors import LaunchError
 from rdmabench.wire import native
 
@@ -167,7 +167,7 @@ def test_a_round_at_the_drift_limit_is_steady_and_a_ceiling_row_has_no_bracket()
 
 def test_an_incomplete_repeat_of_one_finished_round_still_warns_of_its_drift(monkeypatch: pytest.MonkeyPatch) -> None:
     """(Generated rounds stand in for the comparisons: this is the merging and printing.)"""
-    from rdmabench.bench import anchor
+    from rdmabench.anchor import anchor
 
     calls = []
 
@@ -233,7 +233,7 @@ def test_repeat_below_one_is_one_line() -> None:
 def test_a_failed_round_keeps_the_rounds_before_it(monkeypatch: pytest.MonkeyPatch) -> None:
     """Five host rounds take minutes: the third failing keeps the medians of two, marked incomplete.
     (Generated rounds stand in for the comparisons: this is the merging, not the measuring.)"""
-    from rdmabench.bench import anchor
+    from rdmabench.anchor import anchor
 
     calls = []
 

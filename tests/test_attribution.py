@@ -1,4 +1,4 @@
-"""Naming the broken part: planted faults in GENERATED runs (rdmabench.bench.diagnose marks them so
+"""Naming the broken part: planted faults in GENERATED runs (devtools.diagnose marks them so
 in their metadata) are named first, healthy runs name none, and the evidence and the fleet-relative
 floors say what the links say."""
 
@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from rdmabench.bench import diagnose
-from rdmabench.bench.diagnose import Cluster, Fault, faults, generated
+from devtools import diagnose
+from devtools.diagnose import Cluster, Fault, faults, generated
 from rdmabench.results.files.rows import Row, aggregate, culprits, outliers
 from rdmabench.results.verdicts.attribution import Params, attribute, end_order
 from rdmabench.results.verdicts.fleet import REMEASURED, FloorParams, below_floor, fleet_floors, student_quantile

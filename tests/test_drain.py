@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from rdmabench.bench.diagnose import Cluster, Fault, generated
+from devtools.diagnose import Cluster, Fault, generated
 from rdmabench.errors import ConfigError, ResultsFileError
 from rdmabench.results.files.rows import aggregate
 from rdmabench.results.verdicts.attribution import Attribution, attribute

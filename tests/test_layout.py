@@ -10,7 +10,8 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "rdmabench"
 # Lowest first: a module may import its own layer and the ones before it.
-LAYERS = ["base", "hardware", "memory", "wire", "measure", "results", "job", "bench", "cli"]
+LAYERS = ["base", "hardware", "memory", "wire", "measure", "results", "job", "wings", "cli"]
+WINGS = {"anchor", "copy", "storage"}  # the user commands of their own, on one floor
 BASE = {"errors", "units", "stats", "modes", "escape", "userfiles", "privatedirs", "reaper", "__init__", "__version__"}
 LONGEST = 60  # lines
 
@@ -20,7 +21,7 @@ def _layer(parts: list[str]) -> str:
         return "base"
     if parts[0] in ("cli.py", "cli", "__main__.py", "__main__"):
         return "cli"
-    return parts[0]
+    return "wings" if parts[0] in WINGS else parts[0]
 
 
 def _imports(path: Path) -> list[list[str]]:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from rdmabench.bench import nixl
+from rdmabench.anchor import nixl
 from rdmabench.hardware.gpu import visible_gpu_count
 from rdmabench.measure.kvhandoff import handoff
 from rdmabench.wire import native

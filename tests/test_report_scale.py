@@ -107,7 +107,7 @@ def test_distributions_per_link_class_in_every_format() -> None:
 
 
 def _generated(directory: Path, ranks: int = 64) -> Path:
-    from rdmabench.bench.million import generate
+    from devtools.million import generate
 
     path = directory / f"generated-{ranks}.json"
     generate(str(path), ranks, 8, million_sources())

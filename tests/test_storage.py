@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from rdmabench.bench import storage
 from rdmabench.hardware import storage as disk
 from rdmabench.results.files.document import load as load_results
+from rdmabench.storage import storage
 
 from .conftest import run_cli
 
@@ -151,7 +151,7 @@ def test_doctor_names_the_file_system_and_gpudirect_storage(tmp_path: Path) -> N
 
 
 def test_the_targets_benchmark_reads_runs_and_prints_ratios(tmp_path: Path) -> None:
-    from rdmabench.bench.storage_targets import ratios
+    from rdmabench.storage.targets import ratios
 
     out = tmp_path / "r.json"
     proc = run_cli(["storage", str(tmp_path / "f.dat"), "--size", "2MiB", *SMALL, "-o", str(out)])
@@ -160,7 +160,7 @@ def test_the_targets_benchmark_reads_runs_and_prints_ratios(tmp_path: Path) -> N
     assert set(rows) == {("storage-read", 256 << 10, 1), ("storage-read", 1 << 20, 1)}
     assert all(row["over_pageable"] > 0 for row in rows.values())
     shown = subprocess.run(
-        [sys.executable, "-m", "rdmabench.bench.storage_targets", str(out), str(out)],
+        [sys.executable, "-m", "rdmabench.storage.targets", str(out), str(out)],
         capture_output=True,
         text=True,
         check=True,

@@ -1,5 +1,5 @@
 """One end of the NIXL anchor (nixl.py), in a process of its own:
-`python -m rdmabench.bench.nixl_agent target|initiator FOLDER`.
+`python -m rdmabench.anchor.nixl_agent target|initiator FOLDER`.
 
 NIXL bundles its own UCX build; a process that has loaded the libucx wheel (UCXX, the native loop)
 must not load it too. So this module imports only what loads neither: the block shapes, the
@@ -343,7 +343,7 @@ def _reference(agent: Any, pool: Pool, remote: int, moved: int, peer: Any, plan:
 
 def main(argv: list[str]) -> int:
     if len(argv) != 3 or argv[1] not in ("target", "initiator"):
-        print("usage: python -m rdmabench.bench.nixl_agent target|initiator FOLDER", file=sys.stderr)
+        print("usage: python -m rdmabench.anchor.nixl_agent target|initiator FOLDER", file=sys.stderr)
         return 2
     role, folder = argv[1], Path(argv[2])
     try:

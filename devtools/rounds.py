@@ -2,8 +2,8 @@
 against the same pair measured alone (bw) or both ways at once (bibw), in the same invocation,
 several times: a ratio near 1 says the round engine times a loaded link as well as a lone one.
 
-    python -m rdmabench.bench.rounds --ring 2 --against bibw        # CPU machine: 2 ranks, 2 cores
-    python -m rdmabench.bench.rounds --ring 4 --against bw          # GPU node: a core per rank
+    python -m devtools.rounds --ring 2 --against bibw        # CPU machine: 2 ranks, 2 cores
+    python -m devtools.rounds --ring 4 --against bw          # GPU node: a core per rank
 
 Each run is `rdmabench run` with --np; ratios, then their median and spread, are printed.
 """
@@ -13,8 +13,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .. import stats
-from ..units import parse_size
+from rdmabench import stats
+from rdmabench.units import parse_size
+
 from .runs import run_entries
 
 

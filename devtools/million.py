@@ -5,9 +5,9 @@ cross hosts), and a second one of other draws (seed 2), then times `report` in e
 `compare` of the file against itself and against the second file (what a user compares: two runs),
 and `check --expect default --json --drain`, with their CPU seconds and peak memory.
 
-    python -m rdmabench.bench.million                       # 1,024 ranks, 8 per host
-    python -m rdmabench.bench.million --ranks 256 --keep out/
-    python -m rdmabench.bench.million --keep out/ --reuse --repeat 3   # the files kept in out/, 3 runs each
+    python -m devtools.million                       # 1,024 ranks, 8 per host
+    python -m devtools.million --ranks 256 --keep out/
+    python -m devtools.million --keep out/ --reuse --repeat 3   # the files kept in out/, 3 runs each
 
 The document says it is generated (metadata.generated) and from which files; nothing in it was
 measured as such. Figures: bytes per link on disk, seconds (and CPU seconds, which a busy machine
@@ -27,7 +27,7 @@ import tempfile
 import time
 from typing import Any
 
-from ..results.files import compact, document
+from rdmabench.results.files import compact, document
 
 SOURCES = {
     "same host": "measurements/h200x2-20261122/allpairs-bw-device.json",
@@ -51,11 +51,11 @@ def generate(path: str, ranks: int, per_host: int, sources: dict[str, str], seed
     hosts = [f"node{r // per_host:04d}" for r in range(ranks)]
     metadata = {
         "generated": (
-            "SYNTHETIC: made by rdmabench.bench.million, not measured; each link's samples are a real link's "
+            "SYNTHETIC: made by devtools.million, not measured; each link's samples are a real link's "
             "samples (drawn from the source runs, same link class) times a random factor around 1"
         ),
         "sources": sources,
-        "command_line": "python -m rdmabench.bench.million",
+        "command_line": "python -m devtools.million",
         "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),  # the schema asks every result for it
         "world_size": ranks,
         "hosts": sorted(set(hosts)),

@@ -9,7 +9,7 @@ import tempfile
 import time
 from typing import Any
 
-from ..results.files import document
+from rdmabench.results.files import document
 
 
 def run_entries(args: list[str], timeout: float = 600) -> tuple[list[dict[str, Any]], float]:

@@ -4,8 +4,8 @@ wall time and the share of it that the transfers themselves took (the anchor, me
 run: the slowest link's timed seconds in that round). A share near 1 says rounds cost what their
 transfers cost.
 
-    python -m rdmabench.bench.sweep --np 8 --sizes 64KiB                           # CPU machine
-    python -m rdmabench.bench.sweep --np 64 --mode device --sizes 1MiB --runs 3     # 4-GPU node
+    python -m devtools.sweep --np 8 --sizes 64KiB                           # CPU machine
+    python -m devtools.sweep --np 64 --mode device --sizes 1MiB --runs 3     # 4-GPU node
 
 Each run is `rdmabench run --pattern all-pairs --concurrent --samples 1 --sample-time 0.01` (the
 issue's sweep) with --np; the last line gives the medians over runs and their spread.
@@ -18,7 +18,8 @@ import sys
 from collections import defaultdict
 from typing import Any
 
-from .. import stats
+from rdmabench import stats
+
 from .runs import run_entries
 
 

@@ -2,7 +2,7 @@
 the device's own O_DIRECT read rate and the GPU's PCIe link (target 0.9), against KvikIO on the same
 file (target 0.95), and what pinning and pipelining buy over the pageable bounce.
 
-    python -m rdmabench.bench.storage_targets RESULTS.json [RESULTS.json ...]
+    python -m rdmabench.storage.targets RESULTS.json [RESULTS.json ...]
 
 Each file is one `rdmabench storage` run; with several, each ratio's median and spread is printed.
 """

@@ -38,9 +38,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from ..errors import ConfigError, LaunchError
+from rdmabench.errors import ConfigError, LaunchError
 
-SCRIPT = Path(__file__).resolve().parents[2] / "launch" / "netns-cluster.sh"
+SCRIPT = Path(__file__).resolve().parents[1] / "launch" / "netns-cluster.sh"
 DIRECTIONS = {"host": ("send", "receive", "both"), "nic": ("send", "receive"), "pair": ("both",)}
 QUANTUM = 65536  # bytes an HTB class sends per turn (its default, rate / 10, is above what HTB allows)
 

@@ -225,7 +225,7 @@ def _start(role: str, folder: Path, mode: str, test: str) -> subprocess.Popen[by
     output = privatedirs.open_in_private_dir(folder / f"{role}.out", os.O_WRONLY | os.O_CREAT | os.O_EXCL)
     try:
         return subprocess.Popen(
-            [sys.executable, "-m", "rdmabench.bench.nixl_agent", role, str(folder)],
+            [sys.executable, "-m", "rdmabench.anchor.nixl_agent", role, str(folder)],
             env=env, stdout=output, stderr=output, stdin=subprocess.DEVNULL,
         )  # fmt: skip
     finally:

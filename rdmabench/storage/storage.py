@@ -33,7 +33,7 @@ from ..hardware import storage as disk
 from ..memory.payload import file_words
 from ..stats import summarize
 from ..units import format_size, gbps
-from .storage_paths import GPU_ONLY_PATHS, PATHS, WORKERS, Region, Worker, describe, kvikio_mode, open_flags
+from .paths import GPU_ONLY_PATHS, PATHS, WORKERS, Region, Worker, describe, kvikio_mode, open_flags
 
 TESTS = ("read", "write")
 DEFAULT_SIZES = (1 << 20, 16 << 20)
@@ -129,7 +129,7 @@ def _paths(config: StorageConfig, fs: disk.FileSystemInfo, size: int) -> list[st
                 f"{format_size(odd[0])} is not one"
             )
     if "kvikio" in wanted:
-        from .storage_paths import import_kvikio
+        from .paths import import_kvikio
 
         import_kvikio()
     return wanted

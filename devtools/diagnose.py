@@ -1,8 +1,8 @@
 """Benchmark: does the attribution name the part that was broken? Planted faults, scored.
 
-    python -m rdmabench.bench.diagnose --generated            # 1,024 ranks, every fault kind, and a million links
-    python -m rdmabench.bench.diagnose --generated --no-million --ranks 256
-    python -m rdmabench.bench.diagnose --netns                # 30 namespace trials, 8 hosts x 2 rails (root)
+    python -m devtools.diagnose --generated            # 1,024 ranks, every fault kind, and a million links
+    python -m devtools.diagnose --generated --no-million --ranks 256
+    python -m devtools.diagnose --netns                # 30 namespace trials, 8 hosts x 2 rails (root)
 
 `--generated` builds GENERATED results (metadata.generated says so; nothing in them was measured): a
 cluster of hosts x GPUs, each GPU sending through the NIC of its rail, every link's figure its
@@ -45,12 +45,13 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import LaunchError
-from ..job.schedule import screen
-from ..results.files import document
-from ..results.files.rows import aggregate
-from ..results.verdicts.attribution import Attribution, attribute
-from ..results.verdicts.drain import drained_hosts
+from rdmabench.errors import LaunchError
+from rdmabench.job.schedule import screen
+from rdmabench.results.files import document
+from rdmabench.results.files.rows import aggregate
+from rdmabench.results.verdicts.attribution import Attribution, attribute
+from rdmabench.results.verdicts.drain import drained_hosts
+
 from . import netns
 
 NVLINK = {"gbps": 478.125, "kind": "NVLink", "detail": "18 x NVLink 4", "measured": False}
@@ -260,11 +261,11 @@ def metadata(cluster: Cluster, shape: str, fault: Fault, seed: int) -> dict[str,
     hosts = [cluster.host(r // cluster.gpus) for r in range(cluster.ranks)]
     return {
         "generated": (
-            "SYNTHETIC: made by rdmabench.bench.diagnose, not measured; each link's figure is its class's typical "
+            "SYNTHETIC: made by devtools.diagnose, not measured; each link's figure is its class's typical "
             f"figure times lognormal noise (sigma {NOISE}), with one planted fault (metadata.planted)"
         ),
         "planted": asdict(fault) | {"component": fault.name(cluster)},
-        "command_line": "python -m rdmabench.bench.diagnose --generated",
+        "command_line": "python -m devtools.diagnose --generated",
         "world_size": cluster.ranks,
         "hosts": sorted(set(hosts)),
         "ranks": [{"rank": r, "host": hosts[r], "local_rank": r % cluster.gpus} for r in range(cluster.ranks)],
@@ -450,7 +451,7 @@ def _netns_screen(
     cluster: netns.NamespaceCluster, options: argparse.Namespace, directory: str, name: str, fault: netns.Planted
 ) -> tuple[Attribution | None, float, str | None]:
     """One screen on the cluster as it is paced now: its attribution, seconds, and what failed."""
-    from ..job.spawner import find_mpiexec
+    from rdmabench.job.spawner import find_mpiexec
 
     out = os.path.join(directory, f"{name}.json")
     began = time.monotonic()
