@@ -99,7 +99,7 @@ def _load() -> None:
     if _loaded:
         return
     _loaded = True
-    importlib.import_module(f"{__package__}.tests")
+    importlib.import_module(f"{__package__}.kinds")
     for name in plugin_modules():
         before = set(_KINDS)
         try:
