@@ -88,13 +88,6 @@ def _cpu_cell(row: Row) -> str:
     return f"{cost['src']:.3g}/{cost['dst']:.3g}" if cost else "-"
 
 
-def aligned(header: tuple[str, ...], columns: list[list[str]]) -> list[str]:
-    """A header and its columns as lines of left-aligned cells, two spaces apart."""
-    widths = [max(len(name), max(map(len, column), default=0)) for name, column in zip(header, columns, strict=True)]
-    line = "  ".join(f"{{:<{width}}}" for width in widths).format
-    return [line(*header).rstrip()] + [line(*cells).rstrip() for cells in zip(*columns, strict=True)]
-
-
 OUTLIERS_LISTED = 100  # worst first; a cluster with a bad switch has thousands
 
 

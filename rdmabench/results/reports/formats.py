@@ -16,7 +16,7 @@ from ...units import format_size
 from ..files.rows import Row, bulk, bulk_chunks, outliers
 from ..verdicts.attribution import Attribution, attribute
 from . import distribution
-from .cells import COLUMNS, aligned, cell_columns, class_distributions, outlier_lines
+from .cells import COLUMNS, cell_columns, class_distributions, outlier_lines
 
 GROUPINGS = ("none", "host", "link-class", "mode", "size", "date")
 
@@ -57,7 +57,7 @@ def format_table(rows: list[Row], by: str, fraction: float, found: Attribution |
         lines.append("")
         if name:
             lines.append(f"== {by}: {escape.visible(name)}")
-        lines += aligned(COLUMNS, [escape.column(column, escape.visible) for column in cell_columns(members)])
+        lines += escape.aligned(COLUMNS, [escape.column(column, escape.visible) for column in cell_columns(members)])
     lines.append("")
     lines.append(
         "GB/s = 1e9 bytes/s; median/min/max over runs; spread = (max - min) / median; p99/p99.9 us = a block "

@@ -10,7 +10,6 @@ from ...errors import InconclusiveError
 from ...stats import benjamini_hochberg, mann_whitney_many
 from ...units import format_size
 from ..files.rows import ROW_KEY, Row, bulk
-from ..reports.cells import aligned
 
 # --- comparing two sets of runs ----------------------------------------------------------------
 
@@ -145,7 +144,7 @@ def format_changes(
         [f"{c.q_value:.3f}" if c.q_value is not None else "-" for c in changes],
         [_verdict(c, threshold) for c in changes],
     ]
-    lines = aligned(header, [escape.column(column, escape.visible) for column in columns])
+    lines = escape.aligned(header, [escape.column(column, escape.visible) for column in columns])
     regressions = sum(c.regression for c in changes)
     untested = sum(c.p_value is None for c in changes)
     lines.append("")
