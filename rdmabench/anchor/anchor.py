@@ -7,21 +7,17 @@ differ by more than DRIFT_LIMIT is marked unsteady, and --repeat gives the stead
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .. import stats
-from ..errors import ConfigError, LaunchError, RdmabenchError
+from ..errors import ConfigError, LaunchError
 from ..hardware.gpu import visible_gpu_count
 from ..measure import registry
 from ..units import format_size
 from . import ceilings
 from .perftest import Bracket, perftests, same_ucx_settings
+from .rounds import DRIFT_LIMIT, Rows, repeated, round_lines, rounds_median, run_entries, spread
 
 
 def run_rdmabench(
@@ -44,20 +40,6 @@ def run_rdmabench(
     entries = run_entries(command, ranks)
     received = {e["size_bytes"]: e for e in entries if e["dst_rank"] == 0}
     return received | {e["size_bytes"]: e for e in entries if e["src_rank"] == 0}
-
-
-def run_entries(options: list[str], ranks: int = 2, samples: int = 5, sample_time: float = 0.2) -> list[dict[str, Any]]:
-    """The entries of one `rdmabench run --np ranks OPTIONS` (samples of about `sample_time` seconds)."""
-    from ..results.files import document
-
-    with tempfile.TemporaryDirectory() as tmp:
-        out = os.path.join(tmp, "r.json")
-        command = [sys.executable, "-m", "rdmabench", "run", "--np", str(ranks), *options]
-        command += ["--samples", str(samples), "--sample-time", str(sample_time), "-o", out]
-        proc = subprocess.run(command, capture_output=True, text=True, timeout=1800)
-        if proc.returncode != 0:
-            raise LaunchError(f"rdmabench run failed: {proc.stderr.strip()[-500:]}")
-        return list(document.load(out)["results"])
 
 
 @dataclass(frozen=True)
@@ -101,120 +83,30 @@ def compare(
 ) -> list[dict[str, Any]]:
     """Rows of (test, size, anchor figure, rdmabench figures with and without validation, ratios).
     With `repeat` > 1 the whole comparison runs that many times and each row holds the medians
-    (rounds_median)."""
+    (median_rows)."""
     if repeat < 1:
         raise ConfigError(f"--repeat must be at least 1, not {repeat}")
     _check(mode, tests)
-    return repeated(lambda: _compare_once(mode, sizes, tests), repeat, rounds_median, progress, "anchor")
+    return repeated(lambda: _compare_once(mode, sizes, tests), repeat, median_rows, progress, "anchor")
 
 
-Rows = list[dict[str, Any]]
-
-
-def repeated(
-    one_round: Callable[[], Rows],
-    repeat: int,
-    merge: Callable[[list[Rows]], Rows],
-    progress: Callable[[str], None] | None,
-    name: str,
-    announce_one: bool = False,
-) -> Rows:
-    """`repeat` rounds of a comparison, merged (`merge`: the rounds' medians) where there are several.
-    A round that fails after others finished keeps theirs (minutes of measurements), marked with why
-    the rest is missing; a first round that fails raises. Each round is announced as `name round i of
-    n` (a single one too with `announce_one`)."""
-    rounds: list[Rows] = []
-    for index in range(repeat):
-        if progress is not None and (repeat > 1 or announce_one):
-            progress(f"{name} round {index + 1} of {repeat}")
-        try:
-            rounds.append(one_round())
-        except RdmabenchError as exc:
-            if not rounds:
-                raise
-            merged = merge(rounds)
-            for row in merged:
-                row["incomplete"] = (
-                    f"round {index + 1} of {repeat} failed ({exc}); medians of the {len(rounds)} before it"
-                )
-            return merged
-    return rounds[0] if repeat == 1 else merge(rounds)
-
-
-# The figures of a row that rounds_median takes the median of; each ratio is taken per round (both
+# The figures of a row that median_rows takes the median of; each ratio is taken per round (both
 # programs side by side in that round), then its median: never a ratio of two medians.
 FIGURES = (
     "anchor", "validated", "unvalidated", "python_loop", "one_buffer", "peer_copy", "ratio_validated",
     "ratio_unvalidated", "ratio_python_loop", "ratio_one_buffer", "ratio_peer_copy", "anchor_msg_rate",
     "rdmabench_msg_rate", "overhead_us_per_msg", "anchor_before", "anchor_after", "anchor_drift",
 )  # fmt: skip
-# Beyond this difference between ucx_perftest's run before rdmabench's and its run after (relative to
-# their mean), the machine did not hold still while the two programs ran and their ratio is not
-# trusted: the VMs here flip between states 2-3x apart within a minute.
-DRIFT_LIMIT = 0.10
 # The ratios also given as medians of the steady rounds alone (ucx_perftest held still around them),
 # by the name the table gives them.
 STEADY_RATIOS = (("checked", "ratio_validated"), ("unchecked", "ratio_unvalidated"), ("1 buffer", "ratio_one_buffer"))
 
 
-def rounds_median(
-    rounds: list[list[dict[str, Any]]],
-    key: tuple[str, ...] = ("test", "mode", "size_bytes"),
-    figures: tuple[str, ...] = FIGURES,
-    labels: tuple[str, ...] = ("engine", "transport"),
-    drift: str = "anchor_drift",
-    steady: tuple[tuple[str, str], ...] = STEADY_RATIOS,
-) -> list[dict[str, Any]]:
-    """One row per `key` of several rounds of the same comparison: each of `figures`' median over the
-    rounds, `rounds` their count and `runs` each figure's values, round by round; each of `labels`
-    joins the rounds' distinct values.
-    The steady rounds are those whose `drift` stayed within DRIFT_LIMIT (see _steady)."""
-    first = rounds[0]
-    keys = [tuple(r.get(name) for name in key) for r in first]
-    for other in rounds[1:]:
-        if [tuple(r.get(name) for name in key) for r in other] != keys:
-            raise LaunchError("the anchor's rounds measured different rows: cannot take their medians")
-    merged = []
-    for position, row in enumerate(first):
-        out = dict(row)
-        runs: dict[str, list[float]] = {}
-        for figure in figures:
-            values = [r[position].get(figure) for r in rounds]
-            numbers = [float(v) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
-            if len(numbers) == len(values):
-                runs[figure] = numbers
-                out[figure] = stats.median(numbers)
-            elif numbers:  # a column some rounds lack has no median of all: not shown (one a test lacks stays)
-                out[figure] = None
-        for label in labels:  # a round that ran otherwise must not hide behind the first
-            out[label] = " | ".join(dict.fromkeys(str(r[position].get(label)) for r in rounds))
-        out["rounds"], out["runs"] = len(rounds), runs
-        out |= _steady(runs, drift, steady)
-        merged.append(out)
-    return merged
-
-
-def _steady(
-    runs: dict[str, list[float]], drift: str = "anchor_drift", ratios: tuple[tuple[str, str], ...] = STEADY_RATIOS
-) -> dict[str, Any]:
-    """How many rounds were steady (the anchor's two runs around rdmabench's within DRIFT_LIMIT)
-    and, where any was, the median of each ratio over those rounds alone; nothing for rows without a
-    bracket (a copy-engine ceiling)."""
-    drifts = runs.get(drift)
-    if drifts is None:
-        return {}
-    steady = [index for index, value in enumerate(drifts) if value <= DRIFT_LIMIT]
-    out: dict[str, Any] = {"steady_rounds": len(steady)}
-    for _name, ratio in ratios:
-        if steady and ratio in runs:
-            out[f"steady_{ratio}"] = stats.median(runs[ratio][index] for index in steady)
-    return out
-
-
-def _spread(row: dict[str, Any], figure: str) -> str:
-    values = (row.get("runs") or {}).get(figure)
-    digits = 3 if figure == "anchor" else 2
-    return f"{min(values):.{digits}f}-{max(values):.{digits}f}" if values else "-"
+def median_rows(rounds: list[Rows]) -> Rows:
+    """The rounds' rows as one (rounds.rounds_median): each figure's median, the steady rounds' ratios beside them."""
+    return rounds_median(
+        rounds, ("test", "mode", "size_bytes"), FIGURES, ("engine", "transport"), "anchor_drift", STEADY_RATIOS
+    )
 
 
 def _check(mode: str, tests: list[str]) -> None:
@@ -356,31 +248,26 @@ def _steady_text(row: dict[str, Any]) -> str:
     return text
 
 
-def _round_lines(rows: list[dict[str, Any]]) -> list[str]:
-    """Under a --repeat table: whether every round finished, and each ratio's spread over the rounds."""
-    lines = []
-    if rows and rows[0].get("incomplete"):
-        lines.append(f"# INCOMPLETE: {rows[0]['incomplete']}")
-    repeated = [r for r in rows if r.get("rounds")]
-    if repeated:
-        steady = (
-            f"; drift is the rounds' median; steady rounds: those whose anchor drifted {DRIFT_LIMIT:.0%} or less, and "
-            "each ratio's median over them alone"
-            if any("steady_rounds" in r for r in repeated)
-            else ""
-        )
-        lines.append(
-            f"# every figure above is the median of {repeated[0]['rounds']} rounds, and each ratio the median of the "
-            "rounds' ratios (each taken within its round), so a ratio need not equal its figures' quotient; "
-            f"the spread over the rounds, min-max (every round's figures are in the JSON, `runs`){steady}:"
-        )
-        for r in repeated:
-            lines.append(
-                f"{r['test']:<7} {r['mode']:<8} {format_size(r['size_bytes']):>7} checked {_spread(r, 'ratio_validated')}"
-                f"  unchecked {_spread(r, 'ratio_unvalidated')}  1 buffer {_spread(r, 'ratio_one_buffer')}"
-                f"  anchor {_spread(r, 'anchor')}{_steady_text(r)}"
-            )
-    return lines
+def _round_heading(repeated: Rows) -> str:
+    steady = (
+        f"; drift is the rounds' median; steady rounds: those whose anchor drifted {DRIFT_LIMIT:.0%} or less, and "
+        "each ratio's median over them alone"
+        if any("steady_rounds" in r for r in repeated)
+        else ""
+    )
+    return (
+        f"# every figure above is the median of {repeated[0]['rounds']} rounds, and each ratio the median of the "
+        "rounds' ratios (each taken within its round), so a ratio need not equal its figures' quotient; "
+        f"the spread over the rounds, min-max (every round's figures are in the JSON, `runs`){steady}:"
+    )
+
+
+def _round_line(r: dict[str, Any]) -> str:
+    return (
+        f"{r['test']:<7} {r['mode']:<8} {format_size(r['size_bytes']):>7} checked {spread(r, 'ratio_validated')}"
+        f"  unchecked {spread(r, 'ratio_unvalidated')}  1 buffer {spread(r, 'ratio_one_buffer')}"
+        f"  anchor {spread(r, 'anchor', 3)}{_steady_text(r)}"
+    )
 
 
 def format_rows(rows: list[dict[str, Any]]) -> str:
@@ -426,7 +313,7 @@ def format_rows(rows: list[dict[str, Any]]) -> str:
                 f"{r['ratio_unvalidated']:.2f}"  # the same ratio; with --repeat, the median of the rounds' ones
             )
     lines.extend(_unsteady_lines(rows))
-    lines.extend(_round_lines(rows))
+    lines.extend(round_lines(rows, _round_heading, _round_line))
     peers = [r for r in rows if r.get("peer_copy")]
     if peers:
         lines.append("# device bw against the copy engine's GPU0 -> GPU1 peer copy (cudaMemcpyPeerAsync), same run:")

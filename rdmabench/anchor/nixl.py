@@ -7,7 +7,7 @@ nixl_agent.py; NIXL bundles a UCX build of its own, so it never shares a process
 wheel), then `rdmabench run` with payload validation off and then on, then NIXL again: NIXL's figure
 is the mean of its runs before and after, and their difference (drift) says whether the machine held
 still in between. Each ratio is taken within its round; --repeat gives the rounds' medians and
-spread (anchor.rounds_median). Both sides report per transfer: GB/s at the median transfer (its bytes
+spread (rounds.rounds_median). Both sides report per transfer: GB/s at the median transfer (its bytes
 over its p50 time), p50/p99/p99.9, the median transfer's share spent posting, descriptors a second,
 CPU seconds per GB at the initiator, the list against one contiguous message of the same bytes, the
 cold costs (registration, metadata or key exchange, preparing the lists, the first transfer), and
@@ -35,8 +35,8 @@ from ..measure.blocks import LAYOUTS, POSTINGS, BlockShape
 from ..measure.kvhandoff import Handoff
 from ..units import format_size
 from ..wire import protoinfo
-from .anchor import DRIFT_LIMIT, repeated, rounds_median, run_entries
 from .nixl_agent import NIXL_PACKAGES, PLAN, read_file, write_json
+from .rounds import DRIFT_LIMIT, repeated, round_lines, rounds_median, run_entries, spread
 
 OPERATIONS = {"put": "WRITE", "get": "READ"}  # rdmabench's test -> NIXL's operation
 MEMORY = {"host": ("DRAM", "pageable"), "device": ("VRAM", "device")}  # --mode -> (NIXL's, rdmabench's)
@@ -131,7 +131,7 @@ def compare(plan: NixlPlan, repeat: int = 1, progress: Callable[[str], None] | N
 
 
 def median_rows(rounds: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
-    """The rounds' rows as one: each measured figure's median (anchor.rounds_median), the steady rounds'
+    """The rounds' rows as one: each measured figure's median (rounds.rounds_median), the steady rounds'
     ratios beside them."""
     figures = sorted(
         {
@@ -440,7 +440,7 @@ def format_rows(rows: list[dict[str, Any]]) -> str:
             "descriptors posted"
             for r in told
         ]
-    lines += _round_lines(rows)
+    lines += round_lines(rows, _round_heading, _round_line)
     return "\n".join(lines)
 
 
@@ -464,34 +464,24 @@ def _cold_line(row: dict[str, Any]) -> str:
     return f"#   {where}: NIXL {part('nixl')}; rdmabench {part('rdmabench')}"
 
 
-def _spread(row: dict[str, Any], figure: str) -> str:
-    values = (row.get("runs") or {}).get(figure)
-    return f"{min(values):.2f}-{max(values):.2f}" if values else "-"
+def _round_heading(repeated: list[dict[str, Any]]) -> str:
+    return (
+        f"# every figure above is the median of {repeated[0]['rounds']} rounds, each ratio the median of the rounds' "
+        "ratios (each taken within its round); min-max over the rounds (every round's figures: the JSON's `runs`); "
+        f"steady rounds: NIXL's two runs within {DRIFT_LIMIT:.0%} of each other, and the ratios' median over them:"
+    )
 
 
-def _round_lines(rows: list[dict[str, Any]]) -> list[str]:
-    """Under a --repeat table: whether every round finished, and each ratio's spread over the rounds."""
-    lines = []
-    if rows and rows[0].get("incomplete"):
-        lines.append(f"# INCOMPLETE: {rows[0]['incomplete']}")
-    repeated = [r for r in rows if r.get("rounds")]
-    if repeated:
-        lines.append(
-            f"# every figure above is the median of {repeated[0]['rounds']} rounds, each ratio the median of the rounds' "
-            "ratios (each taken within its round); min-max over the rounds (every round's figures: the JSON's `runs`); "
-            f"steady rounds: NIXL's two runs within {DRIFT_LIMIT:.0%} of each other, and the ratios' median over them:"
-        )
-        for r in repeated:
-            steady = ", ".join(
-                f"{name} {r[f'steady_{ratio}']:.2f}" for name, ratio in STEADY if r.get(f"steady_{ratio}") is not None
-            )
-            lines.append(
-                f"{r['test']:<4} {r['case'][:26]:<26} {format_size(r['size_bytes']):>7} GB/s ratio "
-                f"{_spread(r, 'ratio_gbps')}  p99 ratio {_spread(r, 'ratio_p99')}  NIXL GB/s {_spread(r, 'nixl_gbps')}"
-                f"  rdmabench GB/s {_spread(r, 'rdmabench_gbps')}  steady rounds {r.get('steady_rounds', 0)} of "
-                f"{r['rounds']}" + (f": {steady}" if steady else "")
-            )
-    return lines
+def _round_line(r: dict[str, Any]) -> str:
+    steady = ", ".join(
+        f"{name} {r[f'steady_{ratio}']:.2f}" for name, ratio in STEADY if r.get(f"steady_{ratio}") is not None
+    )
+    return (
+        f"{r['test']:<4} {r['case'][:26]:<26} {format_size(r['size_bytes']):>7} GB/s ratio "
+        f"{spread(r, 'ratio_gbps')}  p99 ratio {spread(r, 'ratio_p99')}  NIXL GB/s {spread(r, 'nixl_gbps')}"
+        f"  rdmabench GB/s {spread(r, 'rdmabench_gbps')}  steady rounds {r.get('steady_rounds', 0)} of "
+        f"{r['rounds']}" + (f": {steady}" if steady else "")
+    )
 
 
 def document(rows: list[dict[str, Any]]) -> dict[str, Any]:
