@@ -17,11 +17,11 @@ from ..memory.buffers import Buffer
 from ..memory.payload import Pattern
 from ..modes import MemoryMode
 from ..wire.staging import Carrier
+from .need import Need
 
 if TYPE_CHECKING:
     from ..wire.native import HotLoop
     from ..wire.ucx import Transport
-    from .need import Need
     from .plan import Plan
 
 # Tag layout: kind in the top byte, sender rank in the next three, message slot below.
@@ -71,6 +71,15 @@ class RoundShape(Protocol):
     def end_need(self, link: Link, mode: MemoryMode, count: int, receiving: bool) -> Need:
         """What one end of `link`, in `mode`, holds for `count` messages a step (measure/need.py)."""
         ...
+
+
+def round_trip_need(spec: RoundShape, rank: int) -> Need:
+    """What a rank holds for a round trip on each of its links (lat, put-lat): each end both sends and
+    receives one message, both in its own memory."""
+    targets, sources = spec.ends(rank)
+    ends = [(link, link.src_mode) for link in targets] + [(link, link.dst_mode) for link in sources]
+    halves = [spec.end_need(link, mode, 1, receiving) for link, mode in ends for receiving in (False, True)]
+    return sum(halves, Need())
 
 
 class RoundEnd(Protocol):

@@ -15,7 +15,7 @@ import numpy as np
 
 from ... import escape, stats
 from ...stats import sorted_median
-from ...units import format_size
+from ..files.rows import class_fields, class_label
 
 if TYPE_CHECKING:
     from ..files.rows import Row
@@ -60,15 +60,7 @@ class Distribution:
 
     def to_dict(self) -> dict[str, Any]:
         counts, edges = self.histogram()
-        test, src_mode, dst_mode, size, link_class, load, settings = self.key
-        return {
-            "test": test,
-            "src_mode": src_mode,
-            "dst_mode": dst_mode,
-            "size_bytes": size,
-            "link_class": link_class,
-            "load": load,
-            "settings": dict(settings),
+        return class_fields(self.key) | {
             "links": self.links,
             "not_finite": self.left_out,
             "unit": self.unit,
@@ -111,9 +103,7 @@ def _distribution(key: tuple[Any, ...], members: list[Row], fraction: float) -> 
 
 
 def _label(key: tuple[Any, ...], differs: str) -> str:
-    test, src_mode, dst_mode, size, link_class, load, _settings = key
-    variant = f", {differs}" if differs else ""
-    return f"{test} {src_mode}->{dst_mode} {format_size(size)} {link_class}, {load}{variant}"
+    return class_label(key) + (f", {differs}" if differs else "")
 
 
 def shown(value: float, unit: str) -> str:

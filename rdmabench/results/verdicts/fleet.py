@@ -33,8 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from ...units import format_size
-from ..files.rows import Row, class_key, load_of
+from ..files.rows import Row, class_fields, class_key, class_label, load_of
 
 # The load of a link a screen measured again, alone (report.load_of of a re-measured entry).
 REMEASURED = load_of({"remeasured_from": 0.0})
@@ -80,16 +79,7 @@ class ClassFloor:
     over_limit: int  # links whose figure is above their physical limit (a broken figure, or a wrong limit)
 
     def to_dict(self) -> dict[str, Any]:
-        test, src_mode, dst_mode, size, link_class, load, settings, rail = self.key
-        return {
-            "test": test,
-            "src_mode": src_mode,
-            "dst_mode": dst_mode,
-            "size_bytes": size,
-            "link_class": link_class,
-            "rail": rail or None,
-            "load": load,
-            "settings": dict(settings),
+        return class_fields(self.key) | {
             "label": self.label,
             "links": self.links,
             "unit": self.unit,
@@ -426,7 +416,7 @@ def _class_floors(
         found.append(
             ClassFloor(
                 key=key,
-                label=_label(key),
+                label=class_label(key),
                 links=int(sizes[index]),
                 unit=row.unit,
                 higher_is_better=bool(higher[index]),
@@ -442,12 +432,6 @@ def _class_floors(
             )
         )
     return found
-
-
-def _label(key: tuple[Any, ...]) -> str:
-    test, src_mode, dst_mode, size, link_class, load, _settings, rail = key
-    place = f"{link_class} {rail}" if rail else link_class
-    return f"{test} {src_mode}->{dst_mode} {format_size(size)} {place}, {load}"
 
 
 def fleet_floors(rows: list[Row], params: FloorParams | None = None) -> list[ClassFloor]:
