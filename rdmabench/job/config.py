@@ -236,7 +236,7 @@ class RunConfig:
     def memory_class(self) -> str:
         """What the links' ends hold, for the default window: GPU memory at both (a deep window),
         host memory at both (a CPU copies: a cache-sized window), or one of each."""
-        if all(mode is MemoryMode.DEVICE for mode in self.modes):
+        if all(mode.record.gpu_direct for mode in self.modes):
             return plan.DEVICE
         if all(mode.cpu_copied for mode in self.modes):
             return plan.HOST
