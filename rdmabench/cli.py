@@ -24,6 +24,7 @@ from .errors import (
 )
 from .escape import visible, visible_lines
 from .job.config import DEFAULT_BLOCK_SIZES, DEFAULT_SIZES, RunConfig
+from .job.schedule import PATTERNS, pattern_help
 from .measure import kvhandoff, registry
 from .modes import MemoryMode
 from .results.files import document
@@ -145,10 +146,8 @@ def main() -> None:
 @click.option(
     "--pattern",
     default="pair",
-    metavar="pair|all-pairs|ring|incast|fan-out|bisection|screen",
-    help="Which links: ranks 0 and 1; every ordered pair, one at a time; every rank to the next at once; "
-    "all to --root; --root to all; the two halves of the job at once; a cluster screen (a ring in every "
-    "host, every pair of hosts rail-aligned, slow links re-measured alone).",
+    metavar="|".join(PATTERNS),
+    help=pattern_help(),
 )
 @click.option(
     "--remeasure-below",

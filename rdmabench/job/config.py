@@ -12,7 +12,7 @@ from ..measure.blocks import BlockShape
 from ..modes import MemoryMode
 from ..units import DISPLAY_UNITS, parse_sizes
 from ..wire.staging import DEFAULT_BUFFERS, DEFAULT_CHUNK, Staging
-from .schedule import LINK_CLASSES, PATTERNS
+from .schedule import LINK_CLASSES, pattern_named
 
 DEFAULT_SIZES = "1:64MiB:x4"
 DEFAULT_BLOCK_SIZES = "4KiB:1MiB:x4"  # --blocks without --block-size: KV-cache block sizes
@@ -87,11 +87,10 @@ class RunConfig:
 
     def check(self) -> RunConfig:
         kind = registry.get(self.test)
-        if self.pattern not in PATTERNS:
-            raise ConfigError(f"unknown pattern {self.pattern!r}: choose one of {', '.join(PATTERNS)}")
+        pattern = pattern_named(self.pattern)
         if self.link_class not in LINK_CLASSES:
             raise ConfigError(f"unknown link class {self.link_class!r}: choose one of {', '.join(LINK_CLASSES)}")
-        concurrent = self.pattern not in ("pair", "all-pairs") or self.concurrent
+        concurrent = pattern.concurrent or self.concurrent
         if concurrent and not kind.concurrent:
             raise ConfigError(
                 f"--test {self.test} measures one link at a time: use it with --pattern pair or all-pairs without --concurrent"
@@ -108,7 +107,7 @@ class RunConfig:
             mode.staged for mode in self.modes
         ):
             raise ConfigError("--chunk-size and --stage-buffers shape staged and bounce modes; no end here stages")
-        if self.concurrent and self.pattern != "all-pairs":
+        if self.concurrent and not pattern.packs:
             raise ConfigError("--concurrent schedules all-pairs; the other patterns are concurrent already")
         if not 0 <= self.remeasure_below < 1:
             raise ConfigError(
@@ -191,7 +190,7 @@ class RunConfig:
             return
         if kind.block_op is None:
             raise ConfigError(f"--blocks moves the bytes of put, get or bw, not of --test {self.test}")
-        if self.pattern not in ("pair", "all-pairs") or self.concurrent:
+        if pattern_named(self.pattern).concurrent or self.concurrent:
             raise ConfigError(
                 "--blocks measures one link at a time: use --pattern pair or all-pairs without --concurrent"
             )

@@ -15,12 +15,13 @@ from ..measure.registry import TestKind
 from ..measure.round import RoundSpec
 from ..stats import median
 from .config import RunConfig
+from .schedule import PATTERNS
 from .schedule import Link as Pair
 
 
 def is_pattern_round(config: RunConfig) -> bool:
     """Whether this run's rounds load many links at once (their entries carry the pattern's aggregate)."""
-    return config.pattern not in ("pair", "all-pairs") or config.concurrent
+    return PATTERNS[config.pattern].concurrent or config.concurrent
 
 
 def size_plan(

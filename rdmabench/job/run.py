@@ -289,7 +289,7 @@ class _Job:
     ) -> None:
         table, config, world = self.table, self.config, self.world
         assert table is not None
-        if config.pattern == "pair":
+        if schedule.PATTERNS[config.pattern].one_pair:
             shape = config.block_shape
             blocks = shape.describe() if shape else None
             if config.handoff is not None:
@@ -303,7 +303,7 @@ class _Job:
             table.pattern_header(
                 config.pattern, links, len(rounds), config.src_mode.value, config.dst_mode.value, config.validate
             )
-        if config.pattern == "bisection" and world.size % 2:
+        if schedule.PATTERNS[config.pattern].halves and world.size % 2:
             table.note(f"warning: rank {world.size - 1} stays idle: bisection pairs the two halves of an even count")
         for warning in _placement_warnings(topologies):
             table.note(f"warning: {warning}")
@@ -334,7 +334,7 @@ class _Job:
                 self.run_rounds(whole, rounds, progress, shape=reference)
                 _release_buffers(config)
             self.run_rounds(size, rounds, progress, shape=shape)
-            if config.pattern == "screen" and config.remeasure_below > 0:
+            if schedule.PATTERNS[config.pattern].remeasures and config.remeasure_below > 0:
                 self.remeasure(size, progress)
             _release_buffers(config)  # the next size needs buffers of its own
         return self.finish()
@@ -417,11 +417,11 @@ class _Job:
             self._compare_blocks(entry)
             if alone:
                 entry.remeasured_from = self.screened[(entry.src_rank, entry.dst_rank)].value
-            elif self.config.pattern == "screen":
+            elif schedule.PATTERNS[self.config.pattern].remeasures:
                 self.screened[(entry.src_rank, entry.dst_rank)] = entry
         self.stream.append([entry.to_dict() for entry in entries])
         if self.table and entries:
-            if self.config.pattern == "pair":
+            if schedule.PATTERNS[self.config.pattern].one_pair:
                 self.table.row(entries)
             else:
                 self.table.link_rows(entries, progress.done, progress.total, progress.eta())
@@ -458,7 +458,7 @@ class _Job:
             stream, self.stream = self.stream, None
             stream.metadata["ucx_warnings"] = sorted({w for ws in all_warnings or [] for w in ws})
             summary = stream.finish(complete=True)
-            if self.table and config.pattern != "pair":
+            if self.table and not schedule.PATTERNS[config.pattern].one_pair:
                 self.table.matrices(summary.get("matrices", []))
             # The CSV and the verdict read the same rows: the file is loaded and aggregated once.
             rows = _rows(stream.path) if config.output_format == "csv" or config.expect else []
