@@ -15,7 +15,7 @@ hit or miss, its confidence and the seconds the attribution took; then a million
 over 1,024 ranks) are written as a schema-2 file and read back, aggregated and attributed, timed,
 with the peak RSS of this process.
 
-`--netns` plants real faults in a namespace cluster (bench/netns.py: launch/netns-cluster.sh, 8 hosts
+`--netns` plants real faults in a namespace cluster (devtools/netns.py: launch/netns-cluster.sh, 8 hosts
 x 2 rails, one rank a rail, UCX over tcp on the veths): first a screen unpaced, for the rate its
 loaded links reach, and every interface gets a line rate of `--line-share` of that (links limited by
 their "wire", not by the shared cores); a paced healthy screen gives the spread a fault must stand

@@ -1,5 +1,5 @@
 """A namespace cluster (launch/netns-cluster.sh) with one fault planted in it: what the namespace
-trials of `bench.diagnose --netns` and the tests run a screen on.
+trials of `devtools.diagnose --netns` and the tests run a screen on.
 
 Every host's interfaces get a line rate (an HTB class on each `eth<r>` and on `lo` inside its
 namespace), set below what the links reach unpaced, so that a link is limited by its "wire", as in

@@ -2,7 +2,7 @@
 
 Most people meet pinned memory through PyTorch: `tensor.pin_memory()`, `.to("cuda",
 non_blocking=True)`, `DataLoader(pin_memory=True)`, copies on a side stream. This measures each, and
-puts the raw CuPy figure for the same copy (bench/copy.py, measured in the same run) beside it:
+puts the raw CuPy figure for the same copy (copy/copy.py, measured in the same run) beside it:
 
 - copies host-to-device and device-to-host of pageable and pinned tensors, with and without
   `non_blocking`, timed with CUDA events on the copy's stream, plus how long the call held the CPU
@@ -223,7 +223,7 @@ def _entry(
 
 
 def _raw(cupy: Any, gpu: int, direction: str, kind: str, size: int, samples: int) -> float | None:
-    """The raw copy (bench/copy.py, cudaMemcpyAsync from the same kind of host memory), same run."""
+    """The raw copy (copy/copy.py, cudaMemcpyAsync from the same kind of host memory), same run."""
     if cupy is None:
         return None
     from .copy import measure

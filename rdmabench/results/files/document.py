@@ -230,7 +230,7 @@ SCHEMAS = schema.SCHEMAS
 
 
 def json_schema(name: str) -> dict[str, Any]:
-    """The published JSON Schema `name` (one of SCHEMAS), shipped in rdmabench/results/schemas/: the
+    """The published JSON Schema `name` (one of SCHEMAS), shipped in rdmabench/results/files/schemas/: the
     loader checks every file against it (schema.py)."""
     return schema.published(name)
 

@@ -44,7 +44,7 @@ _TYPES: dict[str, Callable[[Any], bool]] = {
 
 
 def published(name: str) -> dict[str, Any]:
-    """The published JSON Schema `name` (one of SCHEMAS), shipped in rdmabench/results/schemas/."""
+    """The published JSON Schema `name` (one of SCHEMAS), shipped in rdmabench/results/files/schemas/."""
     if name not in SCHEMAS:
         raise ValueError(f"unknown schema {name!r}: choose one of {', '.join(SCHEMAS)}")
     text = resources.files(__package__).joinpath("schemas").joinpath(f"{name}.schema.json").read_text(encoding="utf-8")
