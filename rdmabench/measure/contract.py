@@ -1,7 +1,8 @@
 """The measurement contract: what a step protocol and the round engine agree on, and nothing of
-either's workings. Protocols (window, pingpong, onesided, blocksteps) import only this module to
-know a round; the engine (round.py) implements `RoundEnd` and drives any `StepProtocol`. So a new
-protocol is one module beside the others and its registry line, and the engine never names one.
+either's workings. Protocols (window, pingpong, onesided, blocksteps) import this module (and of
+measure/ only need, faults and the block shapes: tests/test_layout.py) to know a round; the engine
+(round.py) implements `RoundEnd` and drives any `StepProtocol`. So a new protocol is one module
+beside the others and its registry line, and the engine never names one.
 
 Holds: the message tags, a link and one end of it on a rank (`Side`), the round as a protocol sees
 it (`RoundShape`), this rank's part of a round (`RoundEnd`), and the protocol itself (`StepProtocol`).
