@@ -15,7 +15,7 @@ import numpy as np
 
 from ... import escape, stats
 from ...stats import sorted_median
-from ..files.rows import class_fields, class_label
+from ..files.classes import class_fields, class_label
 
 if TYPE_CHECKING:
     from ..files.rows import Row

@@ -33,7 +33,8 @@ from typing import Any
 
 import numpy as np
 
-from ..files.rows import Row, class_fields, class_key, class_label, load_of
+from ..files.classes import class_fields, class_label
+from ..files.rows import Row, class_key, load_of
 
 # The load of a link a screen measured again, alone (report.load_of of a re-measured entry).
 REMEASURED = load_of({"remeasured_from": 0.0})
