@@ -92,5 +92,12 @@ def column(cells: list[str], escape: Callable[[str], str]) -> list[str]:
     return [escape(cell) for cell in cells]
 
 
+def aligned(header: tuple[str, ...], columns: list[list[str]]) -> list[str]:
+    """A header and its columns as lines of left-aligned cells, two spaces apart."""
+    widths = [max(len(name), max(map(len, column), default=0)) for name, column in zip(header, columns, strict=True)]
+    line = "  ".join(f"{{:<{width}}}" for width in widths).format
+    return [line(*header).rstrip()] + [line(*cells).rstrip() for cells in zip(*columns, strict=True)]
+
+
 # What each escape a column goes through changes: a character of these, anywhere in the column.
 _NEEDS: dict[Callable[[str], str], re.Pattern[str]] = {visible: _HIDDEN, markdown: _MARKDOWN}

@@ -6,9 +6,9 @@ configuration all reason about modes without loading CUDA or UCX.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from enum import Enum
-from typing import Any
+from typing import Any, Literal, get_args
 
 from .errors import ConfigError
 
@@ -58,7 +58,7 @@ class MemoryMode(str, Enum):
         return self.record.staging is not None
 
     @property
-    def ucx_memory(self) -> str:
+    def ucx_memory(self) -> UcxMemory:
         """The memory type UCX detects for the buffers it is handed, as its reports name it."""
         return self.record.ucx_memory
 
@@ -73,23 +73,52 @@ class MemoryMode(str, Enum):
         return self.record.cpu_copied
 
 
+# The memory type UCX detects for the buffers it is handed, as its reports name it (wire/native maps
+# each to its ucs_memory_type_t).
+UcxMemory = Literal["host", "cuda", "cuda-managed"]
+# How memory/buffers.py makes a mode's buffers.
+Allocation = Literal["pageable", "pinned", "mapped", "device", "managed", "ucx"]
+# How UCX is kept from seeing device memory: chunks through several pinned buffers, or one
+# message-sized pinned buffer.
+StagingKind = Literal["pipelined", "bounce"]
+# How page-locked memory is pinned: cudaHostAlloc (mlock without a GPU), or cudaHostAlloc(Mapped).
+Pin = Literal["cuda", "mapped"]
+
+
 @dataclass(frozen=True)
 class ModeRecord:
     """What a memory mode is, once: to UCX, to CuPy, to the allocator, to staging and to limits.
-    A new mode is a member of MemoryMode, its record here, and its allocation in memory/buffers.py."""
+    A new mode is a member of MemoryMode, its record here, and its allocation in memory/buffers.py.
+    A value outside its field's Literal is refused when the record is made (at import)."""
 
-    ucx_memory: str  # the memory type UCX detects for the buffers it is handed ("host", "cuda", "cuda-managed")
-    allocation: str  # how memory/buffers.py makes it: pageable, pinned, mapped, device, managed, ucx
+    ucx_memory: UcxMemory
+    allocation: Allocation
     cupy: bool = False  # CuPy fills and checks the bytes (GPU-addressable memory)
     needs_gpu: bool = False
     # Host memory that a CPU copies between two processes (cma, shared memory): a cache-sized window.
     cpu_copied: bool = False
-    # UCX never sees the memory: "pipelined" (chunks through several pinned buffers), "bounce" (one
-    # message-sized pinned buffer), or None (UCX is handed the buffers).
-    staging: str | None = None
-    pin: str | None = None  # how its page-locked memory is pinned: "cuda" (mlock without a GPU), "mapped"
+    staging: StagingKind | None = None  # None: UCX is handed the buffers
+    pin: Pin | None = None  # None: not page-locked by us
     # A one-sided peer can poll a flag word in it with CPU loads (host memory, whoever allocated it).
     pollable: bool = False
+    # GPU memory UCX is handed and moves without a CPU copy (cuda_ipc, GPUDirect RDMA): a round of it
+    # at both ends takes the device's deep default window (measure/plan.py).
+    gpu_direct: bool = False
+
+    def __post_init__(self) -> None:
+        for field in fields(self):
+            allowed = _LITERALS.get(field.name)
+            value = getattr(self, field.name)
+            if allowed is not None and value is not None and value not in allowed:
+                raise ValueError(f"ModeRecord.{field.name} {value!r}: not one of {', '.join(allowed)}")
+
+
+_LITERALS: dict[str, tuple[str, ...]] = {
+    "ucx_memory": get_args(UcxMemory),
+    "allocation": get_args(Allocation),
+    "staging": get_args(StagingKind),
+    "pin": get_args(Pin),
+}
 
 
 def mode_named(text: Any) -> MemoryMode | None:
@@ -105,7 +134,7 @@ RECORDS: dict[MemoryMode, ModeRecord] = {
     MemoryMode.PINNED: ModeRecord("host", "pinned", cpu_copied=True, pin="cuda", pollable=True),
     # Mapped memory is pinned host memory to UCX.
     MemoryMode.MAPPED: ModeRecord("host", "mapped", needs_gpu=True, cpu_copied=True, pin="mapped", pollable=True),
-    MemoryMode.DEVICE: ModeRecord("cuda", "device", cupy=True, needs_gpu=True),
+    MemoryMode.DEVICE: ModeRecord("cuda", "device", cupy=True, needs_gpu=True, gpu_direct=True),
     # Managed memory may sit on the GPU: not a CPU copy.
     MemoryMode.MANAGED: ModeRecord("cuda-managed", "managed", cupy=True, needs_gpu=True),
     MemoryMode.STAGED: ModeRecord("host", "device", cupy=True, needs_gpu=True, staging="pipelined", pin="cuda"),

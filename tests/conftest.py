@@ -75,8 +75,8 @@ RESULTS_DATA = Path(__file__).resolve().parent / "data" / "results"
 
 
 def million_sources() -> dict[str, str]:
-    """bench.million's real source runs, read from the tests' copies."""
-    from rdmabench.bench.million import SOURCES
+    """devtools.million's real source runs, read from the tests' copies."""
+    from devtools.million import SOURCES
 
     return {link: str(RESULTS_DATA / Path(source).name) for link, source in SOURCES.items()}
 

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from rdmabench.bench.anchor import DRIFT_LIMIT, format_rows, rounds_median
-from rdmabench.bench.perftest import Bracket, PerftestResult, parse_final
+from rdmabench.anchor.anchor import format_rows, median_rows
+from rdmabench.anchor.perftest import Bracket, PerftestResult, parse_final
+from rdmabench.anchor.rounds import DRIFT_LIMIT
 from rdmabench.errors import LaunchError
 from rdmabench.wire import native
 
@@ -135,7 +136,7 @@ def test_repeated_rounds_give_the_steady_rounds_medians_beside_all_rounds() -> N
         [_round_row(4096, 27.0, 13.0, 13.0, drift=1.0)],
         [_round_row(4096, 13.0, 12.0, 12.5, drift=0.15)],  # over the limit too
     ]
-    (row,) = rounds_median(rounds)  # type: ignore[arg-type]
+    (row,) = median_rows(rounds)  # type: ignore[arg-type]
     assert row["steady_rounds"] == 2 and row["anchor_drift"] == 0.15
     assert row["steady_ratio_unvalidated"] == pytest.approx((13.3 / 14 + 36 / 40) / 2)
     assert row["steady_ratio_validated"] == pytest.approx((13 / 14 + 36 / 40) / 2)
@@ -146,28 +147,28 @@ def test_repeated_rounds_give_the_steady_rounds_medians_beside_all_rounds() -> N
     assert "UNSTEADY" not in text  # the per-round warning is for one-round tables
     bw_line = next(line for line in text.splitlines() if line.startswith("bw "))
     assert " 15.0% " in bw_line and "!" not in bw_line  # the rounds' median drift, not a verdict on a round
-    none_steady = rounds_median([[_round_row(4096, 27.0, 13.0, 13.0, drift=1.0)]] * 2)  # type: ignore[list-item]
+    none_steady = median_rows([[_round_row(4096, 27.0, 13.0, 13.0, drift=1.0)]] * 2)  # type: ignore[list-item]
     assert none_steady[0]["steady_rounds"] == 0 and "steady_ratio_validated" not in none_steady[0]
     assert "steady rounds 0 of 2" in format_rows(none_steady)
 
 
 def test_a_round_at_the_drift_limit_is_steady_and_a_ceiling_row_has_no_bracket() -> None:
     at_limit = [[_round_row(65536, 10.0, 9.0, 9.5, drift=DRIFT_LIMIT)] for _ in range(3)]
-    (row,) = rounds_median(at_limit)  # type: ignore[arg-type]
+    (row,) = median_rows(at_limit)  # type: ignore[arg-type]
     assert row["steady_rounds"] == 3 and row["steady_ratio_unvalidated"] == pytest.approx(0.95)
     ceiling = {
         "test": "bibw", "mode": "device", "size_bytes": 1 << 28, "anchor": 760.0, "validated": 740.0,
         "unvalidated": 750.0, "ratio_validated": 740 / 760, "ratio_unvalidated": 750 / 760, "python_loop": None,
         "ratio_python_loop": None, "overhead_us_per_msg": None, "engine": "native", "transport": "cuda_ipc/cuda",
     }  # fmt: skip
-    (merged,) = rounds_median([[dict(ceiling)], [dict(ceiling)]])
+    (merged,) = median_rows([[dict(ceiling)], [dict(ceiling)]])
     assert "steady_rounds" not in merged and "anchor_drift" not in merged["runs"]
     assert "steady rounds" not in format_rows([merged]) and "UNSTEADY" not in format_rows([merged])
 
 
 def test_an_incomplete_repeat_of_one_finished_round_still_warns_of_its_drift(monkeypatch: pytest.MonkeyPatch) -> None:
     """(Generated rounds stand in for the comparisons: this is the merging and printing.)"""
-    from rdmabench.bench import anchor
+    from rdmabench.anchor import anchor
 
     calls = []
 
@@ -192,7 +193,7 @@ def test_repeated_rounds_keep_each_ratio_side_by_side_then_take_medians() -> Non
         [_round_row(65536, 4.0, 3.8, 3.6)],  # everything slow in this round: the ratio still 0.9-0.95
         [_round_row(65536, 12.0, 10.0, 12.0)],
     ]
-    (row,) = rounds_median(rounds)  # type: ignore[arg-type]
+    (row,) = median_rows(rounds)  # type: ignore[arg-type]
     assert row["rounds"] == 3 and row["anchor"] == 10.0 and row["validated"] == 9.0
     assert row["ratio_unvalidated"] == pytest.approx(0.95)  # medians of 0.95, 0.9, 1.0
     assert row["runs"]["ratio_validated"] == pytest.approx([0.9, 0.95, 10 / 12])
@@ -205,7 +206,7 @@ def test_a_figure_some_rounds_lack_is_not_shown_and_a_changed_engine_is() -> Non
     rounds = [[_round_row(65536, 10.0, 9.0, 9.5)] for _ in range(3)]
     rounds[0][0]["python_loop"], rounds[0][0]["ratio_python_loop"] = 5.0, 0.5  # only the first round has it
     rounds[2][0]["engine"] = "python"
-    (row,) = rounds_median(rounds)  # type: ignore[arg-type]
+    (row,) = median_rows(rounds)  # type: ignore[arg-type]
     assert row["python_loop"] is None and row["ratio_python_loop"] is None and "python_loop" not in row["runs"]
     assert row["engine"] == "native | python" and row["transport"] == "cma/memory"
 
@@ -214,14 +215,14 @@ def test_repeated_latency_rows_print_without_a_message_rate() -> None:
     """lat rows have no message rate: merging rounds must not invent one (a --repeat lat run once
     crashed printing None / 1e6 after five rounds of measuring)."""
     row = dict(_round_row(8, 0.07, 0.09, 0.09), test="lat")
-    (merged,) = rounds_median([[dict(row)], [dict(row)], [dict(row)]])  # type: ignore[list-item]
+    (merged,) = median_rows([[dict(row)], [dict(row)], [dict(row)]])  # type: ignore[list-item]
     assert "anchor_msg_rate" not in merged and "message rate" not in format_rows([merged])
     assert "lat " in format_rows([merged])
 
 
 def test_rounds_that_measured_different_rows_are_refused() -> None:
     with pytest.raises(LaunchError, match="different rows"):
-        rounds_median([[_round_row(4096, 1, 1, 1)], [_round_row(65536, 1, 1, 1)]])  # type: ignore[list-item]
+        median_rows([[_round_row(4096, 1, 1, 1)], [_round_row(65536, 1, 1, 1)]])  # type: ignore[list-item]
 
 
 def test_repeat_below_one_is_one_line() -> None:
@@ -233,7 +234,7 @@ def test_repeat_below_one_is_one_line() -> None:
 def test_a_failed_round_keeps_the_rounds_before_it(monkeypatch: pytest.MonkeyPatch) -> None:
     """Five host rounds take minutes: the third failing keeps the medians of two, marked incomplete.
     (Generated rounds stand in for the comparisons: this is the merging, not the measuring.)"""
-    from rdmabench.bench import anchor
+    from rdmabench.anchor import anchor
 
     calls = []
 

@@ -1,4 +1,4 @@
-"""Naming the broken part: planted faults in GENERATED runs (rdmabench.bench.diagnose marks them so
+"""Naming the broken part: planted faults in GENERATED runs (devtools.diagnose marks them so
 in their metadata) are named first, healthy runs name none, and the evidence and the fleet-relative
 floors say what the links say."""
 
@@ -11,11 +11,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from rdmabench.bench import diagnose
-from rdmabench.bench.diagnose import Cluster, Fault, faults, generated
-from rdmabench.results.attribution import Params, attribute, end_order
-from rdmabench.results.fleet import REMEASURED, FloorParams, below_floor, fleet_floors, student_quantile
-from rdmabench.results.rows import Row, aggregate, culprits, outliers
+from devtools import diagnose
+from devtools.diagnose import Cluster, Fault, faults, generated
+from rdmabench.results.files.rows import Row, aggregate, culprits, outliers
+from rdmabench.results.verdicts.attribution import Params, attribute, end_order
+from rdmabench.results.verdicts.fleet import REMEASURED, FloorParams, below_floor, fleet_floors, student_quantile
 
 SCREEN = Cluster(16, 8, 2)  # 2,176 links a screen
 ALL_PAIRS = Cluster(16, 4, 2)  # 4,032 links

@@ -15,9 +15,9 @@ from rdmabench.errors import ConfigError
 from rdmabench.hardware.gpu import visible_gpu_count
 from rdmabench.measure.beside import Beside
 from rdmabench.measure.blocks import SmBudget
-from rdmabench.results import document
-from rdmabench.results.answer import BUDGET, answers, lines, path_of
-from rdmabench.results.rows import Row, aggregate
+from rdmabench.results.files import document
+from rdmabench.results.files.rows import Row, aggregate
+from rdmabench.results.reports.answer import BUDGET, answers, lines, path_of
 
 from .conftest import QUICK, rdmabench_env, refused_in_one_line, run_cli
 

@@ -14,7 +14,7 @@ from rdmabench.measure.blocks import BlockShape
 from rdmabench.memory.buffers import allocate
 from rdmabench.memory.payload import BlockPayload, block_keys
 from rdmabench.modes import MemoryMode
-from rdmabench.results.document import load as load_results
+from rdmabench.results.files.document import load as load_results
 from rdmabench.wire import native
 
 from .conftest import QUICK, rdmabench_env, refused_in_one_line, run_cli
@@ -142,7 +142,7 @@ def test_bad_block_options_are_one_line(tmp_path: Path, args: list[str], message
 
 
 def test_a_list_the_gpu_posted_is_never_merged_with_one_the_cpu_posted() -> None:
-    from rdmabench.results.rows import settings_of
+    from rdmabench.results.files.rows import settings_of
 
     blocks = {"count": 1024, "layout": "random", "batch": 1}
     by_cpu = settings_of({"blocks": {**blocks, "posted_by": "cpu"}}, {})

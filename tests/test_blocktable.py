@@ -14,7 +14,7 @@ import pytest
 from rdmabench.job.config import RunConfig
 from rdmabench.measure import blocktable
 from rdmabench.measure.blocks import MAX_BLOCKS
-from rdmabench.results.document import load as load_results
+from rdmabench.results.files.document import load as load_results
 from rdmabench.wire import native
 
 from .conftest import QUICK, refused_in_one_line, run_cli

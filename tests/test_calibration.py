@@ -10,7 +10,7 @@ from rdmabench.measure.contract import Link
 from rdmabench.measure.plan import HOST, Plan, calibrated_iterations, make_plan
 from rdmabench.measure.round import LinkMeasurement
 from rdmabench.modes import MemoryMode
-from rdmabench.results.document import load as load_results
+from rdmabench.results.files.document import load as load_results
 
 from .conftest import run_cli
 

@@ -1,6 +1,6 @@
 """`check` and `report` name the broken part: suspects first, the drain list in Slurm's words, the
 fleet-relative floors of `--expect default` the same in check, report and run. On GENERATED runs
-(rdmabench.bench.diagnose marks them so in their metadata) with one planted fault; a real namespace
+(devtools.diagnose marks them so in their metadata) with one planted fault; a real namespace
 cluster is tests/test_netns_faults.py's."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
-from rdmabench.bench.diagnose import Cluster, Fault, generated
-from rdmabench.results import html
-from rdmabench.results.attribution import end_order
-from rdmabench.results.rows import aggregate
+from devtools.diagnose import Cluster, Fault, generated
+from rdmabench.results.files.rows import aggregate
+from rdmabench.results.reports import html
+from rdmabench.results.verdicts.attribution import end_order
 
 from .conftest import QUICK, run_cli
 

@@ -165,7 +165,7 @@ def test_usage_errors_are_one_line_too(args: list[str], expected: str) -> None:
 
 
 def test_nccl_tests_size_range_and_counts(tmp_path: Path) -> None:
-    from rdmabench.results.document import load
+    from rdmabench.results.files.document import load
 
     out = tmp_path / "r.json"
     proc = run_cli(["run", "-b", "8", "-e", "512", "-f", "8", "-n", "3", "-w", "1", "--samples", "2", "-o", str(out)])

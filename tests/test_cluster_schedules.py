@@ -87,3 +87,32 @@ def test_a_screen_of_1024_gpus_is_a_few_hundred_rounds() -> None:
 def test_screen_refuses_what_it_cannot_screen(hosts: list[str], message: str) -> None:
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
         schedule("screen", hosts)
+
+
+def test_a_pattern_is_one_record_that_drives_the_schedule_the_check_and_the_help(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A new pattern is its record in schedule.PATTERNS, nothing else: the scheduler runs its rounds,
+    the configuration's check applies what it declares, and --pattern's help and metavar name it."""
+    from click.testing import CliRunner
+
+    from rdmabench.cli import main
+    from rdmabench.job.config import RunConfig
+    from rdmabench.job.rounds import is_pattern_round
+    from rdmabench.job.schedule import PATTERNS, Pattern, pattern_help
+
+    backwards = Pattern(
+        "backwards", "every rank to the one before at once", lambda r: [[(1, 0), (0, 1)]], concurrent=True
+    )
+    monkeypatch.setitem(PATTERNS, "backwards", backwards)
+    assert schedule("backwards", _hosts(1, 2)) == [[(1, 0), (0, 1)]]
+    config = RunConfig(test="bw", pattern="backwards").check()
+    assert is_pattern_round(config)
+    with pytest.raises(ConfigError, match="one link at a time"):
+        RunConfig(test="lat", pattern="backwards").check()  # a concurrent pattern, a test of one link
+    with pytest.raises(ConfigError, match="other patterns are concurrent already"):
+        RunConfig(test="bw", pattern="backwards", concurrent=True).check()
+    assert pattern_help().endswith("; every rank to the one before at once.")
+    with pytest.raises(ConfigError, match="backwards"):  # the choices named come from the records
+        schedule("nope", _hosts(1, 2))
+    assert "all-pairs|" in CliRunner().invoke(main, ["run", "--help"]).output

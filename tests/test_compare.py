@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from rdmabench import stats
-from rdmabench.results.document import load
+from rdmabench.results.files.document import load
 
 from .conftest import run_cli
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from rdmabench.bench import nixl
+from rdmabench.anchor import nixl
 from rdmabench.wire import devapi, native
 
 from .conftest import rdmabench_env, run_cli

@@ -1,11 +1,12 @@
 """The docs cannot drift from the code silently: every `rdmabench COMMAND --option` shown in a code
 block of README.md or docs/*.md names a command that exists and options its --help lists, every
-`python -m rdmabench.X` names a module that exists, and every relative link points to a file (and a
-heading) that exists. In-process (click's CliRunner), so it costs a second, not a rank."""
+`python -m rdmabench.X` (or `devtools.X`) names a module of this tree, every relative link points to a
+file (and a heading) that exists, ARCHITECTURE.md's layer table is the one tests/test_layout.py
+enforces and names modules that exist, and the environment table names every RDMABENCH_* variable the
+package reads. In-process (click's CliRunner), so it costs a second, not a rank."""
 
 from __future__ import annotations
 
-import importlib.util
 import re
 from functools import cache
 from pathlib import Path
@@ -16,14 +17,22 @@ from click.testing import CliRunner
 
 from rdmabench.cli import main
 
+from .test_layout import BASE, LAYERS, ROOMS, WINGS
+
 REPO = Path(__file__).resolve().parents[1]
-PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+PAGES = [
+    REPO / "README.md",
+    REPO / "ARCHITECTURE.md",
+    REPO / "CHANGELOG.md",
+    REPO / "results" / "README.md",
+    *sorted((REPO / "docs").glob("*.md")),
+]
 # Code blocks that hold data or code, not command lines.
 NOT_SHELL = {"json", "python", "jsonl", "csv"}
 # Commands that start another program: rdmabench may come later on their line (`mpirun -n 2 rdmabench
 # run`, `mpiexec ... python3 -m rdmabench run`); anywhere else it is an argument (`ruff check rdmabench`).
 LAUNCHERS = {"mpirun", "mpiexec", "srun"}
-MODULE = re.compile(r"-m (rdmabench(?:\.\w+)+)")
+MODULE = re.compile(r"-m ((?:rdmabench|devtools)(?:\.\w+)+)")
 LONG_OPTION = re.compile(r"(?<![\w-])--[a-z][\w-]*")
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 
@@ -114,8 +123,16 @@ def test_every_command_shown_exists_with_its_options(page: str) -> None:
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda page: page.relative_to(REPO).as_posix())
 def test_every_module_run_with_python_m_exists(page: Path) -> None:
+    """In this tree (not wherever the import system would find a module of that name: an editable
+    install of another checkout still has the modules this one moved)."""
     text = page.read_text()
-    missing = [name for name in MODULE.findall(text) if importlib.util.find_spec(name) is None]
+    missing = [
+        name
+        for name in MODULE.findall(text)
+        if not (
+            REPO.joinpath(*name.split(".")).with_suffix(".py").is_file() or REPO.joinpath(*name.split(".")).is_dir()
+        )
+    ]
     assert missing == []
 
 
@@ -150,3 +167,87 @@ def test_the_readme_test_command_is_the_one_ci_runs() -> None:
     command = ci[ci.index("# The README's test command, exactly.") + 1]
     assert command == ".venv/bin/python -m pytest -q"
     assert f"```sh\n{command}\n```" in (REPO / "README.md").read_text()
+
+
+def _layer_rows() -> list[tuple[str, str]]:
+    """ARCHITECTURE.md's layer table: (layer cell, what it holds) per row."""
+    text = (REPO / "ARCHITECTURE.md").read_text()
+    table = text.split("## Layers", 1)[1].split("\n\n| layer |", 1)[1].split("\n\n", 1)[0]
+    return [tuple(cell.strip() for cell in line.strip("|").split("|", 1)) for line in table.splitlines()[2:]]  # type: ignore[misc]
+
+
+def _layer_name(cell: str) -> str:
+    """'base: `errors`, ...' -> base; '`hardware/`' -> hardware; '`cli.py`' -> cli."""
+    if ":" in cell:
+        return cell.split(":", 1)[0]
+    return cell.strip("`").removesuffix("/").removesuffix(".py")
+
+
+def test_the_architecture_layer_table_is_the_one_the_layout_test_enforces() -> None:
+    rows = _layer_rows()
+    assert [_layer_name(cell) for cell, _ in rows] == LAYERS
+    named = dict((_layer_name(cell), cell) for cell, _ in rows)
+    assert set(re.findall(r"`(\w+)`", named["base"])) == BASE - {"__init__", "__version__"}
+    assert set(re.findall(r"`(\w+)/`", named["wings"])) == WINGS
+    results = dict((_layer_name(cell), held) for cell, held in rows)["results"]
+    assert [room for room in re.findall(r"`(\w+)/`", results) if room in ROOMS] == ROOMS
+
+
+def _exists_in(folders: list[Path], name: str) -> bool:
+    stem = name.removesuffix("/")
+    return any(
+        folder.name == stem
+        or folder.joinpath(stem).exists()
+        or any(folder.rglob(stem + ".py"))
+        or any(folder.rglob(stem))
+        for folder in folders
+    )
+
+
+def test_every_module_the_architecture_names_exists() -> None:
+    """Each name in backticks in a layer's row (`contract`, `kinds/`, `hotloop.h`) is a module, a
+    package or a file of that layer; each dotted module of the flow of one run exists."""
+    package = REPO / "rdmabench"
+    missing = []
+    for cell, held in _layer_rows():
+        layer = _layer_name(cell)
+        folders = {"base": [package], "wings": [package / wing for wing in WINGS], "cli": [package]}.get(
+            layer, [package / layer]
+        )
+        for name in re.findall(r"`([a-z_]+(?:/|\.py|\.[ch]|\.cu)?)`", cell + " " + held):
+            if layer == "base" and not name.endswith("/"):
+                found = (package / f"{name}.py").is_file() or (name.endswith(".py") and (package / name).is_file())
+            else:
+                found = _exists_in(folders, name)
+            if not found:
+                missing.append(f"{layer}: {name}")
+    flow = (REPO / "ARCHITECTURE.md").read_text().split("## The flow of one run", 1)[1].split("```")[1]
+    for dotted in re.findall(r"\b([a-z_]+(?:\.[a-z_]+)+)", flow):
+        parts = dotted.split(".")
+        module = package.joinpath(*parts[:-1]).with_suffix(".py")
+        if package.joinpath(*parts).with_suffix(".py").is_file() or package.joinpath(*parts).is_dir():
+            continue
+        if not (module.is_file() and re.search(rf"^(?:def|class) {parts[-1]}\b", module.read_text(), flags=re.M)):
+            missing.append(f"flow: {dotted}")  # neither a module nor a function or class of one
+    assert missing == []
+
+
+# Variables rdmabench sets itself, for the ranks it starts: not the user's to set.
+INTERNAL_VARIABLES = {
+    "RDMABENCH_RESERVED_OUTPUT": "the results file the launcher reserved for its ranks",
+    "RDMABENCH_STARTED_DIR": "the job directory the launcher made for its ranks",
+    "RDMABENCH_UCX_SCRATCH": "where the launcher's ranks put their UCX log directories",
+}
+
+
+def test_the_environment_table_names_every_variable_the_package_reads() -> None:
+    read = {
+        name
+        for path in (REPO / "rdmabench").rglob("*.py")
+        for name in re.findall(r"\bRDMABENCH_[A-Z_]+\b", path.read_text())
+    }
+    usage = (REPO / "docs" / "usage.md").read_text()
+    section = usage.split("## Environment variables", 1)[1].split("\n## ", 1)[0]
+    table = set(re.findall(r"^\| `(RDMABENCH_[A-Z_]+)", section, flags=re.M))
+    assert read - set(INTERNAL_VARIABLES) == table
+    assert set(INTERNAL_VARIABLES) <= read  # each still exists

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from rdmabench.bench.diagnose import Cluster, Fault, generated
+from devtools.diagnose import Cluster, Fault, generated
 from rdmabench.errors import ConfigError, ResultsFileError
-from rdmabench.results.attribution import Attribution, attribute
-from rdmabench.results.drain import drain_text, drained_hosts, drains, ran_on, reason, write_drain_list
-from rdmabench.results.hostlist import compress, expand, is_hostname
-from rdmabench.results.rows import aggregate
+from rdmabench.results.files.rows import aggregate
+from rdmabench.results.verdicts.attribution import Attribution, attribute
+from rdmabench.results.verdicts.drain import drain_text, drained_hosts, drains, ran_on, reason, write_drain_list
+from rdmabench.results.verdicts.hostlist import compress, expand, is_hostname
 
 
 @pytest.mark.parametrize(

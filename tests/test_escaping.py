@@ -20,13 +20,13 @@ import pytest
 from rdmabench import escape
 from rdmabench.measure import registry
 from rdmabench.measure.entry import Entry
-from rdmabench.results import html
-from rdmabench.results.cells import COLUMNS
-from rdmabench.results.document import load
-from rdmabench.results.formats import format_csv, format_json, format_markdown, format_table
-from rdmabench.results.rows import Row, aggregate
-from rdmabench.results.table import ProgressTable
-from rdmabench.results.verdict import format_verdict, judge, junit_xml
+from rdmabench.results.files.document import load
+from rdmabench.results.files.rows import Row, aggregate
+from rdmabench.results.reports import html
+from rdmabench.results.reports.cells import COLUMNS
+from rdmabench.results.reports.formats import format_csv, format_json, format_markdown, format_table
+from rdmabench.results.reports.table import ProgressTable
+from rdmabench.results.verdicts.verdict import format_verdict, judge, junit_xml
 
 from .conftest import QUICK, run_cli
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from rdmabench.results.document import STREAM_SUFFIX
-from rdmabench.results.document import load as load_results
+from rdmabench.results.files.document import STREAM_SUFFIX
+from rdmabench.results.files.document import load as load_results
 
 from .conftest import rdmabench_env, run_cli
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from rdmabench.hardware.gpu import visible_gpu_count
-from rdmabench.results.document import load as load_results
+from rdmabench.results.files.document import load as load_results
 
 from .conftest import QUICK, rdmabench_env, run_cli
 
@@ -265,7 +265,7 @@ def test_auto_posts_from_the_cpu_and_says_why_when_nvcc_is_missing(results_path:
 def test_copies_timed_together_really_copy_and_take_at_least_as_long_as_one() -> None:
     """The timing under every copy-engine ceiling, on one GPU (copies within its memory): the bytes
     land, and two copies at once take no less than one, and not three times as long."""
-    from rdmabench.bench.ceilings import PeerCopy, copies_together_seconds
+    from rdmabench.anchor.ceilings import PeerCopy, copies_together_seconds
     from rdmabench.hardware.gpu import import_cupy
 
     cupy = import_cupy()
@@ -284,7 +284,7 @@ def test_copies_timed_together_really_copy_and_take_at_least_as_long_as_one() ->
 
 @pytest.mark.skipif(visible_gpu_count() < 2, reason="the bidirectional copy needs two GPUs")
 def test_bibw_anchor_against_both_copy_engines(tmp_path: Path) -> None:
-    from rdmabench.bench.ceilings import bidirectional_copy_gbps, peer_copy_gbps
+    from rdmabench.anchor.ceilings import bidirectional_copy_gbps, peer_copy_gbps
 
     both, one = bidirectional_copy_gbps(64 << 20), peer_copy_gbps(64 << 20)
     assert both is not None and one is not None and both > 1.3 * one  # both directions really ran at once
@@ -297,7 +297,7 @@ def test_bibw_anchor_against_both_copy_engines(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(visible_gpu_count() < 2, reason="the all-to-one copy needs two GPUs")
 def test_incast_anchor_against_every_gpu_copying_into_gpu0(tmp_path: Path) -> None:
-    from rdmabench.bench.ceilings import all_to_one_copy_gbps, peer_copy_gbps
+    from rdmabench.anchor.ceilings import all_to_one_copy_gbps, peer_copy_gbps
 
     together, one = all_to_one_copy_gbps(64 << 20), peer_copy_gbps(64 << 20)
     assert together is not None and one is not None and together > 0.8 * one

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from rdmabench.results import html
-from rdmabench.results.formats import format_csv, format_markdown, format_table
-from rdmabench.results.rows import Row, aggregate
+from rdmabench.results.files.rows import Row, aggregate
+from rdmabench.results.reports import html
+from rdmabench.results.reports.formats import format_csv, format_markdown, format_table
 
 NVLINK = {"gbps": 478.125, "kind": "NVLink", "detail": "18 x NVLink 4", "measured": False}
 

@@ -13,7 +13,7 @@ import pytest
 from rdmabench.errors import ConfigError
 from rdmabench.measure.blocks import BlockShape
 from rdmabench.measure.kvhandoff import handoff, parse_model
-from rdmabench.results import document
+from rdmabench.results.files import document
 from rdmabench.wire import native
 
 from .conftest import QUICK, refused_in_one_line, run_cli

@@ -19,7 +19,7 @@ from rdmabench.job import schedule
 from rdmabench.job.config import RunConfig
 from rdmabench.job.preflight import rank_need
 from rdmabench.measure.need import PER_MESSAGE
-from rdmabench.results.document import load as load_results
+from rdmabench.results.files.document import load as load_results
 
 from .conftest import QUICK, rdmabench_env, run_cli
 

@@ -1,5 +1,6 @@
-"""The package's shape holds: layers import only downward, no function grows past a screen, and
-building a configuration loads neither UCX nor the C loop."""
+"""The package's shape holds: layers import only downward (and, inside a layer, its rooms and protocols
+keep to theirs), no function grows past a screen, building a configuration loads neither UCX nor the
+C loop, and the wheel carries nothing only a developer runs."""
 
 from __future__ import annotations
 
@@ -8,31 +9,38 @@ import subprocess
 import sys
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parent.parent / "rdmabench"
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "rdmabench"
+DEVTOOLS = ROOT / "devtools"  # developer harnesses: run from a checkout, never installed
 # Lowest first: a module may import its own layer and the ones before it.
-LAYERS = ["base", "hardware", "memory", "wire", "measure", "results", "job", "bench", "cli"]
+LAYERS = ["base", "hardware", "memory", "wire", "measure", "results", "job", "wings", "cli"]
 BASE = {
-    "errors",
-    "units",
-    "stats",
-    "modes",
-    "escape",
-    "userfiles",
-    "privatedirs",
-    "pystart",
-    "reaper",
-    "__init__",
+    "errors", "units", "stats", "modes", "escape", "userfiles", "privatedirs", "pystart", "reaper", "__init__",
     "__version__",
+}  # fmt: skip
+WINGS = {"anchor", "copy", "storage"}  # the user commands of their own, on one floor, none importing another
+# results/ in rooms, lowest first: the verdicts (the diagnosis) read rows and never the report; the
+# reports print the verdicts' suspects.
+ROOMS = ["files", "verdicts", "reports"]
+# What a step protocol (a module with a class that has a native_step) may import from measure/: the
+# contract and the need it returns, the planted faults, the block-list shape. Memory, wire and the base
+# are open to it; the engine (round, entry, plan, registry, the kinds) and the other protocols are not.
+PROTOCOL_MAY = {"contract", "need", "faults", "blocks"}
+# Imports between protocols that exist and are needed, each with why.
+PROTOCOL_EXCEPTIONS = {
+    ("blocksteps", "onesided"): "block lists posted as puts and gets lend and borrow memory as the one-sided "
+    "protocol does (lend_and_borrow, native_loop, OPERATIONS): one registration path, not two",
 }
 LONGEST = 60  # lines of a function, its decorators included
 LONGEST_MODULE = 600  # lines
-# Over the limit today, each being split on a branch of issue 37 (empty this as they land).
+# Over the limit today, each to be split (empty this as they land).
 SPLITTING = {
     "wire/native/__init__.py",
-    "results/rows.py",
-    "results/document.py",
-    "bench/diagnose.py",
-    "bench/storage.py",
+    "results/files/rows.py",
+    "results/files/document.py",
+    "storage/storage.py",
     "job/run.py",
 }
 
@@ -42,7 +50,7 @@ def _layer(parts: list[str]) -> str:
         return "base"
     if parts[0] in ("cli.py", "cli", "__main__.py", "__main__"):
         return "cli"
-    return parts[0]
+    return "wings" if parts[0] in WINGS else parts[0]
 
 
 def _imports(path: Path) -> list[list[str]]:
@@ -76,10 +84,86 @@ def _lines(node: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
     return node.end_lineno - first + 1  # type: ignore[operator]
 
 
+def _room_of(parts: list[str]) -> int | None:
+    """The index of a results module's room (ROOMS), None outside results/."""
+    if len(parts) < 2 or parts[0] != "results" or parts[1] == "__init__.py":
+        return None
+    return ROOMS.index(parts[1].removesuffix(".py"))
+
+
+def test_results_rooms_import_only_their_own_and_the_rooms_before() -> None:
+    upward = []
+    for path in (PACKAGE / "results").rglob("*.py"):
+        mine = _room_of(list(path.relative_to(PACKAGE).parts))
+        for target in _imports(path):
+            theirs = _room_of(target)
+            if mine is not None and theirs is not None and theirs > mine:
+                upward.append(f"{path.relative_to(PACKAGE)} imports {'.'.join(target)}")
+    assert sorted(p.name for p in (PACKAGE / "results").iterdir() if p.is_dir() and p.name != "__pycache__") == sorted(
+        ROOMS
+    )
+    assert upward == []
+
+
+def test_no_wing_imports_another() -> None:
+    across = [
+        f"{path.relative_to(PACKAGE)} imports {'.'.join(target)}"
+        for wing in WINGS
+        for path in (PACKAGE / wing).rglob("*.py")
+        for target in _imports(path)
+        if target[0] in WINGS and target[0] != wing
+    ]
+    assert across == []
+
+
+def _protocol_modules() -> dict[str, Path]:
+    """Every module that defines a step protocol: a class with a native_step (not the contract's)."""
+    found = {}
+    for path in PACKAGE.rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef) and node.name != "StepProtocol":
+                if any(isinstance(item, ast.FunctionDef) and item.name == "native_step" for item in node.body):
+                    found[path.stem] = path
+    return found
+
+
+def _modules_imported(path: Path) -> list[list[str]]:
+    """_imports, with `from PACKAGE import a, b` as the modules a and b."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            here = list(path.relative_to(PACKAGE).parts[:-1])
+            target = here[: len(here) - node.level + 1] + (node.module.split(".") if node.module else [])
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("rdmabench."):
+            target = node.module.split(".")[1:]  # type: ignore[union-attr]
+        else:
+            continue
+        if PACKAGE.joinpath(*target).is_dir():
+            found += [[*target, alias.name] for alias in node.names]
+        elif target:
+            found.append(target)
+    return found
+
+
+def test_protocols_import_the_contract_memory_and_wire_never_each_other_or_the_engine() -> None:
+    protocols = _protocol_modules()
+    assert {"window", "pingpong", "onesided"} <= set(protocols)  # the rule finds what it is about
+    wrong = []
+    for name, path in protocols.items():
+        for target in _modules_imported(path):
+            layer, module = _layer(target), target[-1].removesuffix(".py")
+            if layer in ("base", "memory", "wire") or (layer == "measure" and module in PROTOCOL_MAY):
+                continue
+            if (name, module) not in PROTOCOL_EXCEPTIONS:
+                wrong.append(f"{path.relative_to(PACKAGE)} imports {'.'.join(target)}")
+    assert wrong == []
+
+
 def test_no_function_is_longer_than_a_screen() -> None:
     long = [
-        f"{path.relative_to(PACKAGE)}:{node.lineno} {node.name} ({_lines(node)} lines)"
-        for path in PACKAGE.rglob("*.py")
+        f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({_lines(node)} lines)"
+        for path in [*PACKAGE.rglob("*.py"), *DEVTOOLS.rglob("*.py")]
         for node in ast.walk(ast.parse(path.read_text()))
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and _lines(node) > LONGEST
     ]
@@ -161,3 +245,18 @@ def test_the_import_graph_has_no_cycle() -> None:
         if module not in state:
             visit(module, [module])
     assert cycles == []
+
+
+def test_the_wheel_carries_no_developer_harness_and_its_data() -> None:
+    """What `pip install .` ships: the packages pyproject's find rule takes (rdmabench*, not devtools)
+    and, for each package-data entry, a package that exists with files its patterns match."""
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    find_packages = pytest.importorskip("setuptools").find_packages
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    shipped = set(find_packages(str(ROOT), include=config["packages"]["find"]["include"]))
+    assert "rdmabench" in shipped and not any(name.startswith(("devtools", "tests")) for name in shipped)
+    assert (DEVTOOLS / "million.py").is_file() and not (PACKAGE / "bench").exists()
+    for package, patterns in config["package-data"].items():
+        assert package in shipped, package
+        folder = ROOT.joinpath(*package.split("."))
+        assert all(list(folder.glob(pattern)) for pattern in patterns), (package, patterns)

@@ -9,7 +9,7 @@ import pytest
 
 from rdmabench.hardware import limits, topology
 from rdmabench.hardware.pathcheck import is_device_path_warning, path_warnings
-from rdmabench.results.document import load as load_results
+from rdmabench.results.files.document import load as load_results
 
 from .conftest import QUICK, run_cli
 
@@ -286,7 +286,7 @@ def test_path_warnings(entry: dict[str, Any], same_host: bool, expect: str | Non
 def test_the_wire_check_catches_tcp_over_loopback_between_ranks_of_one_host(tmp_path: Path) -> None:
     """UCX_TLS without shared memory: the bytes are counted on lo (and the path check names it); with
     shared memory there is no counter, and no figure is invented."""
-    from rdmabench.results.document import load as load_results
+    from rdmabench.results.files.document import load as load_results
 
     from .conftest import rdmabench_env, run_cli
 

@@ -24,8 +24,8 @@ from hypothesis import strategies as st
 
 from rdmabench.cli import main
 from rdmabench.errors import ResultsFileError
-from rdmabench.results import document
-from rdmabench.results.rows import aggregate
+from rdmabench.results.files import document
+from rdmabench.results.files.rows import aggregate
 
 from .conftest import run_cli
 from .test_schema_agreement import DATA, LINK_CHECK, SUMMARY, SUMMARY_CHECK, schema_errors

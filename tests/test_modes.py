@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from typing import get_args
+
 import pytest
 
-from rdmabench.modes import PIN_CUDA, PIN_MAPPED, PIN_MLOCK, RECORDS, MemoryMode, pinned_method
+from rdmabench.modes import PIN_CUDA, PIN_MAPPED, PIN_MLOCK, RECORDS, MemoryMode, ModeRecord, UcxMemory, pinned_method
 from rdmabench.wire.staging import DEFAULT_STAGING, staging_buffers, wire_chunk
 
 # What each mode meant before the records (the membership predicates they replace), kept as the oracle:
@@ -44,3 +46,35 @@ def test_staging_and_pinning_follow_the_record() -> None:
     assert pinned_method(MemoryMode.STAGED, True) == PIN_CUDA
     assert pinned_method(MemoryMode.PINNED, False) == PIN_MLOCK
     assert pinned_method(MemoryMode.DEVICE, True) is None
+
+
+def test_a_record_field_outside_its_literal_is_refused() -> None:
+    """A typo in a record ("cude", "pipeline") fails when the record is made, not as a silent other path."""
+    with pytest.raises(ValueError, match="ucx_memory 'cude'"):
+        ModeRecord("cude", "device")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="staging 'pipeline'"):
+        ModeRecord("host", "device", staging="pipeline")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="allocation"):
+        ModeRecord("host", "hugepage")  # type: ignore[arg-type]
+
+
+def test_every_ucx_memory_declares_its_type_and_a_typo_is_refused() -> None:
+    """native.memory_type covers every UCX memory a record can name; an unknown name raises (it
+    returned -1, 'let UCX detect it', so a typo measured another path)."""
+    from rdmabench.wire import native
+
+    assert set(native.UCS_MEMORY_TYPES) == set(get_args(UcxMemory))
+    assert {native.memory_type(mode.ucx_memory) for mode in MemoryMode} == {0, 1, 2}
+    with pytest.raises(ValueError, match="cude"):
+        native.memory_type("cude")  # type: ignore[arg-type]
+
+
+def test_the_deep_device_window_follows_the_record() -> None:
+    """The default window's memory class asks the record (gpu_direct), not for one mode by name."""
+    from rdmabench.job.config import RunConfig
+    from rdmabench.measure import plan
+
+    assert [mode for mode in MemoryMode if mode.record.gpu_direct] == [MemoryMode.DEVICE]
+    classes = {mode: RunConfig(src_mode=mode, dst_mode=mode).memory_class for mode in MemoryMode}
+    assert classes[MemoryMode.DEVICE] == plan.DEVICE and classes[MemoryMode.PAGEABLE] == plan.HOST
+    assert classes[MemoryMode.MANAGED] == classes[MemoryMode.STAGED] == plan.MIXED

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from rdmabench.measure.plan import MIXED, default_window
-from rdmabench.results.document import load as load_results
+from rdmabench.results.files.document import load as load_results
 
 from .conftest import mpiexec, rdmabench_env
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from rdmabench.results.document import load as load_results
+from rdmabench.results.files.document import load as load_results
 from rdmabench.wire import native
 
 from .conftest import QUICK, rdmabench_env, run_cli

@@ -1,6 +1,6 @@
 """A fault planted in a real namespace cluster (four hosts, one rail each; launch/netns-cluster.sh
 as tests/test_multinode_netns.py builds it) is named by `check`, and its host drained; a healthy
-cluster has no suspect. Every interface runs at one line rate (tc, bench/netns.py), so that a link
+cluster has no suspect. Every interface runs at one line rate (tc, devtools/netns.py), so that a link
 is held by its wire and not by the cores the namespaces share; one host's interface sends at half
 of it. Root only: skipped, saying why, elsewhere."""
 
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from rdmabench.bench.diagnose import netns_plan
-from rdmabench.bench.netns import NamespaceCluster, Planted
+from devtools.diagnose import netns_plan
+from devtools.netns import NamespaceCluster, Planted
 
 from .conftest import rdmabench_env, run_cli
 from .test_multinode_netns import SCRIPT, Cluster, _why_not
@@ -31,7 +31,7 @@ SCREEN += ["--sample-time", "0.1", "--remeasure-below", "0", "--progress", "roun
 @pytest.fixture
 def paced() -> Iterator[tuple[Cluster, NamespaceCluster]]:
     """Four namespace hosts of one rail (test_multinode_netns's Cluster builds and removes them), and
-    the same namespaces as bench.netns sees them, to pace."""
+    the same namespaces as devtools.netns sees them, to pace."""
     reason = _why_not()
     if reason:
         pytest.skip(reason)

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from rdmabench.bench import nixl
+from rdmabench.anchor import nixl
+from rdmabench.anchor.rounds import round_lines
 from rdmabench.hardware.gpu import visible_gpu_count
 from rdmabench.measure.kvhandoff import handoff
 from rdmabench.wire import native
@@ -158,7 +159,7 @@ def test_repeated_rounds_give_medians_spread_and_steady_rounds() -> None:
     assert row["ratio_gbps"] == 1.2 and row["runs"]["ratio_gbps"] == [1.2, 0.8, 1.4] and row["rounds"] == 3
     assert row["count"] == 1024 and isinstance(row["count"], int)  # what was measured: no median of it
     assert row["steady_rounds"] == 2 and row["steady_ratio_gbps"] == pytest.approx(1.3)
-    lines = nixl._round_lines([row])
+    lines = round_lines([row], nixl._round_heading, nixl._round_line)
     assert (
         "median of 3 rounds" in lines[0] and "GB/s ratio 0.80-1.40" in lines[1] and "steady rounds 2 of 3" in lines[1]
     )

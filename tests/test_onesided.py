@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from rdmabench.results.document import load as load_results
+from rdmabench.results.files.document import load as load_results
 from rdmabench.wire import native, protoinfo
 
 from .conftest import QUICK, rdmabench_env, refused_in_one_line, run_cli

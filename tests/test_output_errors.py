@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from rdmabench.bench import nixl
-from rdmabench.bench.diagnose import Cluster, Fault, generated
+
+from devtools.diagnose import Cluster, Fault, generated
 
 from .conftest import QUICK, rdmabench_env, run_cli
 
@@ -74,9 +74,9 @@ def test_two_outputs_naming_one_file_are_refused_before_anything(tmp_path: Path)
 
 _STREAM = """
 import json, shutil, sys
-from rdmabench.bench.diagnose import Cluster, Fault, generated
+from devtools.diagnose import Cluster, Fault, generated
 from rdmabench.errors import ResultsWriteError
-from rdmabench.results import document
+from rdmabench.results.files import document
 disk, out = sys.argv[1], sys.argv[2]
 doc = generated(Cluster(8, 4, 1), "screen", Fault("none"), seed=1)
 doc["metadata"].setdefault("created_utc", "2026-11-26T00:00:00Z")
@@ -100,7 +100,7 @@ def test_a_full_disk_says_how_many_results_the_stream_kept(tmp_path: Path) -> No
     said = proc.stdout.strip()
     assert "No space left on device; the " in said and " result(s) measured before are kept in it" in said, said
     number = int(said.split("; the ")[1].split()[0])
-    from rdmabench.results import document
+    from rdmabench.results.files import document
 
     assert len(document.load(str(kept))["results"]) == number > 0
 

@@ -9,7 +9,7 @@ import pytest
 
 from rdmabench.errors import ConfigError
 from rdmabench.job.schedule import estimate_seconds, schedule, tournament_rounds
-from rdmabench.results.document import load as load_results
+from rdmabench.results.files.document import load as load_results
 
 from .conftest import QUICK, run_cli
 

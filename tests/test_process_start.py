@@ -103,7 +103,7 @@ def test_the_boot_line_leaves_the_working_folder_out_on_every_python(
 
 def test_the_anchors_inner_run_ignores_the_working_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`anchor`'s own `rdmabench run --np 2` (bench.anchor.run_entries), started from a planted folder."""
-    from rdmabench.bench.anchor import run_entries
+    from rdmabench.anchor.anchor import run_entries
 
     marker = _plant(tmp_path)
     monkeypatch.chdir(tmp_path)

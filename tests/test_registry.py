@@ -13,9 +13,9 @@ from pathlib import Path
 
 from rdmabench.measure import registry
 from rdmabench.measure.window import WINDOW
-from rdmabench.results.compare import compare
-from rdmabench.results.document import load as load_results
-from rdmabench.results.rows import aggregate, outliers
+from rdmabench.results.files.document import load as load_results
+from rdmabench.results.files.rows import aggregate, outliers
+from rdmabench.results.verdicts.compare import compare
 
 from .conftest import QUICK, rdmabench_env, run_cli
 

@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from rdmabench.results import document
-from rdmabench.results.document import load as load_results
-from rdmabench.results.formats import render
-from rdmabench.results.rows import aggregate
+from rdmabench.results.files import document
+from rdmabench.results.files.document import load as load_results
+from rdmabench.results.files.rows import aggregate
+from rdmabench.results.reports.formats import render
 from rdmabench.stats import mann_whitney_p
 
 from .conftest import RESULTS_DATA, browse, needs_chromium, run_cli
@@ -176,7 +176,7 @@ def test_html_report_renders_in_a_browser(runs: Path, tmp_path: Path) -> None:
 
 
 def test_staged_pipelines_of_different_shapes_are_different_rows() -> None:
-    from rdmabench.results.rows import aggregate
+    from rdmabench.results.files.rows import aggregate
 
     def entry(chunk: int, buffers: int, value: float) -> dict[str, Any]:
         return {
@@ -208,9 +208,9 @@ def test_runs_with_different_settings_are_never_merged(tmp_path: Path) -> None:
     assert "validated=no" in table and "validated=yes" in table
     verdict = run_cli(["compare", str(tmp_path / "checked.json"), str(tmp_path / "unchecked.json")])
     assert verdict.returncode == 2 and "no link and size in common" in verdict.stderr
-    from rdmabench.results.compare import compare
-    from rdmabench.results.document import load
-    from rdmabench.results.rows import aggregate
+    from rdmabench.results.files.document import load
+    from rdmabench.results.files.rows import aggregate
+    from rdmabench.results.verdicts.compare import compare
 
     base = aggregate([("c", load(str(tmp_path / "checked.json")))])
     new = aggregate([("u", load(str(tmp_path / "unchecked.json")))])
@@ -219,7 +219,7 @@ def test_runs_with_different_settings_are_never_merged(tmp_path: Path) -> None:
 
 
 def test_a_one_buffer_run_is_never_merged_with_a_buffer_per_message() -> None:
-    from rdmabench.results.rows import aggregate
+    from rdmabench.results.files.rows import aggregate
 
     def entry(value: float, one_buffer: bool) -> dict[str, Any]:
         return {

@@ -18,16 +18,17 @@ import pytest
 
 from rdmabench import stats
 from rdmabench.errors import ResultsFileError
-from rdmabench.results import compact, distribution, formats
-from rdmabench.results.attribution import attribute
-from rdmabench.results.cells import class_distributions
-from rdmabench.results.compare import compare, format_changes
-from rdmabench.results.document import load
-from rdmabench.results.formats import format_json, format_markdown, format_table
-from rdmabench.results.html import render
-from rdmabench.results.outcome import Checked
-from rdmabench.results.rows import Filters, aggregate, outliers, standings
-from rdmabench.results.verdict import judge, parse_expect
+from rdmabench.results.files import compact
+from rdmabench.results.files.document import load
+from rdmabench.results.files.rows import Filters, aggregate, outliers, standings
+from rdmabench.results.reports import distribution, formats
+from rdmabench.results.reports.cells import class_distributions
+from rdmabench.results.reports.formats import format_json, format_markdown, format_table
+from rdmabench.results.reports.html import render
+from rdmabench.results.verdicts.attribution import attribute
+from rdmabench.results.verdicts.compare import compare, format_changes
+from rdmabench.results.verdicts.outcome import Checked
+from rdmabench.results.verdicts.verdict import judge, parse_expect
 from rdmabench.stats import percentile
 
 from .conftest import browse, million_sources, needs_chromium
@@ -106,7 +107,7 @@ def test_distributions_per_link_class_in_every_format() -> None:
 
 
 def _generated(directory: Path, ranks: int = 64) -> Path:
-    from rdmabench.bench.million import generate
+    from devtools.million import generate
 
     path = directory / f"generated-{ranks}.json"
     generate(str(path), ranks, 8, million_sources())

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from rdmabench.errors import ResultsFileError
-from rdmabench.results import document as results
+from rdmabench.results.files import document as results
 
 
 def _entry(**changes: object) -> dict[str, object]:

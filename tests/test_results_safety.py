@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from rdmabench.results import document
+from rdmabench.results.files import document
 
 from .conftest import QUICK, load, rdmabench_env, run_cli
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from rdmabench.results import compact
-from rdmabench.results.document import load as load_results
+from rdmabench.results.files import compact
+from rdmabench.results.files.document import load as load_results
 
 from .conftest import RESULTS_DATA, browse, million_sources, needs_chromium, run_cli
 
@@ -83,7 +83,7 @@ def test_a_bad_link_record_names_its_line(tmp_path: Path) -> None:
 def test_a_generated_cluster_result_reports_in_every_format(
     name: str, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    from rdmabench.bench.million import generate
+    from devtools.million import generate
 
     directory = tmp_path_factory.getbasetemp() / "generated"
     path = directory / "generated-64.json"
@@ -101,7 +101,7 @@ def test_a_generated_cluster_result_reports_in_every_format(
 @needs_chromium
 def test_a_cluster_page_stays_small_and_renders(tmp_path: Path) -> None:
     """256 generated ranks on 32 hosts (65,280 links): maps per pair of hosts, the worst links listed."""
-    from rdmabench.bench.million import generate
+    from devtools.million import generate
 
     path = tmp_path / "generated-256.json"
     generate(str(path), 256, 8, million_sources())

@@ -1,4 +1,4 @@
-"""The published JSON Schemas of results files (rdmabench/results/schemas/), held against real results
+"""The published JSON Schemas of results files (rdmabench/results/files/schemas/), held against real results
 files (tests/data/results/) and against the runtime validator: what one rejects, the other rejects too."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from rdmabench.errors import ResultsFileError
-from rdmabench.results import document
+from rdmabench.results.files import document
 
 from .conftest import QUICK, RESULTS_DATA, run_cli
 

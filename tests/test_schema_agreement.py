@@ -27,8 +27,8 @@ from hypothesis import strategies as st
 
 from rdmabench.errors import ResultsFileError
 from rdmabench.measure import registry
-from rdmabench.results import compact, document, schema
-from rdmabench.results.rows import aggregate
+from rdmabench.results.files import compact, document, schema
+from rdmabench.results.files.rows import aggregate
 
 from .conftest import run_cli
 
@@ -175,7 +175,7 @@ def test_the_schema_holds_every_built_in_test_to_its_unit() -> None:
         then = rule["then"]["properties"]
         listed.update(dict.fromkeys(tests, (then.get("_figure", {}).get("const"), then["unit"]["const"])))
     kinds = [registry.get(name) for name in registry.names()]
-    built_in = {k.name: (k.field, k.unit) for k in kinds if k.figure.__module__.startswith("rdmabench.measure.tests")}
+    built_in = {k.name: (k.field, k.unit) for k in kinds if k.figure.__module__.startswith("rdmabench.measure.kinds")}
     assert listed == built_in
 
 

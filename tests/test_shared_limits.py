@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from rdmabench.hardware import limits, shared, topology
-from rdmabench.results.document import load as load_results
+from rdmabench.results.files.document import load as load_results
 
 from .conftest import run_cli
 

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from rdmabench.bench import storage
 from rdmabench.hardware import storage as disk
-from rdmabench.results.document import load as load_results
+from rdmabench.results.files.document import load as load_results
+from rdmabench.storage import storage
 
 from .conftest import run_cli
 
@@ -151,7 +151,7 @@ def test_doctor_names_the_file_system_and_gpudirect_storage(tmp_path: Path) -> N
 
 
 def test_the_targets_benchmark_reads_runs_and_prints_ratios(tmp_path: Path) -> None:
-    from rdmabench.bench.storage_targets import ratios
+    from rdmabench.storage.targets import ratios
 
     out = tmp_path / "r.json"
     proc = run_cli(["storage", str(tmp_path / "f.dat"), "--size", "2MiB", *SMALL, "-o", str(out)])
@@ -160,7 +160,7 @@ def test_the_targets_benchmark_reads_runs_and_prints_ratios(tmp_path: Path) -> N
     assert set(rows) == {("storage-read", 256 << 10, 1), ("storage-read", 1 << 20, 1)}
     assert all(row["over_pageable"] > 0 for row in rows.values())
     shown = subprocess.run(
-        [sys.executable, "-m", "rdmabench.bench.storage_targets", str(out), str(out)],
+        [sys.executable, "-m", "rdmabench.storage.targets", str(out), str(out)],
         capture_output=True,
         text=True,
         check=True,
@@ -172,7 +172,7 @@ def test_a_storage_rate_above_the_devices_own_is_a_finding_not_an_error() -> Non
     """The device's O_DIRECT rate is a reference measured at one request size (read-ahead or a VM's
     host cache may beat it): its share is the plain ratio on load, where a link limit judges."""
     from rdmabench.hardware.limits import Limit
-    from rdmabench.results.derived import share_of_limit
+    from rdmabench.results.files.derived import share_of_limit
 
     assert share_of_limit(6.0, Limit(2.0, "storage", "the device's O_DIRECT read rate, measured", False)) == 3.0
     assert share_of_limit(6.0, Limit(2.0, "PCIe", "Gen4 x16", False)) is None  # a bound: above it is an error

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from rdmabench.measure.plan import DEVICE, HOST, MAX_PASSES, MIXED, STREAM_ROUND_TRIPS, default_passes
-from rdmabench.results.document import load as load_results
+from rdmabench.results.files.document import load as load_results
 
 from .conftest import rdmabench_env, run_cli
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from rdmabench.errors import ConfigError
-from rdmabench.results.document import document, write
+from rdmabench.results.files.document import document, write
 
 from .conftest import run_cli
 
@@ -43,7 +43,7 @@ def test_a_gpu_less_pytorch_says_so_in_one_line(tmp_path: Path) -> None:
 
 def test_the_dataloader_host_side_runs_and_pinning_is_refused_without_cuda() -> None:
     torch = pytest.importorskip("torch")
-    from rdmabench.bench.torchcopy import dataloader_rate
+    from rdmabench.copy.torchcopy import dataloader_rate
 
     row = dataloader_rate(torch, False, 12, 64 << 10, to_gpu=False)
     assert row["batches"] == 12 and row["batches_per_second"] > 0 and row["cpu_seconds_per_batch"] > 0

@@ -27,7 +27,7 @@ from click.testing import CliRunner, Result
 
 from rdmabench.cli import main
 from rdmabench.errors import FileRefusedError, ResultsFileError
-from rdmabench.results import document
+from rdmabench.results.files import document
 
 from .conftest import rdmabench_env
 

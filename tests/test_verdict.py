@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from rdmabench.hardware import topology
-from rdmabench.results.document import load as load_results
+from rdmabench.results.files.document import load as load_results
 
 from .conftest import QUICK, run_cli
 

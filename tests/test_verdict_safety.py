@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from rdmabench.results import document
-from rdmabench.results.rows import Row
-from rdmabench.results.verdict import judge
+from rdmabench.results.files import document
+from rdmabench.results.files.rows import Row
+from rdmabench.results.verdicts.verdict import judge
 
 from .conftest import QUICK, refused_in_one_line, run_cli
 

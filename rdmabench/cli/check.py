@@ -10,7 +10,7 @@ import click
 from .. import userfiles
 from ..errors import ConfigError, InconclusiveError, RdmabenchError
 from ..escape import visible
-from ..results.verdict import DEFAULT_FLOORS
+from ..results.verdicts.verdict import DEFAULT_FLOORS
 from . import reading
 from .group import SETTINGS, Written, fail, main, writes
 from .options import expect_option, selection_options, tolerance_option
@@ -50,8 +50,8 @@ def check(
     a baseline run. Exit status 1 when a link fails or a part is suspect, 0 when all pass, 2 for bad
     input or when there is no verdict: nothing matched, no floor applied to any link, or no link was
     in the baseline, and nothing is suspect (never a pass on nothing)."""
-    from ..results.drain import share
-    from ..results.hostlist import compress
+    from ..results.verdicts.drain import share
+    from ..results.verdicts.hostlist import compress
 
     files = {name: kwargs.pop(name) for name in ("json_path", "junit_path", "drain_path", "force")}
     try:
@@ -81,11 +81,11 @@ def _check(
     files: dict[str, Any],
 ) -> tuple[Any, Any]:
     """The verdict and the drain list (None without --drain), their files written."""
-    from ..results import verdict as verdict_module
-    from ..results.attribution import attribute
-    from ..results.drain import ran_on, write_drain_list
-    from ..results.outcome import Checked
-    from ..results.rows import aggregate
+    from ..results.files.rows import aggregate
+    from ..results.verdicts import verdict as verdict_module
+    from ..results.verdicts.attribution import attribute
+    from ..results.verdicts.drain import ran_on, write_drain_list
+    from ..results.verdicts.outcome import Checked
 
     chosen = reading.filters(**selection)
     documents = reading.load(paths).documents

@@ -28,8 +28,8 @@ def compare(base: str, new: str, tolerance: float, output_format: str, **selecti
     same records) are named and ignored. Exit status 1 when a significant regression is found, 0 when
     none is, 2 for bad input or when no pair could be tested (no verdict), for use in a cluster's CI;
     for a gate on single runs use `rdmabench check --baseline`."""
-    from ..results import compare as compare_module
-    from ..results.rows import aggregate
+    from ..results.files.rows import aggregate
+    from ..results.verdicts import compare as compare_module
 
     if not 0 < tolerance < 1:
         raise ConfigError(f"--tolerance must be between 0 and 1, not {tolerance}")

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import click
 
-from ..bench.copy import DIRECTIONS, HOST_KINDS
+from ..copy.copy import DIRECTIONS, HOST_KINDS
 from ..errors import ConfigError
-from ..results import document
+from ..results.files import document
 from ..units import parse_sizes
 from .group import SETTINGS, Written, command_line, count, main, names, say, writes
 from .options import sizes_option

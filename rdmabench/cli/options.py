@@ -14,8 +14,8 @@ import click
 from ..errors import ConfigError
 from ..measure import registry
 from ..modes import MODE_HELP, MemoryMode
-from ..results.rows import LINK_CLASSES
-from ..results.verdict import parse_expect
+from ..results.files.rows import LINK_CLASSES
+from ..results.verdicts.verdict import parse_expect
 from ..units import parse_size, parse_sizes
 
 Decorator = Callable[[Any], Any]

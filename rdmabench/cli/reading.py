@@ -24,8 +24,8 @@ def filters(
     until: str | None,
 ) -> Any:
     """The options of `selection_options` as the rows' Filters."""
-    from ..results import dates
-    from ..results.rows import LINK_CLASSES, Filters
+    from ..results.files import dates
+    from ..results.files.rows import LINK_CLASSES, Filters
 
     for cls in link_classes:
         if cls not in LINK_CLASSES:
@@ -53,7 +53,7 @@ def write_or_print(chunks: Iterable[str], output: str | None) -> None:
 
 
 def load(paths: tuple[str, ...], warn_duplicates: bool = True) -> Any:
-    from ..results.loading import load_all
+    from ..results.files.loading import load_all
 
     loaded = load_all(paths)
     for problem in loaded.problems:

@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from ..errors import ConfigError, RdmabenchError
-from ..results.formats import FORMATS, GROUPINGS
+from ..results.reports.formats import FORMATS, GROUPINGS
 from . import reading
 from .group import SETTINGS, Written, fail, main, writes
 from .options import choices, expect_option, format_option, selection_options
@@ -37,7 +37,7 @@ def report(
 ) -> None:
     """Aggregate results files (or directories of them): per link and per (test, modes, size), the
     median over runs, the spread and the count; the suspect parts first (but in CSV), then outliers."""
-    from ..results import verdict as verdict_module
+    from ..results.verdicts import verdict as verdict_module
 
     try:
         if by not in GROUPINGS:  # bad options are reported before any file is read
@@ -64,10 +64,10 @@ def _report(
     selection: dict[str, Any],
 ) -> Any:
     """The report written or printed; the verdict when floors were given, else None."""
-    from ..results import formats
-    from ..results import verdict as verdict_module
-    from ..results.attribution import attribute
-    from ..results.rows import aggregate
+    from ..results.files.rows import aggregate
+    from ..results.reports import formats
+    from ..results.verdicts import verdict as verdict_module
+    from ..results.verdicts.attribution import attribute
 
     chosen = reading.filters(**selection)
     loaded = reading.load(paths)

@@ -10,9 +10,9 @@ import click
 
 from ..errors import ConfigError
 from ..job.config import ENGINES, OUTPUT_FORMATS, PROGRESS, UNITS, RunConfig
-from ..job.schedule import LINK_CLASSES, PATTERN_HELP, PATTERNS
+from ..job.schedule import LINK_CLASSES, PATTERNS, pattern_help
 from ..measure.beside import LOADS, Beside
-from ..results import document
+from ..results.files import document
 from .blocklists import block_options
 from .group import SETTINGS, Written, command_line, main, writes
 from .options import (
@@ -33,9 +33,9 @@ link_options = group(
     click.option("--test", default="bw", metavar=test_names(), help=test_help()),
     click.option(
         "--pattern",
-        default=PATTERNS[0],
+        default="pair",
         metavar=choices(PATTERNS),
-        help="Which links: " + "; ".join(PATTERN_HELP.get(name, name) for name in PATTERNS) + ".",
+        help=pattern_help(),
     ),
     click.option(
         "--remeasure-below",

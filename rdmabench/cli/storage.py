@@ -7,7 +7,7 @@ from typing import Any
 import click
 
 from ..errors import ResourceError
-from ..results import document
+from ..results.files import document
 from ..units import parse_sizes
 from .group import SETTINGS, Written, command_line, count, fail, main, names, say, writes
 from .options import group, renamed, sizes_option

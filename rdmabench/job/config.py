@@ -24,7 +24,7 @@ from ..modes import MemoryMode
 from ..units import DISPLAY_UNITS, parse_sizes
 from ..wire.native import RMA_GET
 from ..wire.staging import DEFAULT_BUFFERS, DEFAULT_CHUNK, Staging
-from .schedule import LINK_CLASSES, PATTERNS
+from .schedule import LINK_CLASSES, pattern_named
 
 DEFAULT_SIZES = "1:64MiB:x4"
 DEFAULT_BLOCK_SIZES = "4KiB:1MiB:x4"  # --blocks without --block-size: KV-cache block sizes
@@ -63,11 +63,10 @@ class What:
     beside: str = "none"  # a model's compute on every rank's GPU beside the links: measure.beside.Beside
 
     def check(self) -> None:
-        if self.pattern not in PATTERNS:
-            raise ConfigError(f"unknown pattern {self.pattern!r}: choose one of {', '.join(PATTERNS)}")
+        pattern = pattern_named(self.pattern)  # an unknown pattern: one line naming the choices
         if self.link_class not in LINK_CLASSES:
             raise ConfigError(f"unknown link class {self.link_class!r}: choose one of {', '.join(LINK_CLASSES)}")
-        if self.concurrent and self.pattern != "all-pairs":
+        if self.concurrent and not pattern.packs:
             raise ConfigError("--concurrent schedules all-pairs; the other patterns are concurrent already")
         if not 0 <= self.remeasure_below < 1:
             raise ConfigError(
@@ -79,7 +78,7 @@ class What:
     @property
     def one_at_a_time(self) -> bool:
         """Links measured alone, one a round: pair, or all-pairs without --concurrent."""
-        return self.pattern in ("pair", "all-pairs") and not self.concurrent
+        return not pattern_named(self.pattern).concurrent and not self.concurrent
 
 
 @dataclass
@@ -474,7 +473,7 @@ class RunConfig:
     def memory_class(self) -> str:
         """What the links' ends hold, for the default window: GPU memory at both (a deep window),
         host memory at both (a CPU copies: a cache-sized window), or one of each."""
-        if all(mode is MemoryMode.DEVICE for mode in self.modes):
+        if all(mode.record.gpu_direct for mode in self.modes):
             return plan.DEVICE
         if all(mode.cpu_copied for mode in self.modes):
             return plan.HOST

@@ -15,7 +15,7 @@ from ..hardware.gpu import gpu_unavailable_reason
 from ..hardware.memlock import mlock_problem
 from ..measure.need import Need
 from ..measure.round import RoundSpec
-from ..results import document
+from ..results.files import document
 from ..units import format_size
 from ..wire.mpi import World
 from .config import RunConfig

@@ -15,12 +15,13 @@ from ..measure.registry import TestKind
 from ..measure.round import RoundSpec
 from ..stats import median
 from .config import RunConfig
+from .schedule import PATTERNS
 from .schedule import Link as Pair
 
 
 def is_pattern_round(config: RunConfig) -> bool:
     """Whether this run's rounds load many links at once (their entries carry the pattern's aggregate)."""
-    return config.what.pattern not in ("pair", "all-pairs") or config.what.concurrent
+    return PATTERNS[config.what.pattern].concurrent or config.what.concurrent
 
 
 def size_plan(

@@ -32,8 +32,8 @@ from ..measure.blocks import BlockShape
 from ..measure.entry import Entry, Placement, make_entries
 from ..measure.round import LinkMeasurement, RoundSpec, fetch_rows, run_round
 from ..memory.buffers import PINNED_POOL, RECYCLER
-from ..results import document
-from ..results.table import ProgressTable
+from ..results.files import document
+from ..results.reports.table import ProgressTable
 from ..units import format_size
 from ..wire import ucx_env
 from ..wire.mpi import World, import_ucx_first
@@ -302,7 +302,7 @@ class _Job:
     ) -> None:
         table, config, world = self.table, self.config, self.world
         assert table is not None
-        if config.what.pattern == "pair":
+        if schedule.PATTERNS[config.what.pattern].one_pair:
             shape = config.block_shape
             blocks = shape.describe() if shape else None
             if config.handoff is not None:
@@ -325,7 +325,7 @@ class _Job:
                 config.memory.dst_mode.value,
                 config.steps.validate,
             )
-        if config.what.pattern == "bisection" and world.size % 2:
+        if schedule.PATTERNS[config.what.pattern].halves and world.size % 2:
             table.note(f"warning: rank {world.size - 1} stays idle: bisection pairs the two halves of an even count")
         for warning in _placement_warnings(topologies):
             table.note(f"warning: {warning}")
@@ -359,7 +359,7 @@ class _Job:
                 _release_buffers(config)
             for shape in shapes or [None]:
                 self.run_rounds(size, rounds, progress, shape=shape)
-                if config.what.pattern == "screen" and config.what.remeasure_below > 0:
+                if schedule.PATTERNS[config.what.pattern].remeasures and config.what.remeasure_below > 0:
                     self.remeasure(size, progress)
                 _release_buffers(config)  # the next size needs buffers of its own
         return self.finish()
@@ -443,11 +443,11 @@ class _Job:
             self._compare_blocks(entry)
             if alone:
                 entry.remeasured_from = self.screened[(entry.src_rank, entry.dst_rank)].value
-            elif self.config.what.pattern == "screen":
+            elif schedule.PATTERNS[self.config.what.pattern].remeasures:
                 self.screened[(entry.src_rank, entry.dst_rank)] = entry
         self.stream.append([entry.to_dict() for entry in entries])
         if self.table and entries:
-            if self.config.what.pattern == "pair":
+            if schedule.PATTERNS[self.config.what.pattern].one_pair:
                 self.table.row(entries)
             else:
                 self.table.link_rows(entries, progress.done, progress.total, progress.eta())
@@ -485,7 +485,7 @@ class _Job:
             stream, self.stream = self.stream, None
             stream.metadata["ucx_warnings"] = sorted({w for ws in all_warnings or [] for w in ws})
             summary = stream.finish(complete=True)
-            if self.table and config.what.pattern != "pair":
+            if self.table and not schedule.PATTERNS[config.what.pattern].one_pair:
                 self.table.matrices(summary.get("matrices", []))
             # The CSV, the verdict and the answer read the same rows: the file is loaded and aggregated once.
             choice = self.table is not None and (len(self.postings) > 1 or config.beside_load is not None)
@@ -507,28 +507,28 @@ class _Job:
 
 def _rows(path: str) -> list[Any]:
     """The run's report rows: one per link and size, as `report` makes them."""
-    from ..results.rows import aggregate
+    from ..results.files.rows import aggregate
 
     return aggregate([(path, document.load(path, lazy=True))])
 
 
 def _answer(rows: list[Any], out: TextIO) -> None:
     """Under the table: which posting path for each block size, idle and beside the compute load."""
-    from ..results.answer import answers, lines
+    from ..results.reports.answer import answers, lines
 
     for line in lines(answers(rows)):
         print(visible(f"# {line}"), file=out, flush=True)
 
 
 def _csv(rows: list[Any]) -> str:
-    from ..results.formats import render
+    from ..results.reports.formats import render
 
     return render(rows, "csv")
 
 
 def _verdict(path: str, rows: list[Any], floors: dict[str, float], out: TextIO) -> int:
     """The verdict `check` would give on this run's file; its exit status (2: nothing was judged)."""
-    from ..results.verdict import conclude, format_verdict
+    from ..results.verdicts.verdict import conclude, format_verdict
 
     try:
         verdict = conclude(rows, floors)

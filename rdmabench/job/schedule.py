@@ -16,23 +16,12 @@ links that fell well below their class's median.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from ..errors import ConfigError
 
-PATTERNS = ("pair", "all-pairs", "ring", "incast", "fan-out", "bisection", "screen")
 LINK_CLASSES = ("all", "intra-node", "inter-node")
-# What each pattern measures, for `run --help` (every name of PATTERNS has its line).
-PATTERN_HELP = {
-    "pair": "ranks 0 and 1",
-    "all-pairs": "every ordered pair, one at a time",
-    "ring": "every rank to the next at once",
-    "incast": "all to --root",
-    "fan-out": "--root to all",
-    "bisection": "the two halves of the job at once",
-    "screen": "a cluster screen (a ring in every host, every pair of hosts rail-aligned, slow links re-measured alone)",
-}
-
 Link = tuple[int, int]
 
 
@@ -139,6 +128,97 @@ def _wanted(link: Link, hosts: Sequence[str], link_class: str) -> bool:
     return link_class == "all" or (link_class == "intra-node") == same
 
 
+@dataclass(frozen=True)
+class Ranks:
+    """What a pattern's rounds are made of: the ranks (by their hosts) and the run's choices."""
+
+    hosts: Sequence[str]
+    link_class: str = "all"
+    concurrent: bool = False  # all-pairs: disjoint pairs packed into rounds
+    root: int = 0  # incast's and fan-out's
+    bidirectional: bool = False  # the test measures both directions of a pair at once
+
+
+def _all_pairs(ranks: Ranks) -> list[list[Link]]:
+    n = len(ranks.hosts)
+    if ranks.concurrent:
+        return _concurrent_all_pairs(ranks.hosts, ranks.link_class)
+    return [
+        [(s, d)]
+        for s in range(n)
+        for d in range(n)
+        if s != d and (s < d or not ranks.bidirectional) and _wanted((s, d), ranks.hosts, ranks.link_class)
+    ]
+
+
+def _ring(ranks: Ranks) -> list[list[Link]]:
+    n = len(ranks.hosts)
+    return [[(r, (r + 1) % n) for r in range(n)]] if n > 2 else [[(0, 1), (1, 0)]]
+
+
+def _bisection(ranks: Ranks) -> list[list[Link]]:
+    half = len(ranks.hosts) // 2  # rank i of the first half exchanges with rank i of the second
+    return [[(i, i + half) for i in range(half)] + [(i + half, i) for i in range(half)]]
+
+
+@dataclass(frozen=True)
+class Pattern:
+    """A pattern, once: its name, its phrase in --pattern's help, its rounds, and what the
+    configuration's checks and the job ask of it. A new pattern is its rounds and its record here."""
+
+    name: str
+    summary: str  # its part of --pattern's help
+    rounds: Callable[[Ranks], list[list[Link]]]
+    concurrent: bool = False  # its rounds load many links at once (an aggregate per round)
+    packs: bool = False  # --concurrent packs its links into rounds (all-pairs)
+    one_pair: bool = False  # ranks 0 and 1 only: the pair's table, the others idle
+    remeasures: bool = False  # links well below their class's median are measured again alone (--remeasure-below)
+    halves: bool = False  # pairs the job's two halves: an odd count leaves the last rank idle
+
+
+PATTERNS: dict[str, Pattern] = {
+    pattern.name: pattern
+    for pattern in (
+        Pattern("pair", "ranks 0 and 1", lambda ranks: [[(0, 1)]], one_pair=True),
+        Pattern("all-pairs", "every ordered pair, one at a time", _all_pairs, packs=True),
+        Pattern("ring", "every rank to the next at once", _ring, concurrent=True),
+        Pattern(
+            "incast",
+            "all to --root",
+            lambda ranks: [[(r, ranks.root) for r in range(len(ranks.hosts)) if r != ranks.root]],
+            concurrent=True,
+        ),
+        Pattern(
+            "fan-out",
+            "--root to all",
+            lambda ranks: [[(ranks.root, r) for r in range(len(ranks.hosts)) if r != ranks.root]],
+            concurrent=True,
+        ),
+        Pattern("bisection", "the two halves of the job at once", _bisection, concurrent=True, halves=True),
+        Pattern(
+            "screen",
+            "a cluster screen (a ring in every host, every pair of hosts rail-aligned, slow links re-measured alone)",
+            lambda ranks: [links for links in screen(ranks.hosts) if links],
+            concurrent=True,
+            remeasures=True,
+        ),
+    )
+}
+
+
+def pattern_help() -> str:
+    """--pattern's help, from the records: each pattern's summary, in order."""
+    return "Which links: " + "; ".join(pattern.summary for pattern in PATTERNS.values()) + "."
+
+
+def pattern_named(name: str) -> Pattern:
+    """The pattern `name`; one line naming the choices for any other."""
+    pattern = PATTERNS.get(name)
+    if pattern is None:
+        raise ConfigError(f"unknown pattern {name!r}: choose one of {', '.join(PATTERNS)}")
+    return pattern
+
+
 def schedule(
     pattern: str,
     hosts: Sequence[str],
@@ -150,36 +230,14 @@ def schedule(
     """Rounds of (src, dst) links for `pattern` over ranks whose hosts are `hosts`. A bidirectional
     test measures both directions of a pair at once, so all-pairs then visits each pair once."""
     n = len(hosts)
-    if pattern not in PATTERNS:
-        raise ConfigError(f"unknown pattern {pattern!r}: choose one of {', '.join(PATTERNS)}")
+    record = pattern_named(pattern)
     if link_class not in LINK_CLASSES:
         raise ConfigError(f"unknown link class {link_class!r}: choose one of {', '.join(LINK_CLASSES)}")
     if n < 2:
         raise ConfigError("a transfer needs at least 2 ranks (use --np 2, or mpirun -n 2)")
     if not 0 <= root < n:
         raise ConfigError(f"--root {root} is not a rank of this {n}-rank job")
-    if pattern == "pair":
-        return [[(0, 1)]]
-    if pattern == "all-pairs":
-        if concurrent:
-            return _concurrent_all_pairs(hosts, link_class)
-        return [
-            [(s, d)]
-            for s in range(n)
-            for d in range(n)
-            if s != d and (s < d or not bidirectional) and _wanted((s, d), hosts, link_class)
-        ]
-    if pattern == "ring":
-        return [[(r, (r + 1) % n) for r in range(n)]] if n > 2 else [[(0, 1), (1, 0)]]
-    if pattern == "screen":
-        return [links for links in screen(hosts) if links]
-    if pattern == "incast":
-        return [[(r, root) for r in range(n) if r != root]]
-    if pattern == "fan-out":
-        return [[(root, r) for r in range(n) if r != root]]
-    half = n // 2  # bisection: rank i of the first half exchanges with rank i of the second
-    links = [(i, i + half) for i in range(half)] + [(i + half, i) for i in range(half)]
-    return [links]
+    return record.rounds(Ranks(hosts, link_class, concurrent, root, bidirectional))
 
 
 def roles(rounds: list[list[Link]], rank: int) -> tuple[bool, bool]:

@@ -16,7 +16,7 @@ from typing import IO, TextIO
 
 from ..errors import ERROR_PREFIX, LaunchError, RdmabenchError, ResultsWriteError, error_line
 from ..pystart import python_module
-from ..results import document
+from ..results.files import document
 from .config import RunConfig
 from .jobdirs import job_dirs
 

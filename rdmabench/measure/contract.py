@@ -1,7 +1,8 @@
 """The measurement contract: what a step protocol and the round engine agree on, and nothing of
-either's workings. Protocols (window, pingpong, onesided, blocksteps) import only this module to
-know a round; the engine (round.py) implements `RoundEnd` and drives any `StepProtocol`. So a new
-protocol is one module beside the others and its registry line, and the engine never names one.
+either's workings. Protocols (window, pingpong, onesided, blocksteps) import this module (and of
+measure/ only need, faults and the block shapes: tests/test_layout.py) to know a round; the engine
+(round.py) implements `RoundEnd` and drives any `StepProtocol`. So a new protocol is one module
+beside the others and its registry line, and the engine never names one.
 
 Holds: the message tags, a link and one end of it on a rank (`Side`), the round as a protocol sees
 it (`RoundShape`), this rank's part of a round (`RoundEnd`), and the protocol itself (`StepProtocol`).
@@ -17,11 +18,11 @@ from ..memory.buffers import Buffer
 from ..memory.payload import Pattern
 from ..modes import MemoryMode
 from ..wire.staging import Carrier
+from .need import Need
 
 if TYPE_CHECKING:
     from ..wire.native import HotLoop
     from ..wire.ucx import Transport
-    from .need import Need
     from .plan import Plan
 
 # Tag layout: kind in the top byte, sender rank in the next three, message slot below.
@@ -73,6 +74,15 @@ class RoundShape(Protocol):
     def end_need(self, link: Link, mode: MemoryMode, count: int, receiving: bool) -> Need:
         """What one end of `link`, in `mode`, holds for `count` messages a step (measure/need.py)."""
         ...
+
+
+def round_trip_need(spec: RoundShape, rank: int) -> Need:
+    """What a rank holds for a round trip on each of its links (lat, put-lat): each end both sends and
+    receives one message, both in its own memory."""
+    targets, sources = spec.ends(rank)
+    ends = [(link, link.src_mode) for link in targets] + [(link, link.dst_mode) for link in sources]
+    halves = [spec.end_need(link, mode, 1, receiving) for link, mode in ends for receiving in (False, True)]
+    return sum(halves, Need())
 
 
 class RoundEnd(Protocol):

@@ -27,7 +27,7 @@ from ..modes import MemoryMode
 from ..wire import protoinfo
 from ..wire.mpi import receive
 from ..wire.native import RMA_GET, RMA_PUT, HotLoop, Registrations, RmaLinkEnd, memory_type
-from .contract import ACK, READY, RoundEnd, RoundShape, Side, tag
+from .contract import ACK, READY, RoundEnd, RoundShape, Side, round_trip_need, tag
 from .need import Need
 
 _TAG_KEYS = 11  # MPI tag of a round's remote keys
@@ -213,11 +213,7 @@ class PutPingPongProtocol:
     streams = False
 
     def need(self, spec: RoundShape, rank: int) -> Need:
-        # One link per rank: an outgoing and an incoming buffer, both in its end's memory.
-        targets, sources = spec.ends(rank)
-        ends = [(link, link.src_mode) for link in targets] + [(link, link.dst_mode) for link in sources]
-        halves = [spec.end_need(link, mode, 1, receiving) for link, mode in ends for receiving in (False, True)]
-        return sum(halves, Need())
+        return round_trip_need(spec, rank)
 
     def timed(self, end: RoundEnd) -> list[Side]:
         return end.targets

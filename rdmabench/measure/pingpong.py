@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 from ..wire.native import HotLoop, memory_type
-from .contract import DATA, READY, RoundEnd, RoundShape, Side, tag
+from .contract import DATA, READY, RoundEnd, RoundShape, Side, round_trip_need, tag
 from .need import Need
 
 
@@ -19,11 +19,7 @@ class PingPongProtocol:
     streams = True  # a step is Plan.passes round trips in a row
 
     def need(self, spec: RoundShape, rank: int) -> Need:
-        # Each end of a link both sends and receives one message, in its own memory.
-        targets, sources = spec.ends(rank)
-        ends = [(link, link.src_mode) for link in targets] + [(link, link.dst_mode) for link in sources]
-        halves = [spec.end_need(link, mode, 1, receiving) for link, mode in ends for receiving in (False, True)]
-        return sum(halves, Need())
+        return round_trip_need(spec, rank)
 
     def timed(self, end: RoundEnd) -> list[Side]:
         return end.targets

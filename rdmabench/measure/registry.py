@@ -6,7 +6,7 @@ protocol moves its bytes (measure/window.py, pingpong.py, onesided.py or blockst
 measure/contract.py) and how a figure comes from the times of a sample's steps. Tables, matrices,
 reports, compare and the preflight ask the registry; nothing else branches on a test's name.
 
-Adding a test: a module that builds a TestKind and calls register() (rdmabench/measure/tests/ for
+Adding a test: a module that builds a TestKind and calls register() (rdmabench/measure/kinds/ for
 the built-in ones); a module of your own is loaded when its name is in $RDMABENCH_PLUGINS
 (comma-separated), in every rank and in `report`/`compare`. A plugin whose import raises anything
 is one line naming it: a run refuses to start, `report` reads files without it.
@@ -99,7 +99,7 @@ def _load() -> None:
     if _loaded:
         return
     _loaded = True
-    importlib.import_module(f"{__package__}.tests")
+    importlib.import_module(f"{__package__}.kinds")
     for name in plugin_modules():
         before = set(_KINDS)
         try:

@@ -1,1 +1,1 @@
-"""Results files, the live table, reports, comparisons and the HTML page."""
+"""Results in three rooms, each importing only the rooms before it: files (written, checked, read, folded into rows), verdicts (pass/fail and the diagnosis), reports (text, tables, HTML)."""

@@ -1,10 +1,10 @@
 """GPU-initiated block lists through UCX's device API (native/devlists.cu), built on first use with nvcc.
 
 A block list posted from the CPU costs one ucp_put_nbx per block, and over CUDA IPC each is a CUDA
-copy and an event: about 5.7 us a block whatever its size. UCX 1.20+ lets a kernel post the whole
-list (ucp_device_put over the endpoint's device lane): one launch per transfer. The same kernel
-shape over both pools as mapped pointers, with a plain copy of our own, is the list's ceiling: what
-the GPU does with it, without UCX.
+copy and an event: microseconds a block whatever its size (docs/measurements.md, "Block lists").
+UCX 1.20+ lets a kernel post the whole list (ucp_device_put over the endpoint's device lane): one
+launch per transfer. The same kernel shape over both pools as mapped pointers, with a plain copy of
+our own, is the list's ceiling: what the GPU does with it, without UCX.
 
 Needs UCX's device headers (the libucx wheel has them from 1.20), nvcc ($RDMABENCH_NVCC, $NVCC,
 nvcc on PATH, or $CUDA_HOME/bin), a GPU, and a UCX context created with UCP_FEATURE_DEVICE. When any

@@ -28,6 +28,7 @@ from typing import Any, TypeVar
 
 from ... import privatedirs
 from ...errors import TransportError, UnsafePathError
+from ...modes import UcxMemory
 
 SOURCE = Path(__file__).with_name("hotloop.c")
 HEADER = SOURCE.with_name("hotloop.h")  # the interface: the structs and codes mirrored below
@@ -205,7 +206,7 @@ _VOIDS: dict[str, list[Any]] = {
     "rb_rkey_destroy": [_ptr],
 }  # fmt: skip
 # ucs_memory_type_t of the memory types MemoryMode.ucx_memory names.
-UCS_MEMORY_TYPES = {"host": 0, "cuda": 1, "cuda-managed": 2}
+UCS_MEMORY_TYPES: dict[UcxMemory, int] = {"host": 0, "cuda": 1, "cuda-managed": 2}
 
 
 @dataclass
@@ -511,9 +512,16 @@ def _prebuilt_candidates() -> list[Path]:
     return found
 
 
-def memory_type(ucx_memory: str) -> int:
-    """The ucs_memory_type_t declared to UCX for buffers of this kind (-1: let UCX detect it)."""
-    return UCS_MEMORY_TYPES.get(ucx_memory, -1)
+def memory_type(ucx_memory: UcxMemory) -> int:
+    """The ucs_memory_type_t declared to UCX for buffers of this kind (MemoryMode.ucx_memory). A name
+    it does not know is a bug, refused here: declaring a wrong type (or none) to UCX would measure
+    another path without a word."""
+    try:
+        return UCS_MEMORY_TYPES[ucx_memory]
+    except KeyError:
+        raise ValueError(
+            f"no ucs_memory_type_t for UCX memory {ucx_memory!r}: one of {', '.join(UCS_MEMORY_TYPES)}"
+        ) from None
 
 
 class HotLoop:

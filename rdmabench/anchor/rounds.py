@@ -1,0 +1,138 @@
+"""What both anchors (ucx_perftest's, anchor.py; NIXL's, nixl.py) share: one `rdmabench run` as a
+subprocess, the repeated rounds of a comparison (a failed round keeps the ones before it), the
+rounds' medians with the steady rounds (the anchor's runs before and after rdmabench's within
+DRIFT_LIMIT) beside them, and the lines under a --repeat table."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tempfile
+from collections.abc import Callable
+from typing import Any
+
+from .. import stats
+from ..errors import LaunchError, RdmabenchError
+from ..pystart import python_module
+
+Rows = list[dict[str, Any]]
+
+# Beyond this difference between the anchor's run before rdmabench's and its run after (relative to
+# their mean), the machine did not hold still while the two programs ran and their ratio is not
+# trusted: the VMs here flip between states 2-3x apart within a minute.
+DRIFT_LIMIT = 0.10
+
+
+def run_entries(options: list[str], ranks: int = 2, samples: int = 5, sample_time: float = 0.2) -> list[dict[str, Any]]:
+    """The entries of one `rdmabench run --np ranks OPTIONS` (samples of about `sample_time` seconds)."""
+    from ..results.files import document
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "r.json")
+        command = python_module("rdmabench", "run", "--np", str(ranks), *options)
+        command += ["--samples", str(samples), "--sample-time", str(sample_time), "-o", out]
+        proc = subprocess.run(command, capture_output=True, text=True, timeout=1800)
+        if proc.returncode != 0:
+            raise LaunchError(f"rdmabench run failed: {proc.stderr.strip()[-500:]}")
+        return list(document.load(out)["results"])
+
+
+def repeated(
+    one_round: Callable[[], Rows],
+    repeat: int,
+    merge: Callable[[list[Rows]], Rows],
+    progress: Callable[[str], None] | None,
+    name: str,
+    announce_one: bool = False,
+) -> Rows:
+    """`repeat` rounds of a comparison, merged (`merge`: the rounds' medians) where there are several.
+    A round that fails after others finished keeps theirs (minutes of measurements), marked with why
+    the rest is missing; a first round that fails raises. Each round is announced as `name round i of
+    n` (a single one too with `announce_one`)."""
+    rounds: list[Rows] = []
+    for index in range(repeat):
+        if progress is not None and (repeat > 1 or announce_one):
+            progress(f"{name} round {index + 1} of {repeat}")
+        try:
+            rounds.append(one_round())
+        except RdmabenchError as exc:
+            if not rounds:
+                raise
+            merged = merge(rounds)
+            for row in merged:
+                row["incomplete"] = (
+                    f"round {index + 1} of {repeat} failed ({exc}); medians of the {len(rounds)} before it"
+                )
+            return merged
+    return rounds[0] if repeat == 1 else merge(rounds)
+
+
+def rounds_median(
+    rounds: list[list[dict[str, Any]]],
+    key: tuple[str, ...],
+    figures: tuple[str, ...],
+    labels: tuple[str, ...],
+    drift: str,
+    steady: tuple[tuple[str, str], ...],
+) -> list[dict[str, Any]]:
+    """One row per `key` of several rounds of the same comparison: each of `figures`' median over the
+    rounds, `rounds` their count and `runs` each figure's values, round by round; each of `labels`
+    joins the rounds' distinct values.
+    The steady rounds are those whose `drift` stayed within DRIFT_LIMIT (see _steady)."""
+    first = rounds[0]
+    keys = [tuple(r.get(name) for name in key) for r in first]
+    for other in rounds[1:]:
+        if [tuple(r.get(name) for name in key) for r in other] != keys:
+            raise LaunchError("the anchor's rounds measured different rows: cannot take their medians")
+    merged = []
+    for position, row in enumerate(first):
+        out = dict(row)
+        runs: dict[str, list[float]] = {}
+        for figure in figures:
+            values = [r[position].get(figure) for r in rounds]
+            numbers = [float(v) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
+            if len(numbers) == len(values):
+                runs[figure] = numbers
+                out[figure] = stats.median(numbers)
+            elif numbers:  # a column some rounds lack has no median of all: not shown (one a test lacks stays)
+                out[figure] = None
+        for label in labels:  # a round that ran otherwise must not hide behind the first
+            out[label] = " | ".join(dict.fromkeys(str(r[position].get(label)) for r in rounds))
+        out["rounds"], out["runs"] = len(rounds), runs
+        out |= _steady(runs, drift, steady)
+        merged.append(out)
+    return merged
+
+
+def _steady(runs: dict[str, list[float]], drift: str, ratios: tuple[tuple[str, str], ...]) -> dict[str, Any]:
+    """How many rounds were steady (the anchor's two runs around rdmabench's within DRIFT_LIMIT)
+    and, where any was, the median of each ratio over those rounds alone; nothing for rows without a
+    bracket (a copy-engine ceiling)."""
+    drifts = runs.get(drift)
+    if drifts is None:
+        return {}
+    steady = [index for index, value in enumerate(drifts) if value <= DRIFT_LIMIT]
+    out: dict[str, Any] = {"steady_rounds": len(steady)}
+    for _name, ratio in ratios:
+        if steady and ratio in runs:
+            out[f"steady_{ratio}"] = stats.median(runs[ratio][index] for index in steady)
+    return out
+
+
+def spread(row: dict[str, Any], figure: str, digits: int = 2) -> str:
+    """A figure's min-max over the rounds (`runs`), or '-'."""
+    values = (row.get("runs") or {}).get(figure)
+    return f"{min(values):.{digits}f}-{max(values):.{digits}f}" if values else "-"
+
+
+def round_lines(rows: Rows, heading: Callable[[Rows], str], line: Callable[[dict[str, Any]], str]) -> list[str]:
+    """Under a --repeat table: whether every round finished, then `heading` of the repeated rows and a
+    `line` each (each ratio's spread over the rounds)."""
+    lines = []
+    if rows and rows[0].get("incomplete"):
+        lines.append(f"# INCOMPLETE: {rows[0]['incomplete']}")
+    repeated = [r for r in rows if r.get("rounds")]
+    if repeated:
+        lines.append(heading(repeated))
+        lines += [line(r) for r in repeated]
+    return lines

@@ -1,0 +1,1 @@
+"""`rdmabench copy`: host/device copies with CuPy (copy) and through PyTorch (torchcopy)."""

@@ -1,0 +1,420 @@
+"""Schema 2: results that hold a cluster. A link measurement is one short line of JSON; what many
+links share is stored once and referenced.
+
+A schema-1 entry is about 1.6 KB: its UCX report rows, limits, settings, hosts and GPUs are repeated
+in every entry. Schema 2 splits each entry into
+- a **record** (one line of `<results>.links.jsonl`): the ranks, the size, the figure, its samples,
+  the steps per sample, the share of the link's limit, the round's time, and a profile number;
+- a **profile** (stored once, in the summary): every field many entries share (test, modes, window,
+  transport, protocol, UCX report, limit, warnings, settings...), with which per-rank fields apply;
+- a **rank table** (stored once): each rank's host, GPU and NIC.
+`expand` joins them back into the schema-1 entry (stats recomputed from the samples), so every
+reader sees one shape. Floats keep 6 significant digits (the samples vary far more than that).
+
+JSON Lines, not Parquet: it streams as rounds complete with nothing but the standard library, a
+partly written file stays readable, and pandas (`pd.read_json(path, lines=True)`) and polars
+(`pl.read_ndjson(path)`) load it in one line.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import json.scanner
+import math
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from ... import userfiles
+from ...errors import FileRefusedError, ResultsFileError
+from ...stats import summarize
+from ...units import MAX_BANDWIDTH_GBPS
+from . import schema
+
+LINKS_SUFFIX = ".links.jsonl"
+# Entry fields that vary from link to link, and their names in a record.
+RECORD_FIELDS = {
+    "src_rank": "src",
+    "dst_rank": "dst",
+    "size_bytes": "size",
+    "samples": "samples",
+    "iterations": "iterations",
+    "share_of_limit": "share",
+    "round_seconds": "round_s",
+    "pattern_aggregate_gbps": "together",
+    "pattern_share_of_limit": "together_share",
+    "wire": "wire",
+    "aggregate_gbps": "agg",
+    "aggregate_samples": "agg_samples",
+    "aggregate_share_of_limit": "agg_share",
+    "remeasured_from": "remeasured_from",
+    "cpu_s_per_gb": "cpu",
+    "blocks": "blocks",  # block lists: per-transfer percentiles differ link by link
+    "beside": "beside",  # --beside: each link's pairs of the transfer and the load, alone and together
+}
+# Fields of each end that belong to the rank: stored once in the rank table.
+RANK_FIELDS = {"host": ("src_host", "dst_host"), "gpu": ("src_gpu", "dst_gpu"), "nic": ("src_nic", "dst_nic")}
+_PER_RANK = {name for names in RANK_FIELDS.values() for name in names}
+_RANK_FIELD_OF = {name: field for field, names in RANK_FIELDS.items() for name in names}  # src_host: host
+DERIVED = ("stats", "messages_per_sample")  # recomputed on expansion
+# Entry fields a record, the rank table or expansion fills in: never a profile's (the schema says
+# so), except `blocks`, which profiles of earlier versions held.
+FILLED_IN = frozenset({*RECORD_FIELDS, *_PER_RANK, *DERIVED, "bandwidth_gbps", "latency_us"})
+_FIGURE = "_figure"  # the profile's name for the entry's figure field
+_ENDS = "_ends"  # the per-rank fields the profile's entries carry
+
+
+def ceiling(unit: Any) -> float:
+    """The bound a figure in `unit` stays below: MAX_BANDWIDTH_GBPS for a bandwidth, none for a time."""
+    return MAX_BANDWIDTH_GBPS if unit == "GB/s" else math.inf
+
+
+def plausible(values: list[float], bound: float) -> bool:
+    """Whether every value is finite, above 0 and below `bound` (False for an empty list): what a
+    link's figures and samples must be. Three calls in C, not a loop: a million records take them.
+    (Values so large that their sum overflows read as not plausible: the entry check decides.)"""
+    return bool(values) and math.isfinite(sum(values)) and min(values) > 0 and max(values) < bound
+
+
+def links_path(path: str) -> str:
+    """Where the records of the results file `path` go: beside it, `.json` replaced."""
+    stem = path[: -len(".json")] if path.endswith(".json") else path
+    return stem + LINKS_SUFFIX
+
+
+# Significant digits a record keeps: 6, or fewer for figures that vary more than that from run to
+# run (CPU seconds per GB, a shared counter's rate): about 15 bytes a link.
+_DIGITS = {"cpu_s_per_gb": 3, "wire": 4}
+
+
+def _short(value: Any, digits: int = 6) -> Any:
+    if isinstance(value, float):
+        return float(f"{value:.{digits}g}")
+    if isinstance(value, list):
+        return [_short(v, digits) for v in value]
+    if isinstance(value, dict):
+        return {k: _short(v, digits) for k, v in value.items()}
+    return value
+
+
+class Compactor:
+    """Turns entries into stream lines: a profile or rank line when one is new, then the record."""
+
+    def __init__(self) -> None:
+        self.profiles: list[dict[str, Any]] = []
+        self.ranks: dict[int, dict[str, Any]] = {}
+        self._ids: dict[str, int] = {}
+
+    def lines(self, entry: dict[str, Any], figure: str) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        record: dict[str, Any] = {}
+        for name, short in RECORD_FIELDS.items():
+            if entry.get(name) is not None:
+                record[short] = _short(entry[name], _DIGITS.get(name, 6))
+        record["value"] = _short(entry[figure])
+        ends = []
+        for field, names in RANK_FIELDS.items():
+            for end, name in zip(("src_rank", "dst_rank"), names, strict=True):
+                if name not in entry:
+                    continue
+                known = self.ranks.setdefault(entry[end], {"rank": entry[end]})
+                if field not in known:
+                    known[field] = entry[name]
+                    out.append({"rank_info": dict(known)})
+                if known[field] == entry[name]:
+                    ends.append(name)
+                else:  # not this rank's usual value: kept in the record
+                    record[name] = entry[name]
+        skip = {*RECORD_FIELDS, *DERIVED, figure, *_PER_RANK}
+        shared = {k: v for k, v in entry.items() if k not in skip}
+        shared[_FIGURE], shared[_ENDS] = figure, ends
+        key = json.dumps(shared, sort_keys=True)
+        if key not in self._ids:
+            self._ids[key] = len(self.profiles)
+            self.profiles.append(shared)
+            out.append({"profile": self._ids[key], "entry": shared})
+        record["profile"] = self._ids[key]
+        out.append(record)
+        return out
+
+
+class Tables:
+    """The profiles and the rank table a stream declares as it goes, gathered by a reader."""
+
+    def __init__(self) -> None:
+        self.profiles: list[dict[str, Any]] = []
+        self.ranks: dict[int, dict[str, Any]] = {}
+
+    def absorb(self, line: dict[str, Any]) -> bool:
+        """Take a profile or rank line (True); a link record is left to the caller (False)."""
+        if "profile" in line and "entry" in line:
+            self.profiles.append(line["entry"])
+            return True
+        if "rank_info" in line:
+            self.ranks[int(line["rank_info"]["rank"])] = line["rank_info"]
+            return True
+        return False
+
+
+def expand(record: dict[str, Any], profiles: list[dict[str, Any]], ranks: dict[int, dict[str, Any]]) -> dict[str, Any]:
+    """The schema-1 entry a record stands for. Raises KeyError, IndexError, TypeError or ValueError
+    if the record does not fit its profiles (the loader names the line)."""
+    if not 0 <= record["profile"] < len(profiles):
+        raise ValueError(f"profile {record['profile']} is not among the summary's {len(profiles)} profiles")
+    profile = profiles[record["profile"]]
+    entry = {k: v for k, v in profile.items() if k not in (_FIGURE, _ENDS)}
+    for name, short in RECORD_FIELDS.items():
+        if short in record:
+            entry[name] = record[short]
+    for field, names in RANK_FIELDS.items():
+        for end, name in zip((record["src"], record["dst"]), names, strict=True):
+            if name in record:
+                entry[name] = record[name]
+            elif name in profile[_ENDS]:
+                if field not in ranks.get(end, {}):
+                    raise ValueError(
+                        f"rank {end} has no {field} in the ranks table, which profile {record['profile']} takes"
+                    )
+                entry[name] = ranks[end][field]
+    samples = record["samples"]
+    if not isinstance(samples, list) or not samples or not all(isinstance(v, (int, float)) for v in samples):
+        raise TypeError("samples must be a list of numbers")
+    entry["stats"] = summarize([float(v) for v in samples])
+    # The figure is the median sample, as in schema 1 (`value` in the record is that, rounded).
+    entry[profile[_FIGURE]] = entry["stats"]["median"] if isinstance(record["value"], (int, float)) else None
+    window, passes = profile.get("window"), profile.get("passes")
+    entry["messages_per_sample"] = record["iterations"] * (window if window else 1) * (passes if passes else 1)
+    return entry
+
+
+def entry_of(
+    record: Any, profiles: list[dict[str, Any]], ranks: dict[int, dict[str, Any]], where: str
+) -> dict[str, Any]:
+    """The entry of a link record checked against the published link schema, or ResultsFileError
+    naming `where` and what is wrong."""
+    record = schema.parts().link(record, where)
+    try:
+        return expand(record, profiles, ranks)
+    except (KeyError, IndexError, TypeError, ValueError) as exc:
+        raise ResultsFileError(f"{where} is not a link record of this result ({exc})") from None
+
+
+def check_entry(entry: dict[str, Any], figure: str, where: str) -> None:
+    """Check each field of an entry against the part of schema 2 it is stored in (a record's field,
+    an end's rank row, or its profile), so schema-1 files follow the published schema field by
+    field; integral floats of integer fields become ints. ResultsFileError names the first field
+    that breaks it."""
+    parts = schema.parts()
+    check: schema.Check | None
+    for name, value in list(entry.items()):
+        if name in DERIVED:
+            continue  # recomputed on load (derived.py), never read
+        if name == figure:
+            check = parts.link_fields["value"]
+        elif name in RECORD_FIELDS:
+            check = parts.link_fields.get(RECORD_FIELDS[name])
+        elif name in _PER_RANK:
+            check = parts.rank_fields.get(_RANK_FIELD_OF[name])
+        else:
+            check = parts.profile_fields.get(name)
+        if check is not None:
+            entry[name] = schema.check_field(check, value, name, where)
+
+
+def read_links(
+    path: str,
+    profiles: list[dict[str, Any]],
+    ranks: dict[int, dict[str, Any]],
+    check: Callable[[Any, str], None] | None = None,
+) -> Iterator[dict[str, Any]]:
+    """The entries of a links file, one at a time, each passed to `check` (the loader's entry
+    check); a bad line raises ResultsFileError naming it."""
+    for number, record in _lines(path):
+        yield _expanded(path, number, record, profiles, ranks, check)
+
+
+@dataclass(frozen=True)
+class Profile:
+    """What the ordinary records of one profile share: `entry`, the checked entry of its first
+    ordinary record (use only its profile's fields: test, modes, limit, settings...), and `ends`, the
+    per-rank fields (src_host, dst_gpu...) its entries take from the rank table."""
+
+    entry: dict[str, Any]
+    ends: frozenset[str]
+
+
+# An ordinary record: the fields the Compactor writes, nothing an end overrides.
+_ORDINARY_KEYS = frozenset({*RECORD_FIELDS.values(), "value", "profile"})
+_NUMBER_TYPES = (int, float)
+_FLOATS = {float}
+
+
+class _Scanner:
+    """Tells the ordinary records of a links file from the others, and keeps one checked entry per
+    profile: an ordinary record differs from it only in fields this class checks itself."""
+
+    def __init__(self, profiles: list[dict[str, Any]], ranks: dict[int, dict[str, Any]]):
+        self.profiles, self.ranks = profiles, ranks
+        self.known: dict[int, Profile] = {}
+        self._fits: dict[int, tuple[set[int], set[int]] | None] = {}  # per profile: ranks usable as src, as dst
+        self._ceilings: dict[int, float] = {}  # per profile: the bound its figures stay below
+        self._check = schema.parts().link
+
+    def _fit(self, index: int) -> tuple[set[int], set[int]] | None:
+        """Per end, the ranks whose table row holds every field the profile's entries take from it;
+        None for a profile holding a field that a record, a rank or the figure fills in (the
+        Compactor's never do)."""
+        if index not in self._fits:
+            profile = self.profiles[index]
+            if not isinstance(profile, dict):
+                self._fits[index] = None
+                return None
+            clash = FILLED_IN & profile.keys()
+            ends = profile.get(_ENDS)
+            if clash or not isinstance(ends, list):
+                self._fits[index] = None
+                return None
+            fits = [
+                {
+                    rank
+                    for rank, info in self.ranks.items()
+                    if {f for f, n in RANK_FIELDS.items() if n[i] in ends} <= info.keys()
+                }
+                for i in (0, 1)
+            ]
+            self._fits[index] = (fits[0], fits[1])
+        return self._fits[index]
+
+    def ordinary(self, record: Any) -> int | None:
+        """The profile of `record` if it expands like any other of that profile's and passes the
+        entry check wherever the profile's first ordinary record did; else None."""
+        if type(record) is not dict or not record.keys() <= _ORDINARY_KEYS:
+            return None
+        try:
+            self._check(record, "")  # every field as the published schema has it
+        except ResultsFileError:
+            return None  # expanded and checked again, to name what is wrong
+        index, src, dst = record["profile"], record["src"], record["dst"]  # whole numbers, at least 0
+        if index >= len(self.profiles) or {*map(type, record["samples"])} != _FLOATS:
+            return None  # a profile past the end; samples that are not all floats (rows keep floats)
+        fit = self._fit(index)
+        if fit is None or src not in fit[0] or dst not in fit[1] or not self._plausible(index, record):
+            return None
+        return index
+
+    def _plausible(self, index: int, record: dict[str, Any]) -> bool:
+        """Whether the samples (and a bibw record's aggregate) are figures a link can have, by the
+        rule of `document`'s entry check; a record that fails is expanded, and the check names it."""
+        bound = self._ceilings.get(index)
+        if bound is None:
+            bound = self._ceilings[index] = ceiling(self.profiles[index].get("unit"))
+        if not plausible(record["samples"], bound):
+            return False
+        if "agg" not in record and "agg_samples" not in record:
+            return True
+        agg, together = record.get("agg"), record.get("agg_samples")
+        if type(agg) not in _NUMBER_TYPES or type(together) is not list or {*map(type, together)} - _FLOATS:
+            return False
+        return plausible([float(agg), *together], MAX_BANDWIDTH_GBPS)  # type: ignore[arg-type]
+
+    def profile(self, record: Any) -> Profile | None:
+        """The Profile of an ordinary record whose profile has a checked entry already."""
+        index = self.ordinary(record)
+        return self.known.get(index) if index is not None else None
+
+    def learn(self, record: Any, entry: dict[str, Any]) -> None:
+        """Keep the checked entry of an ordinary record as its profile's first."""
+        index = self.ordinary(record)
+        if index is not None and index not in self.known:
+            self.known[index] = Profile(entry, frozenset(self.profiles[index][_ENDS]))
+
+
+def read_records(
+    path: str,
+    profiles: list[dict[str, Any]],
+    ranks: dict[int, dict[str, Any]],
+    check: Callable[[Any, str], None] | None = None,
+) -> Iterator[tuple[Profile | None, dict[str, Any]]]:
+    """The links of a links file, without expanding a million entries: (its Profile, the record)
+    for an ordinary record whose profile's first ordinary record was expanded and checked already,
+    else (None, the entry, expanded and checked as `read_links` does). Ranks, size, samples and
+    figure of an ordinary record are checked here, with the rule of `document`'s entry check."""
+    scanner = _Scanner(profiles, ranks)
+    for number, record in _lines(path):
+        profile = scanner.profile(record)
+        if profile is not None:
+            yield profile, record
+            continue
+        entry = _expanded(path, number, record, profiles, ranks, check)
+        scanner.learn(record, entry)
+        yield None, entry
+
+
+# What json.loads calls, without its wrapper: a million lines parse a fifth quicker.
+_SCAN = json.scanner.make_scanner(json.JSONDecoder(parse_constant=schema.not_json))  # type: ignore[arg-type]
+
+
+def _lines(path: str) -> Iterator[tuple[int, Any]]:
+    """Each line of a links file, its number and its JSON (what json.loads makes of it); a line
+    that is not JSON raises ResultsFileError naming it."""
+    longest = userfiles.max_input_bytes()
+    try:
+        handle = io.TextIOWrapper(userfiles.open_input(path, userfiles.max_by_line_bytes(), "links file"), "utf-8")
+    except FileRefusedError as exc:
+        raise ResultsFileError(f"{exc} (the links file)") from None
+    with handle:  # a line at a time, each bounded: a file of one endless line is not read whole
+        for number, line in enumerate(iter(lambda: handle.readline(longest), ""), start=1):
+            if len(line) == longest and not line.endswith("\n"):
+                raise ResultsFileError(f"{path}: line {number} is longer than {longest} characters: not a link record")
+            try:
+                record, end = _SCAN(line, 0)
+                if end == len(line) or line[end:] == "\n":
+                    yield number, record
+                    continue
+            except (StopIteration, ValueError):
+                pass  # json.loads says what is wrong, or reads what the scanner alone did not
+            try:
+                record = json.loads(line, parse_constant=schema.not_json)
+            except ValueError as exc:  # json.JSONDecodeError among them
+                raise ResultsFileError(f"{path}: line {number} is not a link record ({exc})") from None
+            yield number, record
+
+
+def _expanded(
+    path: str,
+    number: int,
+    record: Any,
+    profiles: list[dict[str, Any]],
+    ranks: dict[int, dict[str, Any]],
+    check: Callable[[Any, str], None] | None,
+) -> dict[str, Any]:
+    entry = entry_of(record, profiles, ranks, f"{path}: line {number}")
+    if check is not None:
+        check(entry, f"{path}: line {number}")
+    return entry
+
+
+class LazyResults:
+    """A schema-2 file's entries, read from its links file each time they are iterated: a report on
+    a million links never holds them all."""
+
+    def __init__(
+        self,
+        path: str,
+        count: int,
+        profiles: list[dict[str, Any]],
+        ranks: dict[int, dict[str, Any]],
+        check: Callable[[Any, str], None] | None = None,
+    ):
+        self.path, self.count, self.profiles, self.ranks, self.check = path, count, profiles, ranks, check
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return read_links(self.path, self.profiles, self.ranks, self.check)
+
+    def records(self) -> Iterator[tuple[Profile | None, dict[str, Any]]]:
+        """The links as `read_records` gives them: a report's pass over a million links."""
+        return read_records(self.path, self.profiles, self.ranks, self.check)
+
+    def __len__(self) -> int:
+        return self.count

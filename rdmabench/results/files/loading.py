@@ -1,0 +1,56 @@
+"""Which files a report reads: results files named or found under folders, each read once (bounded,
+regular files only), a run counted once."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ...errors import OtherDocumentError, ResultsFileError
+from . import document, identity
+
+
+@dataclass
+class Loaded:
+    documents: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)  # one line per file that could not be used
+    duplicates: list[identity.Duplicate] = field(default_factory=list)  # files of a run counted already
+
+
+def find_files(paths: Iterable[str]) -> tuple[list[str], list[str]]:
+    """Results files named, or found under named directories; and one problem line per path that
+    holds none."""
+    files, problems = [], []
+    for path in paths:
+        if os.path.isdir(path):
+            found = sorted(
+                os.path.join(root, name)
+                for root, _dirs, names in os.walk(path)
+                for name in names
+                if name.endswith((".json", ".json" + document.STREAM_SUFFIX)) and not name.startswith(".")
+            )
+            if not found:
+                problems.append(f"{path}: no results files (*.json) in this directory")
+            files.extend(found)
+        elif os.path.exists(path):
+            files.append(path)
+        else:
+            problems.append(f"{path}: no such file or directory")
+    return files, problems
+
+
+def load_all(paths: Iterable[str]) -> Loaded:
+    files, problems = find_files(paths)
+    loaded = Loaded(problems=problems)
+    for path in files:
+        try:
+            doc = document.load(path, lazy=True)  # schema 2: read as aggregated
+        except ResultsFileError as exc:
+            if not isinstance(exc, OtherDocumentError):  # anchor comparisons live beside results
+                loaded.problems.append(str(exc))
+            continue
+        loaded.documents.append((path, doc))
+    loaded.documents, loaded.duplicates = identity.distinct(loaded.documents)  # a run counts once
+    return loaded

@@ -1,0 +1,115 @@
+"""A row as text: the report's columns and cells, the outlier lines and the distribution per link class, as every text format (the table, markdown, csv, the HTML page, compare) shows them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ... import escape
+from ...units import format_size
+from ..files.rows import CULPRITS_LISTED, Row, classes, culprits
+from . import distribution
+
+
+def class_distributions(rows: list[Row], fraction: float) -> list[distribution.Distribution]:
+    """How the links of each class spread (see distribution.py), by class."""
+    return distribution.distributions(classes(rows).items(), fraction)
+
+
+COLUMNS = (
+    "test",
+    "modes",
+    "size",
+    "link",
+    "class",
+    "load",
+    "settings",
+    "runs",
+    "median",
+    "min",
+    "max",
+    "spread",
+    "p99 us",
+    "p99.9 us",
+    "share",
+    "CPU s/GB",
+    "wire",
+    "transport",
+)
+
+
+def cells(row: Row) -> list[str]:
+    return [column[0] for column in cell_columns([row])]
+
+
+def cell_columns(rows: list[Row]) -> list[list[str]]:
+    """The cells of `rows` under COLUMNS, column by column: a million rows format in seconds."""
+    sizes: dict[int, str] = {}
+    joined: dict[frozenset[str], str] = {}
+    medians = [row.median for row in rows]
+    lows = [min(row.values) for row in rows]
+    highs = [max(row.values) for row in rows]
+    shares = [row.share for row in rows]
+    return [
+        [row.test for row in rows],
+        [f"{row.src_mode}->{row.dst_mode}" for row in rows],
+        [sizes.get(row.size_bytes) or sizes.setdefault(row.size_bytes, format_size(row.size_bytes)) for row in rows],
+        [row.link for row in rows],
+        [row.link_class for row in rows],
+        [row.load for row in rows],
+        [row.differs or "-" for row in rows],
+        [str(len(row.values)) for row in rows],
+        [f"{median:.3f} {row.unit}" for median, row in zip(medians, rows, strict=True)],
+        [f"{low:.3f}" for low in lows],
+        [f"{high:.3f}" for high in highs],
+        [
+            f"{(high - low) / median if median else 0.0:.1%}"
+            for high, low, median in zip(highs, lows, medians, strict=True)
+        ],
+        *_tail_columns(rows),
+        [f"{share:.0%}" if share is not None else "-" for share in shares],
+        [_cpu_cell(row) for row in rows],
+        [f"{row.wire_ratio:.2f} {row.wire_dev}" if row.wire_dev else "-" for row in rows],
+        [
+            joined.get(row.transports) or joined.setdefault(row.transports, ", ".join(sorted(row.transports)) or "-")
+            for row in rows
+        ],
+    ]
+
+
+def _tail_columns(rows: list[Row]) -> list[list[str]]:
+    """A block list's p99 and p99.9 of transfer times (us, the median over runs); '-' for other rows."""
+    tails = [row.tail_us for row in rows]
+    return [[f"{tail[i]:.1f}" if tail else "-" for tail in tails] for i in (0, 1)]
+
+
+def _cpu_cell(row: Row) -> str:
+    """'src/dst' CPU seconds per GB, or '-'."""
+    cost = row.cpu_s_per_gb
+    return f"{cost['src']:.3g}/{cost['dst']:.3g}" if cost else "-"
+
+
+OUTLIERS_LISTED = 100  # worst first; a cluster with a bad switch has thousands
+
+
+def outlier_lines(
+    found: list[tuple[Row, float]], fraction: float, name: Callable[[str], str] = escape.visible
+) -> list[str]:
+    """The outliers, a line each, and the parts they touch most; every name from a file through
+    `name` (the output's escape: escape.visible, escape.markdown)."""
+    if not found:
+        return [f"no outliers: every link within {fraction:.0%} of the median of its class"]
+    lines = [f"{len(found)} outlier(s), more than {fraction:.0%} worse than the median of their class:"]
+    for row, off in found[:OUTLIERS_LISTED]:
+        what = f"{row.link} ({row.link_class}) {row.test} {row.modes}"
+        lines.append(f"  {name(what)} {format_size(row.size_bytes)}: {row.median:.3f} {name(row.unit)}, {off:+.0%}")
+    if len(found) > OUTLIERS_LISTED:
+        lines.append(f"  ... and {len(found) - OUTLIERS_LISTED} more, less far off (all of them: --format json or csv)")
+    if len(found) > 1:
+        touched = culprits([row for row, _off in found])
+        for what, key in (("node", "nodes"), ("GPU", "gpus"), ("NIC", "nics")):
+            if touched[key]:
+                top = ", ".join(
+                    f"{name(part)} ({count})" for part, count in list(touched[key].items())[:CULPRITS_LISTED]
+                )
+                lines.append(f"  outlier links per {what}, most first: {top}")
+    return lines

@@ -1,0 +1,307 @@
+"""The report's formats (table, markdown, json, csv, html), one dispatch (`render`) shared by `rdmabench report` and the end of `rdmabench run`; every name from a file escaped for the format it lands in. Every format but CSV (a row per link, for a spreadsheet) opens with the suspect parts (attribution.py)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import json.encoder
+import math
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from ... import escape
+from ...errors import ConfigError
+from ...units import format_size
+from ..files.rows import Row, bulk, bulk_chunks, outliers
+from ..verdicts.attribution import Attribution, attribute
+from . import answer, distribution
+from .cells import COLUMNS, cell_columns, class_distributions, outlier_lines
+
+GROUPINGS = ("none", "host", "link-class", "mode", "size", "date")
+
+
+def group_key(row: Row, by: str) -> str:
+    if by == "host":
+        return row.src_host if row.src_host == row.dst_host else f"{row.src_host} -> {row.dst_host}"
+    if by == "link-class":
+        return row.link_class
+    if by == "mode":
+        return row.modes
+    if by == "size":
+        return format_size(row.size_bytes)
+    if by == "date":
+        return ", ".join(sorted(row.dates))
+    return ""
+
+
+def _grouped(rows: list[Row], by: str) -> list[tuple[str, list[Row]]]:
+    groups: dict[str, list[Row]] = {}
+    for row in rows:
+        groups.setdefault(group_key(row, by), []).append(row)
+    return sorted(groups.items())
+
+
+def suspect_lines(found: Attribution, escaped: Callable[[str], str]) -> list[str]:
+    """The attribution's lines (suspects first, one a line), each through `escaped`."""
+    return [escaped(line) for line in found.lines()]
+
+
+@bulk
+def format_table(rows: list[Row], by: str, fraction: float, found: Attribution | None = None) -> str:
+    found = found if found is not None else attribute(rows)
+    lines = ["== suspects", *suspect_lines(found, escape.visible), ""]
+    lines += [*distribution.text_lines(class_distributions(rows, fraction)), ""]
+    lines += outlier_lines(outliers(rows, fraction), fraction)
+    for name, members in _grouped(rows, by):
+        lines.append("")
+        if name:
+            lines.append(f"== {by}: {escape.visible(name)}")
+        lines += escape.aligned(COLUMNS, [escape.column(column, escape.visible) for column in cell_columns(members)])
+    chosen = answer.lines(answer.answers(rows))
+    if chosen:  # block lists measured by several paths, or beside compute
+        lines += ["", *map(escape.visible, chosen)]
+    lines.append("")
+    lines.append(
+        "GB/s = 1e9 bytes/s; median/min/max over runs; spread = (max - min) / median; p99/p99.9 us = a block "
+        "list's transfer times (the median over runs); share = of the link's physical limit"
+    )
+    return "\n".join(lines)
+
+
+@bulk
+def format_markdown(rows: list[Row], by: str, fraction: float, found: Attribution | None = None) -> str:
+    found = found if found is not None else attribute(rows)
+    lines = ["# rdmabench report", "", "## Suspects", ""]
+    lines += [f"- {line}" for line in suspect_lines(found, escape.markdown)] + [""]
+    lines += [*distribution.markdown_lines(class_distributions(rows, fraction)), "", "## Outliers", ""]
+    lines += [f"- {line.strip()}" for line in outlier_lines(outliers(rows, fraction), fraction, escape.markdown)]
+    for name, members in _grouped(rows, by):
+        lines.append("")
+        if name:
+            lines.append(f"## {by}: {escape.markdown(name)}")
+            lines.append("")
+        lines.append("| " + " | ".join(COLUMNS) + " |")
+        lines.append("|" + "---|" * len(COLUMNS))
+        columns = [escape.column(column, escape.markdown) for column in cell_columns(members)]
+        lines += ["| " + " | ".join(cells) + " |" for cells in zip(*columns, strict=True)]
+    chosen = answer.lines(answer.answers(rows))
+    if chosen:
+        lines += [
+            "",
+            "## Which posting path",
+            "",
+            chosen[0],
+            "",
+            *(f"-{escape.markdown(line[1:])}" for line in chosen[1:]),
+        ]
+    lines.append("")
+    lines.append(
+        "GB/s = 1e9 bytes/s; median/min/max over runs; p99/p99.9 us = a block list's transfer times (the median "
+        "over runs); share = of the link's physical limit."
+    )
+    return "\n".join(lines) + "\n"
+
+
+def format_json(rows: list[Row], fraction: float, problems: list[str], found: Attribution | None = None) -> str:
+    """The rows, the outliers, the files that could not be used, the suspects (one line each, and
+    the whole attribution) and the distribution per link class, as one JSON document."""
+    return "".join(json_chunks(rows, fraction, problems, found))
+
+
+ROWS_A_CHUNK = 20_000  # rows joined into one piece of a streamed report
+
+
+@bulk_chunks
+def json_chunks(
+    rows: list[Row], fraction: float, problems: list[str], found: Attribution | None = None
+) -> Iterator[str]:
+    """`format_json` in pieces, to be written as they come: a million rows (a line each) are never
+    held as one string, nor as one nested structure (that took gigabytes)."""
+    attribution = found if found is not None else attribute(rows)
+    listed = [
+        {"link": r.link, "test": r.test, "size_bytes": r.size_bytes, "modes": r.modes, "off": off}
+        for r, off in outliers(rows, fraction)
+    ]
+    suspects = [suspect.describe() for suspect in attribution.suspects]
+    rest = json.dumps(
+        {"outliers": [], "skipped": problems, "suspects": suspects, "attribution": attribution.to_dict()}, indent=1
+    )
+    if listed:  # what json.dumps(..., indent=1) writes, without its pure-Python encoder's minutes
+        items = ",\n".join(_indented_object(item, "  ") for item in listed)
+        rest = rest.replace('"outliers": []', '"outliers": [\n' + items + "\n ]", 1)
+    del listed
+    spread = ",\n".join(json.dumps(one.to_dict()) for one in class_distributions(rows, fraction))
+    rest = rest[: -len("\n}")] + ',\n "distributions": [\n' + spread + "\n ]\n}"  # a line per class
+    chosen = answer.answers(rows)
+    if chosen:  # block lists measured by several paths, or beside compute: the key only then
+        listed_answers = ",\n".join(json.dumps(one.to_dict()) for one in chosen)
+        rest = rest[: -len("\n}")] + ',\n "answers": [\n' + listed_answers + "\n ]\n}"
+    encoder = _RowJson()
+    yield '{\n "rows": [\n'
+    for start in range(0, len(rows), ROWS_A_CHUNK):
+        yield ("" if start == 0 else ",\n") + ",\n".join(map(encoder.line, rows[start : start + ROWS_A_CHUNK]))
+    yield "\n ],\n" + rest[2:]
+
+
+def _indented_object(item: dict[str, Any], indent: str) -> str:
+    """json.dumps(item, indent=1) of a flat object nested `indent` deep."""
+    inner = ",\n".join(f"{indent} {_ENCODE_STR(key)}: {_json(value)}" for key, value in item.items())
+    return f"{indent}{{\n{inner}\n{indent}}}"
+
+
+_ENCODE_STR: Callable[[str], str] = json.encoder.encode_basestring_ascii  # type: ignore[attr-defined]
+
+
+def _json(value: Any) -> str:
+    """json.dumps(value), without its cost for the strings and numbers a million rows hold."""
+    if value is None:  # most rows hold no share, CPU cost, wire check or tail
+        return "null"
+    kind = type(value)
+    if kind is str:
+        return _ENCODE_STR(value)
+    if kind is int or (kind is float and math.isfinite(value)):
+        return repr(value)
+    return json.dumps(value)
+
+
+class _RowJson:
+    """json.dumps(row.to_dict()), for a million rows: labels, settings and sets written once."""
+
+    def __init__(self) -> None:
+        self._labels: dict[str, str] = {}
+        self._settings: dict[tuple[tuple[str, str], ...], str] = {}
+        self._sets: dict[frozenset[str], str] = {}
+
+    def _label(self, value: Any) -> str:
+        if type(value) is not str:
+            return _json(value)
+        found = self._labels.get(value)
+        if found is None:
+            found = self._labels[value] = _ENCODE_STR(value)
+        return found
+
+    def _set(self, values: frozenset[str]) -> str:
+        found = self._sets.get(values)
+        if found is None:
+            found = self._sets[values] = json.dumps(sorted(values))
+        return found
+
+    def line(self, row: Row) -> str:
+        median, low, high, label, tail = row.median, min(row.values), max(row.values), self._label, row.tail_us
+        settings = self._settings.get(row.settings)
+        if settings is None:
+            settings = self._settings[row.settings] = json.dumps(dict(row.settings))
+        return (
+            f'{{"test": {label(row.test)}, "src_mode": {label(row.src_mode)}, "dst_mode": {label(row.dst_mode)}, '
+            f'"size_bytes": {_json(row.size_bytes)}, "link": {_json(row.link)}, "link_class": {label(row.link_class)}, '
+            f'"load": {label(row.load)}, "settings": {settings}, "unit": {label(row.unit)}, '
+            f'"runs": {len(row.values)}, "median": {_json(median)}, "min": {_json(low)}, "max": {_json(high)}, '
+            f'"spread": {_json((high - low) / median if median else 0.0)}, "share_of_limit": {_json(row.share)}, '
+            f'"link_limit": {label(row.limit)}, "cpu_s_per_gb": {_json(row.cpu_s_per_gb)}, '
+            f'"wire": {_json({"dev": row.wire_dev, "ratio": row.wire_ratio} if row.wire_dev else None)}, '
+            f'"transfer_p99_us": {_json(tail[0] if tail else None)}, '
+            f'"transfer_p999_us": {_json(tail[1] if tail else None)}, '
+            f'"transports": {self._set(row.transports)}, '
+            f'"warnings": {self._set(row.warnings)}}}'
+        )
+
+
+def format_csv(rows: list[Row]) -> str:
+    return "".join(csv_chunks(rows))
+
+
+CSV_FIELDS = (
+    "test",
+    "src_mode",
+    "dst_mode",
+    "size_bytes",
+    "link",
+    "link_class",
+    "load",
+    "settings",
+    "unit",
+    "runs",
+    "median",
+    "min",
+    "max",
+    "spread",
+    "share_of_limit",
+    "cpu_src_s_per_gb",
+    "cpu_dst_s_per_gb",
+    "wire_ratio",
+    "wire_dev",
+    "transfer_p99_us",
+    "transfer_p999_us",
+    "transports",
+)
+
+
+@bulk_chunks
+def csv_chunks(rows: list[Row]) -> Iterator[str]:
+    """A row per link, in pieces of ROWS_A_CHUNK rows to be written as they come."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    writer.writerow(CSV_FIELDS)
+    for number, row in enumerate(rows, start=1):
+        data = row.to_dict()
+        cost = data["cpu_s_per_gb"] or {}
+        data["cpu_src_s_per_gb"], data["cpu_dst_s_per_gb"] = cost.get("src"), cost.get("dst")
+        data["wire_ratio"], data["wire_dev"] = row.wire_ratio, row.wire_dev
+        data["transports"] = ";".join(data["transports"])
+        data["settings"] = ";".join(f"{k}={v}" for k, v in row.settings)
+        writer.writerow(
+            [escape.csv_cell(value) if type(value) is str else value for value in map(data.get, CSV_FIELDS)]
+        )
+        if number % ROWS_A_CHUNK == 0:
+            yield buffer.getvalue()
+            buffer.seek(0)
+            buffer.truncate()
+    yield buffer.getvalue()
+
+
+FORMATS = ("table", "markdown", "csv", "json", "html")
+
+
+def render(
+    rows: list[Row],
+    name: str,
+    by: str = "none",
+    fraction: float = 0.2,
+    problems: list[str] | None = None,
+    sources: list[str] | None = None,
+    found: Attribution | None = None,
+) -> str:
+    """The rows in format `name` (one of FORMATS): the one dispatch `report` and `run` share.
+    `problems` are the inputs left out, each with why; `sources` the files read (html names them);
+    `found` the attribution of `rows`, made here (but for CSV) where not given."""
+    return "".join(render_chunks(rows, name, by, fraction, problems, sources, found))
+
+
+def render_chunks(
+    rows: list[Row],
+    name: str,
+    by: str = "none",
+    fraction: float = 0.2,
+    problems: list[str] | None = None,
+    sources: list[str] | None = None,
+    found: Attribution | None = None,
+) -> Iterator[str]:
+    """`render` in pieces to write as they come (userfiles.write_chunks): the JSON and CSV of a
+    million rows are never held whole. Bad names raise here, before any piece is made."""
+    if name not in FORMATS:
+        raise ConfigError(f"unknown format {name!r}: choose {', '.join(FORMATS[:-1])} or {FORMATS[-1]}")
+    if by not in GROUPINGS:
+        raise ConfigError(f"unknown grouping {by!r}: choose one of {', '.join(GROUPINGS)}")
+    if name == "csv":
+        return csv_chunks(rows)
+    found = found if found is not None else attribute(rows)
+    if name == "json":
+        return json_chunks(rows, fraction, problems or [], found)
+    if name == "table":
+        return iter((format_table(rows, by, fraction, found),))
+    if name == "markdown":
+        return iter((format_markdown(rows, by, fraction, found),))
+    from .html import render as render_html  # matplotlib: loaded only for a page
+
+    return iter((render_html(rows, sources or [], problems or [], fraction, found),))

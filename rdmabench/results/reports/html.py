@@ -1,0 +1,283 @@
+"""One self-contained HTML page: the suspect parts first, per-link heatmaps (ends ordered by host,
+then the NIC each sends through, then device: a bad GPU or NIC is a line), bandwidth-vs-size curves
+per memory mode, shares of the physical limit, and the aggregate table. Plots are PNG images
+embedded in the page."""
+
+from __future__ import annotations
+
+import base64
+import heapq
+import io
+from typing import Any
+
+from ... import escape, stats
+from ...stats import median
+from ...units import format_size
+from ..files.rows import Row, bulk, outliers, standings
+from ..verdicts.attribution import Attribution, attribute, end_order
+from . import distribution
+from .cells import COLUMNS, cells, class_distributions, outlier_lines
+
+
+def _pyplot() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    matplotlib.rcParams["text.usetex"] = False  # labels are names from files: never LaTeX (nor math: _label)
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+_label = escape.matplotlib_label  # every text a plot draws holds names from files
+
+
+def _png(fig: Any) -> str:
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=110, bbox_inches="tight")
+    _pyplot().close(fig)
+    return base64.b64encode(buffer.getvalue()).decode()
+
+
+def _image(title: str, data: str) -> str:
+    return f'<figure><img alt="{escape.html(title)}" src="data:image/png;base64,{data}"><figcaption>{escape.html(title)}</figcaption></figure>'
+
+
+def heatmaps(rows: list[Row]) -> list[tuple[str, str]]:
+    """One heatmap per (test, modes, size) that has more than one link: senders down, receivers
+    across, both in attribution.end_order (by host, then NIC, then device)."""
+    groups: dict[tuple[str, str, str, int, str, str], list[Row]] = {}
+    for row in rows:
+        groups.setdefault((row.test, row.src_mode, row.dst_mode, row.size_bytes, row.load, row.differs), []).append(row)
+    order = {end: n for n, end in enumerate(end_order(rows))}
+    images = []
+    for (test, src_mode, dst_mode, size, load, differs), members in sorted(groups.items()):
+        if len(members) < 2:
+            continue
+        sources, targets, grid, by = _grid(members, order)
+        scale = _heatmap(sources, targets, grid, members)
+        unit = members[0].unit
+        variant = f", {differs}" if differs else ""
+        title = (
+            f"{test} {src_mode} -> {dst_mode}, {format_size(size)}, links {load}{variant}: median {unit} "
+            f"{by} (row: sender); colour {scale}"
+        )
+        images.append((title, _png(_pyplot().gcf())))
+    return images
+
+
+def _heatmap(sources: list[str], targets: list[str], grid: list[list[float]], members: list[Row]) -> str:
+    """Draw one map (the current figure); return what its colour scale spans, for the caption. The
+    scale runs from 0 to the physical limit where every link carries one (maps compare by colour),
+    else over this map's own figures."""
+    plt = _pyplot()
+    side = max(len(sources), len(targets))
+    inch = 0.9 if side <= LABELLED_UP_TO else max(0.05, 12.0 / side)  # a cluster's map stays a page wide
+    fig, ax = plt.subplots(figsize=(1.2 + inch * len(targets), 1.0 + inch * 0.66 * len(sources)))
+    limits = [row.limit_gbps for row in members]
+    unit = members[0].unit
+    if unit == "GB/s" and all(limit is not None for limit in limits):
+        top = max(limit for limit in limits if limit is not None)
+        named = {row.limit for row in members}
+        lowest, scale = 0.0, f"0 to the physical limit, {named.pop()}"
+        if named:  # more than one
+            scale = f"0 to {top:.1f} GB/s, the largest physical limit of these links"
+    else:
+        figures = [value for line in grid for value in line if value == value]
+        lowest, top = min(figures), max(figures)
+        scale = f"this map's own range, {lowest:.3g} to {top:.3g} {unit} (not comparable with other maps)"
+    cmap = "viridis" if members[0].higher_is_better else "viridis_r"
+    image = ax.imshow(grid, cmap=cmap, aspect="auto", vmin=lowest, vmax=top)
+    if side <= LABELLED_UP_TO:
+        ax.set_xticks(range(len(targets)), [_label(end) for end in targets], rotation=45, ha="right", fontsize=8)
+        ax.set_yticks(range(len(sources)), [_label(end) for end in sources], fontsize=8)
+        for i, line in enumerate(grid):
+            for j, value in enumerate(line):
+                known = value == value
+                ink = _ink(image.cmap(image.norm(value))) if known else "black"  # a gap shows the page
+                ax.text(j, i, f"{value:.1f}" if known else "N/A", ha="center", va="center", color=ink, fontsize=7)
+    fig.colorbar(image, ax=ax, label=_label(unit))
+    return scale
+
+
+def _ink(rgba: tuple[float, ...]) -> str:
+    """Black or white, whichever contrasts more with a cell of colour `rgba` (WCAG relative
+    luminance; 0.179 is where the two contrasts are equal)."""
+
+    def linear(channel: float) -> float:
+        return channel / 12.92 if channel <= 0.04045 else ((channel + 0.055) / 1.055) ** 2.4
+
+    red, green, blue = (linear(c) for c in rgba[:3])
+    return "black" if 0.2126 * red + 0.7152 * green + 0.0722 * blue > 0.179 else "white"
+
+
+def _size_axis(ax: Any, sizes: list[int]) -> None:
+    """Message sizes on a log2 axis, labelled as the tables label them (64KiB, 1MiB)."""
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(sizes, [format_size(s) for s in sizes], rotation=45, ha="right", fontsize=7)
+    from matplotlib.ticker import NullLocator
+
+    ax.xaxis.set_minor_locator(NullLocator())  # no unlabelled 2^n ticks between the sizes
+    ax.set_xlabel("message size")
+
+
+def curves(rows: list[Row]) -> list[tuple[str, str]]:
+    """Per test measured at two sizes or more: median over links of each size, one line per
+    memory-mode pair; and the share of the physical limit by size, where known."""
+    images = []
+    for test in sorted({r.test for r in rows}):
+        members = [r for r in rows if r.test == test and r.load == "alone"]
+        if len({r.size_bytes for r in members}) < 2:
+            continue  # a curve needs two sizes
+        unit = members[0].unit
+        bandwidth = unit == "GB/s"
+        _curve(members, lambda r: r.median, f"bandwidth ({unit}, 1e9 B/s)" if bandwidth else f"{test} ({unit})")
+        title = f"{test}: {'bandwidth' if bandwidth else unit} against size, per memory mode (median over links)"
+        images.append((title, _png(_pyplot().gcf())))
+        shared = [r for r in members if r.share is not None]
+        if len({r.size_bytes for r in shared}) >= 2:
+            ax = _curve(shared, lambda r: 100 * (r.share or 0.0), "% of the link's physical limit", log=False)
+            ax.set_ylim(0, 105)
+            title = f"{test}: share of the physical limit (NVLink, PCIe, NIC or host copy) per memory mode"
+            images.append((title, _png(_pyplot().gcf())))
+    return images
+
+
+def _curve(members: list[Row], value: Any, label: str, log: bool = True) -> Any:
+    """One plot (the current figure): per memory-mode pair, the median of `value` over links by size."""
+    _fig, ax = _pyplot().subplots(figsize=(7, 4 if log else 3.5))
+    for modes in sorted({r.modes for r in members}):
+        sizes = sorted({r.size_bytes for r in members if r.modes == modes})
+        values = [median([value(r) for r in members if r.modes == modes and r.size_bytes == s]) for s in sizes]
+        ax.plot(sizes, values, marker="o", label=_label(modes))
+    _size_axis(ax, sorted({r.size_bytes for r in members}))
+    if log:
+        ax.set_yscale("log")
+    ax.set_ylabel(_label(label))
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    return ax
+
+
+_STYLE = """
+body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px}
+table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:3px 6px;text-align:left}
+th{background:#eee}figure{display:inline-block;margin:1em}img{max-width:100%}.warn{color:#a40}
+svg.cdf{margin:0.5em;font-family:system-ui,sans-serif}
+"""
+
+# Marks each image and each CDF with its rendered size once the page has loaded: a browser test reads these.
+_SCRIPT = """
+window.addEventListener('load', function () {
+  var sizes = [];
+  document.querySelectorAll('img').forEach(function (img) { sizes.push(img.naturalWidth + 'x' + img.naturalHeight); });
+  document.body.setAttribute('data-image-sizes', sizes.join(','));
+  var cdfs = [];
+  document.querySelectorAll('svg.cdf').forEach(function (svg) {
+    var box = svg.getBoundingClientRect();
+    cdfs.push(Math.round(box.width) + 'x' + Math.round(box.height));
+  });
+  document.body.setAttribute('data-cdf-sizes', cdfs.join(','));
+});
+"""
+
+
+LABELLED_UP_TO = 32  # ends per side of a map that get their names and figures written in
+PER_END_UP_TO = 64  # ends per side drawn one by one; beyond, a map per pair of hosts
+ALL_LINKS_UP_TO = 2000  # rows listed in the page; beyond, the worst of them (the CSV has all)
+
+
+def _grid(members: list[Row], order: dict[str, int]) -> tuple[list[str], list[str], list[list[float]], str]:
+    """Senders, receivers and the figures between them: per end up to PER_END_UP_TO ends a side,
+    else per pair of hosts (the median of the links between them); ends in `order` (an end's place,
+    attribution.end_order), hosts in the order of their first end there."""
+    ends = [r.link.split(" -> ") for r in members]
+    if max(len({s for s, _ in ends}), len({d for _, d in ends})) > PER_END_UP_TO:
+        hosts = {host: n for n, host in enumerate(dict.fromkeys(end.rpartition(":")[0] for end in order))}
+        ends = [[r.src_host, r.dst_host] for r in members]
+        by = "per pair of hosts (median of their links)"
+        order = hosts
+    else:
+        by = "per link"
+    last = len(order)
+
+    def place(end: str) -> tuple[int, str]:
+        return order.get(end, last), end
+
+    sources, targets = sorted({s for s, _ in ends}, key=place), sorted({d for _, d in ends}, key=place)
+    row_of, column_of = {s: i for i, s in enumerate(sources)}, {d: j for j, d in enumerate(targets)}
+    cells: dict[tuple[int, int], list[float]] = {}
+    for (src, dst), r in zip(ends, members, strict=True):
+        cells.setdefault((row_of[src], column_of[dst]), []).append(r.median)
+    grid = [[float("nan")] * len(targets) for _ in sources]
+    for (i, j), values in cells.items():
+        grid[i][j] = stats.median(values)
+    return sources, targets, grid, by
+
+
+def _worst_first(rows: list[Row]) -> list[Row]:
+    """The rows furthest below (or above, for a time) the median of their class: a cluster's page
+    lists these, not a million."""
+    ranked = heapq.nsmallest(  # sorted(...)[:ALL_LINKS_UP_TO], without sorting a million
+        ALL_LINKS_UP_TO, standings(rows), key=lambda item: item[1] if item[0].higher_is_better else -item[1]
+    )
+    return [row for row, _off, _size in ranked]
+
+
+def _distributions(found: list[distribution.Distribution]) -> list[str]:
+    """A CDF per link class (the largest DRAWN_UP_TO), then a line per class."""
+    drawn = distribution.drawn(found)
+    parts = [
+        "<h2>Distribution per link class</h2>",
+        "<p>Per class, the share of its links at or below each figure (each link's median over runs), "
+        "as % of the class's physical limit where known; the median and the outlier threshold marked.</p>",
+    ]
+    if len(drawn) < len(found):
+        parts.append(f"<p>The {len(drawn)} largest of {len(found)} classes drawn; every class is listed below.</p>")
+    parts.append("<div class='cdfs'>" + "".join(distribution.cdf_svg(one) for one in drawn) + "</div>")
+    parts.append("<ul>" + "".join(f"<li>{escape.html(distribution.summary(one))}</li>" for one in found) + "</ul>")
+    return parts
+
+
+@bulk
+def render(
+    rows: list[Row], sources: list[str], problems: list[str], fraction: float, found: Attribution | None = None
+) -> str:
+    found = found if found is not None else attribute(rows)
+    parts = [
+        "<!DOCTYPE html><html><head><meta charset='utf-8'><title>rdmabench report</title>",
+        f"<style>{_STYLE}</style><script>{_SCRIPT}</script></head><body>",
+        "<h1>rdmabench report</h1>",
+        f"<p>{len(sources)} results file(s); GB/s = 1e9 bytes/s; medians over runs.</p>",
+        "<h2>Suspects</h2><ul class='suspects'>"
+        + "".join(f"<li>{escape.html(line)}</li>" for line in found.lines())
+        + "</ul>",
+    ]
+    if problems:
+        parts.append(
+            "<h2>Files not used</h2><ul>"
+            + "".join(f"<li class='warn'>{escape.html(p)}</li>" for p in problems)
+            + "</ul>"
+        )
+    parts += _distributions(class_distributions(rows, fraction))
+    parts.append(
+        "<h2>Outliers</h2><ul>"
+        + "".join(f"<li>{escape.html(line.strip())}</li>" for line in outlier_lines(outliers(rows, fraction), fraction))
+        + "</ul>"
+    )
+    parts.append("<h2>Per-link matrices</h2>")
+    maps = heatmaps(rows)
+    parts += [_image(t, d) for t, d in maps] or ["<p>No (test, modes, size) with more than one link.</p>"]
+    parts.append("<h2>Against message size</h2>")
+    parts += [_image(t, d) for t, d in curves(rows)] or [
+        "<p>No curves: no test here was measured alone at two message sizes or more.</p>"
+    ]
+    listed = rows if len(rows) <= ALL_LINKS_UP_TO else _worst_first(rows)
+    heading = "All links" if listed is rows else f"The {len(listed)} worst of {len(rows)} links (against their class)"
+    parts.append(f"<h2>{heading}</h2><table><tr>" + "".join(f"<th>{c}</th>" for c in COLUMNS) + "</tr>")
+    for row in listed:
+        parts.append("<tr>" + "".join(f"<td>{escape.html(cell)}</td>" for cell in cells(row)) + "</tr>")
+    parts.append("</table>")
+    parts.append("<h2>Sources</h2><ul>" + "".join(f"<li>{escape.html(s)}</li>" for s in sources) + "</ul>")
+    parts.append("</body></html>")
+    return "\n".join(parts)

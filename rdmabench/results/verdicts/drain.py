@@ -1,0 +1,154 @@
+"""The drain list: from a run's suspects, the hosts to take out of service, in Slurm's own words.
+
+A host is drained when a suspect in it (a GPU, a rank, a NIC port, the host itself) reaches
+`min_confidence`. A pair of hosts or a single link names a path between hosts (a cable, a switch
+port): no host is drained for it; the list says so in a comment. The file holds the hostlist
+(`node[003,017-018]`) and one `scontrol update NodeName=... State=DRAIN Reason="rdmabench: ..."`
+line per host, for a person or a script to run: rdmabench never runs them. A reason keeps only
+letters, digits and ` ._:%/,()=+-`, so nothing in it can end the quotes or reach a shell.
+
+A results file is someone's text, and a host name in it becomes a Slurm node expression: `ALL` is
+every node, `node[1-100]` or `a,b` a set. So every host a drain list names passes one check
+(drainable): a hostname (hostlist.check_hostname: no brackets, commas or spaces), not a word Slurm
+reserves, and one the results files' own ranks ran on (their metadata: `hosts`, the rank table). The
+list says how many hosts it drains out of how many there were.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from ...errors import ConfigError, FileRefusedError, OutputWriteError
+from .attribution import Attribution, Suspect
+from .hostlist import check_hostname, compress
+
+DRAINED_KINDS = ("gpu", "rank", "nic", "host")
+MIN_CONFIDENCE = 0.5
+REASON_LENGTH = 200  # characters of a reason (Slurm keeps it in its state files)
+_UNSAFE = re.compile(r"[^A-Za-z0-9 ._:%/,()=+-]")
+
+
+# Words Slurm reads as more than one node where a node name goes (`NodeName=ALL` is every node).
+SLURM_RESERVED = frozenset({"all", "default"})
+
+
+@dataclass(frozen=True)
+class Drain:
+    host: str
+    reason: str
+
+
+def ran_on(documents: Iterable[tuple[str, dict[str, Any]]]) -> frozenset[str]:
+    """The hosts the ranks of these results files ran on, as their metadata (`hosts`, `ranks`) and
+    a schema-2 file's rank table record them."""
+    found: set[str] = set()
+    for _path, doc in documents:
+        metadata = doc.get("metadata")
+        metadata = metadata if isinstance(metadata, dict) else {}
+        for hosts in (metadata.get("hosts"), metadata.get("ranks"), doc.get("ranks")):
+            for item in hosts if isinstance(hosts, list) else []:
+                host = item.get("host") if isinstance(item, dict) else item
+                if isinstance(host, str):
+                    found.add(host)
+    return frozenset(found)
+
+
+def drainable(host: str, hosts: frozenset[str]) -> str:
+    """`host`, or a ConfigError saying why a drain list must not name it: not a hostname, a word
+    Slurm reads as a set of nodes, or no host the run's ranks (`hosts`) ran on."""
+    check_hostname(host)
+    if host.lower() in SLURM_RESERVED:
+        raise ConfigError(f"host {host!r} is a word Slurm reads as a set of nodes: refused in a drain list")
+    if host not in hosts:
+        raise ConfigError(
+            f"host {host!r} is not one the results' ranks ran on (their metadata): refused in a drain list"
+        )
+    return host
+
+
+def reason(text: str) -> str:
+    """`text` as a Reason Slurm and a shell take as it is: unsafe characters become '_', one line."""
+    return _UNSAFE.sub("_", text)[:REASON_LENGTH]
+
+
+def _comment(text: str) -> str:
+    """`text` as one comment line: no line breaks or other control characters."""
+    return "".join(c if c.isprintable() else "_" for c in text)
+
+
+def _why(suspect: Suspect) -> str:
+    part = f"{suspect.kind} {suspect.device}" if suspect.device else suspect.kind
+    return f"{part} {suspect.direction} at {suspect.ratio:.0%} of class median ({suspect.explained} links)"
+
+
+def drains(found: Attribution, hosts: frozenset[str], min_confidence: float = MIN_CONFIDENCE) -> list[Drain]:
+    """One Drain per host holding a suspect part of at least `min_confidence`, by host name; each
+    host checked (drainable) against `hosts`, those the run's ranks ran on (ran_on)."""
+    why: dict[str, list[str]] = {}
+    for suspect in found.suspects:
+        if suspect.kind in DRAINED_KINDS and suspect.confidence >= min_confidence:
+            why.setdefault(drainable(suspect.host, hosts), []).append(_why(suspect))
+    return [Drain(host, reason("rdmabench: " + "; ".join(parts))) for host, parts in sorted(why.items())]
+
+
+def drained_hosts(found: Attribution, hosts: frozenset[str], min_confidence: float = MIN_CONFIDENCE) -> list[str]:
+    return [drain.host for drain in drains(found, hosts, min_confidence)]
+
+
+def share(chosen: list[Drain], hosts: frozenset[str]) -> str:
+    """How many hosts a drain list drains of how many the run had: '1 of 16 hosts'."""
+    return f"{len(chosen)} of {len(hosts)} host{'s' if len(hosts) != 1 else ''}"
+
+
+def drain_text(found: Attribution, hosts: frozenset[str], min_confidence: float = MIN_CONFIDENCE) -> str:
+    """The drain list file: comments, the hostlist, one scontrol line per host."""
+    chosen = drains(found, hosts, min_confidence)
+    lines = [
+        "# rdmabench drain list: review it, then run the scontrol lines (rdmabench never runs them)",
+        f"# outcome: {found.outcome}; {len(found.suspects)} suspect(s), hosts drained at confidence >= {min_confidence}",
+        f"# hostlist: {compress(d.host for d in chosen) if chosen else '(none)'}",
+        f"# drains {share(chosen, hosts)} the results' ranks ran on",
+    ]
+    for suspect in found.suspects:
+        if suspect.kind not in DRAINED_KINDS:
+            lines.append(f"# not drained, a path between hosts: {_comment(suspect.describe())}")
+        elif suspect.confidence < min_confidence:
+            lines.append(f"# not drained, confidence {suspect.confidence:.2f}: {_comment(suspect.describe())}")
+    lines += [f'scontrol update NodeName={d.host} State=DRAIN Reason="{d.reason}"' for d in chosen]
+    return "\n".join(lines) + "\n"
+
+
+def write_drain_list(
+    path: str, found: Attribution, hosts: frozenset[str], min_confidence: float = MIN_CONFIDENCE, force: bool = False
+) -> list[Drain]:
+    """Write the drain list to `path` (a new file; an existing one only with `force`, replaced
+    whole: never followed through a link, never half written); returns the hosts it drains."""
+    text = drain_text(found, hosts, min_confidence)
+    if os.path.isdir(path):
+        raise FileRefusedError(f"drain list {path} is a directory; give a file name")
+    if os.path.lexists(path) and not force:
+        raise FileRefusedError(f"drain list {path} already exists; choose another path or pass --force")
+    directory = os.path.dirname(os.path.abspath(path))
+    try:
+        fd, temporary = tempfile.mkstemp(dir=directory, prefix=".rdmabench-drain-", suffix=".tmp")  # ours, 0600
+    except OSError as exc:
+        raise OutputWriteError(f"cannot write the drain list {path}: {exc.strerror or exc}") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        mask = os.umask(0)
+        os.umask(mask)
+        os.chmod(temporary, 0o644 & ~mask)  # readable as the umask allows; never executable
+        os.replace(temporary, path)  # renames over a link at `path`, never through it
+    except OSError as exc:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+        raise OutputWriteError(f"cannot write the drain list {path}: {exc.strerror or exc}") from None
+    return drains(found, hosts, min_confidence)

@@ -1,0 +1,383 @@
+"""A pass/fail verdict over results: every link at its largest measured size against a floor (a share
+of its physical limit, per limit kind or link class; or, with `default`, also the floor of its class
+in the run itself: fleet.py) or against a baseline run (within a tolerance).
+The verdict names every failing link, and the GPUs, nodes and NICs they touch; it can be written as JSON
+or JUnit XML for a cluster's CI. Like nccl-tests' minimum-bandwidth gate, the largest size is judged:
+small messages never approach a link's limit.
+
+A verdict that judged nothing is no verdict: `conclude` (what `check`, `report --expect` and
+`run --expect` all call) refuses it. Exit status: 0 every judged link passed, 1 a link failed,
+2 nothing could be judged (InconclusiveError, as bad input)."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from ... import escape
+from ...errors import ConfigError, InconclusiveError
+from ...units import format_size
+from ..files.rows import LINK_CLASSES, Row, culprits
+
+if TYPE_CHECKING:
+    from .attribution import Attribution, Suspect
+    from .fleet import ClassFloor
+
+LIMIT_KINDS = ("NVLink", "PCIe", "NIC", "host memory copy")
+# Floors that `--expect default` sets, with where each comes from.
+DEFAULT_FLOORS = {
+    "NVLink": 0.75,  # device-to-device on two H200s: 0.79-0.80 of 18 x NVLink 4 at 64-256 MiB (this project)
+    "PCIe": 0.70,  # pinned <-> device through UCX: 0.79-0.81 of PCIe Gen5 x16 at 256 MiB (this project)
+    "NIC": 0.80,  # published health checks ask 375 Gb/s of a 400G port (0.94) with GPUDirect; not yet measured here
+}
+DEFAULT_SOURCES = (
+    "NVLink 0.75 and PCIe 0.70: below what this project measured on two H200s (0.79-0.81 at 64-256 MiB); "
+    "NIC 0.80: below the 0.94 of a port that published cluster health checks ask for; host memory copies "
+    "are not judged by default (a copy between processes is a fraction of the measured copy rate)"
+)
+# What `default` adds beside DEFAULT_FLOORS: each link against the floor of its class in the same
+# run(s) (fleet.py: the class median less k robust spreads, at least 5% below it; classes of 6 links
+# or more). Not a limit kind: no hand floor can name it, and its value means only "on".
+FLEET = "class floor"
+
+
+def parse_expect(texts: tuple[str, ...] | list[str]) -> dict[str, float]:
+    """`KIND=SHARE` floors (KIND: a limit kind, a link class, or all), or `default`."""
+    floors: dict[str, float] = {}
+    for text in texts:
+        if text.strip() == "default":
+            floors.update(DEFAULT_FLOORS)
+            floors[FLEET] = 1.0
+            continue
+        key, sep, value = text.partition("=")
+        key = key.strip()
+        if not sep:
+            raise ConfigError(f"--expect {text!r}: give KIND=SHARE (e.g. NVLink=0.75) or default")
+        if key not in (*LIMIT_KINDS, *LINK_CLASSES, "all"):
+            choices = ", ".join((*LIMIT_KINDS, *LINK_CLASSES, "all"))
+            raise ConfigError(f"--expect {text!r}: unknown limit kind or link class {key!r}: choose {choices}")
+        try:
+            share = float(value)
+        except ValueError:
+            raise ConfigError(f"--expect {text!r}: the floor must be a number, a share of the limit") from None
+        if not 0 < share <= 1:
+            raise ConfigError(f"--expect {text!r}: the floor is a share of the physical limit, above 0 and at most 1")
+        floors[key] = share
+    return floors
+
+
+@dataclass
+class Judgement:
+    row: Row
+    passed: bool
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "link": self.row.link,
+            "link_class": self.row.link_class,
+            "test": self.row.test,
+            "modes": self.row.modes,
+            "size_bytes": self.row.size_bytes,
+            "load": self.row.load,
+            "median": self.row.median,
+            "unit": self.row.unit,
+            "share_of_limit": self.row.share,
+            "passed": self.passed,
+            "reason": self.reason,
+        }
+
+
+EXIT_PASS, EXIT_FAIL = 0, 1  # and InconclusiveError.exit_code (2): nothing could be judged
+
+
+@dataclass
+class Verdict:
+    judged: list[Judgement] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # links that could not be judged, and why
+    # Why there is no verdict: a criterion given (floors, a baseline) judged no link. None: one did.
+    inconclusive: str | None = None
+
+    @property
+    def failed(self) -> list[Judgement]:
+        return [j for j in self.judged if not j.passed]
+
+    @property
+    def passed(self) -> bool:
+        """Every judged link passed, and something was judged: nothing judged is no pass."""
+        return self.inconclusive is None and not self.failed
+
+    @property
+    def outcome(self) -> str:
+        if self.inconclusive is not None:
+            return "INCONCLUSIVE"
+        return "FAIL" if self.failed else "PASS"
+
+    @property
+    def exit_code(self) -> int:
+        if self.inconclusive is not None:
+            return InconclusiveError.exit_code
+        return EXIT_FAIL if self.failed else EXIT_PASS
+
+    def culprits(self) -> dict[str, dict[str, int]]:
+        """How many failing links touch each GPU, node and NIC: the slow part shows up most."""
+        return culprits([judgement.row for judgement in self.failed])
+
+    def to_dict(self, passed_links: bool = True) -> dict[str, Any]:
+        """The verdict; without `passed_links`, all but the list of passed links (a million of
+        them are written a line each: outcome.Checked.json_chunks)."""
+        found = {
+            "passed": self.passed,
+            "judged": len(self.judged),
+            "failed": [j.to_dict() for j in self.failed],
+            "passed_links": [j.to_dict() for j in self.judged if j.passed] if passed_links else [],
+            "skipped": self.skipped,
+            **self.culprits(),
+        }
+        if not passed_links:
+            del found["passed_links"]
+        return found
+
+
+def _largest(rows: list[Row]) -> list[Row]:
+    """Each link's row at its largest measured size (per test, modes, load and settings)."""
+    best: dict[tuple[Any, ...], Row] = {}
+    for row in rows:
+        settings = tuple(item for item in row.settings if item[0] != "window")  # the default window follows the size
+        key = (row.test, row.src_mode, row.dst_mode, row.link, row.load, settings)
+        if key not in best or row.size_bytes > best[key].size_bytes:
+            best[key] = row
+    return list(best.values())
+
+
+def _floor(row: Row, floors: dict[str, float]) -> tuple[str, float] | None:
+    for key in (row.limit_kind, row.link_class, "all"):
+        if key is not None and key in floors:
+            return key, floors[key]
+    return None
+
+
+class _FleetMark(NamedTuple):
+    """Where a row stands in its class (fleet.py), and the suspect that explains it, if one does."""
+
+    ratio: float  # figure / class median (a time too: above 1 is slower)
+    klass: ClassFloor
+    slow: bool
+    suspect: Suspect | None
+
+
+class _FleetMarks:
+    """Where each row fleet.py places in a class stands, and what explains it, made per row as the
+    verdict asks (a million rows, no million records kept); a screen's re-measures are joined to
+    their screen row there and get none."""
+
+    def __init__(self, rows: list[Row], found: Attribution | None):
+        if found is None or found.links is None:
+            from .attribution import attribute  # numpy: loaded only for a `default` verdict
+
+            found = attribute(rows)
+        links = found.links
+        assert links is not None
+        self.links = links
+        self.position = {id(row): n for n, row in enumerate(links.rows)}
+        self.blamed = {id(row): suspect for suspect in reversed(found.suspects) for row in suspect.rows}  # first wins
+        self.sign = [1.0 if one.higher_is_better else -1.0 for one in links.classes]
+
+    def get(self, row: Row) -> _FleetMark | None:
+        n = self.position.get(id(row))
+        if n is None:
+            return None
+        klass = int(self.links.klass[n])
+        ratio = math.exp(self.sign[klass] * float(self.links.x[n]))
+        return _FleetMark(ratio, self.links.classes[klass], bool(self.links.slow[n]), self.blamed.get(id(row)))
+
+
+def _against_class(mark: _FleetMark) -> str | None:
+    """Why a row fails against its class, in one phrase: below the class floor, or one of the slow
+    links of a suspect part (fleet.py, attribution.py); None where it does not."""
+    klass, reasons = mark.klass, []
+    if mark.slow and klass.higher_is_better:
+        reasons.append(f"{mark.ratio:.0%} of its class median, floor {klass.floor / klass.median:.0%}")
+    elif mark.slow:
+        reasons.append(f"{mark.ratio:.0%} of its class median (a time), ceiling {klass.floor / klass.median:.0%}")
+    if mark.suspect is not None:
+        reasons.append(f"explained by suspect {mark.suspect.name}")
+    return "; ".join(reasons) or None
+
+
+def _what(row: Row) -> str:
+    """A link as the verdict names it: made only for the few it says something of, not a million."""
+    return f"{row.link} {row.test} {row.modes} {format_size(row.size_bytes)} ({row.load})"
+
+
+def _no_share(row: Row) -> str:
+    """Why a link has no share of a limit for a floor to judge."""
+    return f"its figure is above its {row.limit}, a measurement error" if row.limit else "no physical limit known"
+
+
+def judge(
+    rows: list[Row],
+    floors: dict[str, float],
+    baseline: list[Row] | None = None,
+    tolerance: float = 0.1,
+    found: Attribution | None = None,
+) -> Verdict:
+    """Every link at its largest size: against its floor (share of the limit); with FLEET (what
+    `default` sets) against its class in the run, a link below its class floor or explained by a
+    suspect part failing (`found`: the attribution of `rows`, made here where not given); and against
+    the same link in `baseline` (no worse than `tolerance`). A criterion given that judged no link
+    makes the verdict inconclusive (see `conclude`)."""
+    verdict = Verdict()
+    base = {row.key: row for row in baseline or []}
+    largest = _largest(rows)
+    marks = _FleetMarks(rows, found) if FLEET in floors else None
+    by_floor = by_baseline = 0
+    for row in largest:
+        reasons: list[str] = []
+        checked = False
+        mark = marks.get(row) if marks is not None else None
+        if mark is not None and mark.klass.judged:
+            checked = True
+            by_floor += 1
+            against = _against_class(mark)
+            if against is not None:
+                reasons.append(against)
+        floor = _floor(row, floors)
+        if floor is not None and row.higher_is_better:
+            if row.share is None:
+                if not checked:  # judged against its class already: no limit is no gap
+                    verdict.skipped.append(f"{_what(row)}: {_no_share(row)}; its {floor[0]} floor cannot apply")
+            else:
+                checked = True
+                by_floor += 1
+                if row.share < floor[1]:
+                    reasons.append(f"{row.share:.0%} of its {row.limit}, below the {floor[0]} floor of {floor[1]:.0%}")
+        old = base.get(row.key)
+        if baseline is not None:
+            if old is None:
+                verdict.skipped.append(f"{_what(row)}: not in the baseline")
+            else:
+                checked = True
+                by_baseline += 1
+                change = row.median / old.median - 1 if old.median else 0.0
+                if row.worse(change, tolerance):
+                    reasons.append(
+                        f"{row.median:.3f} {row.unit} against {old.median:.3f} in the baseline ({change:+.0%}, "
+                        f"tolerance {tolerance:.0%})"
+                    )
+        if mark is not None and not mark.klass.judged and not checked:
+            verdict.skipped.append(
+                f"{_what(row)}: its class holds {mark.klass.links} link(s), too few to judge it against"
+            )
+        if checked:
+            verdict.judged.append(Judgement(row, not reasons, "; ".join(reasons) or "ok"))
+    verdict.inconclusive = _inconclusive(largest, floors, baseline, by_floor, by_baseline)
+    return verdict
+
+
+def conclude(
+    rows: list[Row],
+    floors: dict[str, float],
+    baseline: list[Row] | None = None,
+    tolerance: float = 0.1,
+    found: Attribution | None = None,
+) -> Verdict:
+    """The verdict of `check`, `report --expect` and `run --expect`: `judge`, and no verdict (an
+    InconclusiveError, exit status 2) where nothing was judged; never a pass on nothing."""
+    verdict = judge(rows, floors, baseline, tolerance, found)
+    if verdict.inconclusive is not None:
+        raise InconclusiveError(f"no verdict: {verdict.inconclusive}")
+    return verdict
+
+
+def _inconclusive(
+    largest: list[Row], floors: dict[str, float], baseline: list[Row] | None, by_floor: int, by_baseline: int
+) -> str | None:
+    """Why the verdict on `largest` (each link at its largest size) is none: no link at all, or a
+    criterion given that judged none of them. None when every criterion judged a link."""
+    if not largest:
+        return "no results to judge"
+    if not floors and baseline is None:
+        return "no criterion: give a floor (--expect) or a baseline"
+    reasons = []
+    if floors and not by_floor:
+        reasons.append(_no_floor_applies(largest, floors))
+    if baseline is not None and not by_baseline:
+        held = f"it holds {len(baseline)} row(s), none of the same link, test, modes, load and settings"
+        reasons.append(
+            f"none of the {len(largest)} link(s) is in the baseline ({held if baseline else 'it holds no results'})"
+        )
+    return "; ".join(reasons) or None
+
+
+def _no_floor_applies(largest: list[Row], floors: dict[str, float]) -> str:
+    """Why no floor judged any link: the limits no floor names, links without a known limit, latencies,
+    classes too small to judge a link against."""
+    fleet = FLEET in floors
+    floors = {key: share for key, share in floors.items() if key != FLEET}
+    bandwidths = [row for row in largest if row.higher_is_better]
+    unnamed = Counter(row.limit_kind or "no known limit" for row in bandwidths if _floor(row, floors) is None)
+    limitless = sum(1 for row in bandwidths if _floor(row, floors) is not None and row.share is None)
+    latencies = len(largest) - len(bandwidths)
+    parts = []
+    if unnamed:
+        parts.append("no floor for their limit (" + ", ".join(f"{kind}: {n}" for kind, n in unnamed.items()) + ")")
+    if limitless:
+        parts.append(f"{limitless} with no known physical limit to take a share of")
+    if latencies:
+        parts.append(f"{latencies} lower-is-better figure(s) (latencies: floors judge bandwidth)")
+    if fleet:
+        from .fleet import FloorParams
+
+        least = FloorParams().min_class_links
+        parts.append(f"and no class of links holds the {least} it takes to judge a link against its class")
+    return (
+        f"no --expect floor ({', '.join(floors)}) applies to any of the {len(largest)} link(s) at their largest "
+        f"size: {'; '.join(parts)}"
+    )
+
+
+def format_verdict(verdict: Verdict) -> str:
+    """The verdict as terminal text: every name from a file shows its control characters as escapes."""
+    shown = escape.visible
+    lines = [
+        f"check: {len(verdict.judged)} link(s) judged at their largest size, {len(verdict.failed)} failed"
+        + (f", {len(verdict.skipped)} not judged" if verdict.skipped else "")
+    ]
+    for judgement in verdict.failed:
+        row = judgement.row
+        what = f"{row.link} {row.test} {row.modes} {format_size(row.size_bytes)} ({row.load})"
+        lines.append(f"FAIL {shown(what)}: {shown(judgement.reason)}")
+    culprits = verdict.culprits()
+    for name in ("gpus", "nodes", "nics"):
+        if culprits[name]:
+            lines.append(
+                f"failing {name}: " + ", ".join(f"{shown(k)} ({v} link(s))" for k, v in culprits[name].items())
+            )
+    lines += [f"not judged: {shown(line)}" for line in verdict.skipped]
+    lines.append(f"verdict: {verdict.outcome}")
+    return "\n".join(lines)
+
+
+def junit_xml(verdict: Verdict) -> str:
+    """One JUnit test case per judged link, a failure for each that failed; names and reasons as
+    XML 1.0 allows them (control characters shown as escapes, markup escaped)."""
+    cases = []
+    for judgement in verdict.judged:
+        row = judgement.row
+        name = escape.xml_attribute(f"{row.link} {format_size(row.size_bytes)} ({row.load})")
+        classname = escape.xml_attribute(f"rdmabench.{row.test}.{row.modes}")
+        failure = "" if judgement.passed else f"<failure message={escape.xml_attribute(judgement.reason)}/>"
+        cases.append(f"  <testcase classname={classname} name={name}>{failure}</testcase>")
+    return (
+        '<?xml version="1.0" encoding="UTF-8"?>\n'
+        f'<testsuite name="rdmabench check" tests="{len(verdict.judged)}" failures="{len(verdict.failed)}" '
+        f'skipped="{len(verdict.skipped)}">\n' + "\n".join(cases) + "\n</testsuite>\n"
+    )
+
+
+def summary_json(verdict: Verdict) -> str:
+    return json.dumps(verdict.to_dict(), indent=1)
