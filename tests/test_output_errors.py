@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rdmabench.bench import nixl
 
 from devtools.diagnose import Cluster, Fault, generated
+from rdmabench.anchor import nixl
 
 from .conftest import QUICK, rdmabench_env, run_cli
 

@@ -147,7 +147,7 @@ def _perftest_anchor(
     against: str, mode: str, sizes: str | None, tests: str | None, repeat: int, options: dict[str, Any], progress: Any
 ) -> tuple[list[dict[str, Any]], str, dict[str, Any]]:
     """The ucx_perftest anchor, which takes none of the NIXL anchor's options."""
-    from ..bench import anchor as anchor_module
+    from ..anchor import anchor as anchor_module
 
     if against != "perftest":
         raise ConfigError(f"unknown anchor {against!r}: choose {' or '.join(ANCHORS)}")
@@ -166,7 +166,7 @@ def _nixl_anchor(
     mode: str, sizes: str | None, tests: str | None, repeat: int, options: dict[str, Any], progress: Any
 ) -> tuple[list[dict[str, Any]], str, dict[str, Any]]:
     """`anchor --against nixl`: the plan from the options, the rows, their table and their document."""
-    from ..bench import nixl
+    from ..anchor import nixl
 
     handoff = None
     if options["model"] is not None:

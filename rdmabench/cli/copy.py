@@ -69,7 +69,7 @@ def _cupy_copy(
     output: str | None,
     force: bool,
 ) -> None:
-    from ..bench import copy as copy_module
+    from ..copy import copy as copy_module
     from ..hardware.gpu import visible_gpu_count
 
     size_list = parse_sizes(sizes)
@@ -96,7 +96,7 @@ def _cupy_copy(
 
 
 def _torch_copy(framework: str, sizes: str, gpus: str, samples: int, output: str | None, force: bool) -> None:
-    from ..bench import torchcopy
+    from ..copy import torchcopy
 
     if framework != "torch":
         raise ConfigError(f"unknown --framework {framework!r}: choose cupy or torch")

@@ -64,7 +64,7 @@ def storage_command(file: str, size: str | None, tests: str, paths: str | None, 
     """Read a file into GPU (or host) memory, and write memory to a file, by each path side by side:
     GB/s (1e9 B/s) over the whole file, per-request latency, CPU seconds per GB, and the limits (the
     device's own O_DIRECT rate, measured; the GPU's PCIe link). Every byte that landed is checked."""
-    from ..bench import storage as storage_module
+    from ..storage import storage as storage_module
 
     output, force = options.pop("output"), options.pop("force")
     try:
