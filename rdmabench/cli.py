@@ -951,6 +951,17 @@ def _load(paths: tuple[str, ...], warn_duplicates: bool = True) -> Any:
     return loaded
 
 
+def _aggregate(documents: list[tuple[str, Any]], chosen: Any) -> Any:
+    """The rows of loaded documents; a warning per file whose records repeat a link (counted once)."""
+    from .results.rows import aggregate
+
+    notes: list[str] = []
+    rows = aggregate(documents, chosen, notes)
+    for note in notes:
+        click.echo(f"rdmabench: warning: {visible(note)}", err=True)
+    return rows
+
+
 @main.command(context_settings={"show_default": True})
 @click.argument("paths", nargs=-1, required=True)
 @click.option(
@@ -987,7 +998,6 @@ def report(
     from .results import formats
     from .results import verdict as verdict_module
     from .results.attribution import attribute
-    from .results.rows import aggregate
 
     try:
         if by not in formats.GROUPINGS:  # bad options are reported before any file is read
@@ -999,7 +1009,7 @@ def report(
         floors = verdict_module.parse_expect(expect)
         chosen = _filters(**filters)
         loaded = _load(paths)
-        rows = aggregate(loaded.documents, chosen)
+        rows = _aggregate(loaded.documents, chosen)
         if not rows:
             raise ConfigError("no results match the filters")
         skipped = [*loaded.problems, *map(str, loaded.duplicates)]  # files left out, each with why
@@ -1064,7 +1074,6 @@ def check(
     from .results.drain import write_drain_list
     from .results.hostlist import compress
     from .results.outcome import Checked
-    from .results.rows import aggregate
 
     try:
         floors = verdict_module.parse_expect(expect)
@@ -1073,8 +1082,8 @@ def check(
         if not 0 <= tolerance < 1:
             raise ConfigError(f"--tolerance must be at least 0 and below 1, not {tolerance}")
         chosen = _filters(**filters)
-        rows = aggregate(_load(paths).documents, chosen)
-        base = aggregate(_load((baseline,)).documents, chosen) if baseline is not None else None
+        rows = _aggregate(_load(paths).documents, chosen)
+        base = _aggregate(_load((baseline,)).documents, chosen) if baseline is not None else None
         if not rows:
             raise ConfigError("no results match the filters")
         found = attribute(rows)
@@ -1117,7 +1126,6 @@ def compare(base: str, new: str, threshold: float, output_format: str, **filters
     import json
 
     from .results import compare as compare_module
-    from .results.rows import aggregate
 
     if not 0 < threshold < 1:
         raise ConfigError(f"--threshold must be between 0 and 1, not {threshold}")
@@ -1125,8 +1133,8 @@ def compare(base: str, new: str, threshold: float, output_format: str, **filters
         raise ConfigError(f"unknown format {output_format!r}: choose table or json")
     chosen = _filters(**filters)
     base_loaded, new_loaded = _load((base,), warn_duplicates=False), _load((new,), warn_duplicates=False)
-    base_rows = aggregate(base_loaded.documents, chosen)
-    new_rows = aggregate(new_loaded.documents, chosen)
+    base_rows = _aggregate(base_loaded.documents, chosen)
+    new_rows = _aggregate(new_loaded.documents, chosen)
     changes, unmatched = compare_module.compare(base_rows, new_rows, threshold)
     if not changes:
         differ = next((line.split("; ", 1)[1] for line in unmatched if "other settings" in line), "")
