@@ -15,7 +15,6 @@ from . import __version__, userfiles
 from .bench.copy import HOST_KINDS
 from .errors import (
     ConfigError,
-    InconclusiveError,
     LaunchError,
     RdmabenchError,
     ResourceError,
@@ -380,8 +379,8 @@ def main() -> None:
     multiple=True,
     metavar="KIND=SHARE|default",
     help="A pass/fail verdict at the end: every link at its largest size against this floor (see `rdmabench "
-    "check`; 'default' also against its class in the run); exit 1 if one fails, 2 if no link could be judged "
-    "(the results are kept). Only for tests whose figure is a bandwidth.",
+    "check`; 'default' also against its class in the run); exit 1 if one fails or a part is suspect, 3 if "
+    "single slow figures are to measure again, 2 if no link could be judged (the results are kept). Only for tests whose figure is a bandwidth.",
 )
 def run(np_: int | None, **options: Any) -> None:
     """Measure the links of a pattern (by default one pair: ranks 0 and 1), per size.
@@ -979,7 +978,8 @@ def _aggregate(documents: list[tuple[str, Any]], chosen: Any) -> Any:
     multiple=True,
     metavar="KIND=SHARE|default",
     help="Also judge every link at its largest size against a floor (see `rdmabench check`; 'default' also "
-    "against its class in the run); exit 1 if one fails, 2 if no link could be judged.",
+    "against its class in the run); exit 1 if one fails or a part is suspect, 3 if single slow figures are to "
+    "measure again, 2 if no link could be judged.",
 )
 @_filter_options
 def report(
@@ -998,6 +998,7 @@ def report(
     from .results import formats
     from .results import verdict as verdict_module
     from .results.attribution import attribute
+    from .results.outcome import conclude, no_verdict
 
     try:
         if by not in formats.GROUPINGS:  # bad options are reported before any file is read
@@ -1014,15 +1015,17 @@ def report(
             raise ConfigError("no results match the filters")
         skipped = [*loaded.problems, *map(str, loaded.duplicates)]  # files left out, each with why
         sources = [path for path, _ in loaded.documents]
-        found = attribute(rows) if output_format != "csv" or verdict_module.FLEET in floors else None  # once
+        found = attribute(rows) if output_format != "csv" or floors else None  # once
         _write_or_print(
             formats.render_chunks(rows, output_format, by, outlier_fraction, skipped, sources, found), output
         )
-        judged = verdict_module.conclude(rows, floors, found=found) if floors else None
+        judged = conclude(rows, floors, found=found) if floors else None  # check's verdict, and exit status
+        if judged is not None and judged.outcome == "INCONCLUSIVE":
+            raise no_verdict(judged)
     except RdmabenchError as exc:
         _fail(exc)
     if judged is not None:
-        click.echo(verdict_module.format_verdict(judged), err=True)
+        click.echo(judged.verdict_text(), err=True)
         sys.exit(judged.exit_code)
 
 
@@ -1066,14 +1069,16 @@ def check(
     """Pass or fail: names the suspect parts first (a GPU, NIC, host, pair of hosts or single link
     that explains the slow links, with its evidence), then judges every link at its largest size
     against a floor (a share of its physical limit; with `default` also its class in the run) and/or
-    a baseline run. Exit status 1 when a link fails or a part is suspect, 0 when all pass, 2 for bad
-    input or when there is no verdict: nothing matched, no floor applied to any link, or no link was
-    in the baseline, and nothing is suspect (never a pass on nothing)."""
+    a baseline run. Exit status 1 when a link fails or a part is suspect, 0 when all pass, 3
+    (REMEASURE) when nothing failed but single slow figures, never measured again, are to measure
+    again (the command is printed), 2 for bad input or when there is no verdict: nothing matched, no
+    floor applied to any link, or no link was in the baseline, and nothing is suspect (never a pass
+    on nothing)."""
     from .results import verdict as verdict_module
     from .results.attribution import attribute
     from .results.drain import write_drain_list
     from .results.hostlist import compress
-    from .results.outcome import Checked
+    from .results.outcome import conclude, no_verdict
 
     try:
         floors = verdict_module.parse_expect(expect)
@@ -1087,10 +1092,10 @@ def check(
         if not rows:
             raise ConfigError("no results match the filters")
         found = attribute(rows)
-        checked = Checked(verdict_module.judge(rows, floors, base, tolerance, found), found)
+        checked = conclude(rows, floors, base, tolerance, found)
         if checked.outcome == "INCONCLUSIVE":
             click.echo("\n".join(checked.suspect_lines()))
-            raise InconclusiveError(f"no verdict: {checked.verdict.inconclusive}")
+            raise no_verdict(checked)
         if json_path is not None:
             userfiles.write_chunks(json_path, checked.json_chunks())  # a million passed links, a line each
         if junit_path is not None:

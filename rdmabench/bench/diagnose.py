@@ -314,10 +314,14 @@ class Trial:
 
 
 def score(found: Attribution, planted: str | None, expected_drain: list[str], seconds: float) -> Trial:
+    """A trial's score. A planted single link measured once is no suspect (one figure) but the first
+    link to measure again: named so, it is a hit."""
     top = found.suspects[0] if found.suspects else None
+    single = planted is not None and planted.startswith("link ")
+    again = f"link {found.remeasure[0].link}" if single and top is None and found.remeasure else None
     return Trial(
         planted,
-        top.name if top else None,
+        top.name if top else again,
         top.confidence if top else None,
         seconds,
         tuple(drained_hosts(found)),
