@@ -166,9 +166,17 @@ class Attribution:
     def lines(self) -> list[str]:
         """Suspects first, one line each, then what is left: for `check` and the report."""
         found = [f"suspect {n}: {s.describe()}" for n, s in enumerate(self.suspects, 1)]
+        too_few = self.inconclusive
+        least = self.params.floors.min_class_links
+        # Said once, in one line: a small run has a class per link and size, each too small.
+        labels = list(dict.fromkeys(one.label for one in too_few))
+        shown = ", ".join(labels[:3]) + (", ..." if len(labels) > 3 else "")
+        few = f"{sum(one.links for one in too_few)} link(s) in {len(too_few)} class(es): {shown}" if too_few else ""
         if not self.judged:
-            least = self.params.floors.min_class_links
-            found.append(f"no suspect can be named: no class of links has the {least} links it takes to judge one")
+            said = f" ({few})" if few else ""
+            found.append(
+                f"no suspect can be named: no class of links has the {least} links it takes to judge one{said}"
+            )
         elif not self.suspects:
             found.append(f"no suspect: {self.judged} link(s) judged against their class, no component stands out")
         if self.unexplained:
@@ -176,14 +184,8 @@ class Attribution:
             found.append(f"{self.unexplained} slow link(s) no component explains: {names}")
         if self.remeasure:
             found += remeasure_lines(self.remeasure, self.remeasure_ratios, self.params.listed)
-        too_few = self.inconclusive
-        if too_few:  # one line: a small run has a class per link, each too small
-            links = sum(one.links for one in too_few)
-            names = ", ".join(one.label for one in too_few[:3]) + (", ..." if len(too_few) > 3 else "")
-            found.append(
-                f"inconclusive: {links} link(s) in {len(too_few)} class(es) too small to judge against their "
-                f"class (it takes {self.params.floors.min_class_links} links): {names}"
-            )
+        if too_few and self.judged:
+            found.append(f"inconclusive, too small to judge against their class (it takes {least} links): {few}")
         return found
 
     def to_dict(self) -> dict[str, Any]:

@@ -163,5 +163,6 @@ class _JudgementLine:
             f'"modes": {label(row.modes)}, "size_bytes": {_number(row.size_bytes)}, "load": {label(row.load)}, '
             f'"median": {_number(row.median)}, "unit": {label(row.unit)}, '
             f'"share_of_limit": {"null" if share is None else _number(share)}, '
-            f'"passed": {"true" if judgement.passed else "false"}, "reason": {label(judgement.reason)}}}'
+            f'"passed": {"true" if judgement.passed else "false"}, '
+            f'"remeasure": {"true" if judgement.remeasure else "false"}, "reason": {label(judgement.reason)}}}'
         )

@@ -199,6 +199,7 @@ class Row:
     wire_dev: str | None = None
     # Block lists (--blocks, --model): each run's p99 and p99.9 of its transfer times, in us.
     tails: list[tuple[float, float]] | None = None
+    ceilings: list[float] | None = None  # block lists: each run's ceiling (a copy kernel over the list), GB/s
     run: int = -1  # the run (the aggregate's count of documents) that gave its last figure: one figure a run
 
     @property
@@ -251,7 +252,11 @@ class Row:
                 self.wire_ratio, self.wire_dev = ratio, intern(str(wire.get("dev")))
 
     def add_tail(self, blocks: Any) -> None:
-        """A block-list run's p99 and p99.9 of transfer times (its entry's `blocks`), where it has them."""
+        """A block-list run's p99 and p99.9 of transfer times and its list's ceiling (its entry's
+        `blocks`), where it has them."""
+        ceiling = _number(blocks.get("ceiling_gbps")) if isinstance(blocks, dict) else None
+        if ceiling is not None:
+            self.ceilings = [*(self.ceilings or ()), ceiling]
         us = blocks.get("transfer_us") if isinstance(blocks, dict) else None
         if not isinstance(us, dict):
             return
