@@ -73,3 +73,15 @@ def test_a_suspect_fails_check_report_and_run_alike_under_hand_floors(tmp_path: 
     codes["run"] = _verdict(str(path), aggregate([("screen", doc)]), {"all": 0.01}, out)
     assert codes == {"check": 1, "report": 1, "run": 1}, codes
     assert "verdict: FAIL (the suspects above)" in out.getvalue()
+
+
+def test_classes_too_small_to_judge_are_one_line_of_the_verdict() -> None:
+    """A small run has a class per link and size: the verdict said 'too few to judge' once a link."""
+    from rdmabench.results.verdict import FLEET, judge
+
+    from .test_html import _small_run
+
+    verdict = judge(_small_run(), {FLEET: 1.0})
+    assert [line for line in verdict.skipped if "too small" in line] == [
+        "10 link(s) in classes too small to judge a link against (fewer than 6)"
+    ]

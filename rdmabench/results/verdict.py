@@ -248,7 +248,7 @@ def judge(
     largest = _largest(rows)
     marks = _FleetMarks(rows, found) if FLEET in floors else None
     again = {id(row) for row in found.remeasure} if found is not None else set()
-    by_floor = by_baseline = 0
+    by_floor = by_baseline = too_few = 0
     for row in largest:
         reasons: list[str] = []
         checked = False
@@ -274,15 +274,16 @@ def judge(
             checked = True
             by_baseline += 1
         if mark is not None and not mark.klass.judged and not checked:
-            verdict.skipped.append(
-                f"{_what(row)}: its class holds {mark.klass.links} link(s), too few to judge it against"
-            )
+            too_few += 1  # said once, below: a small run has a class per link
         if checked and reasons and worse is None and id(row) in again:  # one slow figure alone
             reason = "; ".join(reasons) + "; one slow figure in its class, never measured again: measure it again"
             verdict.judged.append(Judgement(row, False, reason, True))
         elif checked:
             reasons += [worse] if worse is not None else []
             verdict.judged.append(Judgement(row, not reasons, "; ".join(reasons) or "ok"))
+    if too_few and marks is not None:
+        least = marks.links.params.min_class_links
+        verdict.skipped.append(f"{too_few} link(s) in classes too small to judge a link against (fewer than {least})")
     verdict.inconclusive = _inconclusive(largest, floors, baseline, by_floor, by_baseline)
     return verdict
 
