@@ -109,7 +109,7 @@ def _timed(command: list[str]) -> tuple[float, float, float, int]:
     return seconds, cpu, (int(match.group(1)) / 2**20 if match else float("nan")), proc.returncode
 
 
-def _generated(directory: str, ranks: int, per_host: int, seed: int, reuse: bool) -> str:
+def _generated(directory: str, ranks: int, per_host: int, seed: int, reuse: bool, sources: dict[str, str]) -> str:
     """The generated file of `seed` in `directory`: made (and its size and time printed), or with
     `reuse` the one made there before."""
     suffix = "" if seed == 1 else f"-seed{seed}"
@@ -118,7 +118,7 @@ def _generated(directory: str, ranks: int, per_host: int, seed: int, reuse: bool
         print(f"# reused {path}", flush=True)
         return path
     began = time.monotonic()
-    links = generate(path, ranks, per_host, SOURCES, seed)
+    links = generate(path, ranks, per_host, sources, seed)
     on_disk = os.path.getsize(path) + os.path.getsize(compact.links_path(path))
     print(
         f"# generated {links:,} links over {ranks} ranks (seed {seed}) in {time.monotonic() - began:.0f} s: "
@@ -151,11 +151,54 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--formats", default="table,markdown,json,csv,html")
     parser.add_argument("--repeat", type=int, default=1, help="runs of each command (the median and spread printed)")
     options = parser.parse_args(argv)
-    directory = options.keep or tempfile.mkdtemp(prefix="rdmabench-million-")
-    os.makedirs(directory, exist_ok=True)
+    sources, wrong = _sources(), _wrong_options(options)
+    try:
+        if wrong is None and options.keep is not None:
+            os.makedirs(options.keep, exist_ok=True)
+    except OSError as exc:
+        wrong = f"--keep {options.keep}: cannot make it ({exc.strerror or exc})"
+    missing = [path for path in sources.values() if not os.path.isfile(path)]
+    if wrong is None and missing:
+        wrong = f"no source run {missing[0]}: run it from an rdmabench checkout (its measurements/ hold them)"
+    if wrong is not None:
+        print(f"rdmabench: error: {wrong}", file=sys.stderr)
+        return 2
+    with tempfile.TemporaryDirectory(prefix="rdmabench-million-") as scratch:  # about 1 GB: gone at the end
+        return _run(options, options.keep or scratch, sources)
+
+
+MAX_RANKS = 4096  # 16.8 million links: some 2 GB on disk
+
+
+def _wrong_options(options: argparse.Namespace) -> str | None:
+    """Why the options cannot make a run (one line), before anything is generated."""
+    if not 1 <= options.per_host <= 64:
+        return f"--per-host {options.per_host}: from 1 to 64 GPUs a host"
+    hosts, rest = divmod(options.ranks, options.per_host)
+    if rest or hosts < 2 or options.ranks > MAX_RANKS:
+        return (
+            f"--ranks {options.ranks}: a multiple of --per-host {options.per_host} of at least 2 hosts "
+            f"({2 * options.per_host} ranks: links within a host and between hosts) and at most {MAX_RANKS}"
+        )
+    if options.repeat < 1:
+        return f"--repeat {options.repeat}: at least 1 run of each command"
+    if options.keep is not None and os.path.exists(options.keep) and not os.path.isdir(options.keep):
+        return f"--keep {options.keep}: not a directory"
+    if options.reuse and options.keep is None:
+        return "--reuse takes --keep: the directory the files were made in before"
+    return None
+
+
+def _sources() -> dict[str, str]:
+    """SOURCES in the checkout this rdmabench runs from (not the current folder)."""
+    checkout = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(document.__file__))))
+    return {link: os.path.join(checkout, path) for link, path in SOURCES.items()}
+
+
+def _run(options: argparse.Namespace, directory: str, sources: dict[str, str]) -> int:
     print(f"# {os.cpu_count()} CPUs, load average {' '.join(f'{v:.2f}' for v in os.getloadavg())}", flush=True)
-    path = _generated(directory, options.ranks, options.per_host, 1, options.reuse)
-    other = _generated(directory, options.ranks, options.per_host, 2, options.reuse)
+    path = _generated(directory, options.ranks, options.per_host, 1, options.reuse, sources)
+    other = _generated(directory, options.ranks, options.per_host, 2, options.reuse, sources)
     python = python_module("rdmabench")
     for label, arguments, out in _commands(path, other, directory, options.formats.split(",")):
         runs = [_timed([*python, *arguments]) for _ in range(options.repeat)]

@@ -42,9 +42,12 @@ def test_a_screen_names_the_planted_part_first(fault: Fault) -> None:
 
 @pytest.mark.parametrize("fault", faults(ALL_PAIRS), ids=lambda f: f"{f.kind}-{f.direction}")
 def test_all_pairs_names_the_planted_part_first(fault: Fault) -> None:
+    """A single slow link, measured once, is the one link to measure again (no suspect: one figure)."""
     found = attribute(_rows(generated(ALL_PAIRS, "all-pairs", fault, seed=5)))
-    assert [s.name for s in found.suspects][:1] == ([fault.name(ALL_PAIRS)] if fault.kind != "none" else [])
-    assert len(found.suspects) <= 1
+    named = [fault.name(ALL_PAIRS)] if fault.kind not in ("none", "link") else []
+    assert [s.name for s in found.suspects][:1] == named and len(found.suspects) <= 1
+    if fault.kind == "link":
+        assert ["link " + row.link for row in found.remeasure] == [fault.name(ALL_PAIRS)]
 
 
 def test_a_slow_sender_does_not_blame_its_healthy_receivers() -> None:
@@ -94,9 +97,10 @@ def test_links_remeasured_alone_weigh_more_and_a_link_that_recovers_alone_is_not
     recovered = attribute(_screen_with_one_slow_link(1.0))
     assert recovered.suspects == [] and recovered.outcome == "SLOW" and recovered.unexplained == 1
     assert recovered.unexplained_links == ["node002:gpu0 -> node009:gpu0"]
-    # Not re-measured at all: named, with less confidence than re-measured and still slow.
+    # Not re-measured at all: one slow figure is no suspect, but the link to measure again.
     plain = attribute(_rows(generated(ALL_PAIRS, "all-pairs", faults(ALL_PAIRS)[6], seed=5)))
-    assert plain.suspects[0].confidence == pytest.approx(0.5, abs=0.01)
+    assert plain.suspects == [] and plain.outcome == "REMEASURE" and plain.unexplained == 0
+    assert [row.link for row in plain.remeasure] == [faults(ALL_PAIRS)[6].name(ALL_PAIRS).removeprefix("link ")]
 
 
 def test_a_part_whose_slow_links_all_recover_alone_is_not_named() -> None:
@@ -175,7 +179,10 @@ def test_fleet_floors_are_robust_and_say_what_they_cannot_judge() -> None:
     (few,) = fleet_floors(_rows(_class([10.0, 10.1, 3.0])))
     assert not few.judged and few.slow == 0
     found = attribute(_rows(_class([10.0, 10.1, 3.0])))
-    assert found.outcome == "INCONCLUSIVE" and found.lines()[-1].startswith("inconclusive: bw host->host 1MiB")
+    assert found.outcome == "INCONCLUSIVE" and found.lines() == [
+        "no suspect can be named: no class of links has the 6 links it takes to judge one "
+        "(3 link(s) in 1 class(es): bw host->host 1MiB inter-node rail-aligned, alone)"
+    ]
 
 
 def test_a_latency_is_worse_above_its_class() -> None:

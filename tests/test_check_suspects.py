@@ -97,10 +97,10 @@ def test_a_mild_fault_within_every_floor_still_fails_as_a_suspect(tmp_path: Path
     report = run_cli(["report", str(doc), "--expect", "default"])
     assert report.returncode == 1 and f" link(s) judged at their largest size, {len(fails)} failed" in report.stderr
     assert report.stderr.count("explained by suspect host node009 receive") == len(blamed)
-    # Hand floors judge what they judge; the suspect still fails the check (not the report's verdict).
+    # Hand floors judge what they judge; the suspect still fails the check, and the report's verdict alike.
     lenient = run_cli(["check", str(doc), "--expect", "all=0.01"])
     assert lenient.returncode == 1 and lenient.stdout.splitlines()[-1] == "verdict: FAIL (the suspects above)"
-    assert run_cli(["report", str(doc), "--expect", "all=0.01"]).returncode == 0
+    assert run_cli(["report", str(doc), "--expect", "all=0.01"]).returncode == 1
 
 
 def test_a_link_below_its_class_floor_says_how_far(tmp_path: Path) -> None:
@@ -109,9 +109,16 @@ def test_a_link_below_its_class_floor_says_how_far(tmp_path: Path) -> None:
     slow["samples"] = [v * 0.5 for v in slow["samples"]]
     slow["bandwidth_gbps"] *= 0.5
     proc = run_cli(["check", str(_write(tmp_path / "one.json", doc)), "--expect", "default"])
+    assert proc.returncode == 3, proc.stdout  # one figure, never measured again: measure it again
+    (again,) = [line for line in proc.stdout.splitlines() if line.startswith("REMEASURE ")]
+    assert re.search(r": 5\d% of its class median, floor [89]\d%; .*never measured again", again), again
+    # Re-measured alone and slow again: evidence, a suspect, and a failure.
+    doc["results"].append(dict(slow, remeasured_from=slow["bandwidth_gbps"], concurrent_links=1))
+    proc = run_cli(["check", str(_write(tmp_path / "two.json", doc)), "--expect", "default"])
     assert proc.returncode == 1, proc.stdout
-    (fail,) = [line for line in proc.stdout.splitlines() if line.startswith("FAIL ")]
-    assert re.search(r": 5\d% of its class median, floor [89]\d%; explained by suspect link ", fail), fail
+    fails = [line for line in proc.stdout.splitlines() if line.startswith("FAIL ")]
+    assert len(fails) == 2 and "re-measured after the screen" in fails[0], proc.stdout  # alone, and in the screen
+    assert re.search(r": 5\d% of its class median, floor [89]\d%; explained by suspect link ", fails[1]), fails
 
 
 def test_default_means_the_same_in_run_report_and_check(tmp_path: Path) -> None:

@@ -89,3 +89,58 @@ def test_loaded_and_unloaded_rows_differ_in_every_table() -> None:
     assert {r["load"] for r in found} == {"alone", "all-pairs, 6 links"}
     assert "all-pairs, 6 links" in format_markdown(rows, "none", 0.2)
     assert "all-pairs, 6 links" in format_table(rows, "none", 0.2)
+
+
+def _small_run() -> list[Row]:
+    """Two GPUs, three sizes: plain messages (validated or not), block lists posted by the GPU and by
+    the CPU with their ceilings, and the one-message reference a list is measured against."""
+
+    def blocks(count: int, posted: str, ceiling: float | None) -> dict[str, Any]:
+        found = {"count": count, "layout": "contiguous", "batch": 1, "posted_by": posted}
+        return found | ({"ceiling_gbps": ceiling} if ceiling else {})
+
+    kinds: list[tuple[float, dict[str, Any]]] = [
+        (1.0, {}),
+        (0.5, {"validated": False}),
+        (0.8, {"blocks": blocks(64, "gpu", 420.0)}),
+        (0.6, {"blocks": blocks(64, "cpu", 410.0)}),
+        (0.9, {"blocks": blocks(1, "cpu", None)}),
+    ]
+    entries = [
+        _entry(s, d, size, 300.0 * factor * (1 + size / (1 << 21)), **more)
+        for factor, more in kinds
+        for size in (4096, 65536, 1 << 20)
+        for s, d in ((0, 1), (1, 0))
+    ]
+    return aggregate([("generated", {"metadata": {}, "results": entries})])
+
+
+def test_curves_draw_a_line_per_path_and_validation_and_the_bounds(figures: list[Any]) -> None:
+    """GPU- and CPU-posted lists, validated and unvalidated runs and the one-message reference were
+    one zigzag line: each is its own line now, rising with size, with the ceiling and the limit."""
+    html.curves(_small_run())
+    ax = figures[0].axes[0]
+    labels = ax.get_legend_handles_labels()[1]
+    lines = {
+        "device->device, validated", "device->device, not validated", "device->device, GPU-posted list, validated",
+        "device->device, CPU-posted list, validated", "device->device, one message (reference), validated",
+    }  # fmt: skip
+    assert lines <= set(labels), labels
+    assert {label for label in labels if label.endswith("the list's ceiling (a copy kernel)")} == {
+        "device->device, GPU-posted list, validated: the list's ceiling (a copy kernel)",
+        "device->device, CPU-posted list, validated: the list's ceiling (a copy kernel)",
+    }
+    assert [label for label in labels if label.endswith("the link's limit")] == ["NVLink 478.1 GB/s: the link's limit"]
+    for line in ax.get_lines():
+        if line.get_label() in lines:
+            assert list(line.get_xdata()) == [4096, 65536, 1 << 20]  # one point a size: no zigzag
+            assert list(line.get_ydata()) == sorted(line.get_ydata())
+
+
+def test_a_small_run_draws_no_distribution_and_says_too_few_once() -> None:
+    """Five kinds of run on two GPUs were 11 'too few to judge' lines and 30 one-link plots."""
+    page = html.render(_small_run(), ["generated"], [], 0.2)
+    assert '<svg class="cdf"' not in page and "None drawn: no class has the 6 links a distribution takes" in page
+    suspects = page.split("<ul class='suspects'>")[1].split("</ul>")[0]
+    assert suspects.count("<li>") == 1 and "no suspect can be named" in suspects, suspects
+    assert "(10 link(s) in 5 class(es): bw device-&gt;device 1MiB intra-node, alone)" in suspects

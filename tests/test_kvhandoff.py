@@ -121,6 +121,27 @@ def test_a_model_file_that_is_not_json_is_one_line(tmp_path: Path) -> None:
     refused_in_one_line(tmp_path, ["--test", "put", "--model", str(bad)], "unknown field(s) attention")
 
 
+@pytest.mark.parametrize(
+    "config, field",
+    [
+        ({"num_hidden_layers": 32, "hidden_size": "4096", "num_attention_heads": 32}, "hidden_size"),
+        ({"num_hidden_layers": 32, "hidden_size": 4096, "num_attention_heads": "32"}, "num_attention_heads"),
+        ({"num_hidden_layers": 61, "kv_lora_rank": 512, "qk_rope_head_dim": "64"}, "qk_rope_head_dim"),
+        ({"num_hidden_layers": 61, "kv_lora_rank": "512", "qk_rope_head_dim": "64"}, "kv_lora_rank"),
+        ({"num_hidden_layers": "32", "num_key_value_heads": 8, "head_dim": 128}, "num_hidden_layers"),
+    ],
+)
+def test_a_config_json_whose_numbers_are_strings_is_one_line_naming_the_field(
+    tmp_path: Path, config: dict[str, object], field: str
+) -> None:
+    """Strings where config.json has numbers were a TypeError (hidden_size // heads), or "512" + "64"."""
+    bad = tmp_path / "config.json"
+    bad.write_text(json.dumps(config))
+    with pytest.raises(ConfigError, match=f"its {field} must be a whole number"):
+        parse_model(str(bad))
+    refused_in_one_line(tmp_path, ["--test", "put", "--model", str(bad)], f"its {field} must be a whole number")
+
+
 @pytest.mark.skipif(native.load().library is None, reason=f"no native loop: {native.load().reason}")
 def test_a_model_handoff_moves_checked_blocks_and_records_its_shape_and_costs(results_path: Path) -> None:
     """Real ranks move vLLM's list of a 2-layer model (4 regions: layer x K/V) into random slots, every

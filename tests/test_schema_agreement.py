@@ -307,6 +307,7 @@ def results(draw: st.DrawFn) -> Result:
         line["src"], line["dst"] = (draw(st.integers(0, len(ranks) - 1)) for _ in range(2))
         if profiles[line["profile"]]["unit"] == "GB/s":
             line["samples"] = [min(v, 9e4) for v in line["samples"]]
+    summary["links"]["count"] = len(links)  # the links file holds what its summary says
     return summary, links
 
 
@@ -345,12 +346,14 @@ def mutated(draw: st.DrawFn) -> Result:
 
 def relational_problems(summary: dict[str, Any], links: list[dict[str, Any]]) -> list[str]:
     """The rules the schemas' descriptions state that one line of JSON cannot: the links file is the
-    one beside the summary, a record's profile exists and its ranks hold what the profile takes
+    one beside the summary and holds as many records as it says, a record's profile exists and its ranks hold what the profile takes
     from them, samples in GB/s stay below 100000, and a test the registry has no record of is read
     by a figure field rdmabench knows (bandwidth_gbps, latency_us)."""
     problems = []
     if os.path.basename(summary["links"]["file"]) != "r.links.jsonl":
         problems.append("the links file is not beside the summary")
+    elif summary["links"]["count"] != len(links):
+        problems.append("the links file holds another number of records than the summary says")
     profiles, ranks = summary["profiles"], {row["rank"]: row for row in summary["ranks"]}
     for profile in profiles:
         if registry.find(profile["test"]) is None and profile["_figure"] not in ("bandwidth_gbps", "latency_us"):

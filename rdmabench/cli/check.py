@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from .. import userfiles
-from ..errors import ConfigError, InconclusiveError, RdmabenchError
+from ..errors import ConfigError, RdmabenchError
 from ..escape import visible
 from ..results.verdicts.verdict import DEFAULT_FLOORS
 from . import reading
@@ -47,7 +47,9 @@ def check(
     """Pass or fail: names the suspect parts first (a GPU, NIC, host, pair of hosts or single link
     that explains the slow links, with its evidence), then judges every link at its largest size
     against a floor (a share of its physical limit; with `default` also its class in the run) and/or
-    a baseline run. Exit status 1 when a link fails or a part is suspect, 0 when all pass, 2 for bad
+    a baseline run. Exit status 1 when a link fails or a part is suspect, 0 when all pass, 3
+    (REMEASURE) when nothing failed but single slow figures, never measured again, are to measure
+    again (the command is printed), 2 for bad
     input or when there is no verdict: nothing matched, no floor applied to any link, or no link was
     in the baseline, and nothing is suspect (never a pass on nothing)."""
     from ..results.verdicts.drain import share
@@ -81,23 +83,21 @@ def _check(
     files: dict[str, Any],
 ) -> tuple[Any, Any]:
     """The verdict and the drain list (None without --drain), their files written."""
-    from ..results.files.rows import aggregate
-    from ..results.verdicts import verdict as verdict_module
     from ..results.verdicts.attribution import attribute
     from ..results.verdicts.drain import ran_on, write_drain_list
-    from ..results.verdicts.outcome import Checked
+    from ..results.verdicts.outcome import conclude, no_verdict
 
     chosen = reading.filters(**selection)
     documents = reading.load(paths).documents
-    rows = aggregate(documents, chosen)
-    base = aggregate(reading.load((baseline,)).documents, chosen) if baseline is not None else None
+    rows = reading.aggregate(documents, chosen)
+    base = reading.aggregate(reading.load((baseline,)).documents, chosen) if baseline is not None else None
     if not rows:
         raise ConfigError("no results match the filters")
     found = attribute(rows)
-    checked = Checked(verdict_module.judge(rows, floors, base, tolerance, found), found)
+    checked = conclude(rows, floors, base, tolerance, found)
     if checked.outcome == "INCONCLUSIVE":
         click.echo("\n".join(checked.suspect_lines()))
-        raise InconclusiveError(f"no verdict: {checked.verdict.inconclusive}")
+        raise no_verdict(checked)
     if files["json_path"] is not None:
         userfiles.write_chunks(files["json_path"], checked.json_chunks())  # a million passed links, a line each
     if files["junit_path"] is not None:

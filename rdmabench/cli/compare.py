@@ -28,7 +28,6 @@ def compare(base: str, new: str, tolerance: float, output_format: str, **selecti
     same records) are named and ignored. Exit status 1 when a significant regression is found, 0 when
     none is, 2 for bad input or when no pair could be tested (no verdict), for use in a cluster's CI;
     for a gate on single runs use `rdmabench check --baseline`."""
-    from ..results.files.rows import aggregate
     from ..results.verdicts import compare as compare_module
 
     if not 0 < tolerance < 1:
@@ -37,8 +36,8 @@ def compare(base: str, new: str, tolerance: float, output_format: str, **selecti
         raise ConfigError(f"unknown format {output_format!r}: choose table or json")
     chosen = reading.filters(**selection)
     base_loaded, new_loaded = reading.load((base,), warn_duplicates=False), reading.load((new,), warn_duplicates=False)
-    base_rows = aggregate(base_loaded.documents, chosen)
-    new_rows = aggregate(new_loaded.documents, chosen)
+    base_rows = reading.aggregate(base_loaded.documents, chosen)
+    new_rows = reading.aggregate(new_loaded.documents, chosen)
     changes, unmatched = compare_module.compare(base_rows, new_rows, tolerance)
     if not changes:
         differ = next((line.split("; ", 1)[1] for line in unmatched if "other settings" in line), "")

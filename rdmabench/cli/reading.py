@@ -64,3 +64,14 @@ def load(paths: tuple[str, ...], warn_duplicates: bool = True) -> Any:
     if not loaded.documents:
         raise ConfigError("no usable results files among " + ", ".join(paths))
     return loaded
+
+
+def aggregate(documents: list[tuple[str, Any]], chosen: Any) -> Any:
+    """The rows of loaded documents; a warning per file whose records repeat a link (counted once)."""
+    from ..results.files.rows import aggregate as rows_of
+
+    notes: list[str] = []
+    rows = rows_of(documents, chosen, notes)
+    for note in notes:
+        click.echo(f"rdmabench: warning: {visible(note)}", err=True)
+    return rows

@@ -22,7 +22,8 @@ from .options import choices, expect_option, format_option, selection_options
 @click.option("--outlier-fraction", default=0.2, help="List links this much worse than the median of their class.")
 @expect_option(
     "Also judge every link at its largest size against a floor (see `rdmabench check`; 'default' also "
-    "against its class in the run); exit 1 if one fails, 2 if no link could be judged."
+    "against its class in the run); exit 1 if one fails or a part is suspect, 3 if single slow figures are to "
+    "measure again, 2 if no link could be judged."
 )
 @selection_options
 def report(
@@ -37,8 +38,6 @@ def report(
 ) -> None:
     """Aggregate results files (or directories of them): per link and per (test, modes, size), the
     median over runs, the spread and the count; the suspect parts first (but in CSV), then outliers."""
-    from ..results.verdicts import verdict as verdict_module
-
     try:
         if by not in GROUPINGS:  # bad options are reported before any file is read
             raise ConfigError(f"unknown grouping {by!r}: choose one of {', '.join(GROUPINGS)}")
@@ -50,7 +49,7 @@ def report(
     except RdmabenchError as exc:
         fail(exc)
     if judged is not None:
-        click.echo(verdict_module.format_verdict(judged), err=True)
+        click.echo(judged.verdict_text(), err=True)
         sys.exit(judged.exit_code)
 
 
@@ -64,20 +63,22 @@ def _report(
     selection: dict[str, Any],
 ) -> Any:
     """The report written or printed; the verdict when floors were given, else None."""
-    from ..results.files.rows import aggregate
     from ..results.reports import formats
-    from ..results.verdicts import verdict as verdict_module
     from ..results.verdicts.attribution import attribute
+    from ..results.verdicts.outcome import conclude, no_verdict
 
     chosen = reading.filters(**selection)
     loaded = reading.load(paths)
-    rows = aggregate(loaded.documents, chosen)
+    rows = reading.aggregate(loaded.documents, chosen)
     if not rows:
         raise ConfigError("no results match the filters")
     skipped = [*loaded.problems, *map(str, loaded.duplicates)]  # files left out, each with why
     sources = [path for path, _ in loaded.documents]
-    found = attribute(rows) if output_format != "csv" or verdict_module.FLEET in floors else None  # once
+    found = attribute(rows) if output_format != "csv" or floors else None  # once
     reading.write_or_print(
         formats.render_chunks(rows, output_format, by, outlier_fraction, skipped, sources, found), output
     )
-    return verdict_module.conclude(rows, floors, found=found) if floors else None
+    judged = conclude(rows, floors, found=found) if floors else None  # check's verdict, and exit status
+    if judged is not None and judged.outcome == "INCONCLUSIVE":
+        raise no_verdict(judged)
+    return judged

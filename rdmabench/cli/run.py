@@ -176,8 +176,9 @@ output_options = group(
     ),
     expect_option(
         "A pass/fail verdict at the end: every link at its largest size against this floor (see `rdmabench "
-        "check`; 'default' also against its class in the run); exit 1 if one fails, 2 if no link could be judged "
-        "(the results are kept). Only for tests whose figure is a bandwidth.",
+        "check`; 'default' also against its class in the run); exit 1 if one fails or a part is suspect, 3 if "
+        "single slow figures are to measure again, 2 if no link could be judged (the results are kept). Only for "
+        "tests whose figure is a bandwidth.",
     ),
 )
 

@@ -23,7 +23,7 @@ from types import FrameType
 from typing import Any, TextIO
 
 from .. import privatedirs
-from ..errors import ConfigError, InconclusiveError, RdmabenchError, TransportError, UnsafePathError, error_line
+from ..errors import ConfigError, RdmabenchError, TransportError, UnsafePathError, error_line
 from ..escape import visible
 from ..hardware import counters, limits, nics
 from ..hardware.pathcheck import is_device_path_warning
@@ -528,22 +528,22 @@ def _csv(rows: list[Any]) -> str:
 
 def _verdict(path: str, rows: list[Any], floors: dict[str, float], out: TextIO) -> int:
     """The verdict `check` would give on this run's file; its exit status (2: nothing was judged)."""
-    from ..results.verdicts.verdict import conclude, format_verdict
+    from ..results.verdicts.outcome import conclude, no_verdict
 
-    try:
-        verdict = conclude(rows, floors)
-    except InconclusiveError as exc:
-        print(error_line(f"{exc} (results kept in {path})"), file=sys.stderr, flush=True)
-        return exc.exit_code
-    print(format_verdict(verdict), file=out, flush=True)
-    if verdict.passed:
-        return verdict.exit_code
-    print(
-        error_line(f"{len(verdict.failed)} link(s) below their --expect floor (results kept in {path})"),
-        file=sys.stderr,
-        flush=True,
-    )
-    return verdict.exit_code
+    checked = conclude(rows, floors)  # `check`'s own: the same outcome and exit status
+    if checked.outcome == "INCONCLUSIVE":
+        print(error_line(f"{no_verdict(checked)} (results kept in {path})"), file=sys.stderr, flush=True)
+        return checked.exit_code
+    print(checked.verdict_text(), file=out, flush=True)
+    if checked.outcome == "PASS":
+        return checked.exit_code
+    failed = len(checked.verdict.failed)
+    why = {
+        "FAIL": f"{failed} link(s) below their --expect floor" if failed else "a suspect part (see above)",
+        "REMEASURE": "single slow figure(s) to measure again (see above)",
+    }[checked.outcome]
+    print(error_line(f"{why} (results kept in {path})"), file=sys.stderr, flush=True)
+    return checked.exit_code
 
 
 def _check_gdr(config: RunConfig, entries: list[Entry]) -> None:

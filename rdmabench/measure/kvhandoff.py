@@ -19,6 +19,7 @@ pool's layout of blocks (contiguous, strided, random slots) stays --layout's: bl
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -231,19 +232,30 @@ def _from_file(path: str) -> dict[str, Any]:
         if unknown:
             raise ConfigError(f"--model {path}: unknown field(s) {', '.join(unknown)}")
         return {**data, "name": name}
-    values: dict[str, Any] = {ours: data[theirs] for theirs, ours in _HF_NAMES.items() if theirs in data}
+    number = functools.partial(_hf_number, path, data)
+    values: dict[str, Any] = {ours: number(theirs) for theirs, ours in _HF_NAMES.items() if theirs in data}
     values["name"] = name
     if "kv_lora_rank" in data:
-        latent = data["kv_lora_rank"] + data.get("qk_rope_head_dim", 0)
+        latent = number("kv_lora_rank") + (number("qk_rope_head_dim", 0) if "qk_rope_head_dim" in data else 0)
         values.update(kv_heads=1, head_dim=latent, mla=True, tokens_per_block=64)
     else:
-        values.setdefault("kv_heads", data.get("num_attention_heads"))
-        if "head_dim" not in values and data.get("hidden_size") and data.get("num_attention_heads"):
-            values["head_dim"] = data["hidden_size"] // data["num_attention_heads"]
+        heads = number("num_attention_heads") if data.get("num_attention_heads") is not None else None
+        values.setdefault("kv_heads", heads)
+        if "head_dim" not in values and data.get("hidden_size") is not None and heads:
+            values["head_dim"] = number("hidden_size") // heads
     missing = [key for key in ("layers", "kv_heads", "head_dim") if values.get(key) is None]
     if missing:
         raise ConfigError(f"--model {path}: its config.json says nothing of {', '.join(missing)}")
     return values
+
+
+def _hf_number(path: str, data: dict[str, Any], key: str, least: int = 1) -> int:
+    """A config.json's count `key`: a whole number (a string "32" is refused by name: arithmetic on
+    it was a TypeError, or a string made of two)."""
+    value = data[key]
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise ConfigError(f"--model {path}: its {key} must be a whole number of at least {least}, not {value!r}")
+    return value
 
 
 def handoff(spec: str, kv_layout: str = "vllm", prompt: int | None = None) -> Handoff:

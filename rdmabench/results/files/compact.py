@@ -24,7 +24,7 @@ import json.scanner
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from ... import userfiles
 from ...errors import FileRefusedError, ResultsFileError
@@ -33,6 +33,7 @@ from ...units import MAX_BANDWIDTH_GBPS
 from . import schema
 
 LINKS_SUFFIX = ".links.jsonl"
+T = TypeVar("T")
 # Entry fields that vary from link to link, and their names in a record.
 RECORD_FIELDS = {
     "src_rank": "src",
@@ -367,16 +368,20 @@ def _lines(path: str) -> Iterator[tuple[int, Any]]:
         for number, line in enumerate(iter(lambda: handle.readline(longest), ""), start=1):
             if len(line) == longest and not line.endswith("\n"):
                 raise ResultsFileError(f"{path}: line {number} is longer than {longest} characters: not a link record")
+            if schema.too_deep(line):
+                raise ResultsFileError(
+                    f"{path}: line {number} nests more than {schema.MAX_NESTING} levels deep: not a link record"
+                )
             try:
                 record, end = _SCAN(line, 0)
                 if end == len(line) or line[end:] == "\n":
                     yield number, record
                     continue
-            except (StopIteration, ValueError):
+            except (StopIteration, ValueError, RecursionError):
                 pass  # json.loads says what is wrong, or reads what the scanner alone did not
             try:
                 record = json.loads(line, parse_constant=schema.not_json)
-            except ValueError as exc:  # json.JSONDecodeError among them
+            except (ValueError, RecursionError) as exc:  # json.JSONDecodeError among them
                 raise ResultsFileError(f"{path}: line {number} is not a link record ({exc})") from None
             yield number, record
 
@@ -395,9 +400,38 @@ def _expanded(
     return entry
 
 
+def count_lines(path: str) -> int:
+    """The lines of a links file (a last line without its newline counts), read in bounded chunks:
+    a million links are counted in a fraction of a second."""
+    try:
+        handle = userfiles.open_input(path, userfiles.max_by_line_bytes(), "links file")
+    except FileRefusedError as exc:
+        raise ResultsFileError(f"{exc} (the links file)") from None
+    lines, last = 0, b"\n"
+    with handle:
+        while chunk := handle.read(_COUNT_CHUNK):
+            lines += chunk.count(b"\n")
+            last = chunk[-1:]
+    return lines + (last != b"\n")
+
+
+_COUNT_CHUNK = 1 << 20
+
+
+def agree(path: str, expected: int, found: int) -> None:
+    """The one check of a links file against its own summary: as many records as the summary's
+    `links.count`. A file cut short (its failing links removed, say) or added to is refused."""
+    if found != expected:
+        raise ResultsFileError(
+            f"{path}: {found} link record(s), but its summary says {expected}: the links file was "
+            f"{'cut short' if found < expected else 'added to'}; not read (keep the two files as rdmabench wrote them)"
+        )
+
+
 class LazyResults:
     """A schema-2 file's entries, read from its links file each time they are iterated: a report on
-    a million links never holds them all."""
+    a million links never holds them all. The file must hold as many records as its summary says
+    (checked when made, and again on each full pass: a file that changes between is refused too)."""
 
     def __init__(
         self,
@@ -408,13 +442,21 @@ class LazyResults:
         check: Callable[[Any, str], None] | None = None,
     ):
         self.path, self.count, self.profiles, self.ranks, self.check = path, count, profiles, ranks, check
+        agree(path, count, count_lines(path))
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
-        return read_links(self.path, self.profiles, self.ranks, self.check)
+        return self._counted(read_links(self.path, self.profiles, self.ranks, self.check))
 
     def records(self) -> Iterator[tuple[Profile | None, dict[str, Any]]]:
         """The links as `read_records` gives them: a report's pass over a million links."""
-        return read_records(self.path, self.profiles, self.ranks, self.check)
+        return self._counted(read_records(self.path, self.profiles, self.ranks, self.check))
+
+    def _counted(self, items: Iterator[T]) -> Iterator[T]:
+        found = 0
+        for item in items:
+            found += 1
+            yield item
+        agree(self.path, self.count, found)
 
     def __len__(self) -> int:
         return self.count

@@ -555,6 +555,8 @@ def _parse_stream(text: str, path: str, matrices: bool = True) -> dict[str, Any]
     records = []
     for number, line in enumerate(lines):
         try:
+            if schema.too_deep(line):  # refused before json and the checks recurse into it
+                raise ValueError(f"nested more than {schema.MAX_NESTING} deep")
             records.append(json.loads(line, parse_constant=schema.not_json))
         except (ValueError, RecursionError):
             if number == len(lines) - 1:

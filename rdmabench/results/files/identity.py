@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,32 +73,48 @@ class Duplicate:
 
 def distinct(
     documents: list[tuple[str, dict[str, Any]]],
-) -> tuple[list[tuple[str, dict[str, Any]]], list[Duplicate]]:
-    """The documents, each run once (the first of its files), and the files left out. Records are
-    digested only where another document holds as many: one file (or a set of distinct runs) costs
-    no hashing."""
-    by_id: dict[str, str] = {}
+    broken: Callable[[str, dict[str, Any]], str | None] = lambda _path, _doc: None,
+) -> tuple[list[tuple[str, dict[str, Any]]], list[Duplicate], list[str]]:
+    """The documents, each run once, the files left out as copies, and a problem line per copy
+    that does not read (`broken` says why, or None). Of the copies of a run the first that reads
+    is kept: a corrupted copy listed first never stands in for the good one. Records are digested
+    only where another document holds as many, and a copy is read through only when another file
+    has its identity: one file (or a set of distinct runs) costs no hashing and no second read."""
     counts: dict[int, int] = {}
     for _path, doc in documents:
         count = _record_count(doc)
         counts[count] = counts.get(count, 0) + 1
-    by_digest: dict[str, str] = {}
+    runs: dict[str, int] = {}  # a run id or a digest: the index in `kept` of its file
     kept: list[tuple[str, dict[str, Any]]] = []
     duplicates: list[Duplicate] = []
+    problems: list[str] = []
+    health: dict[str, str | None] = {}
+
+    def why_broken(path: str, doc: dict[str, Any]) -> str | None:
+        if path not in health:
+            health[path] = broken(path, doc)
+        return health[path]
+
     for path, doc in documents:
         identity = run_id(doc)
-        if identity is not None and identity in by_id:
-            duplicates.append(Duplicate(path, by_id[identity], f"the same run id ({identity})"))
-            continue
         count = _record_count(doc)
         # Runs without records (stopped before the first) have nothing to tell them apart, nor to count.
         digest = records_digest(doc) if count and counts[count] > 1 else None
-        if digest is not None and digest in by_digest:
-            duplicates.append(Duplicate(path, by_digest[digest], "the same records"))
+        keys = [(key, why) for key, why in ((identity, f"the same run id ({identity})"), (digest, "the same records"))]
+        match = next(((key, why) for key, why in keys if key is not None and key in runs), None)
+        if match is None:
+            runs.update({key: len(kept) for key, _why in keys if key is not None})
+            kept.append((path, doc))
             continue
-        if identity is not None:
-            by_id[identity] = path
-        if digest is not None:
-            by_digest[digest] = path
-        kept.append((path, doc))
-    return kept, duplicates
+        index, why = runs[match[0]], match[1]
+        first, first_doc = kept[index]
+        mine = why_broken(path, doc)
+        if mine is not None:  # the copy already kept may be good or bad: this one is no use either way
+            problems.append(f"{mine} (a copy of the run of {first}: skipped)")
+        elif (theirs := why_broken(first, first_doc)) is not None:
+            problems.append(f"{theirs} (a copy of the run of {path}, which reads: skipped)")
+            kept[index] = (path, doc)
+            runs.update({key: index for key, _why in keys if key is not None})
+        else:
+            duplicates.append(Duplicate(path, first, why))
+    return kept, duplicates, problems

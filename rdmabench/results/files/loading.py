@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...errors import OtherDocumentError, ResultsFileError
-from . import document, identity
+from . import compact, document, identity
 
 
 @dataclass
@@ -52,5 +52,21 @@ def load_all(paths: Iterable[str]) -> Loaded:
                 loaded.problems.append(str(exc))
             continue
         loaded.documents.append((path, doc))
-    loaded.documents, loaded.duplicates = identity.distinct(loaded.documents)  # a run counts once
+    # A run counts once: of its copies, the first that reads through.
+    loaded.documents, loaded.duplicates, broken = identity.distinct(loaded.documents, unreadable)
+    loaded.problems += broken
     return loaded
+
+
+def unreadable(path: str, doc: dict[str, Any]) -> str | None:
+    """Why a loaded document's records do not read through (a bad line, a links file that disagrees
+    with its summary), or None: what tells a good copy of a run from a corrupted one."""
+    results = doc.get("results")
+    if not isinstance(results, compact.LazyResults):
+        return None  # read and checked whole when loaded
+    try:
+        for _record in results.records():
+            pass
+    except ResultsFileError as exc:
+        return str(exc)
+    return None

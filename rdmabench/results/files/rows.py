@@ -214,6 +214,8 @@ class Row:
     tails: list[tuple[float, float]] | None = None
     # Beside compute (--beside): each run's transfer alone (its unit) and the model's slowdown.
     besides: list[tuple[float, float]] | None = None
+    ceilings: list[float] | None = None  # block lists: each run's ceiling (a copy kernel over the list), GB/s
+    run: int = -1  # the run (the aggregate's count of documents) that gave its last figure: one figure a run
 
     @property
     def link_key(self) -> tuple[str, str, str, int, str, str]:
@@ -265,7 +267,11 @@ class Row:
                 self.wire_ratio, self.wire_dev = ratio, intern(str(wire.get("dev")))
 
     def add_tail(self, blocks: Any) -> None:
-        """A block-list run's p99 and p99.9 of transfer times (its entry's `blocks`), where it has them."""
+        """A block-list run's p99 and p99.9 of transfer times and its list's ceiling (its entry's
+        `blocks`), where it has them."""
+        ceiling = _number(blocks.get("ceiling_gbps")) if isinstance(blocks, dict) else None
+        if ceiling is not None:
+            self.ceilings = [*(self.ceilings or ()), ceiling]
         us = blocks.get("transfer_us") if isinstance(blocks, dict) else None
         if not isinstance(us, dict):
             return
@@ -433,10 +439,21 @@ def _on_device(entry: dict[str, Any]) -> bool:
 
 
 @bulk
-def aggregate(documents: list[tuple[str, dict[str, Any]]], filters: Filters | None = None) -> list[Row]:
+def aggregate(
+    documents: list[tuple[str, dict[str, Any]]], filters: Filters | None = None, notes: list[str] | None = None
+) -> list[Row]:
+    """The rows of `documents`, each a run: a row takes one figure a run, the first record of its
+    link, size and settings in the file; records that repeat one (a file edited or joined, never one
+    rdmabench writes) are not runs: counted once, and a line per file says so in `notes`."""
     folder = _Folder(filters or Filters())
-    for _path, doc in documents:
+    for number, (path, doc) in enumerate(documents):
+        folder.run, before = number, folder.repeated
         folder.document(doc)
+        if notes is not None and folder.repeated > before:
+            notes.append(
+                f"{path}: {folder.repeated - before} record(s) repeat a link, size and settings measured "
+                "earlier in the same file: one run gives one figure a link, the first counts"
+            )
     found = sorted(
         folder.rows.values(), key=attrgetter("test", "src_mode", "dst_mode", "size_bytes", "load", "link", "settings")
     )
@@ -455,6 +472,8 @@ class _Folder:
         self.settings: dict[tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]] = {}
         self.intern = _Interner()
         self.filtering = any((filters.sizes, filters.hosts, filters.link_classes))
+        self.run = 0  # which document is being folded
+        self.repeated = 0  # records that repeated a row's figure of the same run: not counted
 
     def document(self, doc: dict[str, Any]) -> None:
         metadata = doc["metadata"]
@@ -572,7 +591,12 @@ class _Folder:
         shares = [share] if share is not None else []
         if row is None:
             row = self.rows[key] = self._new_row(kind, link, size, value, shares)
+            row.run = self.run
+        elif row.run == self.run:  # a record repeated in one file is not another run
+            self.repeated += 1
+            return
         else:
+            row.run = self.run
             row.values.append(value)
             row.shares.extend(shares)
             row.transports = intern.union(row.transports, kind.transports)

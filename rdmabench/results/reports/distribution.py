@@ -219,10 +219,13 @@ def _axes(found: Distribution, low: float, high: float) -> list[str]:
     ]
 
 
+DRAWN_FROM = 6  # links a class needs to have a distribution (as it needs them to be judged: fleet.py)
+
+
 def drawn(found: list[Distribution]) -> list[Distribution]:
-    """The classes the page draws (those with a finite value): all up to DRAWN_UP_TO, else the
-    largest, in class order."""
-    found = [one for one in found if one.links]
+    """The classes the page draws (those of DRAWN_FROM finite values or more: a class of one link
+    has no distribution): all up to DRAWN_UP_TO, else the largest, in class order."""
+    found = [one for one in found if one.links >= DRAWN_FROM]
     if len(found) <= DRAWN_UP_TO:
         return found
     largest = {id(one) for one in sorted(found, key=lambda one: -one.links)[:DRAWN_UP_TO]}

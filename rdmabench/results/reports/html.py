@@ -122,8 +122,10 @@ def _size_axis(ax: Any, sizes: list[int]) -> None:
 
 
 def curves(rows: list[Row]) -> list[tuple[str, str]]:
-    """Per test measured at two sizes or more: median over links of each size, one line per
-    memory-mode pair; and the share of the physical limit by size, where known."""
+    """Per test measured at two sizes or more: one line per (memory modes, posting path, validation,
+    and `beside` where rows have it), the median over links of each size; on the bandwidth plot the
+    list's ceiling (a copy kernel over the same list) and the link's physical limit as lines of their
+    own; and the share of the physical limit by size, where known."""
     images = []
     for test in sorted({r.test for r in rows}):
         members = [r for r in rows if r.test == test and r.load == "alone"]
@@ -131,32 +133,72 @@ def curves(rows: list[Row]) -> list[tuple[str, str]]:
             continue  # a curve needs two sizes
         unit = members[0].unit
         bandwidth = unit == "GB/s"
-        _curve(members, lambda r: r.median, f"bandwidth ({unit}, 1e9 B/s)" if bandwidth else f"{test} ({unit})")
-        title = f"{test}: {'bandwidth' if bandwidth else unit} against size, per memory mode (median over links)"
+        ax = _curve(members, lambda r: r.median, f"bandwidth ({unit}, 1e9 B/s)" if bandwidth else f"{test} ({unit})")
+        if bandwidth:
+            _bounds(ax, members)
+        title = f"{test}: {'bandwidth' if bandwidth else unit} against size, a line per memory modes, posting path and validation (median over links)"
         images.append((title, _png(_pyplot().gcf())))
         shared = [r for r in members if r.share is not None]
         if len({r.size_bytes for r in shared}) >= 2:
             ax = _curve(shared, lambda r: 100 * (r.share or 0.0), "% of the link's physical limit", log=False)
             ax.set_ylim(0, 105)
-            title = f"{test}: share of the physical limit (NVLink, PCIe, NIC or host copy) per memory mode"
+            title = f"{test}: share of the physical limit (NVLink, PCIe, NIC or host copy), a line per memory modes, posting path and validation"
             images.append((title, _png(_pyplot().gcf())))
     return images
 
 
+def line_of(row: Row) -> str:
+    """The curve a row belongs to: its memory modes, how its transfers were posted (plain messages,
+    a block list posted by the GPU or the CPU, or the one-message reference a list is measured
+    against), whether payloads were checked, and what ran beside it where the row says."""
+    settings = dict(row.settings)
+    parts = [row.modes]
+    blocks = settings.get("blocks")
+    if blocks is not None:
+        if blocks.startswith("1 x contiguous"):
+            parts.append("one message (reference)")
+        else:
+            parts.append("GPU-posted list" if "posted by the GPU" in blocks else "CPU-posted list")
+    parts.append("validated" if settings.get("validated") == "yes" else "not validated")
+    beside = getattr(row, "beside", None)  # issue 38: what ran beside the transfers, where a row has it
+    if beside:
+        parts.append(f"beside {beside}")
+    return ", ".join(parts)
+
+
 def _curve(members: list[Row], value: Any, label: str, log: bool = True) -> Any:
-    """One plot (the current figure): per memory-mode pair, the median of `value` over links by size."""
+    """One plot (the current figure): per line (`line_of`), the median of `value` over links by size."""
     _fig, ax = _pyplot().subplots(figsize=(7, 4 if log else 3.5))
-    for modes in sorted({r.modes for r in members}):
-        sizes = sorted({r.size_bytes for r in members if r.modes == modes})
-        values = [median([value(r) for r in members if r.modes == modes and r.size_bytes == s]) for s in sizes]
-        ax.plot(sizes, values, marker="o", label=_label(modes))
+    lines: dict[str, dict[int, list[float]]] = {}
+    for row in members:
+        lines.setdefault(line_of(row), {}).setdefault(row.size_bytes, []).append(value(row))
+    for name in sorted(lines):
+        sizes = sorted(lines[name])
+        ax.plot(sizes, [median(lines[name][s]) for s in sizes], marker="o", label=_label(name))
     _size_axis(ax, sorted({r.size_bytes for r in members}))
     if log:
         ax.set_yscale("log")
     ax.set_ylabel(_label(label))
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=7)
     return ax
+
+
+def _bounds(ax: Any, members: list[Row]) -> None:
+    """The list's ceiling by size (per line with one) and each physical limit, as lines of their own."""
+    ceilings: dict[str, dict[int, list[float]]] = {}
+    for row in members:
+        for gbps in row.ceilings or ():
+            ceilings.setdefault(line_of(row), {}).setdefault(row.size_bytes, []).append(gbps)
+    for name in sorted(ceilings):
+        sizes = sorted(ceilings[name])
+        ax.plot(sizes, [median(ceilings[name][s]) for s in sizes], linestyle=":", marker="x",
+                label=_label(f"{name}: the list's ceiling (a copy kernel)"))  # fmt: skip
+    limits = sorted({(r.limit, r.limit_gbps) for r in members if r.limit and r.limit_gbps}, key=lambda item: item[1])
+    for limit, gbps in limits[:4]:
+        ax.axhline(gbps, linestyle="--", color="grey", linewidth=1)
+        ax.plot([], [], linestyle="--", color="grey", label=_label(f"{limit}: the link's limit"))
+    ax.legend(fontsize=7)
 
 
 _STYLE = """
@@ -227,15 +269,31 @@ def _worst_first(rows: list[Row]) -> list[Row]:
 def _distributions(found: list[distribution.Distribution]) -> list[str]:
     """A CDF per link class (the largest DRAWN_UP_TO), then a line per class."""
     drawn = distribution.drawn(found)
-    parts = [
-        "<h2>Distribution per link class</h2>",
+    small = [one for one in found if one.links < distribution.DRAWN_FROM]
+    parts = ["<h2>Distribution per link class</h2>"]
+    if not drawn:
+        links = sum(one.links for one in small)
+        return [
+            *parts,
+            f"<p>None drawn: no class has the {distribution.DRAWN_FROM} links a distribution takes "
+            f"({len(small)} class(es) of {links} link(s); each link is in the table below).</p>",
+        ]
+    parts.append(
         "<p>Per class, the share of its links at or below each figure (each link's median over runs), "
-        "as % of the class's physical limit where known; the median and the outlier threshold marked.</p>",
-    ]
-    if len(drawn) < len(found):
-        parts.append(f"<p>The {len(drawn)} largest of {len(found)} classes drawn; every class is listed below.</p>")
+        "as % of the class's physical limit where known; the median and the outlier threshold marked.</p>"
+    )
+    if len(drawn) < len(found) - len(small):
+        parts.append(
+            f"<p>The {len(drawn)} largest of {len(found) - len(small)} classes drawn; each is listed below.</p>"
+        )
     parts.append("<div class='cdfs'>" + "".join(distribution.cdf_svg(one) for one in drawn) + "</div>")
-    parts.append("<ul>" + "".join(f"<li>{escape.html(distribution.summary(one))}</li>" for one in found) + "</ul>")
+    listed = [one for one in found if one.links >= distribution.DRAWN_FROM]
+    parts.append("<ul>" + "".join(f"<li>{escape.html(distribution.summary(one))}</li>" for one in listed) + "</ul>")
+    if small:
+        parts.append(
+            f"<p>{len(small)} class(es) of fewer than {distribution.DRAWN_FROM} links have no distribution "
+            f"({sum(one.links for one in small)} link(s): see the table below).</p>"
+        )
     return parts
 
 

@@ -140,6 +140,10 @@ class Attribution:
     unexplained_links: list[str]
     params: Params
     links: LinkTable | None = field(default=None, repr=False)  # where every link stands in its class
+    # Slow links with no evidence beyond their one figure (no other slow link through a part, never
+    # re-measured): a reason to measure them again, not a broken part. Worst first.
+    remeasure: list[Row] = field(default_factory=list, repr=False)
+    remeasure_ratios: list[float] = field(default_factory=list, repr=False)  # each one's figure / class median
 
     @property
     def inconclusive(self) -> list[ClassFloor]:
@@ -148,32 +152,51 @@ class Attribution:
 
     @property
     def outcome(self) -> str:
-        """SUSPECTS (a component named), SLOW (slow links no component explains), HEALTHY, or
-        INCONCLUSIVE (no class could be judged)."""
+        """SUSPECTS (a component named), SLOW (slow links, re-measured, that no component explains),
+        REMEASURE (only single slow figures never measured again), HEALTHY, or INCONCLUSIVE (no
+        class could be judged)."""
         if self.suspects:
             return "SUSPECTS"
         if self.unexplained:
             return "SLOW"
+        if self.remeasure:
+            return "REMEASURE"
         return "HEALTHY" if self.judged else "INCONCLUSIVE"
 
     def lines(self) -> list[str]:
         """Suspects first, one line each, then what is left: for `check` and the report."""
         found = [f"suspect {n}: {s.describe()}" for n, s in enumerate(self.suspects, 1)]
+        too_few = self.inconclusive
+        least = self.params.floors.min_class_links
+        # Said once, in one line: a small run has a class per link and size, each too small.
+        labels = list(dict.fromkeys(one.label for one in too_few))
+        shown = ", ".join(labels[:3]) + (", ..." if len(labels) > 3 else "")
+        few = f"{sum(one.links for one in too_few)} link(s) in {len(too_few)} class(es): {shown}" if too_few else ""
         if not self.judged:
-            least = self.params.floors.min_class_links
-            found.append(f"no suspect can be named: no class of links has the {least} links it takes to judge one")
+            said = f" ({few})" if few else ""
+            found.append(
+                f"no suspect can be named: no class of links has the {least} links it takes to judge one{said}"
+            )
         elif not self.suspects:
             found.append(f"no suspect: {self.judged} link(s) judged against their class, no component stands out")
         if self.unexplained:
             names = ", ".join(self.unexplained_links)
             found.append(f"{self.unexplained} slow link(s) no component explains: {names}")
-        found += [f"inconclusive: {one.describe()}" for one in self.inconclusive]
+        if self.remeasure:
+            found += remeasure_lines(self.remeasure, self.remeasure_ratios, self.params.listed)
+        if too_few and self.judged:
+            found.append(f"inconclusive, too small to judge against their class (it takes {least} links): {few}")
         return found
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "outcome": self.outcome,
             "suspects": [s.to_dict() for s in self.suspects],
+            "remeasure": [
+                {"link": row.link, "test": row.test, "modes": row.modes, "size_bytes": row.size_bytes, "ratio": ratio}
+                for row, ratio in zip(self.remeasure, self.remeasure_ratios, strict=True)
+            ],
+            "remeasure_command": remeasure_command(self.remeasure_ratios) if self.remeasure else None,
             "judged": self.judged,
             "slow": self.slow,
             "unexplained": self.unexplained,
@@ -371,24 +394,65 @@ def attribute(rows: list[Row], params: Params | None = None) -> Attribution:
     z_crit, tail = _critical(families, params.alpha)
     _few_links(links, z_crit, tail)
     candidates = [c for family in families for c in _candidates(links, family, weight, z_crit, params)]
-    chosen = _cover(candidates, weight, len(links), params)
+    chosen = [c for c in _cover(candidates, weight, len(links), params) if _confirmed(links, c)]
     context = _Context(links, weight, params)
     suspects = [context.suspect(c, candidates) for c in chosen]
     covered = np.zeros(len(links), bool)
     for candidate in chosen:
         covered[candidate.members] = True
     left = np.flatnonzero(links.slow & ~covered)
-    worst = left[np.argsort(links.x[left], kind="stable")][: params.listed]
+    again = left[np.argsort(links.x[left], kind="stable")]
+    once, again = again[np.isnan(links.alone[again])], again[~np.isnan(links.alone[again])]
     return Attribution(
         suspects,
         links.classes,
         int(links.judged.sum()),
         int(links.slow.sum()),
-        len(left),
-        [links.rows[i].link for i in worst.tolist()],
+        len(again),
+        [links.rows[i].link for i in again[: params.listed].tolist()],
         params,
         links,
+        [links.rows[i] for i in once.tolist()],
+        [_ratio(links, i) for i in once.tolist()],
     )
+
+
+def _confirmed(links: LinkTable, candidate: _Candidate) -> bool:
+    """Whether a part's evidence is more than one figure: two slow links or more, or a slow link
+    that a screen re-measured alone and stayed slow. One slow figure, never measured again, is a
+    reason to measure it again (Attribution.remeasure), not a broken part: a healthy fleet has a
+    few transient ones, and each passed the test a single link must pass."""
+    slow = candidate.members[candidate.slow]
+    if len(slow) >= 2:
+        return True
+    alone = links.alone[slow]
+    return bool(np.any(alone < links.params.most))
+
+
+def _ratio(links: LinkTable, position: int) -> float:
+    """A link's figure over its class median (a time too: below 1 is worse)."""
+    return math.exp(float(links.x[position]))
+
+
+REMEASURE_DEFAULT = 0.8  # the screen's own --remeasure-below
+
+
+def remeasure_command(ratios: list[float]) -> str:
+    """The command that measures these links again, alone: a screen whose --remeasure-below is
+    above every one of them (a multiple of 0.05, at least the screen's default)."""
+    share = max(REMEASURE_DEFAULT, math.ceil((max(ratios) + 0.01) * 20) / 20)
+    return f"rdmabench run --pattern screen --remeasure-below {min(share, 0.95):.2f} (and the run's other options)"
+
+
+def remeasure_lines(rows: list[Row], ratios: list[float], listed: int) -> list[str]:
+    """What `check` and the report say of the links to measure again: how many, the worst, and how."""
+    names = ", ".join(f"{row.link} ({ratio:.0%})" for row, ratio in zip(rows[:listed], ratios, strict=False))
+    more = f" and {len(rows) - listed} more" if len(rows) > listed else ""
+    return [
+        f"re-measure {len(rows)} link(s): a single slow figure each (of their class median), never measured again "
+        f"and through no part with other slow links: {names}{more}",
+        f"re-measure with: {remeasure_command(ratios)}; a link slow again alone is evidence, one at its class is not",
+    ]
 
 
 class _Context:

@@ -1,8 +1,10 @@
-"""What `rdmabench check` concludes: the suspect parts (attribution.py) first, then the links
-(verdict.py), then one outcome for both. A run fails (exit status 1) where a link failed its
-criterion, a part is suspect, or links ran below their class floor that no part explains; it has
-no verdict (2) where the criterion given judged no link and nothing is suspect or slow; else it
-passes (0). The JSON carries the outcome, the failed links and the attribution first, then every
+"""What `rdmabench check`, `report --expect` and `run --expect` conclude (one function, `conclude`,
+for the three): the suspect parts (attribution.py) first, then the links (verdict.py), then one
+outcome for both. A run fails (exit status 1) where a link failed its criterion, a part is suspect,
+or re-measured links stayed below their class floor with no part to explain them; it is REMEASURE
+(3) where the only slow links are single figures never measured again (measure them again: a
+healthy fleet has a few transient ones); it has no verdict (2) where the criterion given judged no
+link and nothing is suspect, slow or to re-measure; else it passes (0). The JSON carries the outcome, the failed links and the attribution first, then every
 passed link, one line each (a million of them streamed, not built as one document); the JUnit XML
 is the verdict's, with the outcome and the suspects as properties of the suite."""
 
@@ -17,8 +19,9 @@ from typing import Any
 
 from ... import escape
 from ...errors import InconclusiveError
-from .attribution import Attribution
-from .verdict import EXIT_FAIL, EXIT_PASS, Judgement, Verdict, format_verdict, junit_xml
+from ..files.rows import Row
+from .attribution import Attribution, attribute, remeasure_lines
+from .verdict import OUTCOME_EXIT, Judgement, Verdict, format_verdict, judge, junit_xml
 
 FAILING = ("SUSPECTS", "SLOW")  # the attribution's outcomes that fail a run
 
@@ -30,14 +33,16 @@ class Checked:
 
     @property
     def outcome(self) -> str:
-        """FAIL, PASS or INCONCLUSIVE (see the module's text)."""
+        """FAIL, REMEASURE, PASS or INCONCLUSIVE (see the module's text)."""
         if self.verdict.failed or self.found.outcome in FAILING:
             return "FAIL"
+        if self.verdict.remeasure or self.found.outcome == "REMEASURE":
+            return "REMEASURE"
         return self.verdict.outcome
 
     @property
     def exit_code(self) -> int:
-        return {"FAIL": EXIT_FAIL, "PASS": EXIT_PASS}.get(self.outcome, InconclusiveError.exit_code)
+        return OUTCOME_EXIT[self.outcome]
 
     def suspect_lines(self) -> list[str]:
         """The attribution's lines, as terminal text (names from files shown safely)."""
@@ -50,11 +55,26 @@ class Checked:
             lines.append(f"no verdict on the links: {escape.visible(self.verdict.inconclusive)}")
         else:
             lines += format_verdict(self.verdict).split("\n")[:-1]  # its own last line: the verdict
+        lines.append(self.last_line())
+        return "\n".join(lines)
+
+    def last_line(self) -> str:
+        """`verdict: OUTCOME`, and why where the links' verdict alone would not say it."""
         why = ""
         if self.outcome == "FAIL" and not self.verdict.failed:
             why = " (the suspects above)" if self.found.suspects else " (the slow links above)"
-        lines.append(f"verdict: {self.outcome}{why}")
-        return "\n".join(lines)
+        elif self.outcome == "REMEASURE":
+            why = " (measure the links above again: one slow figure is no broken part)"
+        return f"verdict: {self.outcome}{why}"
+
+    def verdict_text(self) -> str:
+        """The links' verdict and the outcome, without the suspects (a report shows them already)."""
+        lines = format_verdict(self.verdict).split("\n")[:-1] if self.verdict.inconclusive is None else []
+        if self.found.remeasure and not self.verdict.remeasure:  # floors of no class: the attribution says it
+            found = self.found
+            said = remeasure_lines(found.remeasure, found.remeasure_ratios, found.params.listed)
+            lines += map(escape.visible, said)
+        return "\n".join([*lines, self.last_line()])
 
     def to_dict(self, passed_links: bool = True) -> dict[str, Any]:
         found = self.verdict.to_dict(passed_links)
@@ -96,6 +116,25 @@ class Checked:
         return f"{head}>\n<testsuite {suite}>\n  <properties>\n{properties}  </properties>\n{cases}"
 
 
+def conclude(
+    rows: list[Row],
+    floors: dict[str, float],
+    baseline: list[Row] | None = None,
+    tolerance: float = 0.1,
+    found: Attribution | None = None,
+) -> Checked:
+    """The one verdict of `check`, `report --expect` and `run --expect`: the attribution of `rows`
+    (made here where not given) and the links judged against `floors` and `baseline`, one outcome
+    and one exit status for both (a suspect part fails under hand floors too)."""
+    found = found if found is not None and found.links is not None else attribute(rows)
+    return Checked(judge(rows, floors, baseline, tolerance, found), found)
+
+
+def no_verdict(checked: Checked) -> InconclusiveError:
+    """The error of an outcome that is no verdict (INCONCLUSIVE)."""
+    return InconclusiveError(f"no verdict: {checked.verdict.inconclusive}")
+
+
 _ENCODE_STR: Callable[[str], str] = json.encoder.encode_basestring_ascii  # type: ignore[attr-defined]
 
 
@@ -124,5 +163,6 @@ class _JudgementLine:
             f'"modes": {label(row.modes)}, "size_bytes": {_number(row.size_bytes)}, "load": {label(row.load)}, '
             f'"median": {_number(row.median)}, "unit": {label(row.unit)}, '
             f'"share_of_limit": {"null" if share is None else _number(share)}, '
-            f'"passed": {"true" if judgement.passed else "false"}, "reason": {label(judgement.reason)}}}'
+            f'"passed": {"true" if judgement.passed else "false"}, '
+            f'"remeasure": {"true" if judgement.remeasure else "false"}, "reason": {label(judgement.reason)}}}'
         )

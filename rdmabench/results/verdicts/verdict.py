@@ -74,6 +74,9 @@ class Judgement:
     row: Row
     passed: bool
     reason: str
+    # Not passed, not failed: below its class on one figure never measured again (attribution.py),
+    # by no floor of its own: measure it again.
+    remeasure: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -87,11 +90,13 @@ class Judgement:
             "unit": self.row.unit,
             "share_of_limit": self.row.share,
             "passed": self.passed,
+            "remeasure": self.remeasure,
             "reason": self.reason,
         }
 
 
 EXIT_PASS, EXIT_FAIL = 0, 1  # and InconclusiveError.exit_code (2): nothing could be judged
+EXIT_REMEASURE = 3  # no failure, but single slow figures to measure again before a verdict
 
 
 @dataclass
@@ -103,24 +108,26 @@ class Verdict:
 
     @property
     def failed(self) -> list[Judgement]:
-        return [j for j in self.judged if not j.passed]
+        return [j for j in self.judged if not j.passed and not j.remeasure]
+
+    @property
+    def remeasure(self) -> list[Judgement]:
+        return [j for j in self.judged if j.remeasure]
 
     @property
     def passed(self) -> bool:
         """Every judged link passed, and something was judged: nothing judged is no pass."""
-        return self.inconclusive is None and not self.failed
+        return self.inconclusive is None and not self.failed and not self.remeasure
 
     @property
     def outcome(self) -> str:
         if self.inconclusive is not None:
             return "INCONCLUSIVE"
-        return "FAIL" if self.failed else "PASS"
+        return "FAIL" if self.failed else "REMEASURE" if self.remeasure else "PASS"
 
     @property
     def exit_code(self) -> int:
-        if self.inconclusive is not None:
-            return InconclusiveError.exit_code
-        return EXIT_FAIL if self.failed else EXIT_PASS
+        return OUTCOME_EXIT[self.outcome]
 
     def culprits(self) -> dict[str, dict[str, int]]:
         """How many failing links touch each GPU, node and NIC: the slow part shows up most."""
@@ -133,6 +140,7 @@ class Verdict:
             "passed": self.passed,
             "judged": len(self.judged),
             "failed": [j.to_dict() for j in self.failed],
+            "remeasure": [j.to_dict() for j in self.remeasure],
             "passed_links": [j.to_dict() for j in self.judged if j.passed] if passed_links else [],
             "skipped": self.skipped,
             **self.culprits(),
@@ -167,6 +175,7 @@ class _FleetMark(NamedTuple):
     klass: ClassFloor
     slow: bool
     suspect: Suspect | None
+    remeasure: bool  # slow on one figure alone, never measured again
 
 
 class _FleetMarks:
@@ -184,6 +193,7 @@ class _FleetMarks:
         self.links = links
         self.position = {id(row): n for n, row in enumerate(links.rows)}
         self.blamed = {id(row): suspect for suspect in reversed(found.suspects) for row in suspect.rows}  # first wins
+        self.again = {id(row) for row in found.remeasure}  # one slow figure: to measure again
         self.sign = [1.0 if one.higher_is_better else -1.0 for one in links.classes]
 
     def get(self, row: Row) -> _FleetMark | None:
@@ -192,7 +202,9 @@ class _FleetMarks:
             return None
         klass = int(self.links.klass[n])
         ratio = math.exp(self.sign[klass] * float(self.links.x[n]))
-        return _FleetMark(ratio, self.links.classes[klass], bool(self.links.slow[n]), self.blamed.get(id(row)))
+        return _FleetMark(
+            ratio, self.links.classes[klass], bool(self.links.slow[n]), self.blamed.get(id(row)), id(row) in self.again
+        )
 
 
 def _against_class(mark: _FleetMark) -> str | None:
@@ -228,13 +240,15 @@ def judge(
     """Every link at its largest size: against its floor (share of the limit); with FLEET (what
     `default` sets) against its class in the run, a link below its class floor or explained by a
     suspect part failing (`found`: the attribution of `rows`, made here where not given); and against
-    the same link in `baseline` (no worse than `tolerance`). A criterion given that judged no link
-    makes the verdict inconclusive (see `conclude`)."""
+    the same link in `baseline` (no worse than `tolerance`). A link that fails a floor only on one
+    slow figure in its class, never measured again (`found.remeasure`), is to re-measure, not failed.
+    A criterion given that judged no link makes the verdict inconclusive (see outcome.conclude)."""
     verdict = Verdict()
     base = {row.key: row for row in baseline or []}
     largest = _largest(rows)
     marks = _FleetMarks(rows, found) if FLEET in floors else None
-    by_floor = by_baseline = 0
+    again = {id(row) for row in found.remeasure} if found is not None else set()
+    by_floor = by_baseline = too_few = 0
     for row in largest:
         reasons: list[str] = []
         checked = False
@@ -255,42 +269,42 @@ def judge(
                 by_floor += 1
                 if row.share < floor[1]:
                     reasons.append(f"{row.share:.0%} of its {row.limit}, below the {floor[0]} floor of {floor[1]:.0%}")
-        old = base.get(row.key)
-        if baseline is not None:
-            if old is None:
-                verdict.skipped.append(f"{_what(row)}: not in the baseline")
-            else:
-                checked = True
-                by_baseline += 1
-                change = row.median / old.median - 1 if old.median else 0.0
-                if row.worse(change, tolerance):
-                    reasons.append(
-                        f"{row.median:.3f} {row.unit} against {old.median:.3f} in the baseline ({change:+.0%}, "
-                        f"tolerance {tolerance:.0%})"
-                    )
+        judged, worse = _against_baseline(row, base, baseline, tolerance, verdict)
+        if judged:
+            checked = True
+            by_baseline += 1
         if mark is not None and not mark.klass.judged and not checked:
-            verdict.skipped.append(
-                f"{_what(row)}: its class holds {mark.klass.links} link(s), too few to judge it against"
-            )
-        if checked:
+            too_few += 1  # said once, below: a small run has a class per link
+        if checked and reasons and worse is None and id(row) in again:  # one slow figure alone
+            reason = "; ".join(reasons) + "; one slow figure in its class, never measured again: measure it again"
+            verdict.judged.append(Judgement(row, False, reason, True))
+        elif checked:
+            reasons += [worse] if worse is not None else []
             verdict.judged.append(Judgement(row, not reasons, "; ".join(reasons) or "ok"))
+    if too_few and marks is not None:
+        least = marks.links.params.min_class_links
+        verdict.skipped.append(f"{too_few} link(s) in classes too small to judge a link against (fewer than {least})")
     verdict.inconclusive = _inconclusive(largest, floors, baseline, by_floor, by_baseline)
     return verdict
 
 
-def conclude(
-    rows: list[Row],
-    floors: dict[str, float],
-    baseline: list[Row] | None = None,
-    tolerance: float = 0.1,
-    found: Attribution | None = None,
-) -> Verdict:
-    """The verdict of `check`, `report --expect` and `run --expect`: `judge`, and no verdict (an
-    InconclusiveError, exit status 2) where nothing was judged; never a pass on nothing."""
-    verdict = judge(rows, floors, baseline, tolerance, found)
-    if verdict.inconclusive is not None:
-        raise InconclusiveError(f"no verdict: {verdict.inconclusive}")
-    return verdict
+def _against_baseline(
+    row: Row, base: dict[Any, Row], baseline: list[Row] | None, tolerance: float, verdict: Verdict
+) -> tuple[bool, str | None]:
+    """Whether `row` was judged against the baseline, and why it is worse than there (None: it is not)."""
+    if baseline is None:
+        return False, None
+    old = base.get(row.key)
+    if old is None:
+        verdict.skipped.append(f"{_what(row)}: not in the baseline")
+        return False, None
+    change = row.median / old.median - 1 if old.median else 0.0
+    if not row.worse(change, tolerance):
+        return True, None
+    return (
+        True,
+        f"{row.median:.3f} {row.unit} against {old.median:.3f} in the baseline ({change:+.0%}, tolerance {tolerance:.0%})",
+    )
 
 
 def _inconclusive(
@@ -345,6 +359,7 @@ def format_verdict(verdict: Verdict) -> str:
     shown = escape.visible
     lines = [
         f"check: {len(verdict.judged)} link(s) judged at their largest size, {len(verdict.failed)} failed"
+        + (f", {len(verdict.remeasure)} to measure again" if verdict.remeasure else "")
         + (f", {len(verdict.skipped)} not judged" if verdict.skipped else "")
     ]
     for judgement in verdict.failed:
@@ -357,9 +372,21 @@ def format_verdict(verdict: Verdict) -> str:
             lines.append(
                 f"failing {name}: " + ", ".join(f"{shown(k)} ({v} link(s))" for k, v in culprits[name].items())
             )
+    for judgement in verdict.remeasure:
+        row = judgement.row
+        what = f"{row.link} {row.test} {row.modes} {format_size(row.size_bytes)} ({row.load})"
+        lines.append(f"REMEASURE {shown(what)}: {shown(judgement.reason)}")
     lines += [f"not judged: {shown(line)}" for line in verdict.skipped]
     lines.append(f"verdict: {verdict.outcome}")
     return "\n".join(lines)
+
+
+OUTCOME_EXIT = {
+    "PASS": EXIT_PASS,
+    "FAIL": EXIT_FAIL,
+    "REMEASURE": EXIT_REMEASURE,
+    "INCONCLUSIVE": InconclusiveError.exit_code,
+}
 
 
 def junit_xml(verdict: Verdict) -> str:
@@ -371,11 +398,13 @@ def junit_xml(verdict: Verdict) -> str:
         name = escape.xml_attribute(f"{row.link} {format_size(row.size_bytes)} ({row.load})")
         classname = escape.xml_attribute(f"rdmabench.{row.test}.{row.modes}")
         failure = "" if judgement.passed else f"<failure message={escape.xml_attribute(judgement.reason)}/>"
+        if judgement.remeasure:
+            failure = f"<skipped message={escape.xml_attribute('re-measure: ' + judgement.reason)}/>"
         cases.append(f"  <testcase classname={classname} name={name}>{failure}</testcase>")
     return (
         '<?xml version="1.0" encoding="UTF-8"?>\n'
         f'<testsuite name="rdmabench check" tests="{len(verdict.judged)}" failures="{len(verdict.failed)}" '
-        f'skipped="{len(verdict.skipped)}">\n' + "\n".join(cases) + "\n</testsuite>\n"
+        f'skipped="{len(verdict.skipped) + len(verdict.remeasure)}">\n' + "\n".join(cases) + "\n</testsuite>\n"
     )
 
 
