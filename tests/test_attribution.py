@@ -14,8 +14,9 @@ import pytest
 from devtools import diagnose
 from devtools.diagnose import Cluster, Fault, faults, generated
 from rdmabench.results.files.rows import Row, aggregate, culprits, outliers
-from rdmabench.results.verdicts.attribution import Params, attribute, end_order
+from rdmabench.results.verdicts.attribution import Params, attribute
 from rdmabench.results.verdicts.fleet import REMEASURED, FloorParams, below_floor, fleet_floors, student_quantile
+from rdmabench.results.verdicts.suspects import end_order
 
 SCREEN = Cluster(16, 8, 2)  # 2,176 links a screen
 ALL_PAIRS = Cluster(16, 4, 2)  # 4,032 links

@@ -14,7 +14,7 @@ from typing import Any
 from devtools.diagnose import Cluster, Fault, generated
 from rdmabench.results.files.rows import aggregate
 from rdmabench.results.reports import html
-from rdmabench.results.verdicts.attribution import end_order
+from rdmabench.results.verdicts.suspects import end_order
 
 from .conftest import QUICK, run_cli
 

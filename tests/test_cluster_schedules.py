@@ -106,12 +106,12 @@ def test_a_pattern_is_one_record_that_drives_the_schedule_the_check_and_the_help
     )
     monkeypatch.setitem(PATTERNS, "backwards", backwards)
     assert schedule("backwards", _hosts(1, 2)) == [[(1, 0), (0, 1)]]
-    config = RunConfig(test="bw", pattern="backwards").check()
+    config = RunConfig.from_options({"test": "bw", "pattern": "backwards"})
     assert is_pattern_round(config)
     with pytest.raises(ConfigError, match="one link at a time"):
-        RunConfig(test="lat", pattern="backwards").check()  # a concurrent pattern, a test of one link
+        RunConfig.from_options({"test": "lat", "pattern": "backwards"})  # a concurrent pattern, a test of one link
     with pytest.raises(ConfigError, match="other patterns are concurrent already"):
-        RunConfig(test="bw", pattern="backwards", concurrent=True).check()
+        RunConfig.from_options({"test": "bw", "pattern": "backwards", "concurrent": True})
     assert pattern_help().endswith("; every rank to the one before at once.")
     with pytest.raises(ConfigError, match="backwards"):  # the choices named come from the records
         schedule("nope", _hosts(1, 2))

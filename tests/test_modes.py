@@ -75,6 +75,6 @@ def test_the_deep_device_window_follows_the_record() -> None:
     from rdmabench.measure import plan
 
     assert [mode for mode in MemoryMode if mode.record.gpu_direct] == [MemoryMode.DEVICE]
-    classes = {mode: RunConfig(src_mode=mode, dst_mode=mode).memory_class for mode in MemoryMode}
+    classes = {mode: RunConfig.from_options({"mode": mode}).memory_class for mode in MemoryMode}
     assert classes[MemoryMode.DEVICE] == plan.DEVICE and classes[MemoryMode.PAGEABLE] == plan.HOST
     assert classes[MemoryMode.MANAGED] == classes[MemoryMode.STAGED] == plan.MIXED

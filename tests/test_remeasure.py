@@ -54,7 +54,7 @@ def test_a_healthy_fleet_with_transient_slow_links_is_to_remeasure(tmp_path: Pat
     assert any(
         line.startswith("re-measure with: rdmabench run --pattern screen --remeasure-below 0.") for line in lines
     )
-    assert lines[-2].startswith("verdict: REMEASURE") and lines[-1].endswith("(no host)")
+    assert lines[-2].startswith("verdict: REMEASURE") and lines[-1].endswith("(no host: 0 of 8 hosts)")
     assert sum(line.startswith("REMEASURE ") for line in lines) == count and "\nFAIL " not in proc.stdout
     found = json.loads(verdict.read_text())
     assert found["outcome"] == "REMEASURE" and found["attribution"]["outcome"] == "REMEASURE"

@@ -277,7 +277,8 @@ def test_every_input_is_size_checked_before_it_is_read(run_file: Path) -> None:
 
 def test_a_links_file_is_read_a_bounded_line_at_a_time(tmp_path: Path, run_file: Path) -> None:
     links = tmp_path / "r01.links.jsonl"
-    links.write_text("[" * 20000 + "\n")  # one line longer than a whole document may be
+    real = (RUNS / "r01.links.jsonl").read_text().splitlines(keepends=True)
+    links.write_text("[" * 20000 + "\n" + "".join(real[1:]))  # one line longer than a whole document may be
     result = _cli(["report", str(run_file)], RDMABENCH_MAX_INPUT="16KiB")
     _one_line(result, f"{links}: line 1 is longer than 16384 characters", code=1)
     links.write_text((RUNS / "r01.links.jsonl").read_text() * 3000)  # 1.5 MB: beyond 64 x 16 KiB

@@ -14,7 +14,8 @@ from ... import escape, stats
 from ...stats import median
 from ...units import format_size
 from ..files.rows import Row, bulk, outliers, standings
-from ..verdicts.attribution import Attribution, attribute, end_order
+from ..verdicts.attribution import Attribution, attribute
+from ..verdicts.suspects import end_order
 from . import distribution
 from .cells import COLUMNS, cells, class_distributions, outlier_lines
 

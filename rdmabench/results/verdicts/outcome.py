@@ -20,7 +20,8 @@ from typing import Any
 from ... import escape
 from ...errors import InconclusiveError
 from ..files.rows import Row
-from .attribution import Attribution, attribute, remeasure_lines
+from .attribution import Attribution, attribute
+from .suspects import remeasure_lines
 from .verdict import OUTCOME_EXIT, Judgement, Verdict, format_verdict, judge, junit_xml
 
 FAILING = ("SUSPECTS", "SLOW")  # the attribution's outcomes that fail a run
