@@ -168,7 +168,8 @@ def test_a_green_partition_holds_the_posting_kernel_to_its_sms(results_path: Pat
     entry = _run([*args, "--beside", "gemm:2048"], results_path)["results"][-1]
     sms = entry["blocks"]["sms"]
     assert entry["validated"] and sms["mode"] == "green" and sms["transfer"] >= 8 and sms["load"] > 0
-    assert all(gpu.get("load_sms") for gpu in entry["beside"]["gpus"].values())
+    # The kernel runs on the initiator's GPU (rank 0's): its load ran on the partition's other SMs.
+    assert entry["beside"]["gpus"]["0"]["load_sms"] > 0
 
 
 @pytest.mark.gpu
