@@ -41,7 +41,6 @@ SPLITTING = {
     "results/files/rows.py",
     "results/files/document.py",
     "storage/storage.py",
-    "job/run.py",
 }
 
 

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from devtools.diagnose import Cluster, Fault, generated
-from rdmabench.job.run import _verdict
+from rdmabench.job.closing import verdict as run_verdict
 from rdmabench.results.files.rows import aggregate
 
 from .conftest import run_cli
@@ -70,7 +70,7 @@ def test_a_suspect_fails_check_report_and_run_alike_under_hand_floors(tmp_path: 
     path.write_text(json.dumps(doc))
     codes = {name: run_cli([name, str(path), "--expect", "all=0.01"]).returncode for name in ("check", "report")}
     out = io.StringIO()
-    codes["run"] = _verdict(str(path), aggregate([("screen", doc)]), {"all": 0.01}, out)
+    codes["run"] = run_verdict(str(path), aggregate([("screen", doc)]), {"all": 0.01}, out)
     assert codes == {"check": 1, "report": 1, "run": 1}, codes
     assert "verdict: FAIL (the suspects above)" in out.getvalue()
 

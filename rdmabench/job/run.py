@@ -37,9 +37,10 @@ from ..results.reports.table import ProgressTable
 from ..units import format_size
 from ..wire import ucx_env
 from ..wire.mpi import World, import_ucx_first
-from . import schedule
+from . import closing, schedule
 from .calibration import Calibration, round_key
 from .config import PER_LINK_UP_TO, RunConfig
+from .lists import Lists, beside_placement, posting_problems
 from .preflight import preflight
 from .rounds import is_pattern_round, round_spec, size_plan, slow_links
 
@@ -186,11 +187,7 @@ class _Job:
         # screen keeps them: rank 0 holds no sweep's entries otherwise.
         self.screened: dict[tuple[int, int], Entry] = {}
         self.reserved: str | None = None  # rank 0: the default output name it reserved
-        # Rank 0, for --blocks: each link's fastest contiguous reference at this size and who posted
-        # it, by (src, dst).
-        self.contiguous: dict[tuple[int, int], tuple[float, str]] = {}
-        self.postings: tuple[str, ...] = config.postings  # the posting paths every rank can run
-        self.references: tuple[str, ...] = ()  # who posts the contiguous references
+        self.lists = Lists(config.postings)  # block lists: the paths every rank can run, their references
         # Hosts where more ranks busy-poll at once than they have cores (metadata.oversubscribed).
         self.oversubscribed: list[dict[str, Any]] = []
 
@@ -242,9 +239,8 @@ class _Job:
         transport.native, engine_detail = _hot_loop(config)
         self.transport = transport
         engines = world.comm.allgather({"native": transport.native is not None, "detail": engine_detail})
-        problems = world.comm.allgather(_posting_problems(config))
-        self.postings, self.references, skipped = _usable_postings(config, problems)
-        _beside_placement(config, world)
+        self.lists = Lists.agreed(config, world.comm.allgather(posting_problems(config)))
+        beside_placement(config, world)
         cpus = world.comm.allgather(metadata.cpu_report())
         self.oversubscribed = metadata.oversubscribed(rounds, hosts, cpus)
         lacking = next((rank for rank, engine in enumerate(engines) if not engine["native"]), None)
@@ -263,13 +259,13 @@ class _Job:
         )
         if world.rank == 0:
             self._open_stream(topologies, engines)
-            if self.stream is not None and skipped:
-                self.stream.metadata["skipped_postings"] = skipped
+            if self.stream is not None and self.lists.skipped:
+                self.stream.metadata["skipped_postings"] = self.lists.skipped
             if config.out.output_format == "table":
                 beside = config.beside_load
                 self.table = ProgressTable(self.kind, self.out, config.out.units, beside.label if beside else None)
                 self._table_header(rounds, topologies, engines)
-                for path, reason in skipped.items():
+                for path, reason in self.lists.skipped.items():
                     self.table.note(f"--posting {path} is left out: {reason}")
 
     def _open_stream(self, topologies: list[limits.RankTopology], engines: list[dict[str, Any]]) -> None:
@@ -345,12 +341,14 @@ class _Job:
     def sweep(self, rounds: list[list[schedule.Link]]) -> int:
         self.setup(rounds)
         config = self.config
-        shapes: list[BlockShape | None] = [shape for shape in config.block_shapes if shape.posting in self.postings]
-        progress = _Progress(len(rounds) * len(config.steps.sizes) * (len(shapes) + len(self.references) or 1))
+        shapes: list[BlockShape | None] = [
+            shape for shape in config.block_shapes if shape.posting in self.lists.postings
+        ]
+        progress = _Progress(len(rounds) * len(config.steps.sizes) * (len(shapes) + len(self.lists.references) or 1))
         RECYCLER.enabled = True
         for size in config.steps.sizes:
-            self.screened, self.contiguous = {}, {}
-            for posting in self.references:
+            self.screened, self.lists.contiguous = {}, {}
+            for posting in self.lists.references:
                 # Each link's transfers as one contiguous message first: the blocks' reference (the
                 # fastest of those measured, alone).
                 assert shapes[0] is not None
@@ -440,7 +438,7 @@ class _Job:
             spec, measured, rows, self.placement, self.config.what.pattern, is_pattern_round(self.config), seconds, cpu
         )
         for entry in entries:
-            self._compare_blocks(entry)
+            self.lists.relate(entry, self.config.handoff)
             if alone:
                 entry.remeasured_from = self.screened[(entry.src_rank, entry.dst_rank)].value
             elif schedule.PATTERNS[self.config.what.pattern].remeasures:
@@ -453,25 +451,6 @@ class _Job:
                 self.table.link_rows(entries, progress.done, progress.total, progress.eta())
         _check_gdr(self.config, entries)
         return measured
-
-    def _compare_blocks(self, entry: Entry) -> None:
-        """A block-list entry against its link's contiguous reference, measured just before it."""
-        if entry.blocks is None:
-            return
-        link = (entry.src_rank, entry.dst_rank)
-        handoff = self.config.handoff
-        if handoff is not None and entry.blocks["count"] == handoff.count and entry.size_bytes == handoff.block_bytes:
-            entry.blocks["handoff"] = handoff.record()
-        if entry.blocks.get("ceiling_gbps"):
-            entry.blocks["share_of_ceiling"] = entry.value / entry.blocks["ceiling_gbps"]
-        if entry.blocks["count"] == 1 and entry.blocks["layout"] == "contiguous":
-            found = (entry.value, entry.blocks.get("posted_by") or "cpu")
-            self.contiguous[link] = max(self.contiguous.get(link, found), found)
-            return
-        reference = self.contiguous.get(link)
-        if reference:
-            entry.blocks["contiguous_gbps"], entry.blocks["contiguous_posted_by"] = reference
-            entry.blocks["share_of_contiguous"] = entry.value / reference[0]
 
     def finish(self) -> int:
         """Close the job; on rank 0 write the results file and, with --expect, the verdict (1: a link failed)."""
@@ -488,62 +467,25 @@ class _Job:
             if self.table and not schedule.PATTERNS[config.what.pattern].one_pair:
                 self.table.matrices(summary.get("matrices", []))
             # The CSV, the verdict and the answer read the same rows: the file is loaded and aggregated once.
-            choice = self.table is not None and (len(self.postings) > 1 or config.beside_load is not None)
-            rows = _rows(stream.path) if config.out.output_format == "csv" or config.verdict.expect or choice else []
+            choice = self.table is not None and (len(self.lists.postings) > 1 or config.beside_load is not None)
+            rows = (
+                closing.rows_of(stream.path)
+                if config.out.output_format == "csv" or config.verdict.expect or choice
+                else []
+            )
             if choice:
-                _answer(rows, self.out)
+                closing.answer(rows, self.out)
             if config.out.output_format == "json":
                 print(json.dumps(document.load(stream.path), indent=1), file=self.out, flush=True)
             elif config.out.output_format == "csv":
-                print(_csv(rows), file=self.out, end="", flush=True)
+                print(closing.csv(rows), file=self.out, end="", flush=True)
             else:
                 print(f"# results written to {stream.path}", file=self.out, flush=True)
             if config.verdict.expect:  # beside a JSON or CSV document on stdout, the verdict goes to stderr
                 verdict_out = self.out if config.out.output_format == "table" else sys.stderr
-                code = _verdict(stream.path, rows, config.verdict.expect, verdict_out)
+                code = closing.verdict(stream.path, rows, config.verdict.expect, verdict_out)
         world.wait_for_all(transport.backend.progress)
         return code
-
-
-def _rows(path: str) -> list[Any]:
-    """The run's report rows: one per link and size, as `report` makes them."""
-    from ..results.files.rows import aggregate
-
-    return aggregate([(path, document.load(path, lazy=True))])
-
-
-def _answer(rows: list[Any], out: TextIO) -> None:
-    """Under the table: which posting path for each block size, idle and beside the compute load."""
-    from ..results.reports.answer import answers, lines
-
-    for line in lines(answers(rows)):
-        print(visible(f"# {line}"), file=out, flush=True)
-
-
-def _csv(rows: list[Any]) -> str:
-    from ..results.reports.formats import render
-
-    return render(rows, "csv")
-
-
-def _verdict(path: str, rows: list[Any], floors: dict[str, float], out: TextIO) -> int:
-    """The verdict `check` would give on this run's file; its exit status (2: nothing was judged)."""
-    from ..results.verdicts.outcome import conclude, no_verdict
-
-    checked = conclude(rows, floors)  # `check`'s own: the same outcome and exit status
-    if checked.outcome == "INCONCLUSIVE":
-        print(error_line(f"{no_verdict(checked)} (results kept in {path})"), file=sys.stderr, flush=True)
-        return checked.exit_code
-    print(checked.verdict_text(), file=out, flush=True)
-    if checked.outcome == "PASS":
-        return checked.exit_code
-    failed = len(checked.verdict.failed)
-    why = {
-        "FAIL": f"{failed} link(s) below their --expect floor" if failed else "a suspect part (see above)",
-        "REMEASURE": "single slow figure(s) to measure again (see above)",
-    }[checked.outcome]
-    print(error_line(f"{why} (results kept in {path})"), file=sys.stderr, flush=True)
-    return checked.exit_code
 
 
 def _check_gdr(config: RunConfig, entries: list[Entry]) -> None:
@@ -584,78 +526,6 @@ def _hot_loop(config: RunConfig) -> tuple[Any, str]:
 
     built = native.load()
     return built.library, built.reason
-
-
-def _posting_problems(config: RunConfig) -> dict[str, str]:
-    """Why this rank cannot run a posting path of this run's device lists (gpu, ce-batch), by path.
-    Built here, before anything is measured, so no list's cold costs include the one-time build; the
-    compute load beside them too."""
-    found: dict[str, str] = {}
-    if config.beside_load is not None:
-        from ..wire import gpuload
-
-        loaded = gpuload.load()
-        if loaded.library is None:
-            return {path: f"--beside: {loaded.note}" for path in (*config.postings, "beside")}
-    if not config.device_lists:
-        return found
-    from ..wire import devapi
-
-    available = devapi.load()
-    if available.library is None:
-        return {"gpu": available.note, "ce-batch": available.note}
-    problem = devapi.copy_engines_problem(available.library)
-    if problem:
-        found["ce-batch"] = problem
-    return found
-
-
-def _usable_postings(
-    config: RunConfig, problems: list[dict[str, str]]
-) -> tuple[tuple[str, ...], tuple[str, ...], dict[str, str]]:
-    """The posting paths asked for that every rank can run, who posts the contiguous references, and
-    why each path asked for is left out. A path asked for alone (gpu, ce-batch) that a rank cannot run
-    is one line before any transfer; auto falls back per list; a list leaves such a path out and says
-    why. A device list's references are the GPU's kernel and the copy engines where they run, so that
-    "vs one" is against the fastest contiguous transfer; other lists' are posted as the list."""
-    broken: dict[str, str] = {}
-    for rank, found in enumerate(problems):
-        if "beside" in found:
-            raise ConfigError(f"rank {rank} cannot run the compute load: {found['beside']}")
-        for path, reason in found.items():
-            broken.setdefault(path, f"rank {rank} cannot: {reason}")
-    wanted = config.postings
-    usable = tuple(path for path in wanted if path not in broken)
-    if len(usable) < len(wanted) and (len(wanted) == 1 or not usable):
-        path = next(path for path in wanted if path in broken)
-        raise ConfigError(f"--posting {path}: {broken[path]}")
-    if not config.lists.blocks:
-        references: tuple[str, ...] = ()
-    elif config.device_lists:
-        references = tuple(path for path in ("gpu", "ce-batch") if path not in broken) or ("cpu",)
-    else:
-        references = usable[:1]
-    return usable, references, {path: reason for path, reason in broken.items() if path in wanted}
-
-
-def _beside_placement(config: RunConfig, world: World) -> None:
-    """--beside runs a load on every rank's own GPU: two ranks on one GPU would time-slice it (the
-    kernels of two processes do not share a GPU's SMs), so their figures would not be "beside"."""
-    if config.beside_load is None:
-        return
-    lacking = next((info.rank for info in world.ranks if info.gpu is None), None)
-    if lacking is not None:
-        raise ConfigError(f"--beside runs a compute load on each rank's GPU: rank {lacking} has no GPU")
-    seen: dict[tuple[str, str], int] = {}
-    for info in world.ranks:
-        assert info.gpu is not None
-        key = (info.host, info.gpu.pci_bus_id)
-        if key in seen:
-            raise ConfigError(
-                f"--beside needs each rank on a GPU of its own: ranks {seen[key]} and {info.rank} share GPU "
-                f"{info.gpu.index} on {info.host} (their kernels would take turns, not run beside each other)"
-            )
-        seen[key] = info.rank
 
 
 def _release_buffers(config: RunConfig) -> None:
