@@ -189,3 +189,18 @@ def test_two_ranks_on_one_gpu_are_refused_beside_compute(tmp_path: Path) -> None
         env=rdmabench_env(CUDA_VISIBLE_DEVICES="0"),
     )
     assert proc.returncode == 2 and "share GPU" in proc.stderr and not (tmp_path / "r.json").exists(), proc.stderr
+
+
+def test_check_holds_a_link_beside_compute_to_a_slowdown_ceiling(tmp_path: Path) -> None:
+    """`check --expect slowdown=F` on the committed run of two H200s: the kernel posting 1 MiB blocks
+    slowed the GEMM about 3x, so a 1.5x ceiling fails it (and passes the copy engines and the CPU),
+    while a ceiling above every slowdown passes all."""
+    path = str(MEASURED / "all-gemm.json")
+    failed = run_cli(["check", path, "--expect", "slowdown=1.5"])
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    fails = [line for line in failed.stdout.splitlines() if line.startswith("FAIL")]
+    assert len(fails) == 1 and "posted by the GPU" in fails[0] and "above the ceiling of 1.5x" in fails[0], fails
+    passed = run_cli(["check", path, "--expect", "slowdown=4"])
+    assert passed.returncode == 0 and passed.stdout.splitlines()[-1] == "verdict: PASS", passed.stdout
+    refused = run_cli(["check", path, "--expect", "slowdown=0.5"])
+    assert refused.returncode == 2 and "a factor of at least 1" in refused.stderr

@@ -20,7 +20,8 @@ FLOOR_HELP = (
     "or link class ('same GPU', intra-node, inter-node, all); repeatable. 'default': "
     + ", ".join(f"{k}={v}" for k, v in DEFAULT_FLOORS.items())
     + ", and each link against its class in the run: below the class median less 3 or more robust spreads "
-    "(and at least 5% below it), or one of a suspect part's slow links, it fails."
+    "(and at least 5% below it), or one of a suspect part's slow links, it fails. 'slowdown=F': a ceiling on "
+    "how much a link run with --beside may slow the model's compute (1.05: 5%)."
 )
 
 

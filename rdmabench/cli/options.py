@@ -126,7 +126,9 @@ def _floors(_ctx: click.Context, _param: click.Parameter, texts: tuple[str, ...]
 
 def expect_option(help_text: str) -> Decorator:
     """--expect: floors per limit kind or link class, or 'default' (run, report, check), as a dict."""
-    return click.option("--expect", multiple=True, metavar="KIND=SHARE|default", callback=_floors, help=help_text)
+    return click.option(
+        "--expect", multiple=True, metavar="KIND=SHARE|default|slowdown=F", callback=_floors, help=help_text
+    )
 
 
 def tolerance_option(default: float, help_text: str) -> Decorator:

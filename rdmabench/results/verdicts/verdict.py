@@ -42,6 +42,9 @@ DEFAULT_SOURCES = (
 # run(s) (fleet.py: the class median less k robust spreads, at least 5% below it; classes of 6 links
 # or more). Not a limit kind: no hand floor can name it, and its value means only "on".
 FLEET = "class floor"
+# A ceiling, not a floor: the most a link beside a model's compute (--beside) may slow that compute, as a
+# factor (slowdown=1.05: 5%). Judges the links that ran beside a load; the others it does not name.
+SLOWDOWN = "slowdown"
 
 
 def parse_expect(texts: tuple[str, ...] | list[str]) -> dict[str, float]:
@@ -56,6 +59,9 @@ def parse_expect(texts: tuple[str, ...] | list[str]) -> dict[str, float]:
         key = key.strip()
         if not sep:
             raise ConfigError(f"--expect {text!r}: give KIND=SHARE (e.g. NVLink=0.75) or default")
+        if key == SLOWDOWN:
+            floors[SLOWDOWN] = _ceiling(text, value)
+            continue
         if key not in (*LIMIT_KINDS, *LINK_CLASSES, "all"):
             choices = ", ".join((*LIMIT_KINDS, *LINK_CLASSES, "all"))
             raise ConfigError(f"--expect {text!r}: unknown limit kind or link class {key!r}: choose {choices}")
@@ -67,6 +73,27 @@ def parse_expect(texts: tuple[str, ...] | list[str]) -> dict[str, float]:
             raise ConfigError(f"--expect {text!r}: the floor is a share of the physical limit, above 0 and at most 1")
         floors[key] = share
     return floors
+
+
+def _ceiling(text: str, value: str) -> float:
+    try:
+        ceiling = float(value)
+    except ValueError:
+        raise ConfigError(f"--expect {text!r}: the ceiling must be a number, a factor (1.05: 5% slower)") from None
+    if not 1 <= ceiling <= 100:
+        raise ConfigError(f"--expect {text!r}: a slowdown ceiling is a factor of at least 1 (1.05: 5% slower)")
+    return ceiling
+
+
+def _beside_cost(row: Row, floors: dict[str, float]) -> tuple[bool, str | None]:
+    """Whether `row` is judged against the slowdown ceiling (it ran beside a load), and why it fails."""
+    ceiling = floors.get(SLOWDOWN)
+    if ceiling is None or row.beside is None:
+        return False, None
+    slowdown, shape = row.beside[1], dict(row.settings).get("blocks")
+    how = f" ({shape})" if shape else ""  # which list and posting path: a link's rows differ by them
+    return True, (f"slowed {row.load.removeprefix('beside ')} {slowdown:.3f}x{how}, above the ceiling of {ceiling:g}x"
+                  if slowdown > ceiling else None)  # fmt: skip
 
 
 @dataclass
@@ -259,6 +286,11 @@ def judge(
             against = _against_class(mark)
             if against is not None:
                 reasons.append(against)
+        costed, cost = _beside_cost(row, floors)
+        if costed:
+            checked = True
+            by_floor += 1
+            reasons += [cost] if cost is not None else []
         floor = _floor(row, floors)
         if floor is not None and row.higher_is_better:
             if row.share is None:
@@ -331,7 +363,7 @@ def _no_floor_applies(largest: list[Row], floors: dict[str, float]) -> str:
     """Why no floor judged any link: the limits no floor names, links without a known limit, latencies,
     classes too small to judge a link against."""
     fleet = FLEET in floors
-    floors = {key: share for key, share in floors.items() if key != FLEET}
+    floors = {key: share for key, share in floors.items() if key not in (FLEET, SLOWDOWN)}
     bandwidths = [row for row in largest if row.higher_is_better]
     unnamed = Counter(row.limit_kind or "no known limit" for row in bandwidths if _floor(row, floors) is None)
     limitless = sum(1 for row in bandwidths if _floor(row, floors) is not None and row.share is None)
