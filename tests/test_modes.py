@@ -71,10 +71,10 @@ def test_every_ucx_memory_declares_its_type_and_a_typo_is_refused() -> None:
 
 def test_the_deep_device_window_follows_the_record() -> None:
     """The default window's memory class asks the record (gpu_direct), not for one mode by name."""
-    from rdmabench.job.config import RunConfig
+    from rdmabench.job.config import Memory, RunConfig
     from rdmabench.measure import plan
 
     assert [mode for mode in MemoryMode if mode.record.gpu_direct] == [MemoryMode.DEVICE]
-    classes = {mode: RunConfig.from_options({"mode": mode}).memory_class for mode in MemoryMode}
+    classes = {mode: RunConfig(memory=Memory(mode, mode)).memory_class for mode in MemoryMode}
     assert classes[MemoryMode.DEVICE] == plan.DEVICE and classes[MemoryMode.PAGEABLE] == plan.HOST
     assert classes[MemoryMode.MANAGED] == classes[MemoryMode.STAGED] == plan.MIXED

@@ -288,9 +288,7 @@ def judge(
                 reasons.append(against)
         costed, cost = _beside_cost(row, floors)
         if costed:
-            checked = True
-            by_floor += 1
-            reasons += [cost] if cost is not None else []
+            checked, by_floor, reasons = True, by_floor + 1, [*reasons, *([cost] if cost else [])]
         floor = _floor(row, floors)
         if floor is not None and row.higher_is_better:
             if row.share is None:
