@@ -1,4 +1,4 @@
-"""A class of links (rows.class_key: test, modes, size, link class, load, settings; fleet adds the
+"""A class of links (standings.class_key: test, modes, size, link class, load, settings; fleet adds the
 rail alignment) as the reports and the verdicts name it: its fields in JSON, its one-line label."""
 
 from __future__ import annotations
