@@ -306,7 +306,7 @@ class _Scanner:
 
     def _plausible(self, index: int, record: dict[str, Any]) -> bool:
         """Whether the samples (and a bibw record's aggregate) are figures a link can have, by the
-        rule of `document`'s entry check; a record that fails is expanded, and the check names it."""
+        rule of `reading`'s entry check; a record that fails is expanded, and the check names it."""
         bound = self._ceilings.get(index)
         if bound is None:
             bound = self._ceilings[index] = ceiling(self.profiles[index].get("unit"))
@@ -340,7 +340,7 @@ def read_records(
     """The links of a links file, without expanding a million entries: (its Profile, the record)
     for an ordinary record whose profile's first ordinary record was expanded and checked already,
     else (None, the entry, expanded and checked as `read_links` does). Ranks, size, samples and
-    figure of an ordinary record are checked here, with the rule of `document`'s entry check."""
+    figure of an ordinary record are checked here, with the rule of `reading`'s entry check."""
     scanner = _Scanner(profiles, ranks)
     for number, record in _lines(path):
         profile = scanner.profile(record)

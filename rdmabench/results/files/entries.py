@@ -8,7 +8,7 @@ from typing import Any
 
 from ...modes import mode_named
 from ...units import format_size
-from . import document
+from .contents import figure_field
 
 LINK_CLASSES = ("same GPU", "intra-node", "inter-node")
 
@@ -59,7 +59,7 @@ def load_of(entry: dict[str, Any]) -> str:
 
 
 def figure(entry: dict[str, Any]) -> float | None:
-    value = entry.get(document.figure_field(entry)[0])
+    value = entry.get(figure_field(entry)[0])
     return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
 
 

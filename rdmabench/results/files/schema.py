@@ -6,7 +6,7 @@ schema-1 entry, by the part of schema 2 it would be stored in) is checked here a
 by a small interpreter of the JSON Schema (draft 2020-12) keywords they use, so that the loader and
 the schemas cannot disagree on a field. What one line of JSON cannot say (a record's profile exists,
 its ranks are in the table, a bandwidth's bound depends on its profile's unit, figures that follow
-from others) the loader checks beside this (document.py), and the schemas' descriptions say so.
+from others) the loader checks beside this (reading.py), and the schemas' descriptions say so.
 
 A JSON number is one number however it is spelled: an integer field takes 1048576.0, and this module
 hands it on as the int 1048576. NaN and Infinity are not JSON; the loader refuses them as it parses.
