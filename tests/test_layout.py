@@ -35,10 +35,8 @@ PROTOCOL_EXCEPTIONS = {
 }
 LONGEST = 60  # lines of a function, its decorators included
 LONGEST_MODULE = 600  # lines
-# Over the limit today, each to be split (empty this as they land).
-SPLITTING = {
-    "storage/storage.py",
-}
+# Over the limit, each to be split (empty since issue 37: a module that grows past it is split, not listed).
+SPLITTING: set[str] = set()
 
 
 def _layer(parts: list[str]) -> str:

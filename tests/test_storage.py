@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from rdmabench.errors import ConfigError
 from rdmabench.hardware import storage as disk
 from rdmabench.results.files.document import load as load_results
-from rdmabench.storage import storage
+from rdmabench.storage import config, datafile
 
 from .conftest import run_cli
 
@@ -119,10 +120,10 @@ def _resident_pages(path: Path) -> int:
 
 def test_eviction_really_empties_the_page_cache_of_the_file(tmp_path: Path) -> None:
     data = tmp_path / "f.dat"
-    storage.write_pattern(str(data), 4 << 20)
+    datafile.write_pattern(str(data), 4 << 20)
     data.read_bytes()  # now cached
     assert _resident_pages(data) > 0
-    assert storage.evict(str(data)) is None
+    assert datafile.evict(str(data)) is None
     assert _resident_pages(data) == 0
 
 
@@ -137,9 +138,9 @@ def test_a_file_system_that_refuses_o_direct_is_refused_for_the_pinned_path(tmp_
             assert not data.exists()
             break
     fs = disk.FileSystemInfo(str(tmp_path), "/x", "fuse", "x", None, None, None, False)
-    config = storage.StorageConfig(file=str(tmp_path / "f"), paths=["pinned"], memory="host")
-    with pytest.raises(storage.ConfigError, match="refuses O_DIRECT"):
-        storage._paths(config, fs, 1 << 20)
+    asked = config.StorageConfig(file=str(tmp_path / "f"), paths=["pinned"], memory="host")
+    with pytest.raises(ConfigError, match="refuses O_DIRECT"):
+        config.chosen_paths(asked, fs, 1 << 20)
 
 
 def test_doctor_names_the_file_system_and_gpudirect_storage(tmp_path: Path) -> None:

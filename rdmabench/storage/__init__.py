@@ -1,1 +1,1 @@
-"""`rdmabench storage`: a file into GPU or host memory by every path (storage, paths), and the targets as ratios (targets)."""
+"""`rdmabench storage`: a file into GPU or host memory by every path (storage, paths; config, datafile, sampling, limits, records), and the targets as ratios (targets)."""
