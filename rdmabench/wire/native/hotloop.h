@@ -1,5 +1,5 @@
 /* The native hot loop's interface: the structs Python fills (through ctypes) and the codes both
- * sides read. rdmabench/wire/native/__init__.py mirrors these in ctypes; rb_abi() describes them as
+ * sides read. rdmabench/wire/native/mirror.py mirrors these in ctypes; rb_abi() describes them as
  * this compiler laid them out (sizes, field offsets, constants), and the loader refuses a library
  * whose description differs from the mirror's, so the two cannot drift apart silently. */
 #ifndef RDMABENCH_HOTLOOP_H
