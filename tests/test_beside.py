@@ -7,6 +7,7 @@ beside a GEMM, and the beside figures are there and sane."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -204,3 +205,25 @@ def test_check_holds_a_link_beside_compute_to_a_slowdown_ceiling(tmp_path: Path)
     assert passed.returncode == 0 and passed.stdout.splitlines()[-1] == "verdict: PASS", passed.stdout
     refused = run_cli(["check", path, "--expect", "slowdown=0.5"])
     assert refused.returncode == 2 and "a factor of at least 1" in refused.stderr
+
+
+def test_compare_says_how_the_answer_changed_between_two_runs() -> None:
+    """The two committed runs of two H200s (the alone window before and after 9b721f0): `compare`
+    puts each block size's choice side by side and marks where it changed."""
+    base, new = str(MEASURED / "bracket-mean" / "all-gemm.json"), str(MEASURED / "all-gemm.json")
+    shown = run_cli(["compare", base, new])
+    lines = shown.stdout.splitlines()
+    first = lines.index(
+        "which posting path, BASE -> NEW (idle; within the load's slowdown budget); * where the choice changed:"
+    )
+    chosen = lines[first + 1 : first + 4]
+    assert [line.split(": idle")[0].split()[-1] for line in chosen] == ["4KiB", "64KiB", "1MiB"], chosen
+    assert chosen[2].startswith("* ") and "beside gemm:8192: none -> ce-batch" in chosen[2]
+    assert chosen[1].startswith("  ")  # the copy engines both times within the budget at 64 KiB
+    as_json = run_cli(["compare", base, new, "--format", "json"])
+    answers = json.loads(as_json.stdout)["answers"]
+    assert [one["changed"] for one in answers] == [True, False, True]
+    assert (
+        answers[2]["base"]["fastest_within_budget"] is None
+        and answers[2]["new"]["fastest_within_budget"]["path"] == "ce-batch"
+    )

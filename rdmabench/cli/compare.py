@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from ..errors import ConfigError
+from ..escape import visible
 from . import reading
 from .group import SETTINGS, main
 from .options import format_option, selection_options, tolerance_option
@@ -28,6 +29,7 @@ def compare(base: str, new: str, tolerance: float, output_format: str, **selecti
     same records) are named and ignored. Exit status 1 when a significant regression is found, 0 when
     none is, 2 for bad input or when no pair could be tested (no verdict), for use in a cluster's CI;
     for a gate on single runs use `rdmabench check --baseline`."""
+    from ..results.reports import answer
     from ..results.verdicts import compare as compare_module
 
     if not 0 < tolerance < 1:
@@ -43,17 +45,21 @@ def compare(base: str, new: str, tolerance: float, output_format: str, **selecti
         differ = next((line.split("; ", 1)[1] for line in unmatched if "other settings" in line), "")
         raise ConfigError("BASE and NEW have no link and size in common" + (f" ({differ})" if differ else ""))
     duplicates = [f"{side} {d}" for side, d in (("BASE", base_loaded), ("NEW", new_loaded)) for d in d.duplicates]
+    chosen_paths = answer.changes(base_rows, new_rows)  # block lists: which posting path, before and after
     if output_format == "json":
-        click.echo(_json(changes, unmatched, duplicates))
+        click.echo(_json(changes, unmatched, duplicates, chosen_paths))
     else:
         click.echo(compare_module.format_changes(changes, unmatched, tolerance, duplicates))
+        if chosen_paths:
+            click.echo("\n" + "\n".join(visible(line) for line in answer.change_lines(chosen_paths)))
     sys.exit(compare_module.comparison_exit(changes))
 
 
-def _json(changes: list[Any], unmatched: list[str], duplicates: list[str]) -> str:
+def _json(changes: list[Any], unmatched: list[str], duplicates: list[str], answers: list[Any]) -> str:
     # One change per line: an indented dump of a million changes took minutes.
     rows = ",\n".join(json.dumps(c.to_dict(), separators=(",", ":")) for c in changes)
+    chosen = f',\n"answers": {json.dumps(answers, indent=1)}' if answers else ""  # only where block lists chose
     return (
         f'{{"changes": [\n{rows}\n],\n"unmatched": {json.dumps(unmatched, indent=1)},\n'
-        f'"duplicates": {json.dumps(duplicates, indent=1)}}}'
+        f'"duplicates": {json.dumps(duplicates, indent=1)}{chosen}}}'
     )

@@ -127,3 +127,51 @@ def lines(found: list[Answer], budget: float = BUDGET) -> list[str]:
         front = "; ".join(f"{p.path} {p.gbps:.3f} x{p.slowdown:.3f}" for p in answer.front if p.slowdown is not None)
         out.append(f"{head}: {idle}; {answer.load}: {chosen} [front: {front}]")
     return out
+
+
+def _said(point: Point | None) -> str:
+    if point is None:
+        return "none"
+    cost = f" (x{point.slowdown:.3f})" if point.slowdown is not None else ""
+    return f"{point.path} {point.gbps:.3f} GB/s{cost}"
+
+
+def _answer_key(answer: Answer) -> tuple[Any, ...]:
+    return (answer.test, answer.modes, answer.link, answer.size_bytes, answer.load)
+
+
+def changes(base: list[Row], new: list[Row], budget: float = BUDGET) -> list[dict[str, Any]]:
+    """The answers of two sets of runs side by side, for every block size and load both answer:
+    which path each names idle and within the budget, and whether that choice changed."""
+    before = {_answer_key(answer): answer for answer in answers(base, budget)}
+    found = []
+    for answer in answers(new, budget):
+        old = before.get(_answer_key(answer))
+        if old is None:
+            continue
+        paths = [(p.path if p else None) for p in (old.idle, answer.idle, old.within, answer.within)]
+        found.append(
+            {"base": old.to_dict(), "new": answer.to_dict(), "changed": paths[0] != paths[1] or paths[2] != paths[3]}
+        )
+    return found
+
+
+def change_lines(found: list[dict[str, Any]]) -> list[str]:
+    """`changes` as text, one line a block size: BASE's choice -> NEW's, idle and within the budget."""
+    if not found:
+        return []
+    out = ["which posting path, BASE -> NEW (idle; within the load's slowdown budget); * where the choice changed:"]
+    for one in found:
+        base, new = one["base"], one["new"]
+        points = [_point(part) for part in (base["fastest_idle"], new["fastest_idle"])]
+        within = [_point(part) for part in (base["fastest_within_budget"], new["fastest_within_budget"])]
+        head = f"{'*' if one['changed'] else ' '} {new['test']} {new['modes']} {new['link']} {format_size(new['size_bytes'])}"
+        line = f"{head}: idle {_said(points[0])} -> {_said(points[1])}"
+        if new["load"] != "alone":
+            line += f"; {new['load']}: {_said(within[0])} -> {_said(within[1])}"
+        out.append(line)
+    return out
+
+
+def _point(found: dict[str, Any] | None) -> Point | None:
+    return Point(found["path"], found["gbps"], found["slowdown"]) if found else None
