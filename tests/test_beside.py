@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -227,3 +228,48 @@ def test_compare_says_how_the_answer_changed_between_two_runs() -> None:
         answers[2]["base"]["fastest_within_budget"] is None
         and answers[2]["new"]["fastest_within_budget"]["path"] == "ce-batch"
     )
+
+
+class _Load:
+    """A stand-in for the GPU's compute load (wire.gpuload.ComputeLoad, which needs a GPU): it finishes
+    `step` operations each time it is asked, each of `alone` seconds, or `beside` seconds while `busy`,
+    and keeps only the latest `ring` of them, as the library does."""
+
+    def __init__(self, step: int, ring: int, alone: float = 1e-3, beside: float = 2e-3):
+        self.step, self.ring, self.times, self.busy, self.running = step, ring, [alone, beside], False, False
+        self.work, self.partition, self.seconds = 2.0e9, None, list[float]()
+
+    def start(self, partitioned: bool) -> None:
+        self.seconds, self.running = [], True
+
+    def done(self) -> int:
+        if self.running:
+            self.seconds += [self.times[self.busy]] * self.step
+        return len(self.seconds)
+
+    def stop(self) -> Any:
+        from rdmabench.wire.gpuload import LoadRun
+
+        self.running = False
+        return LoadRun(self.seconds[-self.ring :], 0.0)
+
+
+@pytest.mark.parametrize("ring", [1 << 16, 100])
+def test_a_pairs_halves_are_the_operations_alone_and_beside_also_past_the_ring(ring: int) -> None:
+    """Beside the steps each operation took twice as long: the slowdown reads 2, also where the
+    library kept only the latest `ring` operations (the window before is gone; what is kept of the
+    shared half and the window after stands)."""
+    from rdmabench.measure.beside import Beside, Pairs
+
+    load = _Load(step=1, ring=ring)
+    pairs = Pairs(Beside("gemm", 1024), load, partitioned=False)
+    for _ in range(3):
+        pairs.start()
+        load.busy = True
+        for _ in range(100):
+            load.done()  # the steps run: the load finishes operations beside them
+        load.busy = False
+        pairs.stop()
+    found = pairs.summary()
+    assert found["slowdown_pairs"] == [2.0, 2.0, 2.0] and found["slowdown"] == 2.0
+    assert (found["alone_drift"] is None) == (ring == 100)  # no window before once it wrapped

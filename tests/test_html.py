@@ -122,13 +122,13 @@ def test_curves_draw_a_line_per_path_and_validation_and_the_bounds(figures: list
     ax = figures[0].axes[0]
     labels = ax.get_legend_handles_labels()[1]
     lines = {
-        "device->device, validated", "device->device, not validated", "device->device, GPU-posted list, validated",
-        "device->device, CPU-posted list, validated", "device->device, one message (reference), validated",
+        "device->device, validated", "device->device, not validated", "device->device, list posted by gpu, validated",
+        "device->device, list posted by cpu, validated", "device->device, one message (reference), validated",
     }  # fmt: skip
     assert lines <= set(labels), labels
     assert {label for label in labels if label.endswith("the list's ceiling (a copy kernel)")} == {
-        "device->device, GPU-posted list, validated: the list's ceiling (a copy kernel)",
-        "device->device, CPU-posted list, validated: the list's ceiling (a copy kernel)",
+        "device->device, list posted by gpu, validated: the list's ceiling (a copy kernel)",
+        "device->device, list posted by cpu, validated: the list's ceiling (a copy kernel)",
     }
     assert [label for label in labels if label.endswith("the link's limit")] == ["NVLink 478.1 GB/s: the link's limit"]
     for line in ax.get_lines():

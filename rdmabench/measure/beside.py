@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import ConfigError
+from ..errors import ConfigError, TransportError
 from ..stats import median
 from ..units import format_size, parse_size
 
@@ -29,6 +29,7 @@ LOADS = {
 ALONE_SECONDS = 0.03  # the load alone, per pair: at least this long ...
 ALONE_OPERATIONS = 8  # ... and this many operations, after ...
 WARM_OPERATIONS = 3  # ... the first few, left out (the GPU's clocks settle)
+STALLED_SECONDS = 60.0  # a load with no operation finished for this long has stopped (its thread failed)
 _MAX_GEMM = 32768
 
 
@@ -79,6 +80,14 @@ class Beside:
         return 3 * 2 * self.size * self.size if self.load == "gemm" else self.size
 
 
+def _between(seconds: list[float], number: int, first: int, last: int | None) -> list[float]:
+    """Operations `first` up to `last` (None: to the end), numbered from the load's start, of the
+    `seconds` whose first is operation `number`: what is kept of the window (its start may be gone)."""
+    if last is not None and last <= number:
+        return []
+    return seconds[max(first - number, 0) : None if last is None else last - number]
+
+
 def _size(drift: float) -> float:
     return abs(drift)
 
@@ -113,15 +122,28 @@ class Pairs:
         self._before: list[float] = []
 
     def _wait(self, operations: int) -> None:
+        """Until the load has finished `operations` (and ALONE_SECONDS passed); a load that stops
+        making progress (its thread ended on an error) is one line, never a hang."""
         began = time.perf_counter()
         while self.load.done() < operations or time.perf_counter() - began < ALONE_SECONDS:
+            if time.perf_counter() - began > STALLED_SECONDS:
+                raise TransportError(
+                    f"the compute load ({self.beside.label}) finished {self.load.done()} of {operations} operations "
+                    f"in {STALLED_SECONDS:g} s: it stopped making progress"
+                )
             time.sleep(0.001)
+
+    def _stopped(self) -> tuple[list[float], int]:
+        """Stop the load: its operations' seconds and the number of the first of them (the library keeps
+        the latest RING operations: a long run's first ones are gone)."""
+        seconds = self.load.stop().seconds
+        return seconds, self.load.done() - len(seconds)
 
     def _window(self, partitioned: bool) -> list[float]:
         """The load alone (or on its partition) for one window, stopped: its operations' seconds."""
         self.load.start(partitioned)
         self._wait(WARM_OPERATIONS + ALONE_OPERATIONS)
-        return self.load.stop().seconds[WARM_OPERATIONS:]
+        return _between(*self._stopped(), WARM_OPERATIONS, None)
 
     def start(self) -> None:
         """Before the pair's steps: the load alone, then running on beside the steps."""
@@ -140,13 +162,16 @@ class Pairs:
         first, mark = self._marks
         last = self.load.done()
         if self.partitioned:
-            self.together.append(self.load.stop().seconds[mark + 1 : last])
+            self.together.append(_between(*self._stopped(), mark + 1, last))
             before, after = self._before, self._window(False)
         else:
             self._wait(last + 1 + WARM_OPERATIONS + ALONE_OPERATIONS)
-            seconds = self.load.stop().seconds
-            before, after = seconds[first:mark], seconds[last + 1 + WARM_OPERATIONS :]
-            self.together.append(seconds[mark + 1 : last])
+            seconds, number = self._stopped()
+            before, after = (
+                _between(seconds, number, first, mark),
+                _between(seconds, number, last + 1 + WARM_OPERATIONS, None),
+            )
+            self.together.append(_between(seconds, number, mark + 1, last))
         self.alone.append(median(after) if after else median(before) if before else None)
         if before and after:
             self.drifts.append(median(after) / median(before) - 1)
@@ -154,12 +179,18 @@ class Pairs:
     def summary(self) -> dict[str, Any]:
         """What this rank's GPU did: the load's rate alone and beside, and each pair's slowdown."""
         unit, work = self.beside.unit, self.load.work
+        # Pair by pair, in order (None where a half had no whole operation), so that the pairs of the
+        # round's GPUs line up when the worse of them is taken (entry.beside_record).
+        each = [
+            median(together) / alone if alone and together else None
+            for alone, together in zip(self.alone, self.together, strict=True)
+        ]
         pairs = [
             (alone, median(together))
             for alone, together in zip(self.alone, self.together, strict=True)
             if alone and together
         ]
-        slowdowns = [together / alone for alone, together in pairs]
+        slowdowns = [slowdown for slowdown in each if slowdown is not None]
         drift: float | None = max(self.drifts, key=_size) if self.drifts else None
         found: dict[str, Any] = {
             "load": self.beside.label,
@@ -167,7 +198,7 @@ class Pairs:
             "alone": round(rate(work, [alone for alone, _ in pairs], unit), 3),
             "beside": round(rate(work, [together for _, together in pairs], unit), 3),
             "slowdown": round(median(slowdowns), 4) if slowdowns else None,
-            "slowdown_pairs": [round(s, 4) for s in slowdowns],
+            "slowdown_pairs": [None if s is None else round(s, 4) for s in each],
             "alone_drift": round(drift, 4) if drift is not None else None,
             "operations": [len(pair) for pair in self.together],
         }

@@ -404,7 +404,10 @@ def beside_record(spec: RoundSpec, m: LinkMeasurement, values: list[float]) -> d
     alone = [spec.kind.figure(spec.size, m.per_step, times) for times in found["alone_step_times"]]
     gpus = found["compute"]
     worst = max(gpus.values(), key=lambda gpu: gpu["slowdown"] or 0.0)
-    pairs = [max(sd) for sd in zip(*(gpu["slowdown_pairs"] for gpu in gpus.values()), strict=False)]
+    # Pair by pair: the worse of the GPUs that measured it (a pair whose halves held no whole operation
+    # on a GPU is None there, and left out only where no GPU measured it).
+    lined = zip(*(gpu["slowdown_pairs"] for gpu in gpus.values()), strict=True)
+    pairs = [max(known) for known in ([s for s in one if s is not None] for one in lined) if known]
     record: dict[str, Any] = {
         "load": spec.beside.label,
         "unit": spec.beside.unit,

@@ -13,6 +13,7 @@ through pinned buffers, else Python; every measurement says which.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -438,8 +439,11 @@ def _sample(
         pairs.start()  # the load alone on the whole GPU, then on beside the steps
         try:
             samples.append(steps.sample(iterations, links))
-        finally:
-            pairs.stop()
+        except BaseException:
+            with contextlib.suppress(Exception):  # the step's own error is the one to say
+                pairs.stop()
+            raise
+        pairs.stop()
     if pairs is not None:  # per timed link, the alone halves of its samples (run_round files them)
         end.state["alone_steps"] = [[per_link[position] for per_link in alone] for position in range(links)]
     return samples, iterations, steps.cpu, counters.Window(before, counters.read(nvlink))

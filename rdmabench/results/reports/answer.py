@@ -9,6 +9,7 @@ stays within a budget (5% by default), with the Pareto front of GB/s against slo
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,6 +18,9 @@ from ..files.rows import Row
 
 BUDGET = 1.05  # the slowdown of the model a path may cost: 5%
 _PATHS = (", posted by the GPU", ", posted to the copy engines")
+
+
+_HELD = re.compile(r", (\d+) SMs( \(green context\))?")
 
 
 def path_of(row: Row) -> str | None:
@@ -29,8 +33,14 @@ def path_of(row: Row) -> str | None:
         path = "gpu"
     elif _PATHS[1] in shape:
         path = "ce-batch"
-    held = shape.rsplit(", ", 1)[-1]
-    return f"{path} ({held})" if held.endswith("SMs") or held.endswith("(green context)") else path
+    held = _HELD.search(shape)
+    return f"{path} ({held.group(0)[2:]})" if held else path
+
+
+def _list_of(row: Row) -> str:
+    """A block-list row's list apart from who posted it: rows of one list by different paths compare."""
+    shape = dict(row.settings).get("blocks", "")
+    return _HELD.sub("", shape.replace(_PATHS[0], "").replace(_PATHS[1], ""))
 
 
 @dataclass(frozen=True)
@@ -52,6 +62,7 @@ class Answer:
     link: str
     size_bytes: int
     load: str  # "beside gemm:8192", or "alone"
+    shape: str = ""  # the list, apart from who posted it (rows of other lists never share an answer)
     idle: Point | None = None
     within: Point | None = None  # the fastest beside the load within the budget
     front: list[Point] = field(default_factory=list)  # beside: no other path both faster and cheaper
@@ -59,7 +70,7 @@ class Answer:
     def to_dict(self) -> dict[str, Any]:
         return {
             "test": self.test, "modes": self.modes, "link": self.link, "size_bytes": self.size_bytes,
-            "load": self.load, "budget": BUDGET, "fastest_idle": self.idle.to_dict() if self.idle else None,
+            "load": self.load, "list": self.shape, "budget": BUDGET, "fastest_idle": self.idle.to_dict() if self.idle else None,
             "fastest_within_budget": self.within.to_dict() if self.within else None,
             "front": [point.to_dict() for point in self.front],
         }  # fmt: skip
@@ -74,12 +85,13 @@ def answers(rows: list[Row], budget: float = BUDGET) -> list[Answer]:
         if path is None or row.unit != "GB/s" or dict(row.settings)["blocks"].startswith("1 x contiguous"):
             continue  # not a block list, or a list's contiguous reference
         beside = row.load if row.load.startswith("beside ") else "alone"
-        groups.setdefault((row.test, row.modes, row.link, row.size_bytes, beside), []).append((path, row))
+        key = (row.test, row.modes, row.link, row.size_bytes, beside, _list_of(row))  # one list, its paths
+        groups.setdefault(key, []).append((path, row))
     found = []
-    for (test, modes, link, size, load), members in sorted(groups.items()):
+    for (test, modes, link, size, load, shape), members in sorted(groups.items()):
         if len(members) < 2 and load == "alone":
             continue
-        answer = Answer(test, modes, link, size, load)
+        answer = Answer(test, modes, link, size, load, shape)
         idle = [Point(path, row.beside[0] if row.beside else row.median, None) for path, row in members]
         answer.idle = max(idle, key=lambda point: point.gbps)
         if load != "alone":
@@ -137,7 +149,7 @@ def _said(point: Point | None) -> str:
 
 
 def _answer_key(answer: Answer) -> tuple[Any, ...]:
-    return (answer.test, answer.modes, answer.link, answer.size_bytes, answer.load)
+    return (answer.test, answer.modes, answer.link, answer.size_bytes, answer.load, answer.shape)
 
 
 def changes(base: list[Row], new: list[Row], budget: float = BUDGET) -> list[dict[str, Any]]:

@@ -17,6 +17,7 @@ from ..files.rows import Row, bulk, outliers, standings
 from ..verdicts.attribution import Attribution, attribute
 from ..verdicts.suspects import end_order
 from . import distribution
+from .answer import path_of
 from .cells import COLUMNS, cells, class_distributions, outlier_lines
 
 
@@ -159,11 +160,10 @@ def line_of(row: Row) -> str:
         if blocks.startswith("1 x contiguous"):
             parts.append("one message (reference)")
         else:
-            parts.append("GPU-posted list" if "posted by the GPU" in blocks else "CPU-posted list")
+            parts.append(f"list posted by {path_of(row)}")
     parts.append("validated" if settings.get("validated") == "yes" else "not validated")
-    beside = getattr(row, "beside", None)  # issue 38: what ran beside the transfers, where a row has it
-    if beside:
-        parts.append(f"beside {beside}")
+    if row.load.startswith("beside "):  # what ran beside the transfers (--beside)
+        parts.append(row.load)
     return ", ".join(parts)
 
 

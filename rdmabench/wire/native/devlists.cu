@@ -435,17 +435,23 @@ int rb_dev_configure(rb_dev_plan *p, int ctas, void *stream, void *ctx)
 /* The copy engines' arguments for every block of a step, for this block size and direction. */
 static int ce_arguments(rb_dev_plan *p, int op, size_t block, char *why, size_t len)
 {
-    if (p->ce_dst == NULL) {
-        p->ce_dst = (void **)malloc(p->total * sizeof(void *));
-        p->ce_src = (void **)malloc(p->total * sizeof(void *));
-        p->ce_sizes = (size_t *)malloc(p->total * sizeof(size_t));
-        if (p->ce_dst == NULL || p->ce_src == NULL || p->ce_sizes == NULL)
+    if (p->ce_dst == NULL) { /* all three or none: a failed allocation is tried again at the next step */
+        void **dst = (void **)malloc(p->total * sizeof(void *)), **src = (void **)malloc(p->total * sizeof(void *));
+        size_t *sizes = (size_t *)malloc(p->total * sizeof(size_t));
+        if (dst == NULL || src == NULL || sizes == NULL) {
+            free(dst);
+            free(src);
+            free(sizes);
             return no_memory(why, len);
-        for (int t = 0; t < p->batch; t++)
-            if (cuda_failed(cudaStreamCreateWithFlags(&p->streams[t], cudaStreamNonBlocking), "cudaStreamCreate", why,
-                            len))
-                return RB_DEV_CUDA;
+        }
+        p->ce_dst = dst;
+        p->ce_src = src;
+        p->ce_sizes = sizes;
     }
+    for (int t = 0; t < p->batch; t++) /* a stream that failed to be made is tried again at the next step */
+        if (p->streams[t] == NULL &&
+            cuda_failed(cudaStreamCreateWithFlags(&p->streams[t], cudaStreamNonBlocking), "cudaStreamCreate", why, len))
+            return RB_DEV_CUDA;
     if (p->ce_block == block && p->ce_op == op)
         return RB_DEV_OK;
     for (size_t i = 0; i < p->total; i++) {
