@@ -181,16 +181,13 @@ class Pairs:
         unit, work = self.beside.unit, self.load.work
         # Pair by pair, in order (None where a half had no whole operation), so that the pairs of the
         # round's GPUs line up when the worse of them is taken (entry.beside_record).
-        each = [
-            median(together) / alone if alone and together else None
+        lined = [
+            (alone, median(together)) if alone and together else None
             for alone, together in zip(self.alone, self.together, strict=True)
         ]
-        pairs = [
-            (alone, median(together))
-            for alone, together in zip(self.alone, self.together, strict=True)
-            if alone and together
-        ]
-        slowdowns = [slowdown for slowdown in each if slowdown is not None]
+        pairs = [pair for pair in lined if pair is not None]
+        each = [None if pair is None else pair[1] / pair[0] for pair in lined]
+        slowdowns = [together / alone for alone, together in pairs]
         drift: float | None = max(self.drifts, key=_size) if self.drifts else None
         found: dict[str, Any] = {
             "load": self.beside.label,

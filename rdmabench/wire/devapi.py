@@ -57,14 +57,6 @@ class DevAvailability:
 _loaded: DevAvailability | None = None
 
 
-def driver_stubs(compiler: str) -> list[str]:
-    """-L options for the CUDA driver's link stubs beside `compiler` (libcuda.so itself comes with the
-    driver at run time)."""
-    root = Path(compiler).resolve().parent.parent
-    found = [root / "lib64" / "stubs", root / "targets" / "x86_64-linux" / "lib" / "stubs", root / "lib" / "stubs"]
-    return [f"-L{path}" for path in found if path.is_dir()]
-
-
 def compile_command(compiler: str, prefix: Path, output: Path) -> list[str]:
     lib = prefix / "lib"
     return [

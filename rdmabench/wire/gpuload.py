@@ -45,11 +45,19 @@ class Partition:
 _loaded: LoadAvailability | None = None
 
 
+def driver_stubs(compiler: str) -> list[str]:
+    """-L options for the CUDA driver's link stubs beside `compiler` (libcuda.so itself comes with the
+    driver at run time)."""
+    root = Path(compiler).resolve().parent.parent
+    found = [root / "lib64" / "stubs", root / "targets" / "x86_64-linux" / "lib" / "stubs", root / "lib" / "stubs"]
+    return [f"-L{path}" for path in found if path.is_dir()]
+
+
 def compile_command(compiler: str, output: Path) -> list[str]:
     lib = Path(compiler).resolve().parent.parent / "lib64"
     return [
         compiler, "-O3", "-std=c++17", "-arch=native", "-shared", "-Xcompiler", "-fPIC", "-o", str(output),
-        str(SOURCE), *devapi.driver_stubs(compiler), "-lcublas", "-lcuda", "-Xlinker", f"-rpath={lib}",
+        str(SOURCE), *driver_stubs(compiler), "-lcublas", "-lcuda", "-Xlinker", f"-rpath={lib}",
     ]  # fmt: skip
 
 

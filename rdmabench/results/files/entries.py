@@ -72,6 +72,11 @@ def finite_number(value: Any) -> float | None:
 _UCX_BOOKKEEPING = ("UCX_LOG_", "UCX_PROTO_INFO", "UCX_WARN_", "UCX_ERROR_", "UCX_HANDLE_ERRORS", "UCX_MEMTYPE_CACHE")
 
 
+# What a block list's settings say of who posted it; a request per block from the CPU adds nothing, as
+# before other paths existed. The report's answer (reports/answer.py) reads the same words back.
+POSTED = {"gpu": ", posted by the GPU", "ce-batch": ", posted to the copy engines"}
+
+
 def settings_of(entry: dict[str, Any], metadata: dict[str, Any]) -> tuple[tuple[str, str], ...]:
     """The settings that must match before two runs of a link are merged: who timed the steps,
     whether payloads were checked, the window, and the UCX settings in force. (Load, memory modes
@@ -100,10 +105,7 @@ def settings_of(entry: dict[str, Any], metadata: dict[str, Any]) -> tuple[tuple[
             shape += (
                 f", {handoff['model'].get('name')} {handoff.get('kv_layout')} {handoff.get('prompt_tokens')} tokens"
             )
-        if blocks.get("posted_by") == "gpu":  # one kernel a transfer, not a request per block: another path
-            shape += ", posted by the GPU"
-        elif blocks.get("posted_by") == "ce-batch":  # one batched copy a transfer, by the copy engines
-            shape += ", posted to the copy engines"
+        shape += POSTED.get(str(blocks.get("posted_by")), "")  # the GPU's kernel, the copy engines: paths apart
         sms = blocks.get("sms")
         if isinstance(sms, dict) and sms.get("mode") in ("budget", "green"):  # the posting kernel held to few SMs
             shape += f", {sms.get('transfer')} SMs" + (" (green context)" if sms["mode"] == "green" else "")

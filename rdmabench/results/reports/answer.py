@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...units import format_size
+from ..files.entries import POSTED
 from ..files.rows import Row
 
 BUDGET = 1.05  # the slowdown of the model a path may cost: 5%
-_PATHS = (", posted by the GPU", ", posted to the copy engines")
 
 
 _HELD = re.compile(r", (\d+) SMs( \(green context\))?")
@@ -28,11 +28,7 @@ def path_of(row: Row) -> str | None:
     shape = dict(row.settings).get("blocks")
     if shape is None:
         return None
-    path = "cpu"
-    if _PATHS[0] in shape:
-        path = "gpu"
-    elif _PATHS[1] in shape:
-        path = "ce-batch"
+    path = next((name for name, said in POSTED.items() if said in shape), "cpu")
     held = _HELD.search(shape)
     return f"{path} ({held.group(0)[2:]})" if held else path
 
@@ -40,7 +36,9 @@ def path_of(row: Row) -> str | None:
 def _list_of(row: Row) -> str:
     """A block-list row's list apart from who posted it: rows of one list by different paths compare."""
     shape = dict(row.settings).get("blocks", "")
-    return _HELD.sub("", shape.replace(_PATHS[0], "").replace(_PATHS[1], ""))
+    for said in POSTED.values():
+        shape = shape.replace(said, "")
+    return _HELD.sub("", shape)
 
 
 @dataclass(frozen=True)
