@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from rdmabench.anchor import nixl
+from rdmabench.anchor import nixl, nixl_table
 from rdmabench.anchor.rounds import round_lines
 from rdmabench.hardware.gpu import visible_gpu_count
 from rdmabench.measure.kvhandoff import handoff
@@ -37,16 +37,24 @@ def _one_line(proc: subprocess.CompletedProcess[str]) -> str:
 
 @needs_nixl
 @needs_native
-def test_the_nixl_anchor_runs_end_to_end_on_host_memory(tmp_path: Path) -> None:
-    """NIXL (before and after) and rdmabench (unchecked, checked) move 16 random 4 KiB blocks by WRITE;
-    one row holds both sides' figures, their ratios, their cold costs and the protocol each UCX chose."""
+def test_the_nixl_anchor_runs_end_to_end_on_host_memory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """NIXL (before and after, each way it posts) and rdmabench (unchecked, checked) move 16 random 4 KiB
+    blocks by WRITE; a row a NIXL variant holds both sides' figures, their ratios, their cold costs and
+    the protocol each UCX chose: NIXL's scatter-gather list where asked, never where not (not even
+    from a caller's environment)."""
     out = tmp_path / "nixl.json"
     args = ["anchor", "--against", "nixl", "--sizes", "4KiB", "--blocks", "16", "--layout", "random", "-o", str(out)]
+    args += ["--nixl-seconds", "0.2"]
+    monkeypatch.setenv("NIXL_UCX_SGL_ENABLE", "1")  # the default row must still be NIXL's default
     proc = run_cli(args, timeout=600)
     assert proc.returncode == 0, proc.stderr
     written = json.loads(out.read_text())
     assert written["schema"]["name"] == "rdmabench-anchor" and written["against"] == "nixl"
-    (row,) = written["rows"]
+    row, sgl = written["rows"]
+    assert (row["nixl_variant"], sgl["nixl_variant"]) == ("default", "sgl")
+    assert "sgl" not in row["nixl_transport"] and "sgl" in sgl["nixl_transport"], (row, sgl)
+    assert sgl["rdmabench_gbps"] == row["rdmabench_gbps"] and sgl["nixl_gbps"] != row["nixl_gbps"]
+    assert "4KiB default " in proc.stdout and "4KiB     sgl " in proc.stdout and "NIXL sgl:" in proc.stdout
     assert (row["test"], row["nixl_operation"], row["mode"], row["count"], row["layout"]) == (
         "put", "WRITE", "host", 16, "random",
     )  # fmt: skip
@@ -73,7 +81,7 @@ def test_the_nixl_anchor_reads_a_models_handoff() -> None:
     """READ (vLLM's decode reads the prefill's blocks) of a 2-layer model's vLLM list: 16 descriptors in 4
     regions of each pool, NIXL's landed check included (a wrong block would fail the run)."""
     found = handoff("llama-3.1-8b,layers=2", "vllm", 64)
-    plan = nixl.NixlPlan(tests=("get",), handoff=found, seconds=0.1, samples=2, sample_time=0.02)
+    plan = nixl.NixlPlan(tests=("get",), handoff=found, variants=("default",), seconds=0.1, samples=2, sample_time=0.02)
     (row,) = nixl.compare(plan)
     assert (row["test"], row["nixl_operation"], row["count"], row["regions"], row["size_bytes"]) == (
         "get", "READ", 16, 4, 32768,
@@ -113,6 +121,8 @@ def test_the_nixl_anchors_options_need_it() -> None:
     assert "--blocks is an option of the NIXL anchor: add --against nixl" in line
     assert "--nixl-threads is an option of the NIXL anchor" in _one_line(run_cli(["anchor", "--nixl-threads", "4"]))
     assert "unknown anchor 'nccl'" in _one_line(run_cli(["anchor", "--against", "nccl"]))
+    assert "--nixl is an option of the NIXL anchor" in _one_line(run_cli(["anchor", "--nixl", "sgl"]))
+    assert "--beside is an option of the NIXL anchor" in _one_line(run_cli(["anchor", "--beside", "gemm"]))
 
 
 @needs_nixl
@@ -125,6 +135,11 @@ def test_the_nixl_anchors_options_need_it() -> None:
         (["--prompt", "64"], "give --model as well"),
         (["--sizes", "1004"], "multiple of 8 bytes"),
         (["--nixl-threads", "-1"], "--nixl-threads must be 0 (NIXL's default) or more"),
+        (["--nixl", "sgl,fast"], "unknown --nixl 'fast': choose default, sgl"),
+        (["--posting", "gpu,warp"], "unknown --posting 'warp'"),
+        (["--posting", "all"], "--posting chooses who posts lists of device memory: add --mode device"),
+        (["--beside", "gemm"], "--beside runs a compute load on the GPUs that move the list: add --mode device"),
+        (["--beside", "gemm:7"], "--beside gemm:M takes M from 256"),
     ],
 )
 def test_bad_nixl_anchor_options_are_one_line(args: list[str], message: str) -> None:
@@ -133,8 +148,11 @@ def test_bad_nixl_anchor_options_are_one_line(args: list[str], message: str) -> 
 
 @needs_nixl
 @pytest.mark.skipif(visible_gpu_count() > 0, reason="this machine has a GPU")
-def test_device_memory_without_a_gpu_is_one_line() -> None:
+def test_device_memory_without_a_gpu_is_one_line(tmp_path: Path) -> None:
     assert "device memory needs a GPU" in _one_line(run_cli(["anchor", "--against", "nixl", "--mode", "device"]))
+    out = tmp_path / "beside.json"
+    args = ["anchor", "--against", "nixl", "--mode", "device", "--beside", "gemm", "-o", str(out)]
+    assert "device memory needs a GPU" in _one_line(run_cli(args)) and not out.exists()
 
 
 def test_the_protocol_nixl_reports_for_its_operation() -> None:
@@ -159,7 +177,7 @@ def test_repeated_rounds_give_medians_spread_and_steady_rounds() -> None:
     assert row["ratio_gbps"] == 1.2 and row["runs"]["ratio_gbps"] == [1.2, 0.8, 1.4] and row["rounds"] == 3
     assert row["count"] == 1024 and isinstance(row["count"], int)  # what was measured: no median of it
     assert row["steady_rounds"] == 2 and row["steady_ratio_gbps"] == pytest.approx(1.3)
-    lines = round_lines([row], nixl._round_heading, nixl._round_line)
+    lines = round_lines([row], nixl_table._round_heading, nixl_table._round_line)
     assert (
         "median of 3 rounds" in lines[0] and "GB/s ratio 0.80-1.40" in lines[1] and "steady rounds 2 of 3" in lines[1]
     )
@@ -171,13 +189,46 @@ def test_repeated_rounds_give_medians_spread_and_steady_rounds() -> None:
 @pytest.mark.skipif(visible_gpu_count() == 0, reason="needs a CUDA GPU and CuPy")
 @pytest.mark.parametrize("test", ["put", "get"])
 def test_the_nixl_anchor_moves_gpu_memory(test: str) -> None:
-    """VRAM at both ends (two processes on one GPU, or GPU 0 and 1): NIXL registers CuPy memory, its
-    landed check reads it back; both sides report their transport (a put's: CUDA's)."""
+    """VRAM at both ends (two processes on one GPU, or GPU 0 and 1), each way NIXL posts: NIXL registers
+    CuPy memory, its landed check reads it back; both sides report their transport (a put's: CUDA's,
+    NIXL's scatter-gather list where asked)."""
     plan = nixl.NixlPlan(
         sizes=(65536,), counts=(64,), tests=(test,), mode="device", seconds=0.2, samples=2, sample_time=0.05
     )
-    (row,) = nixl.compare(plan)
-    assert row["mode"] == "device" and row["nixl_gbps"] > 0 and row["rdmabench_gbps"] > 0
-    assert "None" not in row["transport"] and "None" not in row["nixl_transport"], row
-    if test == "put":  # (UCX 1.21 emulates a get of GPU memory over shared memory)
-        assert "cuda" in row["transport"] and "cuda" in row["nixl_transport"], row
+    rows = nixl.compare(plan)
+    assert [row["nixl_variant"] for row in rows] == ["default", "sgl"]
+    for row in rows:
+        assert row["mode"] == "device" and row["nixl_gbps"] > 0 and row["rdmabench_gbps"] > 0
+        assert "None" not in row["transport"] and "None" not in row["nixl_transport"], row
+        if test == "put":  # (UCX 1.21 emulates a get of GPU memory over shared memory)
+            assert "cuda" in row["transport"] and "cuda" in row["nixl_transport"], row
+    assert "sgl" in rows[1]["nixl_transport"] and "sgl" not in rows[0]["nixl_transport"]
+
+
+@needs_nixl
+@needs_native
+@pytest.mark.gpu
+@pytest.mark.skipif(visible_gpu_count() < 2, reason="needs two GPUs: a compute load on each end's own")
+def test_the_nixl_anchor_beside_a_gemm_gives_both_sides_slowdowns() -> None:
+    """Both sides move the list while both GPUs run a GEMM: each row carries the list alone and beside,
+    the GEMM's slowdown on both sides (sane: at least 0.9, a range around it) and the load's rate alone;
+    every path rdmabench offers gets its rows, each validated in the checked run."""
+    from rdmabench.measure.beside import Beside
+
+    plan = nixl.NixlPlan(
+        sizes=(65536,), counts=(64,), mode="device", posting="all", beside=Beside("gemm", 4096),
+        seconds=0.3, samples=3, sample_time=0.05,
+    )  # fmt: skip
+    rows = nixl.compare(plan)
+    paths = {row["rdmabench_posted_by"] for row in rows}
+    assert "gpu" in paths or "cpu" in paths, paths
+    for row in rows:
+        assert row["beside_load"] == "gemm:4096" and row["beside_unit"] == "TFLOP/s"
+        for side in ("nixl", "rdmabench"):
+            assert row[f"{side}_gbps"] > 0 and row[f"{side}_alone_gbps"] > 0, row
+            assert row[f"{side}_slowdown"] >= 0.9, row
+            assert row[f"{side}_slowdown_min"] <= row[f"{side}_slowdown"] <= row[f"{side}_slowdown_max"]
+            assert row[f"{side}_load_alone"] > 0
+        assert row["checked_gbps"] > 0
+    text = nixl_table.format_rows(rows)
+    assert "# BESIDE gemm:4096 on both GPUs" in text and "slowdown" in text

@@ -30,22 +30,32 @@ from typing import Any
 from .. import privatedirs
 from ..errors import ConfigError, LaunchError, RdmabenchError, ValidationError
 from ..hardware.gpu import gpu_unavailable_reason, visible_gpu_count
-from ..measure.blocks import POSTINGS, BlockShape, parse_layout
+from ..measure.beside import Beside, worse_pairs
+from ..measure.blocks import BlockShape, parse_layout, parse_postings
 from ..measure.kvhandoff import Handoff
 from ..pystart import python_module
+from ..stats import median
 from ..units import format_size
 from ..wire import protoinfo
-from .nixl_agent import NIXL_PACKAGES, PLAN, read_file, write_json
-from .rounds import DRIFT_LIMIT, repeated, round_lines, rounds_median, run_entries, spread
+from .nixl_agent import NIXL_PACKAGES
+from .nixl_files import PLAN, read_file, write_json
+from .nixl_table import STEADY
+from .rounds import repeated, rounds_median, run_entries
 
 OPERATIONS = {"put": "WRITE", "get": "READ"}  # rdmabench's test -> NIXL's operation
 MEMORY = {"host": ("DRAM", "pageable"), "device": ("VRAM", "device")}  # --mode -> (NIXL's, rdmabench's)
 SCRATCH_PREFIX = "rdmabench-nixl-"
 INSTALL = "pip install --no-deps nixl-cu13 (rdmabench's nixl extra)"
-KEY = ("test", "mode", "case", "size_bytes")
+KEY = ("test", "mode", "case", "size_bytes", "rdmabench_posted_by", "nixl_variant")
+# How NIXL's UCX backend posts a list: its rows, each beside every rdmabench path of the same list.
+NIXL_VARIANTS = {
+    "default": "a request per transfer, every descriptor posted on its own (NIXL's default)",
+    "sgl": "NIXL_UCX_SGL_ENABLE=1: a transfer's descriptors posted as one scatter-gather list (UCX 1.22's, "
+    "which NIXL bundles; in software where the transport has none)",
+}
+_SGL_ENV = "NIXL_UCX_SGL_ENABLE"
 # A row's numbers that say what was measured, not what it measured: no median of them.
 SHAPE = ("count", "regions", "transfer_bytes", "nixl_threads")
-STEADY = (("GB/s", "ratio_gbps"), ("p99", "ratio_p99"))
 
 
 def missing() -> str | None:
@@ -53,6 +63,24 @@ def missing() -> str | None:
     if any(importlib.util.find_spec(package) for package in NIXL_PACKAGES):
         return None
     return f"NIXL is not installed here: {INSTALL}"
+
+
+def _check_beside(mode: str) -> None:
+    """--beside runs a load on each end's own GPU: device memory, two GPUs, the load's library built
+    here once (before any end starts, so no cold cost holds its build)."""
+    if mode != "device":
+        raise ConfigError("--beside runs a compute load on the GPUs that move the list: add --mode device")
+    gpus = visible_gpu_count()
+    if gpus < 2:
+        raise ConfigError(
+            f"--beside needs two GPUs, one for each end and its load (this machine shows {gpus}): two ends on "
+            "one GPU would take turns, not run beside each other"
+        )
+    from ..wire import gpuload
+
+    loaded = gpuload.load()
+    if loaded.library is None:
+        raise ConfigError(f"--beside: {loaded.note}")
 
 
 @dataclass(frozen=True)
@@ -67,7 +95,10 @@ class NixlPlan:
     mode: str = "host"
     handoff: Handoff | None = None
     threads: int = 0  # NIXL's UCX backend threads (num_threads; vLLM's connector passes 4); 0: NIXL's default
-    posting: str = "auto"  # who posts rdmabench's device lists (run's --posting)
+    posting: str = "auto"  # who posts rdmabench's device lists (run's --posting: a path, a list, all)
+    variants: tuple[str, ...] = tuple(NIXL_VARIANTS)  # how NIXL posts (NIXL_VARIANTS), a row each
+    beside: Beside | None = None  # a compute load on both GPUs while each side's transfers run
+    pairs: int = 5  # with beside: interleaved pairs (load alone, both at once) per NIXL run
     seconds: float = 1.0  # of NIXL's timed transfers per list (and as many of its contiguous reference)
     samples: int = 5  # rdmabench's: samples of sample_time seconds, about as many transfers' time
     sample_time: float = 0.2
@@ -81,12 +112,17 @@ class NixlPlan:
             raise ConfigError(f"--nixl-threads must be 0 (NIXL's default) or more, not {self.threads}")
         if self.mode not in MEMORY:
             raise ConfigError(f"unknown anchor mode {self.mode!r}: choose host or device")
-        if self.posting not in POSTINGS:
-            raise ConfigError(f"unknown --posting {self.posting!r}: choose one of {', '.join(POSTINGS)}")
-        if self.posting != "auto" and self.mode != "device":
+        if parse_postings(self.posting) != ("auto",) and self.mode != "device":
             raise ConfigError("--posting chooses who posts lists of device memory: add --mode device")
+        for variant in self.variants:
+            if variant not in NIXL_VARIANTS:
+                raise ConfigError(f"unknown --nixl {variant!r}: choose {', '.join(NIXL_VARIANTS)} or a list of them")
+        if not self.variants:
+            raise ConfigError(f"--nixl needs at least one of {', '.join(NIXL_VARIANTS)}")
         if self.mode == "device" and visible_gpu_count() == 0:
             raise ConfigError(f"device memory needs a GPU: {gpu_unavailable_reason()}")
+        if self.beside is not None:
+            _check_beside(self.mode)
         for test in self.tests:
             if test not in OPERATIONS:
                 raise ConfigError(f"the NIXL anchor compares put (WRITE) and get (READ), not {test!r}")
@@ -166,36 +202,53 @@ def _round(plan: NixlPlan, folder: Path, progress: Callable[[str], None] | None)
     rows: list[dict[str, Any]] = []
     for case in _cases(plan, folder):
         if progress is not None:
-            progress(f"  {case.test} {case.label}: NIXL, rdmabench unchecked and checked, NIXL")
-        before = {size: run_pair(case.test, case.shape, size, plan, folder) for size in case.sizes}
+            beside = f" beside {plan.beside.label} on both GPUs" if plan.beside is not None else ""
+            progress(f"  {case.test} {case.label}{beside}: NIXL, rdmabench unchecked and checked, NIXL")
+        before = _nixl_runs(case, plan, folder)
         unchecked = run_blocks(case, plan, validate=False)
         checked = run_blocks(case, plan, validate=True)
-        after = {size: run_pair(case.test, case.shape, size, plan, folder) for size in case.sizes}
-        rows.extend(
-            _row(case, plan.mode, plan.threads, size, before[size], after[size], unchecked[size], checked[size])
-            for size in case.sizes
-        )
+        after = _nixl_runs(case, plan, folder)
+        for size in case.sizes:
+            for path in unchecked[size]:  # each path rdmabench posted, beside each way NIXL posts
+                for variant in plan.variants:
+                    key = (variant, size)
+                    sides = (before[key], after[key], unchecked[size][path], checked[size][path])
+                    rows.append(_row(case, plan, size, variant, *sides))
     return rows
+
+
+def _nixl_runs(case: _Case, plan: NixlPlan, folder: Path) -> dict[tuple[str, int], dict[str, Any]]:
+    """One NIXL pair per (variant, size) of the case."""
+    return {
+        (variant, size): run_pair(case.test, case.shape, size, plan, folder, variant)
+        for variant in plan.variants
+        for size in case.sizes
+    }
 
 
 # --- NIXL's side: a pair of processes ---------------------------------------------------------------
 
 
-def run_pair(test: str, shape: BlockShape, size: int, plan: NixlPlan, parent: Path) -> dict[str, Any]:
-    """One NIXL target and initiator on this machine moving `shape` at `size`: their results, and the
-    UCX protocol the initiator's UCX reported (UCX_PROTO_INFO=y, into a log in the private folder)."""
+def run_pair(
+    test: str, shape: BlockShape, size: int, plan: NixlPlan, parent: Path, variant: str = "default"
+) -> dict[str, Any]:
+    """One NIXL target and initiator on this machine moving `shape` at `size`, posting as `variant`
+    says (NIXL_VARIANTS): their results, and the UCX protocol the initiator's UCX reported
+    (UCX_PROTO_INFO=y, into a log in the private folder)."""
     folder = privatedirs.scratch_dir("pair-", parent)
     pair = {
         "operation": OPERATIONS[test], "memory": MEMORY[plan.mode][0], "size": size, "seconds": plan.seconds,
         "shape": {"count": shape.count, "layout": shape.layout, "batch": 1, "pool_bytes": shape.pool_bytes,
                   "regions": shape.regions},
         "warmup": 2, "min_transfers": 5, "max_transfers": 100_000, "timeout": plan.timeout, "threads": plan.threads,
+        "beside": None if plan.beside is None else {"load": plan.beside.load, "size": plan.beside.size},
+        "pairs": plan.pairs,
     }  # fmt: skip
     write_json(folder, PLAN, pair)
     processes: dict[str, subprocess.Popen[bytes]] = {}
     try:
         for role in ("target", "initiator"):
-            processes[role] = _start(role, folder, plan.mode, test)
+            processes[role] = _start(role, folder, plan.mode, test, variant)
         _wait(processes, folder, plan.timeout)
         results: dict[str, Any] = {role: json.loads(read_file(folder, f"{role}.result.json")) for role in processes}
     finally:
@@ -213,10 +266,13 @@ def run_pair(test: str, shape: BlockShape, size: int, plan: NixlPlan, parent: Pa
     return results
 
 
-def _start(role: str, folder: Path, mode: str, test: str) -> subprocess.Popen[bytes]:
+def _start(role: str, folder: Path, mode: str, test: str, variant: str) -> subprocess.Popen[bytes]:
     """A NIXL end in a process of its own, its UCX reporting the protocols it chose into the folder."""
     env = dict(os.environ)
     env["UCX_PROTO_INFO"], env["UCX_LOG_FILE"] = "y", str(folder / f"ucx-{role}.log")
+    env.pop(_SGL_ENV, None)  # the variant decides, never the caller's environment (a row must say how NIXL posted)
+    if variant == "sgl":
+        env[_SGL_ENV] = "1"
     if mode == "device" and visible_gpu_count() >= 2:
         # As rdmabench's ranks: the link's source on the first GPU, its destination on the second.
         visible = env.get("CUDA_VISIBLE_DEVICES")
@@ -277,8 +333,9 @@ def transport_of(log: str, test: str, size: int) -> str | None:
 # --- rdmabench's side -------------------------------------------------------------------------------
 
 
-def run_blocks(case: _Case, plan: NixlPlan, validate: bool) -> dict[int, dict[str, Any]]:
-    """rdmabench's block-list entry per size of one `rdmabench run` of the case's list."""
+def run_blocks(case: _Case, plan: NixlPlan, validate: bool) -> dict[int, dict[str, dict[str, Any]]]:
+    """rdmabench's block-list entries of one `rdmabench run` of the case's list: by size, then by who
+    posted the list (gpu, ce-batch, cpu), in the run's order."""
     options = ["--test", case.test, "--mode", MEMORY[plan.mode][1], "--layout", case.shape.layout]
     if case.handoff is not None and case.model_file is not None:
         handoff = case.handoff
@@ -289,11 +346,14 @@ def run_blocks(case: _Case, plan: NixlPlan, validate: bool) -> dict[int, dict[st
         options.append("--no-validate")
     if plan.posting != "auto":
         options += ["--posting", plan.posting]
-    found = {}
+    if plan.beside is not None:
+        options += ["--beside", plan.beside.label]
+    found: dict[int, dict[str, dict[str, Any]]] = {}
     for entry in run_entries(options, samples=plan.samples, sample_time=plan.sample_time):
         blocks = entry.get("blocks") or {}
         if blocks.get("count") == case.shape.count and entry["size_bytes"] in case.sizes:
-            found[entry["size_bytes"]] = entry  # (a list of one contiguous block is its own reference)
+            if plan.beside is None or entry.get("beside"):  # (a list of one contiguous block is its own reference)
+                found.setdefault(entry["size_bytes"], {})[str(blocks.get("posted_by") or "cpu")] = entry
     missing_sizes = [size for size in case.sizes if size not in found]
     if missing_sizes:
         raise LaunchError(f"rdmabench run measured no block list of {case.label} at {missing_sizes}")
@@ -312,26 +372,30 @@ _PERCENTILES = {"p50": "p50_us", "p99": "p99_us", "p99.9": "p999_us"}
 
 def _row(
     case: _Case,
-    mode: str,
-    threads: int,
+    plan: NixlPlan,
     size: int,
+    variant: str,
     before: dict[str, Any],
     after: dict[str, Any],
     unchecked: dict[str, Any],
     checked: dict[str, Any],
 ) -> dict[str, Any]:
-    """One list at one size: NIXL's figures (the mean of its runs before and after rdmabench's),
-    rdmabench's unchecked and checked, and the ratios taken in this round."""
+    """One list at one size, one rdmabench path beside one NIXL variant: NIXL's figures (the mean of its
+    runs before and after rdmabench's), rdmabench's unchecked and checked, and the ratios taken in this
+    round. Beside compute, the main figures are both sides' beside it; alone and slowdowns join them."""
     shape = case.shape
     row: dict[str, Any] = {
-        "test": case.test, "nixl_operation": OPERATIONS[case.test], "mode": mode, "case": case.label,
+        "test": case.test, "nixl_operation": OPERATIONS[case.test], "mode": plan.mode, "case": case.label,
         "size_bytes": size, "count": shape.count, "layout": shape.layout, "regions": shape.regions,
-        "transfer_bytes": shape.count * size,
+        "transfer_bytes": shape.count * size, "nixl_variant": variant,
     }  # fmt: skip
     if case.handoff is not None:
         row["handoff"] = case.handoff.record()
-    row["nixl_threads"] = threads
-    row |= _nixl_figures(before, after) | _rdmabench_figures(unchecked, case.test)
+    row["nixl_threads"] = plan.threads
+    part = "blocks" if plan.beside is None else "beside"
+    row |= _nixl_figures(before, after, part) | _rdmabench_figures(unchecked, case.test)
+    if plan.beside is not None:
+        row |= _beside_figures(plan.beside, before, after, unchecked)
     record = checked["blocks"]
     row["checked_gbps"], row["checked_p99_us"] = record["transfer_gbps_p50"], record["transfer_us"]["p99"]
     row["ratio_gbps"] = row["rdmabench_gbps"] / row["nixl_gbps"]
@@ -345,32 +409,68 @@ def _row(
     return row
 
 
-def _nixl_figures(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
-    """NIXL's figures, each the mean of its two runs; its GB/s of each run and their drift."""
+def _nixl_figures(before: dict[str, Any], after: dict[str, Any], part: str = "blocks") -> dict[str, Any]:
+    """NIXL's figures of `part` (its transfers alone, "blocks", or beside compute, "beside"), each the
+    mean of its two runs; its GB/s of each run and their drift."""
     runs = (before, after)
     out: dict[str, Any] = {}
     for field_name, suffix in _PER_TRANSFER.items():
-        out[f"nixl_{suffix}"] = _mean(run["initiator"]["blocks"][field_name] for run in runs)
+        out[f"nixl_{suffix}"] = _mean(run["initiator"][part][field_name] for run in runs)
     for quantile, suffix in _PERCENTILES.items():
-        out[f"nixl_{suffix}"] = _mean(run["initiator"]["blocks"]["transfer_us"][quantile] for run in runs)
-    out["nixl_make_us"] = _mean(run["initiator"]["blocks"]["make_us_p50"] for run in runs)
-    out["nixl_cpu_s_per_gb"] = _mean(run["initiator"]["blocks"]["cpu_s_per_gb"] for run in runs)
-    out["nixl_vs_one"] = _mean(
+        out[f"nixl_{suffix}"] = _mean(run["initiator"][part]["transfer_us"][quantile] for run in runs)
+    out["nixl_make_us"] = _mean(run["initiator"][part]["make_us_p50"] for run in runs)
+    out["nixl_cpu_s_per_gb"] = _mean(run["initiator"][part]["cpu_s_per_gb"] for run in runs)
+    out["nixl_vs_one"] = _mean(  # the list alone against one contiguous descriptor, alone
         run["initiator"]["blocks"]["transfer_gbps_p50"] / run["initiator"]["reference"]["transfer_gbps_p50"]
         for run in runs
     )
-    out["nixl_before"], out["nixl_after"] = (run["initiator"]["blocks"]["transfer_gbps_p50"] for run in runs)
+    out["nixl_before"], out["nixl_after"] = (run["initiator"][part]["transfer_gbps_p50"] for run in runs)
     out["nixl_drift"] = abs(out["nixl_after"] - out["nixl_before"]) / max(out["nixl_gbps"], 1e-12)
     for name in before["initiator"]["cold_s"]:
         out[f"nixl_cold_{name}_s"] = _mean(run["initiator"]["cold_s"][name] for run in runs)
     for name in ("register_s", "metadata_s"):  # the target's own: the memory the initiator moves into or out of
         out[f"nixl_cold_target_{name}"] = _mean(run["target"][name] for run in runs)
-    told = [run["initiator"]["blocks"].get("nixl_telemetry") for run in runs]
+    told = [run["initiator"][part].get("nixl_telemetry") for run in runs]
     if all(told):  # NIXL's own clock of its C++ path, without Python's, and the descriptors it posted
         out["nixl_own_post_us"] = _mean(t["post_us_p50"] for t in told)  # type: ignore[index]
         out["nixl_own_transfer_us"] = _mean(t["transfer_us_p50"] for t in told)  # type: ignore[index]
         out["nixl_descriptors_posted"] = _mean(t["descriptors_posted"] for t in told)  # type: ignore[index]
     return out
+
+
+def _beside_figures(
+    beside: Beside, before: dict[str, Any], after: dict[str, Any], unchecked: dict[str, Any]
+) -> dict[str, Any]:
+    """Both sides beside compute: each one's list alone, and the model's slowdown (the worse of the two
+    GPUs, pair by pair; NIXL's over the pairs of both its runs) with its range."""
+    pairs = [
+        slowdown
+        for run in (before, after)
+        for slowdown in worse_pairs([run["initiator"]["beside"]["load"], run["target"]["beside_load"]])
+    ]
+    record = unchecked["beside"]
+    out: dict[str, Any] = {
+        "beside_load": beside.label, "beside_unit": beside.unit,
+        "nixl_alone_gbps": _mean(run["initiator"]["blocks"]["transfer_gbps_p50"] for run in (before, after)),
+        "rdmabench_alone_gbps": record["transfer_alone"],
+        "nixl_slowdown": median(pairs) if pairs else None,
+        "nixl_slowdown_min": min(pairs) if pairs else None, "nixl_slowdown_max": max(pairs) if pairs else None,
+        "rdmabench_slowdown": record["slowdown"],
+    }  # fmt: skip
+    low_high = record.get("slowdown_range") or [None, None]
+    out["rdmabench_slowdown_min"], out["rdmabench_slowdown_max"] = low_high
+    for side in ("nixl", "rdmabench"):  # the load's own rate alone, on the worse GPU of the side's first run
+        out[f"{side}_load_alone"] = _load_alone(side, before, record)
+    return out
+
+
+def _load_alone(side: str, run: dict[str, Any], record: dict[str, Any]) -> float | None:
+    """The compute's rate alone (TFLOP/s or GB/s) as one side measured it: the slower GPU's."""
+    gpus = [run["initiator"]["beside"]["load"], run["target"]["beside_load"]] if side == "nixl" else []
+    if side == "rdmabench":
+        gpus = list((record.get("gpus") or {}).values())
+    rates = [gpu.get("alone") for gpu in gpus if gpu.get("alone")]
+    return min(rates) if rates else None
 
 
 def _rdmabench_figures(entry: dict[str, Any], test: str) -> dict[str, Any]:
@@ -393,98 +493,3 @@ def _rdmabench_figures(entry: dict[str, Any], test: str) -> dict[str, Any]:
 def _mean(values: Any) -> float:
     found = [float(value) for value in values]
     return sum(found) / len(found)
-
-
-# --- the table ------------------------------------------------------------------------------------
-
-
-def format_rows(rows: list[dict[str, Any]]) -> str:
-    lines = [
-        "# rdmabench against NIXL (UCX backend), the same block lists side by side in this run, payload validation "
-        "off on both; per transfer: GB/s = its bytes / the median transfer's time, p99 = the 99th percentile of "
-        "transfer times (us)",
-        "# NIXL: two processes of its own, a request per transfer (make_prepped_xfer, transfer(), check_xfer_state "
-        "to DONE); its figures are the mean of its runs just before and just after rdmabench's; drift = their "
-        f"difference (over {DRIFT_LIMIT:.0%} (!): the machine changed speed, the row's ratios are unreliable)",
-        "# ratio = rdmabench / NIXL: GB/s (1 or more: rdmabench at least as fast), p99 (1 or less: a tail no longer); "
-        "checked = rdmabench validating every block, as a share of its unchecked GB/s",
-        "# post = the median transfer's share spent posting; desc/s = descriptors a second; CPU = the initiator's "
-        "CPU s/GB; vs one = GB/s against one contiguous message of the same bytes (N = NIXL, R = rdmabench); "
-        "of ceil = GB/s against the GPU's own copy of the same list (device memory); by = who posted rdmabench's "
-        "list (gpu: UCX's device API; cpu: a request per block, as NIXL)",
-        f"{'test':<4} {'mode':<6} {'list':<26} {'block':>7} {'NIXL GB/s':>9} {'GB/s':>8} {'ratio':>6} "
-        f"{'NIXL p99':>9} {'p99 us':>9} {'ratio':>6} {'checked':>7} {'post N/R':>11} {'desc/s N/R':>15} "
-        f"{'CPU N/R':>11} {'vs one N/R':>11} {'of ceil N/R':>11} {'by':>3} {'drift':>6}  transport: rdmabench | NIXL",
-    ]
-    for r in rows:
-        lines.append(
-            f"{r['test']:<4} {r['mode']:<6} {r['case'][:26]:<26} {format_size(r['size_bytes']):>7} "
-            f"{r['nixl_gbps']:>9.3f} {r['rdmabench_gbps']:>8.3f} {r['ratio_gbps']:>6.2f} {r['nixl_p99_us']:>9.1f} "
-            f"{r['rdmabench_p99_us']:>9.1f} {r['ratio_p99']:>6.2f} {r['validation_share']:>7.2f} "
-            f"{_pair(r, 'post_share', '.2f'):>11} {_pair(r, 'descriptors_per_s', '.3g'):>15} "
-            f"{_pair(r, 'cpu_s_per_gb', '.2g'):>11} {_pair(r, 'vs_one', '.2f'):>11} {_pair(r, 'of_ceiling', '.3f'):>11} "
-            f"{r.get('rdmabench_posted_by', 'cpu'):>3} {_drift(r):>6}  "
-            f"{r['transport']} | {r['nixl_transport']}"
-        )
-    lines.append("# cold, seconds (before the warm transfers; NIXL: the mean of its two runs):")
-    lines += [_cold_line(r) for r in rows]
-    told = [r for r in rows if r.get("nixl_own_transfer_us") is not None]
-    if told:
-        lines.append(
-            "# NIXL's own telemetry of its median transfer (its C++ clock, Python's polling left out), the "
-            f"descriptors it posted after merging neighbours, and its UCX backend's threads ({int(rows[0]['nixl_threads'])}: "
-            "0 = NIXL's default):"
-        )
-        lines += [
-            f"#   {r['test']} {r['case']} {format_size(r['size_bytes'])}: posting {r['nixl_own_post_us']:.1f} us, "
-            f"transfer {r['nixl_own_transfer_us']:.1f} us, {r['nixl_descriptors_posted']:.0f} of {int(r['count'])} "
-            "descriptors posted"
-            for r in told
-        ]
-    lines += round_lines(rows, _round_heading, _round_line)
-    return "\n".join(lines)
-
-
-def _pair(row: dict[str, Any], name: str, spec: str) -> str:
-    values = [row.get(f"{side}_{name}") for side in ("nixl", "rdmabench")]
-    return "/".join("-" if value is None else format(value, spec) for value in values)
-
-
-def _drift(row: dict[str, Any]) -> str:
-    text = f"{row['nixl_drift']:.0%}"
-    return text + ("!" if (row.get("rounds") or 1) == 1 and row["nixl_drift"] > DRIFT_LIMIT else "")
-
-
-def _cold_line(row: dict[str, Any]) -> str:
-    def part(side: str) -> str:
-        prefix = f"{side}_cold_"
-        found = [(name[len(prefix) : -2], value) for name, value in row.items() if name.startswith(prefix)]
-        return " ".join(f"{name} {value:.3g}" for name, value in found if isinstance(value, (int, float)))
-
-    where = f"{row['test']} {row['case']} {format_size(row['size_bytes'])}"
-    return f"#   {where}: NIXL {part('nixl')}; rdmabench {part('rdmabench')}"
-
-
-def _round_heading(repeated: list[dict[str, Any]]) -> str:
-    return (
-        f"# every figure above is the median of {repeated[0]['rounds']} rounds, each ratio the median of the rounds' "
-        "ratios (each taken within its round); min-max over the rounds (every round's figures: the JSON's `runs`); "
-        f"steady rounds: NIXL's two runs within {DRIFT_LIMIT:.0%} of each other, and the ratios' median over them:"
-    )
-
-
-def _round_line(r: dict[str, Any]) -> str:
-    steady = ", ".join(
-        f"{name} {r[f'steady_{ratio}']:.2f}" for name, ratio in STEADY if r.get(f"steady_{ratio}") is not None
-    )
-    return (
-        f"{r['test']:<4} {r['case'][:26]:<26} {format_size(r['size_bytes']):>7} GB/s ratio "
-        f"{spread(r, 'ratio_gbps')}  p99 ratio {spread(r, 'ratio_p99')}  NIXL GB/s {spread(r, 'nixl_gbps')}"
-        f"  rdmabench GB/s {spread(r, 'rdmabench_gbps')}  steady rounds {r.get('steady_rounds', 0)} of "
-        f"{r['rounds']}" + (f": {steady}" if steady else "")
-    )
-
-
-def document(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """The rows as the JSON document `anchor --against nixl -o` writes."""
-    return {"schema": {"name": "rdmabench-anchor", "version": 1}, "against": "nixl", "rows": rows}

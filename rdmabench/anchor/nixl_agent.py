@@ -28,20 +28,19 @@ import json
 import os
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from .. import privatedirs
 from ..errors import UnsafePathError
 from ..measure.blocks import BlockShape
 from ..stats import percentile
+from .nixl_beside import beside_of, initiator_pairs, target_pairs
+from .nixl_files import DONE, PLAN, AgentError, read_file, wait_for, write_file, write_json
 
-PLAN = "plan.json"
-DONE = "initiator.done"
 _PATTERN = np.uint64(0x9E3779B97F4A7C15)  # word i of a source pool holds i * this (mod 2**64)
-_POLL_SECONDS = 0.002
 # The NIXL wheels' Python packages, by preference: the CUDA 13 build (rdmabench's `nixl` extra), then others.
 NIXL_PACKAGES = ("nixl_cu13", "nixl_cu12", "nixl")
 
@@ -54,45 +53,6 @@ def nixl_api() -> Any:
         except ImportError:
             continue
     return None
-
-
-class AgentError(Exception):
-    """Why this end stopped: the line the anchor reports."""
-
-
-# --- files in the private folder ------------------------------------------------------------------
-
-
-def write_file(folder: Path, name: str, data: bytes) -> None:
-    """`name` in `folder`, whole or not at all: written under a fresh temporary name, then renamed."""
-    part = folder / f".{name}.part"
-    fd = privatedirs.open_in_private_dir(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-    finally:
-        os.close(fd)
-    os.rename(part, folder / name)
-
-
-def read_file(folder: Path, name: str) -> bytes:
-    fd = privatedirs.open_in_private_dir(folder / name, os.O_RDONLY)
-    with os.fdopen(fd, "rb") as file:
-        return file.read()
-
-
-def wait_for(folder: Path, name: str, deadline: float) -> bytes:
-    """`name`'s bytes once the other end has written it; AgentError past the deadline."""
-    while not (folder / name).exists():
-        if time.monotonic() > deadline:
-            raise AgentError(f"the other end wrote no {name} in time")
-        time.sleep(_POLL_SECONDS)
-    return read_file(folder, name)
-
-
-def write_json(folder: Path, name: str, data: dict[str, Any]) -> None:
-    write_file(folder, name, json.dumps(data).encode())
 
 
 # --- the pool -----------------------------------------------------------------------------------
@@ -167,41 +127,66 @@ def _transfer(agent: Any, handle: Any, deadline: float) -> tuple[float, float]:
     return posted - began, done - began
 
 
-def measure(agent: Any, request: Any, plan: dict[str, Any], moved: int, count: int) -> dict[str, Any]:
-    """Time transfers made by `request()` -> (handle, seconds making it, release): the first alone
-    (cold), then plan["warmup"] untimed, then for plan["seconds"] (at least min, at most max
-    transfers): each transfer's time and posting, the request's making, and this process's CPU."""
+@dataclass
+class Timed:
+    """Timed transfers: each one's seconds to DONE, in transfer() and making its request; NIXL's own
+    telemetry of each (its post and transfer us, descriptors posted); the CPU seconds they took."""
+
+    totals: list[float] = field(default_factory=list)
+    posts: list[float] = field(default_factory=list)
+    makes: list[float] = field(default_factory=list)
+    told: list[tuple[float, float, int]] = field(default_factory=list)
+    cpu: float = 0.0
+    first: float = 0.0  # the first transfer's seconds, its request's making included (cold)
+
+    def __add__(self, other: Timed) -> Timed:
+        return Timed(
+            self.totals + other.totals, self.posts + other.posts, self.makes + other.makes, self.told + other.told,
+            self.cpu + other.cpu, self.first,
+        )  # fmt: skip
+
+
+def timed_transfers(agent: Any, request: Any, plan: dict[str, Any], seconds: float) -> Timed:
+    """Transfers made by `request()` -> (handle, seconds making it, release): the first alone (cold),
+    then plan["warmup"] untimed, then for `seconds` (at least min, at most max transfers)."""
     deadline = time.monotonic() + plan["timeout"]
     handle, make, release = request()
-    first = make + _transfer(agent, handle, deadline)[1]
+    found = Timed(first=make + _transfer(agent, handle, deadline)[1])
     release(handle)
     for _ in range(plan["warmup"]):
         handle, _make, release = request()
         _transfer(agent, handle, deadline)
         release(handle)
-    makes: list[float] = []
-    posts: list[float] = []
-    totals: list[float] = []
-    told: list[tuple[float, float, int]] = []  # NIXL's telemetry: its post and transfer us, descriptors posted
     cpu, started = time.process_time(), time.monotonic()
-    while len(totals) < plan["max_transfers"] and (
-        len(totals) < plan["min_transfers"] or time.monotonic() - started < plan["seconds"]
+    while len(found.totals) < plan["max_transfers"] and (
+        len(found.totals) < plan["min_transfers"] or time.monotonic() - started < seconds
     ):
         handle, make, release = request()
         post, total = _transfer(agent, handle, deadline)
-        told.extend(_telemetry(agent, handle))
+        found.told.extend(_telemetry(agent, handle))
         release(handle)
-        makes.append(make)
-        posts.append(post)
-        totals.append(total)
-    cpu = time.process_time() - cpu
-    found = summary(totals, posts, makes, moved, count)
+        found.makes.append(make)
+        found.posts.append(post)
+        found.totals.append(total)
+    found.cpu = time.process_time() - cpu
+    return found
+
+
+def measure(agent: Any, request: Any, plan: dict[str, Any], moved: int, count: int) -> dict[str, Any]:
+    """Time transfers made by `request()` for plan["seconds"] (timed_transfers): what they did."""
+    return summarize(timed_transfers(agent, request, plan, plan["seconds"]), moved, count)
+
+
+def summarize(timed: Timed, moved: int, count: int) -> dict[str, Any]:
+    """Timed transfers' figures: per transfer, NIXL's telemetry, the first transfer and the CPU."""
+    found = summary(timed.totals, timed.posts, timed.makes, moved, count)
+    told = timed.told
     if told:
         found["nixl_telemetry"] = {
             "post_us_p50": percentile([t[0] for t in told], 50), "transfer_us_p50": percentile([t[1] for t in told], 50),
             "descriptors_posted": told[-1][2],
         }  # fmt: skip
-    return found | {"first_transfer_s": first, "cpu_s_per_gb": cpu / (moved * len(totals) / 1e9)}
+    return found | {"first_transfer_s": timed.first, "cpu_s_per_gb": timed.cpu / (moved * len(timed.totals) / 1e9)}
 
 
 def _telemetry(agent: Any, handle: Any) -> list[tuple[float, float, int]]:
@@ -276,8 +261,11 @@ def run_target(folder: Path, plan: dict[str, Any]) -> dict[str, Any]:
     write_file(folder, "target.meta", metadata)
     write_json(folder, "target.json", {"address": pool.address, "pid": os.getpid()})
     cpu = time.process_time()
-    wait_for(folder, DONE, deadline)
     result: dict[str, Any] = {"agent_s": agent_s, "register_s": register_s, "metadata_s": metadata_s}
+    beside = beside_of(plan)
+    if beside is not None:  # this GPU computes through the initiator's pairs
+        result["beside_load"] = target_pairs(folder, plan, beside, deadline)
+    wait_for(folder, DONE, deadline)
     result["cpu_s"] = time.process_time() - cpu
     if plan["operation"] == "WRITE":
         shape, size = _shape(plan), plan["size"]
@@ -323,6 +311,15 @@ def run_initiator(folder: Path, plan: dict[str, Any]) -> dict[str, Any]:
     blocks = measure(agent, request, plan, moved, shape.count)
     cold["first_transfer"] = blocks.pop("first_transfer_s")
     result: dict[str, Any] = {"blocks": blocks, "reference": reference, "cold_s": cold, "backend": "UCX"}
+    beside = beside_of(plan)
+    if beside is not None:  # the same list again, while both GPUs compute, pair by pair
+        share = plan["seconds"] / plan["pairs"]
+        runs, load = initiator_pairs(
+            folder, plan, beside, lambda: timed_transfers(agent, request, plan, share), deadline
+        )  # fmt: skip
+        result["beside"] = summarize(sum(runs[1:], runs[0]), moved, shape.count) | {
+            "load": load, "pairs_gbps": [moved / percentile(run.totals, 50) / 1e9 for run in runs],
+        }  # fmt: skip
     if operation == "READ":
         pool.synchronize()
         result["wrong_blocks"] = pool.wrong_blocks(size, local_ids, remote_ids)

@@ -8,9 +8,11 @@ from typing import Any
 import click
 
 from .. import userfiles
+from ..anchor.nixl import NIXL_VARIANTS
 from ..errors import ConfigError, LaunchError, ResultsWriteError
 from ..escape import visible_lines
 from ..measure import kvhandoff
+from ..measure.beside import Beside
 from ..measure.blocks import LAYOUTS, POSTINGS
 from ..measure.kvhandoff import KV_LAYOUTS
 from ..units import parse_sizes
@@ -50,21 +52,53 @@ nixl_options = group(
         help="With --against nixl: the threads of NIXL's UCX backend (num_threads; vLLM's connector passes 4); 0: "
         "NIXL's default.",
     ),
+    click.option(
+        "--nixl-seconds",
+        type=click.FloatRange(min=0.01, max=600),
+        default=1.0,
+        metavar="S",
+        help="With --against nixl: seconds of NIXL's timed transfers per list and run (at least 5 transfers), "
+        "and as many of its contiguous reference.",
+        show_default=True,
+    ),
     click.option("--kv-layout", default=KV_LAYOUTS[0], metavar=choices(KV_LAYOUTS), help="With --model, as run's."),
     click.option("--prompt", type=int, default=None, metavar="TOKENS", help="With --model, as run's. [default: 4096]"),
     click.option(
         "--posting",
         default="auto",
-        metavar=choices(POSTINGS),
-        help="With --against nixl --mode device: who posts rdmabench's lists, as run's --posting (cpu: a request "
-        "per block, as NIXL posts).",
+        metavar=choices(POSTINGS) + "|all[,...]",
+        help="With --against nixl --mode device: who posts rdmabench's lists, as run's --posting (a path, a list, "
+        "or all; cpu: a request per block, as NIXL posts). Each path gets a row beside each NIXL variant.",
+    ),
+    click.option(
+        "--nixl",
+        "variants",
+        default=",".join(NIXL_VARIANTS),
+        metavar=choices(NIXL_VARIANTS) + "[,...]",
+        help="With --against nixl: how NIXL posts, a row each: "
+        + "; ".join(f"{name}: {text}" for name, text in NIXL_VARIANTS.items())
+        + ".",
+        show_default=True,
+    ),
+    click.option(
+        "--beside",
+        default="none",
+        metavar="none|gemm[:M]|decode[:SIZE]",
+        help="With --against nixl --mode device (two GPUs): both sides' lists again while each end's GPU "
+        "computes, as run's --beside; each row then gives both sides' GB/s beside it, alone, and the model's "
+        "slowdown.",
+        show_default=True,
     ),
 )
 _NIXL_ONLY = {
     "counts": None, "layouts": None, "model": None, "kv_layout": "vllm", "prompt": None, "nixl_threads": 0,
-    "posting": "auto",
+    "nixl_seconds": 1.0, "posting": "auto", "variants": ",".join(NIXL_VARIANTS), "beside": "none",
 }  # fmt: skip
-_OPTION_NAMES = {"counts": "--blocks", "layouts": "--layout"}  # the others: their parameter's name
+_OPTION_NAMES = {
+    "counts": "--blocks",
+    "layouts": "--layout",
+    "variants": "--nixl",
+}  # the others: their parameter's name
 
 
 # Which anchor, on which memory, sizes and tests, how many times.
@@ -166,7 +200,7 @@ def _nixl_anchor(
     mode: str, sizes: str | None, tests: str | None, repeat: int, options: dict[str, Any], progress: Any
 ) -> tuple[list[dict[str, Any]], str, dict[str, Any]]:
     """`anchor --against nixl`: the plan from the options, the rows, their table and their document."""
-    from ..anchor import nixl
+    from ..anchor import nixl, nixl_table
 
     handoff = None
     if options["model"] is not None:
@@ -183,7 +217,10 @@ def _nixl_anchor(
         mode=mode,
         handoff=handoff,
         threads=options["nixl_threads"],
+        seconds=options["nixl_seconds"],
         posting=options["posting"],
+        variants=tuple(names(options["variants"])),
+        beside=Beside.parse(options["beside"]),
     )
     rows = nixl.compare(plan, repeat, progress=progress)
-    return rows, nixl.format_rows(rows), nixl.document(rows)
+    return rows, nixl_table.format_rows(rows), nixl_table.document(rows)

@@ -204,6 +204,14 @@ class Pairs:
         return found
 
 
+def worse_pairs(gpus: list[dict[str, Any]]) -> list[float]:
+    """The model's slowdown pair by pair, the worse of the GPUs (Pairs.summary each) that measured the
+    pair: a pair whose halves held no whole operation on a GPU is None there, and is left out only where
+    no GPU measured it."""
+    lined = zip(*(gpu["slowdown_pairs"] for gpu in gpus), strict=True)
+    return [max(known) for known in ([s for s in one if s is not None] for one in lined) if known]
+
+
 _LOADS: dict[tuple[int, str], Any] = {}  # this process's loads, by (GPU, load): made once, kept between rounds
 
 

@@ -61,6 +61,16 @@ _SEED = 0x6B76  # "kv"
 _SPREAD = {"contiguous": 1, "strided": 2, "random": 4, "runs": 4}  # pool slots per block moved, by default
 
 
+def parse_postings(text: str) -> tuple[str, ...]:
+    """--posting's paths, in order: a path, a comma-separated list, `all` (every path, PATHS)."""
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    found = [path for name in names for path in (PATHS if name == "all" else (name,))]
+    for name in found:
+        if name not in POSTINGS:
+            raise ConfigError(f"unknown --posting {name!r}: choose {', '.join(POSTINGS)}, all, or a list of them")
+    return tuple(dict.fromkeys(found)) or ("auto",)
+
+
 def layout_help() -> str:
     """--layout's help: each layout and what it means."""
     return "; ".join(f"{name}: {meaning}" for name, meaning in LAYOUTS.items())

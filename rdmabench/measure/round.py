@@ -278,6 +278,7 @@ class EngineEnd:
 _TAG_CALIBRATE = 10  # MPI tag of the round's agreement on steps per sample
 _TAG_PASSES = 12  # and on passes per step
 _TAG_START = 13  # and on when a concurrent round's samples start
+_TAG_PAIR = 15  # and on when a pair's shared half starts and ends (every GPU's load running)
 
 
 def run_round(
@@ -438,7 +439,11 @@ def _sample(
         alone.append(steps.sample(iterations, links))
         pairs.start()  # the load alone on the whole GPU, then on beside the steps
         try:
+            # The shared half starts once every rank's load runs, and no load is stopped for its window
+            # after while another rank's steps still move bytes into or out of its GPU.
+            agree_max(comm, end.spec.ranks, (0.0,), _TAG_PAIR)
             samples.append(steps.sample(iterations, links))
+            agree_max(comm, end.spec.ranks, (0.0,), _TAG_PAIR)
         except BaseException:
             with contextlib.suppress(Exception):  # the step's own error is the one to say
                 pairs.stop()

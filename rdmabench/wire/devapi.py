@@ -30,6 +30,7 @@ from ..hardware.devstack import nvcc, version_mismatch
 from . import native
 
 SOURCE = Path(native.__file__).with_name("devlists.cu")
+COMMON = SOURCE.with_name("cudacommon.cuh")  # included by the source: part of what a build is of
 UCP_FEATURE_DEVICE = 1 << 8  # ucp.h: the context feature that gives endpoints a device lane
 # Operations of a step, as devlists.cu numbers them.
 PUT, GET, CEILING_PUT, CEILING_GET, CE_PUT, CE_GET = 0, 1, 2, 3, 4, 5
@@ -67,7 +68,9 @@ def compile_command(compiler: str, prefix: Path, output: Path) -> list[str]:
 
 def library_name(prefix: Path, compiler: str) -> str:
     version = (prefix / "VERSION.txt").read_text().strip() if (prefix / "VERSION.txt").exists() else ""
-    digest = hashlib.sha256(SOURCE.read_bytes() + str(prefix).encode() + version.encode() + compiler.encode())
+    digest = hashlib.sha256(
+        SOURCE.read_bytes() + COMMON.read_bytes() + str(prefix).encode() + version.encode() + compiler.encode()
+    )
     return f"devlists-{digest.hexdigest()[:16]}.so"
 
 

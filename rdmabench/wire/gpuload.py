@@ -19,6 +19,7 @@ from ..errors import TransportError, UnsafePathError
 from . import devapi, native
 
 SOURCE = Path(native.__file__).with_name("gpuload.cu")
+COMMON = SOURCE.with_name("cudacommon.cuh")  # included by the source: part of what a build is of
 GEMM, DECODE = 0, 1
 _RING = 65536  # operation times kept per run (gpuload.cu's RING)
 _CODES = {"RB_LOAD_OK": 0, "RB_LOAD_CUDA": 1, "RB_LOAD_NO_MEMORY": 2, "RB_LOAD_UNSUPPORTED": 3}
@@ -73,7 +74,7 @@ def _load() -> LoadAvailability:
     compiler = devapi.nvcc()
     if compiler is None:
         return LoadAvailability(None, "nvcc not found (set RDMABENCH_NVCC): the compute load is built with it once")
-    digest = hashlib.sha256(SOURCE.read_bytes() + compiler.encode()).hexdigest()[:16]
+    digest = hashlib.sha256(SOURCE.read_bytes() + COMMON.read_bytes() + compiler.encode()).hexdigest()[:16]
     try:
         library, path = native.build_cached(
             f"gpuload-{digest}.so",

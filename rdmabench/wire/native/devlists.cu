@@ -25,6 +25,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include "cudacommon.cuh"
 #include <ucp/api/device/ucp_device_impl.h>
 #include <ucp/api/device/ucp_host.h>
 #include <ucp/api/ucp.h>
@@ -76,21 +78,6 @@ struct rb_dev_plan {
     int ce_op;
     int device, peer_device;
 };
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static int cuda_failed(cudaError_t err, const char *what, char *why, size_t len)
-{
-    if (err == cudaSuccess)
-        return 0;
-    snprintf(why, len, "%s: %s", what, cudaGetErrorString(err));
-    return 1;
-}
 
 /* Who moves one work item: a warp (blocks up to WARP_ITEM bytes: eight items in flight per CUDA
  * block) or a whole CUDA block (larger ones, cut into CHUNK-byte items so that one large block, the

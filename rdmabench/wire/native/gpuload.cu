@@ -23,6 +23,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "cudacommon.cuh"
+
 #define RB_LOAD_OK 0
 #define RB_LOAD_CUDA 1
 #define RB_LOAD_NO_MEMORY 2
@@ -61,21 +63,6 @@ struct rb_load {
     int error;
     char why[256];
 };
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static int cuda_failed(cudaError_t err, const char *what, char *why, size_t len)
-{
-    if (err == cudaSuccess)
-        return 0;
-    snprintf(why, len, "%s: %s", what, cudaGetErrorString(err));
-    return 1;
-}
 
 static int driver_failed(CUresult err, const char *what, char *why, size_t len)
 {
@@ -129,14 +116,21 @@ static int operation(rb_load *l, cudaStream_t stream, cublasHandle_t blas)
     return cuda_failed(cudaGetLastError(), "the decode kernel", l->why, sizeof(l->why)) ? RB_LOAD_CUDA : RB_LOAD_OK;
 }
 
+/* An operation's GPU time into the ring; a failed wait or reading ends the run with why (a GPU fault
+ * is sticky: every later operation would fail too, and an operation never timed is no figure). */
 static void record(rb_load *l, int slot)
 {
     float ms = 0;
-    if (cudaEventSynchronize(l->end[slot]) == cudaSuccess &&
-        cudaEventElapsedTime(&ms, l->begin[slot], l->end[slot]) == cudaSuccess) {
-        l->times[l->done % RING] = 1e-3 * ms;
-        l->done++;
+    if (l->error)
+        return; /* the first failure is the one to say */
+    if (cuda_failed(cudaEventSynchronize(l->end[slot]), "waiting for a load operation", l->why, sizeof(l->why)) ||
+        cuda_failed(cudaEventElapsedTime(&ms, l->begin[slot], l->end[slot]), "timing a load operation", l->why,
+                    sizeof(l->why))) {
+        l->error = 1;
+        return;
     }
+    l->times[l->done % RING] = 1e-3 * ms;
+    l->done++;
 }
 
 /* The thread: DEPTH operations queued, each timed by its own events, until told to stop. */

@@ -1,0 +1,56 @@
+"""The files NIXL's two ends and the anchor meet through, in the anchor's private folder (0700): each
+written whole under a temporary name, then renamed; never through a link, never another user's file
+(privatedirs)."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from .. import privatedirs
+
+PLAN = "plan.json"
+DONE = "initiator.done"
+_POLL_SECONDS = 0.002
+
+
+class AgentError(Exception):
+    """Why this end stopped: the line the anchor reports."""
+
+
+# --- files in the private folder ------------------------------------------------------------------
+
+
+def write_file(folder: Path, name: str, data: bytes) -> None:
+    """`name` in `folder`, whole or not at all: written under a fresh temporary name, then renamed."""
+    part = folder / f".{name}.part"
+    fd = privatedirs.open_in_private_dir(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    finally:
+        os.close(fd)
+    os.rename(part, folder / name)
+
+
+def read_file(folder: Path, name: str) -> bytes:
+    fd = privatedirs.open_in_private_dir(folder / name, os.O_RDONLY)
+    with os.fdopen(fd, "rb") as file:
+        return file.read()
+
+
+def wait_for(folder: Path, name: str, deadline: float) -> bytes:
+    """`name`'s bytes once the other end has written it; AgentError past the deadline."""
+    while not (folder / name).exists():
+        if time.monotonic() > deadline:
+            raise AgentError(f"the other end wrote no {name} in time")
+        time.sleep(_POLL_SECONDS)
+    return read_file(folder, name)
+
+
+def write_json(folder: Path, name: str, data: dict[str, Any]) -> None:
+    write_file(folder, name, json.dumps(data).encode())

@@ -1,0 +1,157 @@
+"""The NIXL anchor's table (`rdmabench anchor --against nixl`): its rows side by side, the cold costs,
+NIXL's own telemetry, the figures beside compute, the rounds' spread, and the JSON document."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..units import format_size
+from .rounds import DRIFT_LIMIT, round_lines, spread
+
+STEADY = (("GB/s", "ratio_gbps"), ("p99", "ratio_p99"))
+
+
+# --- the table ------------------------------------------------------------------------------------
+
+
+def format_rows(rows: list[dict[str, Any]]) -> str:
+    lines = [
+        "# rdmabench against NIXL (UCX backend), the same block lists side by side in this run, payload validation "
+        "off on both; per transfer: GB/s = its bytes / the median transfer's time, p99 = the 99th percentile of "
+        "transfer times (us)",
+        "# NIXL: two processes of its own, a request per transfer (make_prepped_xfer, transfer(), check_xfer_state "
+        "to DONE); its figures are the mean of its runs just before and just after rdmabench's; drift = their "
+        f"difference (over {DRIFT_LIMIT:.0%} (!): the machine changed speed, the row's ratios are unreliable)",
+        "# ratio = rdmabench / NIXL: GB/s (1 or more: rdmabench at least as fast), p99 (1 or less: a tail no longer); "
+        "checked = rdmabench validating every block, as a share of its unchecked GB/s",
+        "# post = the median transfer's share spent posting; desc/s = descriptors a second; CPU = the initiator's "
+        "CPU s/GB; vs one = GB/s against one contiguous message of the same bytes (N = NIXL, R = rdmabench); "
+        "of ceil = GB/s against the GPU's own copy of the same list (device memory); by = who posted rdmabench's "
+        "list (gpu: UCX's device API; ce-batch: the copy engines, one batched call a transfer; cpu: a request "
+        "per block, as NIXL); NIXL = how NIXL posted (default: every descriptor on its own; sgl: "
+        "NIXL_UCX_SGL_ENABLE=1, one scatter-gather list a transfer)",
+        *_beside_heading(rows),
+        f"{'test':<4} {'mode':<6} {'list':<26} {'block':>7} {'NIXL':>7} {'NIXL GB/s':>9} {'GB/s':>8} {'ratio':>6} "
+        f"{'NIXL p99':>9} {'p99 us':>9} {'ratio':>6} {'checked':>7} {'post N/R':>11} {'desc/s N/R':>15} "
+        f"{'CPU N/R':>11} {'vs one N/R':>11} {'of ceil N/R':>11} {'by':>8} {'drift':>6}  transport: rdmabench | NIXL",
+    ]
+    for r in rows:
+        lines.append(
+            f"{r['test']:<4} {r['mode']:<6} {r['case'][:26]:<26} {format_size(r['size_bytes']):>7} "
+            f"{r.get('nixl_variant', 'default'):>7} {r['nixl_gbps']:>9.3f} {r['rdmabench_gbps']:>8.3f} {r['ratio_gbps']:>6.2f} {r['nixl_p99_us']:>9.1f} "
+            f"{r['rdmabench_p99_us']:>9.1f} {r['ratio_p99']:>6.2f} {r['validation_share']:>7.2f} "
+            f"{_pair(r, 'post_share', '.2f'):>11} {_pair(r, 'descriptors_per_s', '.3g'):>15} "
+            f"{_pair(r, 'cpu_s_per_gb', '.2g'):>11} {_pair(r, 'vs_one', '.2f'):>11} {_pair(r, 'of_ceiling', '.3f'):>11} "
+            f"{r.get('rdmabench_posted_by', 'cpu'):>8} {_drift(r):>6}  "
+            f"{r['transport']} | {r['nixl_transport']}"
+        )
+    lines += _beside_lines(rows)
+    lines.append("# cold, seconds (before the warm transfers; NIXL: the mean of its two runs):")
+    lines += [_cold_line(r) for r in rows]
+    told = [r for r in rows if r.get("nixl_own_transfer_us") is not None]
+    if told:
+        lines.append(
+            "# NIXL's own telemetry of its median transfer (its C++ clock, Python's polling left out), the "
+            f"descriptors it posted after merging neighbours, and its UCX backend's threads ({int(rows[0]['nixl_threads'])}: "
+            "0 = NIXL's default):"
+        )
+        lines += [
+            f"#   {r['test']} {r['case']} {format_size(r['size_bytes'])} NIXL {r.get('nixl_variant', 'default')}: "
+            f"posting {r['nixl_own_post_us']:.1f} us, "
+            f"transfer {r['nixl_own_transfer_us']:.1f} us, {r['nixl_descriptors_posted']:.0f} of {int(r['count'])} "
+            "descriptors posted"
+            for r in told
+        ]
+    lines += round_lines(rows, _round_heading, _round_line)
+    return "\n".join(lines)
+
+
+def _beside_heading(rows: list[dict[str, Any]]) -> list[str]:
+    beside = next((r["beside_load"] for r in rows if r.get("beside_load")), None)
+    if beside is None:
+        return []
+    return [
+        f"# BESIDE {beside} on both GPUs: every GB/s, p99, post share and desc/s above is taken while both GPUs "
+        "compute (each side's own interleaved pairs: the load alone, then both at once); the lines below the "
+        "table give each side's list alone and the model's slowdown"
+    ]
+
+
+def _beside_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """Each row's list alone and beside compute, and the model's slowdown (the worse GPU's, pair by pair:
+    median [min-max])."""
+    found = [r for r in rows if r.get("beside_load")]
+    if not found:
+        return []
+    unit = found[0].get("beside_unit", "")
+    lines = [
+        f"# beside {found[0]['beside_load']}: GB/s alone -> beside, and the model's slowdown (its {unit} alone over "
+        "beside, the worse GPU pair by pair: median [min-max]; 1.00 = untouched)"
+    ]
+    for r in found:
+        where = f"#   {r['test']} {r['case'][:26]} {format_size(r['size_bytes'])}"
+        lines.append(
+            f"{where}: rdmabench {r.get('rdmabench_posted_by', 'cpu')} {_gbps(r, 'rdmabench')} slowdown "
+            f"{_slowdown(r, 'rdmabench')}; NIXL {r.get('nixl_variant', 'default')} {_gbps(r, 'nixl')} slowdown "
+            f"{_slowdown(r, 'nixl')}"
+        )
+    return lines
+
+
+def _gbps(row: dict[str, Any], side: str) -> str:
+    alone = row.get(f"{side}_alone_gbps")
+    return f"{'-' if alone is None else format(alone, '.3g')} -> {row[f'{side}_gbps']:.3g} GB/s"
+
+
+def _slowdown(row: dict[str, Any], side: str) -> str:
+    value, low, high = (row.get(f"{side}_slowdown{suffix}") for suffix in ("", "_min", "_max"))
+    if value is None:
+        return "- (no whole operation beside the transfers)"
+    return f"{value:.3f}" + (f" [{low:.2f}-{high:.2f}]" if low is not None and high is not None else "")
+
+
+def _pair(row: dict[str, Any], name: str, spec: str) -> str:
+    values = [row.get(f"{side}_{name}") for side in ("nixl", "rdmabench")]
+    return "/".join("-" if value is None else format(value, spec) for value in values)
+
+
+def _drift(row: dict[str, Any]) -> str:
+    text = f"{row['nixl_drift']:.0%}"
+    return text + ("!" if (row.get("rounds") or 1) == 1 and row["nixl_drift"] > DRIFT_LIMIT else "")
+
+
+def _cold_line(row: dict[str, Any]) -> str:
+    def part(side: str) -> str:
+        prefix = f"{side}_cold_"
+        found = [(name[len(prefix) : -2], value) for name, value in row.items() if name.startswith(prefix)]
+        return " ".join(f"{name} {value:.3g}" for name, value in found if isinstance(value, (int, float)))
+
+    where = f"{row['test']} {row['case']} {format_size(row['size_bytes'])}"
+    nixl, ours = row.get("nixl_variant", "default"), row.get("rdmabench_posted_by", "cpu")
+    return f"#   {where}: NIXL {nixl} {part('nixl')}; rdmabench {ours} {part('rdmabench')}"
+
+
+def _round_heading(repeated: list[dict[str, Any]]) -> str:
+    return (
+        f"# every figure above is the median of {repeated[0]['rounds']} rounds, each ratio the median of the rounds' "
+        "ratios (each taken within its round); min-max over the rounds (every round's figures: the JSON's `runs`); "
+        f"steady rounds: NIXL's two runs within {DRIFT_LIMIT:.0%} of each other, and the ratios' median over them:"
+    )
+
+
+def _round_line(r: dict[str, Any]) -> str:
+    steady = ", ".join(
+        f"{name} {r[f'steady_{ratio}']:.2f}" for name, ratio in STEADY if r.get(f"steady_{ratio}") is not None
+    )
+    return (
+        f"{r['test']:<4} {r['case'][:26]:<26} {format_size(r['size_bytes']):>7} "
+        f"{r.get('rdmabench_posted_by', 'cpu')}/{r.get('nixl_variant', 'default')} GB/s ratio "
+        f"{spread(r, 'ratio_gbps')}  p99 ratio {spread(r, 'ratio_p99')}  NIXL GB/s {spread(r, 'nixl_gbps')}"
+        f"  rdmabench GB/s {spread(r, 'rdmabench_gbps')}  steady rounds {r.get('steady_rounds', 0)} of "
+        f"{r['rounds']}" + (f": {steady}" if steady else "")
+    )
+
+
+def document(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The rows as the JSON document `anchor --against nixl -o` writes."""
+    return {"schema": {"name": "rdmabench-anchor", "version": 1}, "against": "nixl", "rows": rows}
