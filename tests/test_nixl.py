@@ -73,6 +73,10 @@ def test_the_nixl_anchor_runs_end_to_end_on_host_memory(tmp_path: Path, monkeypa
     assert "ratio = rdmabench / NIXL" in proc.stdout and "# cold, seconds" in proc.stdout
     # NIXL's own telemetry (on, as vLLM's connector has it): every random block posted, none merged.
     assert row["nixl_descriptors_posted"] == 16 and row["nixl_own_transfer_us"] > 0 and row["nixl_threads"] == 0
+    # rdmabench's CPU path merges neighbours as NIXL does: the same count of requests, said beside NIXL's.
+    assert (
+        row["rdmabench_descriptors_posted"] == row["nixl_descriptors_posted"] and "(rdmabench cpu: 16)" in proc.stdout
+    )
 
 
 @needs_nixl

@@ -483,6 +483,8 @@ def _rdmabench_figures(entry: dict[str, Any], test: str) -> dict[str, Any]:
     out["rdmabench_cpu_s_per_gb"] = cpu.get("src" if test == "put" else "dst")
     out["rdmabench_vs_one"] = record.get("share_of_contiguous")
     out["rdmabench_posted_by"] = record.get("posted_by", "cpu")
+    if record.get("posted_descriptors") is not None:  # a request per descriptor, adjacent blocks merged
+        out["rdmabench_descriptors_posted"] = record["posted_descriptors"]
     if record.get("ceiling_gbps"):  # the GPU's own copy of the list: each side's per-transfer GB/s against it
         out["ceiling_gbps"] = record["ceiling_gbps"]
     for name, seconds in (record.get("cold_s") or {}).items():

@@ -59,7 +59,7 @@ def format_rows(rows: list[dict[str, Any]]) -> str:
             f"#   {r['test']} {r['case']} {format_size(r['size_bytes'])} NIXL {r.get('nixl_variant', 'default')}: "
             f"posting {r['nixl_own_post_us']:.1f} us, "
             f"transfer {r['nixl_own_transfer_us']:.1f} us, {r['nixl_descriptors_posted']:.0f} of {int(r['count'])} "
-            "descriptors posted"
+            "descriptors posted" + _ours_posted(r)
             for r in told
         ]
     lines += round_lines(rows, _round_heading, _round_line)
@@ -108,6 +108,11 @@ def _slowdown(row: dict[str, Any], side: str) -> str:
     if value is None:
         return "- (no whole operation beside the transfers)"
     return f"{value:.3f}" + (f" [{low:.2f}-{high:.2f}]" if low is not None and high is not None else "")
+
+
+def _ours_posted(row: dict[str, Any]) -> str:
+    posted = row.get("rdmabench_descriptors_posted")
+    return "" if posted is None else f" (rdmabench {row.get('rdmabench_posted_by', 'cpu')}: {posted:.0f})"
 
 
 def _pair(row: dict[str, Any], name: str, spec: str) -> str:
