@@ -17,15 +17,17 @@ from __future__ import annotations
 import importlib
 import os
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..errors import ConfigError
 from ..modes import MemoryMode
+from .blocksteps import BlocksProtocol
 
 if TYPE_CHECKING:
     from .contract import StepProtocol
+    from .shape import Shape
 
 PLUGINS_ENV = "RDMABENCH_PLUGINS"
 # Units whose smaller figure is the better one, for results of a test this process has no record of.
@@ -62,6 +64,17 @@ class TestKind:
     block_op: int | None = None
     # Why the test cannot use a memory mode (None: it can); asked for both ends before a job starts.
     refuse_mode: Callable[[MemoryMode], str | None] = lambda mode: refuse_ucx_allocated(mode)
+
+    def protocols(self, shape: Shape, postings: Collection[str] | None = None) -> list[StepProtocol]:
+        """The step protocols that move this test's bytes in `shape`, in the order they run: its own
+        for messages; for a block list, one a posting path (of `postings`, where given: those every rank
+        can run), moved by `block_op`."""
+        if not shape.lists:
+            return [self.protocol]
+        if self.block_op is None:
+            raise ConfigError(f"--blocks moves the bytes of put, get or bw, not of --test {self.name}")
+        chosen = [found for found in shape.lists if postings is None or found.posting in postings]
+        return [BlocksProtocol(self.block_op, found, shape.device) for found in chosen]
 
     @property
     def both_ways(self) -> bool:
