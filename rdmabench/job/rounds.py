@@ -74,12 +74,12 @@ def round_spec(
 ) -> RoundSpec:
     """One round moved by `protocol`; `alone`: never beside compute (a protocol's companion)."""
     links = round_links(config, kind, scheduled)
-    shared = plan.shared(fan(links), config.steps.window is not None)
+    most, steps = fan(links), config.steps
     beside = None if alone else config.beside_load
-    steps = config.steps
     return RoundSpec(
-        kind, links, size, shared, steps.validate, config.staging, protocol, steps.one_buffer, beside=beside
-    )
+        kind, links, size, plan.shared(most, steps.window is not None), steps.validate, config.staging, protocol,
+        steps.one_buffer, beside=beside,
+    )  # fmt: skip
 
 
 def slow_links(entries: list[Entry], below: float, higher_is_better: bool = True) -> list[Pair]:
