@@ -188,8 +188,8 @@ class _Job:
         self.screened: dict[tuple[int, int], Entry] = {}
         self.reserved: str | None = None  # rank 0: the default output name it reserved
         self.lists = Lists(config.postings)  # block lists: the paths every rank can run
-        # Rank 0, at the size being measured: each link's companion entries (contract.Companion).
-        self.companions: dict[tuple[int, int], list[Entry]] = {}
+        # Rank 0, at the size being measured: each link's companion entries by name (contract.Companion).
+        self.companions: dict[tuple[int, int], dict[str, list[Entry]]] = {}
         # Hosts where more ranks busy-poll at once than they have cores (metadata.oversubscribed).
         self.oversubscribed: list[dict[str, Any]] = []
 
@@ -349,7 +349,7 @@ class _Job:
         for size in sizes:
             self.screened, self.companions = {}, {}
             for companion in steps[0].companions(size, refused):
-                self.run_rounds(companion.size, rounds, progress, companion.protocol, companion=True)
+                self.run_rounds(companion.size, rounds, progress, companion.protocol, companion=companion.name)
                 _release_buffers(config)
             for step in steps:
                 self.run_rounds(size, rounds, progress, step)
@@ -365,10 +365,10 @@ class _Job:
         progress: _Progress,
         step: StepProtocol,
         alone: bool = False,
-        companion: bool = False,
+        companion: str | None = None,
     ) -> None:
         """Every round of one size moved by `step`; `alone`: a screen's re-measures; `companion`: the
-        rounds another protocol's entries are read against, never beside compute."""
+        name of the rounds another protocol's entries are read against, never beside compute."""
         config = self.config
         assert self.placement is not None
         plan = size_plan(config, step, size, self.world.spans_hosts)
@@ -380,7 +380,13 @@ class _Job:
             started = time.monotonic()
             # (Passes need no offer: after the first round of a size, `plan` carries the size's passes.)
             spec = round_spec(
-                config, self.kind, scheduled, size, replace(plan, iterations=given) if given else plan, step, companion
+                config,
+                self.kind,
+                scheduled,
+                size,
+                replace(plan, iterations=given) if given else plan,
+                step,
+                bool(companion),
             )
             # Rank 0 decides the next round's steps while this one ends: it has learnt from the rounds
             # before this one, and the decision rides on the round's closing barrier.
@@ -429,7 +435,7 @@ class _Job:
         seconds: float,
         progress: _Progress,
         alone: bool = False,
-        companion: bool = False,
+        companion: str | None = None,
     ) -> list[LinkMeasurement]:
         """Rank 0: the round's entries, read against their companions, into the stream and the table;
         returns its measurements."""
@@ -444,9 +450,9 @@ class _Job:
         )
         for entry in entries:
             link = (entry.src_rank, entry.dst_rank)
-            spec.protocol.relate(entry, self.companions.get(link, []))
+            spec.protocol.relate(entry, self.companions.get(link, {}))
             if companion:
-                self.companions.setdefault(link, []).append(entry)
+                self.companions.setdefault(link, {}).setdefault(companion, []).append(entry)
             if alone:
                 entry.remeasured_from = self.screened[(entry.src_rank, entry.dst_rank)].value
             elif schedule.PATTERNS[self.config.what.pattern].remeasures:

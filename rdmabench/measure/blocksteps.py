@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import ctypes
 import time
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -37,6 +37,7 @@ _DEVICE_OPERATIONS = {
 }
 _DEVICE_OPERATIONS["auto"] = _DEVICE_OPERATIONS["gpu"]
 _CEILINGS = {RMA_PUT: devapi.CEILING_PUT, RMA_GET: devapi.CEILING_GET}
+CONTIGUOUS = "contiguous"  # the companion: each transfer's bytes as one contiguous message
 _CEILING_STEPS = 7  # timed runs of the list's ceiling (after one to warm up): their median
 
 
@@ -65,10 +66,10 @@ class BlocksProtocol(StepProtocol):
         found = []
         for path in paths:
             whole, nbytes = self.shape.contiguous(size, path)
-            found.append(Companion(BlocksProtocol(self.operation, whole, self.device), nbytes))
+            found.append(Companion(BlocksProtocol(self.operation, whole, self.device), nbytes, CONTIGUOUS))
         return found
 
-    def relate(self, entry: Figure, companions: Sequence[Figure]) -> None:
+    def relate(self, entry: Figure, companions: Mapping[str, Sequence[Figure]]) -> None:
         """The model's handoff the list is; its share of its ceiling; and, but for a list that is itself
         one contiguous message, the fastest of its link's contiguous references and its share of it."""
         blocks = entry.blocks
@@ -81,7 +82,8 @@ class BlocksProtocol(StepProtocol):
             blocks["share_of_ceiling"] = entry.value / blocks["ceiling_gbps"]
         if blocks["count"] == 1 and blocks["layout"] == "contiguous":
             return
-        found = [(c.value, c.blocks.get("posted_by") or "cpu") for c in companions if c.blocks is not None]
+        whole = companions.get(CONTIGUOUS, [])
+        found = [(c.value, c.blocks.get("posted_by") or "cpu") for c in whole if c.blocks is not None]
         if found:
             reference = max(found)
             blocks["contiguous_gbps"], blocks["contiguous_posted_by"] = reference

@@ -11,7 +11,7 @@ what a protocol's entries are read against (`Companion`, `Figure`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -149,10 +149,10 @@ class StepProtocol(Protocol):
         those every rank can run (`refused`: what some rank cannot, by name); none by default."""
         return []
 
-    def relate(self, entry: Figure, companions: Sequence[Figure]) -> None:
+    def relate(self, entry: Figure, companions: Mapping[str, Sequence[Figure]]) -> None:
         """Read `entry` (on rank 0, before it is written) against its link's companion entries at its
-        size, measured just before it (block lists: the share of the fastest contiguous transfer of its
-        bytes and of the list's ceiling); nothing by default."""
+        size, measured just before it, by companion name (block lists: the share of the fastest
+        contiguous transfer of its bytes, and of the list's ceiling); nothing by default."""
         return None
 
     def need(self, spec: RoundShape, rank: int) -> Need:
@@ -195,7 +195,9 @@ class StepProtocol(Protocol):
 @dataclass(frozen=True)
 class Companion:
     """A round the job runs alone (never beside compute) before a protocol's own rounds of a size, for
-    their entries to be read against (StepProtocol.relate): its protocol and its message size."""
+    their entries to be read against (StepProtocol.relate): its protocol, its message size, and the
+    name its entries are handed back under."""
 
     protocol: StepProtocol
     size: int
+    name: str
