@@ -241,7 +241,7 @@ class BlocksProtocol(StepProtocol):
             return
         end.on_release(plan.release)  # before the pools are unmapped (releases run last first)
         state["plan"] = plan
-        if wanted != "cpu":
+        if wanted in _DEVICE_OPERATIONS:  # the GPU's side posts the list (auto: where it can)
             state["operation"] = _DEVICE_OPERATIONS[wanted][self.operation]
             state["path"], state["posted_by"] = devapi.PATHS[state["operation"]], "gpu" if wanted == "auto" else wanted
             state["sms"] = self._budget(end, plan) if state["posted_by"] == "gpu" else {"mode": "copy engines"}
