@@ -2,8 +2,9 @@
 
 A record says what a test measures (its result field, unit and which direction is better), how a
 pair of ranks becomes the links of one round, whether it may run in concurrent rounds, which step
-protocol moves its bytes (measure/window.py, pingpong.py, onesided.py or blocksteps.py; see
-measure/contract.py) and how a figure comes from the times of a sample's steps. Tables, matrices,
+protocol moves its bytes (measure/window.py, pingpong.py, onesided.py; a block list's, blocksteps.py,
+given for a run's shape by `protocols`; see measure/contract.py) and how a figure comes from the times
+of a sample's steps. Tables, matrices,
 reports, compare and the preflight ask the registry; nothing else branches on a test's name.
 
 Adding a test: a module that builds a TestKind and calls register() (rdmabench/measure/kinds/ for
