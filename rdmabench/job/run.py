@@ -225,7 +225,8 @@ class _Job:
         from ..wire.ucx import Transport
         from . import metadata
 
-        world, config = self.world, self.config
+        world = self.world
+        config = self.config
         nic = nics.choose(
             world.me.gpu.pci_bus_id if world.me.gpu else None,
             world.me.local_rank,
