@@ -213,3 +213,42 @@ def test_the_cpu_posts_the_merged_list_and_says_how_many(tmp_path: Path, test: s
     expected = int(shape.descriptors(src, dst, 1024)[0][-1])
     assert record["posted_descriptors"] == expected and record["merged"] is (merge == "--merge")
     assert (expected < 64) if merge == "--merge" else (expected == 64)
+
+
+def test_a_shape_gives_its_protocols_and_a_list_its_contiguous_references_as_companions() -> None:
+    """The run's shape is resolved once; the test kind gives a protocol a posting path; a device list's
+    companions are the GPU's paths every rank can run (else the CPU), another list's posted as the list;
+    an entry reads against the fastest of its link's (generated figures: no ranks)."""
+    from types import SimpleNamespace
+
+    from rdmabench.job.config import RunConfig
+
+    assert RunConfig.from_options({"test": "bw"}).shape.form == "message"
+    config = RunConfig.from_options({"test": "put", "blocks": 4, "posting": "all", "mode": MemoryMode.DEVICE})
+    shape = config.shape
+    assert shape is config.shape and shape.form == "block list" and shape.device
+    steps = config.kind.protocols(shape)
+    assert [step.shape.posting for step in steps] == ["gpu", "ce-batch", "cpu"]  # type: ignore[attr-defined]
+    assert [step.shape.posting for step in config.kind.protocols(shape, ("cpu",))] == ["cpu"]  # type: ignore[attr-defined]
+    posted = [
+        [(found.protocol.shape.posting, found.size) for found in steps[0].companions(4096, refused)]  # type: ignore[attr-defined]
+        for refused in ((), ("gpu",), ("gpu", "ce-batch"))
+    ]
+    assert posted == [[("gpu", 16384), ("ce-batch", 16384)], [("ce-batch", 16384)], [("cpu", 16384)]]
+    host = RunConfig.from_options({"test": "get", "blocks": 4, "posting": "cpu"})
+    (step,) = host.kind.protocols(host.shape)
+    assert [found.protocol.shape.posting for found in step.companions(4096, ())] == ["cpu"]  # type: ignore[attr-defined]
+
+    def entry(count: int, value: float, posted_by: str = "cpu") -> Any:
+        blocks = {"count": count, "layout": "contiguous" if count == 1 else "random", "posted_by": posted_by}
+        return SimpleNamespace(size_bytes=4096, value=value, blocks=blocks)
+
+    references = {"contiguous": [entry(1, 30.0, "gpu"), entry(1, 40.0, "ce-batch")]}
+    listed = entry(4, 10.0)
+    steps[0].relate(listed, references)
+    assert (listed.blocks["contiguous_gbps"], listed.blocks["contiguous_posted_by"]) == (40.0, "ce-batch")
+    assert listed.blocks["share_of_contiguous"] == 0.25
+    reference = entry(1, 30.0)
+    steps[0].relate(reference, references)  # a contiguous message is no list to read against one
+    assert "contiguous_gbps" not in reference.blocks
+    assert RunConfig.from_options({"test": "bw", "model": "llama-3.1-8b", "prompt": 64}).shape.form == "handoff"

@@ -46,7 +46,7 @@ def test_a_table_reads_as_each_ends_slots_oriented_by_who_posts(tmp_path: Path) 
     # The local end posts: a put's source, a get's destination.
     for test, local_end in (("put", "src"), ("get", "dst"), ("bw", "src")):
         config = RunConfig.from_options({"test": test, "blocks_from": str(path)})
-        shape = config.block_shape
+        shape = config.shape.first
         assert shape is not None and shape.layout == "table" and shape.per_step == 16
         assert np.array_equal(shape.slots(local_end, 4096), table.local)
     record = table.record()

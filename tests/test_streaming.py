@@ -47,8 +47,8 @@ def test_host_memory_between_hosts_gets_the_window_of_a_dma_engine() -> None:
     from rdmabench.measure import registry
 
     config, bw = RunConfig(), registry.get("bw")
-    assert size_plan(config, bw, 64 << 10).window == 4  # one host: the window fits a core's cache
-    assert size_plan(config, bw, 64 << 10, spans_hosts=True).window == 64  # a NIC copies: 8 MiB budget
+    assert size_plan(config, bw.protocol, 64 << 10).window == 4  # one host: the window fits a core's cache
+    assert size_plan(config, bw.protocol, 64 << 10, spans_hosts=True).window == 64  # a NIC copies: 8 MiB budget
 
 
 @pytest.mark.parametrize("engine", ["native", "python"])

@@ -4,7 +4,8 @@ A `RunConfig` is a few records, each of what one group of options decides and wi
 which links of which test (`What`), the memory of the ends (`Memory`), the sizes and the steps of a
 measurement (`Steps`), block lists (`BlockLists`), what rank 0 writes and prints (`Output`) and the
 verdict it ends with (`Verdict`). `RunConfig.check` adds what needs more than one of them and the
-test kind, which is resolved once (`kind`). A field's name is its option's parameter and the key the
+test kind; the kind and what a step moves (`shape`: messages, a block list or a model's handoff) are
+resolved once. A field's name is its option's parameter and the key the
 results file records it under (`summary`), so an option is a field of its record and nothing else."""
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from typing import Any, TypeVar
 from ..errors import ConfigError
 from ..measure import blocktable, kvhandoff, plan, registry
 from ..measure.beside import Beside
-from ..measure.blocks import PATHS, POSTINGS, TABLE, BlockShape, SmBudget
+from ..measure.blocks import DEVICE_PATHS, PATHS, POSTINGS, TABLE, BlockShape, SmBudget
+from ..measure.shape import Shape
 from ..modes import MemoryMode
 from ..units import DISPLAY_UNITS, parse_sizes
 from ..wire.native import RMA_GET
@@ -403,12 +405,12 @@ class RunConfig:
                 f"--blocks cannot use {self.memory.staged.value} memory: its pinned chunks are not the pool's memory"
             )
         postings = self.lists.postings
-        if ({"gpu", "ce-batch"} & set(postings) or len(postings) > 1) and not self.device_lists:
+        if (set(DEVICE_PATHS) & set(postings) or len(postings) > 1) and not self.device_lists:
             raise ConfigError(
                 f"--posting {self.lists.posting} posts puts and gets of device memory: use --test put or get, "
                 "--mode device"
             )
-        budget = self.lists.shapes(self._get)[0].budget
+        budget = self.shape.lists[0].budget
         if budget is not None and budget.green and self.beside_load is None:
             raise ConfigError(
                 "--posting-sms green:N splits the GPU between the transfer and --beside's load: give --beside"
@@ -440,19 +442,10 @@ class RunConfig:
     def _get(self) -> bool:
         return self.kind.block_op == RMA_GET
 
-    @property
-    def block_shapes(self) -> list[BlockShape]:
-        return self.lists.shapes(self._get)
-
-    @property
-    def handoff(self) -> kvhandoff.Handoff | None:
-        return self.lists.handoff
-
-    @property
-    def block_shape(self) -> BlockShape | None:
-        """The first posting path's shape (the table's header, the preflight's counts)."""
-        shapes = self.block_shapes
-        return shapes[0] if shapes else None
+    @cached_property
+    def shape(self) -> Shape:
+        """What a step moves, resolved once: messages, or a block list (a model's handoff) a posting path."""
+        return Shape(tuple(self.lists.shapes(self._get)), self.lists.handoff, self.device_lists)
 
     @property
     def device_lists(self) -> bool:

@@ -71,18 +71,18 @@ def rank_need(config: RunConfig, rounds: list[list[Link]], rank: int, spans_host
     rounds: rounds of a size run one after another (the largest counts), their buffers are kept
     between rounds of a size and freed at the next; pinned buffers stay in the pool for later sizes."""
     kind = config.kind
-    shape = config.block_shape
+    step = kind.protocols(config.shape)[0]
     mine = [scheduled for scheduled in rounds if any(rank in link for link in scheduled)]
     most, most_size, pinned_kept = Need(), max(config.steps.sizes), 0
     for size in config.steps.sizes:
-        # Block lists: each transfer as one contiguous message first (their reference), then the blocks.
-        phases = [(size, None)] if shape is None else [shape.contiguous(size)[::-1], (size, shape)]
+        # The protocol's companions first (block lists: each transfer as one contiguous message), then its own.
+        phases = [(found.size, found.protocol) for found in step.companions(size, ())] + [(size, step)]
         at_size = Need()
-        for nbytes, step_shape in phases:
-            plan = size_plan(config, kind, nbytes, step_shape, spans_hosts)
+        for nbytes, protocol in phases:
+            plan = size_plan(config, protocol, nbytes, spans_hosts)
             counted: set[tuple[object, ...]] = set()
             for scheduled in mine:
-                spec = round_spec(config, kind, scheduled, nbytes, plan, step_shape)
+                spec = round_spec(config, kind, scheduled, nbytes, plan, protocol)
                 alike = _alike(spec, rank)
                 if alike not in counted:  # all-pairs: a round per peer, each needing the same
                     counted.add(alike)

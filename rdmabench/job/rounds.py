@@ -4,13 +4,9 @@ way); a round of a concurrent pattern keeps its links, each from --src-mode to -
 
 from __future__ import annotations
 
-from dataclasses import replace
-
-from ..measure.blocks import BlockShape
-from ..measure.blocksteps import BlocksProtocol
-from ..measure.contract import Link
+from ..measure.contract import Link, StepProtocol
 from ..measure.entry import Entry
-from ..measure.plan import HOST, MIXED, Plan, default_timeout, make_plan
+from ..measure.plan import HOST, MIXED, Plan, make_plan
 from ..measure.registry import TestKind
 from ..measure.round import RoundSpec
 from ..stats import median
@@ -24,42 +20,27 @@ def is_pattern_round(config: RunConfig) -> bool:
     return PATTERNS[config.what.pattern].concurrent or config.what.concurrent
 
 
-def size_plan(
-    config: RunConfig, kind: TestKind, size: int, shape: BlockShape | None = None, spans_hosts: bool = False
-) -> Plan:
-    """The plan of every round of one size. `spans_hosts`: the run has ranks on several hosts."""
+def size_plan(config: RunConfig, protocol: StepProtocol, size: int, spans_hosts: bool = False) -> Plan:
+    """The plan of every round of one size moved by `protocol`. `spans_hosts`: the run has ranks on
+    several hosts."""
     memory = config.memory_class
     if memory == HOST and spans_hosts:
         # Between hosts a NIC's DMA engine moves host memory, not a core: no cache to fit, and a
         # network round trip to cover. (One plan serves every round of a size, so a run over several
         # hosts gives its links within a host the deeper window too.)
         memory = MIXED
-    if shape is not None:  # a step moves every block of its transfers: they are its window
-        plan = make_plan(True, size, memory, shape.per_step, *_counts(config), passes=1)
-        return (
-            plan if config.steps.timeout is not None else replace(plan, timeout=default_timeout(shape.per_step * size))
-        )
+    steps = config.steps
     return make_plan(
-        kind.protocol.windowed,
+        protocol.windowed,
         size,
         memory,
-        config.steps.window,
-        config.steps.iterations,
-        config.steps.warmup,
-        config.steps.samples,
-        config.steps.sample_time,
-        config.steps.timeout,
-        config.steps.passes if kind.protocol.streams else 1,
-    )
-
-
-def _counts(config: RunConfig) -> tuple[int | None, int | None, int, float, float | None]:
-    return (
-        config.steps.iterations,
-        config.steps.warmup,
-        config.steps.samples,
-        config.steps.sample_time,
-        config.steps.timeout,
+        protocol.in_flight or steps.window,  # a block list: every block of its transfers
+        steps.iterations,
+        steps.warmup,
+        steps.samples,
+        steps.sample_time,
+        steps.timeout,
+        steps.passes if protocol.streams else 1,
     )
 
 
@@ -88,26 +69,17 @@ def round_spec(
     scheduled: list[Pair],
     size: int,
     plan: Plan,
-    shape: BlockShape | None = None,
-    reference: bool = False,
+    protocol: StepProtocol,
+    alone: bool = False,
 ) -> RoundSpec:
-    """One round; `reference`: a block list's contiguous reference, measured alone (never beside compute)."""
+    """One round moved by `protocol`; `alone`: never beside compute (a protocol's companion)."""
     links = round_links(config, kind, scheduled)
-    beside = None if reference else config.beside_load
-    if shape is not None and kind.block_op is not None:
-        step = BlocksProtocol(kind.block_op, shape)
-        return RoundSpec(kind, links, size, plan, config.steps.validate, config.staging, step, beside=beside)
-    shared = plan.shared(fan(links), config.steps.window is not None)
+    most, steps = fan(links), config.steps
+    beside = None if alone else config.beside_load
     return RoundSpec(
-        kind,
-        links,
-        size,
-        shared,
-        config.steps.validate,
-        config.staging,
-        one_buffer=config.steps.one_buffer,
-        beside=beside,
-    )
+        kind, links, size, plan.shared(most, steps.window is not None), steps.validate, config.staging, protocol,
+        steps.one_buffer, beside=beside,
+    )  # fmt: skip
 
 
 def slow_links(entries: list[Entry], below: float, higher_is_better: bool = True) -> list[Pair]:

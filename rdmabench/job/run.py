@@ -28,7 +28,7 @@ from ..escape import visible
 from ..hardware import counters, limits, nics
 from ..hardware.pathcheck import is_device_path_warning
 from ..measure.beside import release_loads
-from ..measure.blocks import BlockShape
+from ..measure.contract import StepProtocol
 from ..measure.entry import Entry, Placement, make_entries
 from ..measure.round import LinkMeasurement, RoundSpec, fetch_rows, run_round
 from ..memory.buffers import PINNED_POOL, RECYCLER
@@ -187,7 +187,9 @@ class _Job:
         # screen keeps them: rank 0 holds no sweep's entries otherwise.
         self.screened: dict[tuple[int, int], Entry] = {}
         self.reserved: str | None = None  # rank 0: the default output name it reserved
-        self.lists = Lists(config.postings)  # block lists: the paths every rank can run, their references
+        self.lists = Lists(config.postings)  # block lists: the paths every rank can run
+        # Rank 0, at the size being measured: each link's companion entries by name (contract.Companion).
+        self.companions: dict[tuple[int, int], dict[str, list[Entry]]] = {}
         # Hosts where more ranks busy-poll at once than they have cores (metadata.oversubscribed).
         self.oversubscribed: list[dict[str, Any]] = []
 
@@ -223,7 +225,8 @@ class _Job:
         from ..wire.ucx import Transport
         from . import metadata
 
-        world, config = self.world, self.config
+        world = self.world
+        config = self.config
         nic = nics.choose(
             world.me.gpu.pci_bus_id if world.me.gpu else None,
             world.me.local_rank,
@@ -234,7 +237,7 @@ class _Job:
         counters.watch_gpu(world.me.gpu.pci_bus_id if world.me.gpu else None)  # the wire check's NVLinks
         hosts = [i.host for i in world.ranks]
         transport = Transport(
-            world.comm, self.log_dir, world.local_peer_pids(), hosts, self.kind.one_sided, config.device_lists
+            world.comm, self.log_dir, world.local_peer_pids(), hosts, self.kind.one_sided, config.shape.device
         )
         transport.native, engine_detail = _hot_loop(config)
         self.transport = transport
@@ -299,10 +302,7 @@ class _Job:
         table, config, world = self.table, self.config, self.world
         assert table is not None
         if schedule.PATTERNS[config.what.pattern].one_pair:
-            shape = config.block_shape
-            blocks = shape.describe() if shape else None
-            if config.handoff is not None:
-                blocks = f"{config.handoff.describe()}: {blocks}"
+            blocks = config.shape.describe()
             table.header(
                 0, 1, config.memory.src_mode.value, config.memory.dst_mode.value, config.steps.validate, blocks
             )
@@ -341,24 +341,21 @@ class _Job:
     def sweep(self, rounds: list[list[schedule.Link]]) -> int:
         self.setup(rounds)
         config = self.config
-        shapes: list[BlockShape | None] = [
-            shape for shape in config.block_shapes if shape.posting in self.lists.postings
-        ]
-        progress = _Progress(len(rounds) * len(config.steps.sizes) * (len(shapes) + len(self.lists.references) or 1))
+        # What moves the bytes (a block list: a protocol a posting path every rank can run), and what
+        # its entries are read against, run alone just before them (the protocol's companions).
+        steps = self.kind.protocols(config.shape, self.lists.postings)
+        sizes, refused = config.steps.sizes, self.lists.refused
+        progress = _Progress(len(rounds) * len(sizes) * (len(steps) + len(steps[0].companions(sizes[0], refused))))
         RECYCLER.enabled = True
-        for size in config.steps.sizes:
-            self.screened, self.lists.contiguous = {}, {}
-            for posting in self.lists.references:
-                # Each link's transfers as one contiguous message first: the blocks' reference (the
-                # fastest of those measured, alone).
-                assert shapes[0] is not None
-                reference, whole = shapes[0].contiguous(size, posting)
-                self.run_rounds(whole, rounds, progress, shape=reference, reference=True)
+        for size in sizes:
+            self.screened, self.companions = {}, {}
+            for companion in steps[0].companions(size, refused):
+                self.run_rounds(companion.size, rounds, progress, companion.protocol, companion=companion.name)
                 _release_buffers(config)
-            for shape in shapes or [None]:
-                self.run_rounds(size, rounds, progress, shape=shape)
+            for step in steps:
+                self.run_rounds(size, rounds, progress, step)
                 if schedule.PATTERNS[config.what.pattern].remeasures and config.what.remeasure_below > 0:
-                    self.remeasure(size, progress)
+                    self.remeasure(size, progress, step)
                 _release_buffers(config)  # the next size needs buffers of its own
         return self.finish()
 
@@ -367,13 +364,15 @@ class _Job:
         size: int,
         rounds: list[list[schedule.Link]],
         progress: _Progress,
+        step: StepProtocol,
         alone: bool = False,
-        shape: BlockShape | None = None,
-        reference: bool = False,
+        companion: str | None = None,
     ) -> None:
+        """Every round of one size moved by `step`; `alone`: a screen's re-measures; `companion`: the
+        name of the rounds another protocol's entries are read against, never beside compute."""
         config = self.config
         assert self.placement is not None
-        plan = size_plan(config, self.kind, size, shape, self.world.spans_hosts)
+        plan = size_plan(config, step, size, self.world.spans_hosts)
         if plan.auto_passes and size in self.passes:
             plan = replace(plan, passes=self.passes[size], auto_passes=False)
         keys = [round_key(size, scheduled, self.placement.hosts) for scheduled in rounds]
@@ -382,14 +381,20 @@ class _Job:
             started = time.monotonic()
             # (Passes need no offer: after the first round of a size, `plan` carries the size's passes.)
             spec = round_spec(
-                config, self.kind, scheduled, size, replace(plan, iterations=given) if given else plan, shape, reference
+                config,
+                self.kind,
+                scheduled,
+                size,
+                replace(plan, iterations=given) if given else plan,
+                step,
+                bool(companion),
             )
             # Rank 0 decides the next round's steps while this one ends: it has learnt from the rounds
             # before this one, and the decision rides on the round's closing barrier.
             offer = self.calibration.decide(keys[index + 1]) if index + 1 < len(rounds) else 0
             gathered, following = self.run_round(spec, offer if plan.iterations is None else 0)
             progress.advance()
-            measured = self.record(spec, gathered, time.monotonic() - started, progress, alone)
+            measured = self.record(spec, gathered, time.monotonic() - started, progress, alone, companion)
             if measured and plan.iterations is None:
                 self.calibration.learn(keys[index], measured[0].iterations, not given, measured)
             if plan.auto_passes:  # the first round of this size decided: every rank keeps its passes
@@ -398,7 +403,7 @@ class _Job:
                 plan = replace(plan, passes=decided, auto_passes=False)
             given = following
 
-    def remeasure(self, size: int, progress: _Progress) -> None:
+    def remeasure(self, size: int, progress: _Progress, step: StepProtocol) -> None:
         """A screen's second pass: every link well below its class's median, measured alone."""
         slow = slow_links(list(self.screened.values()), self.config.what.remeasure_below, self.kind.higher_is_better)
         links: list[schedule.Link] = self.world.share(slow, self.transport.backend.progress)
@@ -410,7 +415,7 @@ class _Job:
                 f"re-measuring {len(links)} link(s) alone at {format_size(size)}: below "
                 f"{self.config.what.remeasure_below:g} x their link class's median in the screen"
             )
-        self.run_rounds(size, [[link] for link in links], progress, alone=True)
+        self.run_rounds(size, [[link] for link in links], progress, step, alone=True)
 
     def run_round(self, spec: RoundSpec, offer: int = 0) -> tuple[list[Any], int]:
         """This rank's part of one round, gathered on rank 0: [(measurements, fetch rows)] per rank;
@@ -425,9 +430,16 @@ class _Job:
         return gathered or [], decided
 
     def record(
-        self, spec: RoundSpec, gathered: list[Any], seconds: float, progress: _Progress, alone: bool = False
+        self,
+        spec: RoundSpec,
+        gathered: list[Any],
+        seconds: float,
+        progress: _Progress,
+        alone: bool = False,
+        companion: str | None = None,
     ) -> list[LinkMeasurement]:
-        """Rank 0: the round's entries, into the stream and the table; returns its measurements."""
+        """Rank 0: the round's entries, read against their companions, into the stream and the table;
+        returns its measurements."""
         if self.stream is None:
             return []
         assert self.placement is not None
@@ -438,7 +450,10 @@ class _Job:
             spec, measured, rows, self.placement, self.config.what.pattern, is_pattern_round(self.config), seconds, cpu
         )
         for entry in entries:
-            self.lists.relate(entry, self.config.handoff)
+            link = (entry.src_rank, entry.dst_rank)
+            spec.protocol.relate(entry, self.companions.get(link, {}))
+            if companion:
+                self.companions.setdefault(link, {}).setdefault(companion, []).append(entry)
             if alone:
                 entry.remeasured_from = self.screened[(entry.src_rank, entry.dst_rank)].value
             elif schedule.PATTERNS[self.config.what.pattern].remeasures:

@@ -54,6 +54,9 @@ POSTINGS = {
     "cpu": "one ucp_put_nbx/ucp_get_nbx a block from the CPU",
 }
 PATHS = ("gpu", "ce-batch", "cpu")  # what `all` runs, in this order
+# The paths posted from the GPU's side: device lists only (one-sided, device memory at both ends), and
+# each a contiguous reference of such a list (the fastest contiguous transfer of its bytes).
+DEVICE_PATHS = ("gpu", "ce-batch")
 MAX_BLOCKS = 1 << 20  # per step (blocks x batch): a tag's slot bits and the tables' size
 _SEED = 0x6B76  # "kv"
 
@@ -144,6 +147,8 @@ class BlockShape:
     # A table read from a file (layout TABLE): each end's slots, a step's blocks transfer by transfer.
     table: Any = field(default=None, compare=False, repr=False)
     budget: SmBudget | None = None  # the SMs the GPU's posting kernel may take (None: all)
+    # The model's KV-cache handoff these descriptors are (kvhandoff.Handoff; --model), None: none.
+    handoff: Any = field(default=None, compare=False, repr=False)
 
     def check(self) -> BlockShape:
         if self.count < 1:
@@ -276,7 +281,9 @@ class BlockShape:
         """A reference of this shape at `block`: each transfer's bytes as one contiguous message, posted
         as `posting` (default: as this list), on the whole GPU."""
         return (
-            BlockShape(1, "contiguous", self.batch, posting=posting or self.posting, merge=self.merge),
+            BlockShape(
+                1, "contiguous", self.batch, posting=posting or self.posting, merge=self.merge, handoff=self.handoff
+            ),
             self.count * block,
         )
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ctypes
 import time
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -23,8 +24,8 @@ from ..wire import devapi
 from ..wire.native import RMA_GET, RMA_PUT, TAGGED, BlocksLinkEnd, HotLoop, memory_type
 from ..wire.protoinfo import ProtoRow
 from . import faults
-from .blocks import BlockShape
-from .contract import ACK, DATA, READY, RoundEnd, RoundShape, Side, tag
+from .blocks import DEVICE_PATHS, BlockShape
+from .contract import ACK, DATA, READY, Companion, Figure, RoundEnd, RoundShape, Side, StepProtocol, tag
 from .need import PER_BLOCK_PYTHON, PER_MESSAGE, Need, beside, in_memory
 from .onesided import OPERATIONS, lend_and_borrow, native_loop
 
@@ -36,19 +37,57 @@ _DEVICE_OPERATIONS = {
 }
 _DEVICE_OPERATIONS["auto"] = _DEVICE_OPERATIONS["gpu"]
 _CEILINGS = {RMA_PUT: devapi.CEILING_PUT, RMA_GET: devapi.CEILING_GET}
+CONTIGUOUS = "contiguous"  # the companion: each transfer's bytes as one contiguous message
 _CEILING_STEPS = 7  # timed runs of the list's ceiling (after one to warm up): their median
 
 
-class BlocksProtocol:
-    """Block lists moved by `operation` (RMA_PUT, RMA_GET or TAGGED); one link per rank."""
+class BlocksProtocol(StepProtocol):
+    """Block lists moved by `operation` (RMA_PUT, RMA_GET or TAGGED); one link per rank. `device`: a
+    one-sided list of device memory at both ends, which the GPU may post (shape.Shape.device)."""
 
     windowed = True
     streams = False
 
-    def __init__(self, operation: int, shape: BlockShape):
+    def __init__(self, operation: int, shape: BlockShape, device: bool = False):
         self.operation = operation
         self.shape = shape
+        self.device = device
         self.name = f"blocks-{NAMES[operation]}"
+        self.in_flight = shape.per_step  # a step moves every block of its transfers: they are its window
+
+    def companions(self, size: int, refused: Collection[str]) -> list[Companion]:
+        """Each transfer's bytes as one contiguous message, the reference "vs one" reads against: a
+        device list's posted by each of the GPU's paths every rank can run (else by the CPU), so that
+        it is the fastest contiguous transfer of those bytes; another list's posted as the list."""
+        if self.device:
+            paths = [path for path in DEVICE_PATHS if path not in refused] or ["cpu"]
+        else:
+            paths = [self.shape.posting]
+        found = []
+        for path in paths:
+            whole, nbytes = self.shape.contiguous(size, path)
+            found.append(Companion(BlocksProtocol(self.operation, whole, self.device), nbytes, CONTIGUOUS))
+        return found
+
+    def relate(self, entry: Figure, companions: Mapping[str, Sequence[Figure]]) -> None:
+        """The model's handoff the list is; its share of its ceiling; and, but for a list that is itself
+        one contiguous message, the fastest of its link's contiguous references and its share of it."""
+        blocks = entry.blocks
+        if blocks is None:
+            return
+        handoff = self.shape.handoff
+        if handoff is not None and blocks["count"] == handoff.count and entry.size_bytes == handoff.block_bytes:
+            blocks["handoff"] = handoff.record()
+        if blocks.get("ceiling_gbps"):
+            blocks["share_of_ceiling"] = entry.value / blocks["ceiling_gbps"]
+        if blocks["count"] == 1 and blocks["layout"] == "contiguous":
+            return
+        whole = companions.get(CONTIGUOUS, [])
+        found = [(c.value, c.blocks.get("posted_by") or "cpu") for c in whole if c.blocks is not None]
+        if found:
+            reference = max(found)
+            blocks["contiguous_gbps"], blocks["contiguous_posted_by"] = reference
+            blocks["share_of_contiguous"] = entry.value / reference[0]
 
     def need(self, spec: RoundShape, rank: int) -> Need:
         """The pool; a step's blocks copied out and compared by a check (validated); each block's
@@ -196,13 +235,13 @@ class BlocksProtocol:
                 plan.release()
                 raise TransportError(problem)
         except TransportError as exc:
-            if wanted in ("gpu", "ce-batch"):
+            if wanted in DEVICE_PATHS:
                 raise TransportError(f"--posting {wanted}: {exc}") from None
             state["path_note"] = f"the GPU cannot post this list: {exc}"
             return
         end.on_release(plan.release)  # before the pools are unmapped (releases run last first)
         state["plan"] = plan
-        if wanted != "cpu":
+        if wanted in _DEVICE_OPERATIONS:  # the GPU's side posts the list (auto: where it can)
             state["operation"] = _DEVICE_OPERATIONS[wanted][self.operation]
             state["path"], state["posted_by"] = devapi.PATHS[state["operation"]], "gpu" if wanted == "auto" else wanted
             state["sms"] = self._budget(end, plan) if state["posted_by"] == "gpu" else {"mode": "copy engines"}

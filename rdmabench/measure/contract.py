@@ -5,12 +5,13 @@ measure/ only need, faults and the block shapes: tests/test_layout.py) to know a
 beside the others and its registry line, and the engine never names one.
 
 Holds: the message tags, a link and one end of it on a rank (`Side`), the round as a protocol sees
-it (`RoundShape`), this rank's part of a round (`RoundEnd`), and the protocol itself (`StepProtocol`).
+it (`RoundShape`), this rank's part of a round (`RoundEnd`), the protocol itself (`StepProtocol`), and
+what a protocol's entries are read against (`Companion`, `Figure`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -120,15 +121,39 @@ class RoundEnd(Protocol):
     def rma_rows(self, side: Side, operation: str) -> dict[str, Any]: ...
 
 
+class Figure(Protocol):
+    """An entry as a protocol reads it against its companions' (measure.entry.Entry)."""
+
+    size_bytes: int
+    value: float
+    blocks: dict[str, Any] | None
+
+
 class StepProtocol(Protocol):
     """What a step protocol provides to the round engine: the buffers an end needs, and one timed
     step in Python and (where the native loop is built) in C. Four exist: window.py (bw, bibw and
     every concurrent pattern), pingpong.py (lat), onesided.py (put, get, put-lat, get-lat; native
-    only) and blocksteps.py (--blocks; native only)."""
+    only) and blocksteps.py (--blocks; native only). Each subclasses this, so that what has a default
+    here (no companions, the plan's window) is declared once."""
 
     name: str
     windowed: bool  # a window of messages per step (False: one message each way)
     streams: bool  # a step may make several passes of its window (Plan.passes); False: always one
+    # Messages a step keeps in flight where the protocol fixes them (a block list: every block of its
+    # transfers); None: the plan's window (--window, or its default for the size and memory).
+    in_flight: int | None = None
+
+    def companions(self, size: int, refused: Collection[str]) -> list[Companion]:
+        """The rounds the job runs alone, just before this protocol's own rounds at `size`, for their
+        entries to be read against (block lists: each transfer's bytes as one contiguous message), of
+        those every rank can run (`refused`: what some rank cannot, by name); none by default."""
+        return []
+
+    def relate(self, entry: Figure, companions: Mapping[str, Sequence[Figure]]) -> None:
+        """Read `entry` (on rank 0, before it is written) against its link's companion entries at its
+        size, measured just before it, by companion name (block lists: the share of the fastest
+        contiguous transfer of its bytes, and of the list's ceiling); nothing by default."""
+        return None
 
     def need(self, spec: RoundShape, rank: int) -> Need:
         """Everything `rank` allocates for its part of round `spec` (measure/need.py): checked before
@@ -165,3 +190,14 @@ class StepProtocol(Protocol):
     def check(self, end: RoundEnd, index: int) -> None:
         """Check every byte this rank received in step `index` (untimed)."""
         ...
+
+
+@dataclass(frozen=True)
+class Companion:
+    """A round the job runs alone (never beside compute) before a protocol's own rounds of a size, for
+    their entries to be read against (StepProtocol.relate): its protocol, its message size, and the
+    name its entries are handed back under."""
+
+    protocol: StepProtocol
+    size: int
+    name: str

@@ -12,7 +12,7 @@ from ..modes import MemoryMode, pinned_method
 from ..stats import median, percentile, summarize
 from ..units import gbps
 from ..wire.ucx import describe_path
-from .blocks import BlockShape
+from .blocks import DEVICE_PATHS, BlockShape
 from .round import LinkMeasurement, RoundSpec, staging_record
 
 # Fields written only where they apply (a round of several links, a known or unknown limit).
@@ -388,7 +388,8 @@ def block_record(size: int, details: dict[str, Any]) -> dict[str, Any]:
     if cold:
         record["cold_s"] = {key.removesuffix("_s"): round(value, 9) for key, value in cold.items()}
     record.update(_block_path(details, moved * shape.batch))
-    if record.get("posted_by") == "cpu" and details.get("posted_descriptors") is not None:
+    posted_by = record.get("posted_by")
+    if posted_by is not None and posted_by not in DEVICE_PATHS and details.get("posted_descriptors") is not None:
         # The requests the CPU posted a step (count x batch blocks): adjacent blocks merged, unless --no-merge.
         record.update(posted_descriptors=details["posted_descriptors"], merged=shape.merge)
     if shape.table is not None:

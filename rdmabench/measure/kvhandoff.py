@@ -158,7 +158,7 @@ class Handoff:
     ) -> BlockShape:
         """The block list: `count` descriptors of `block_bytes`, in `regions` regions of the pool."""
         return BlockShape(
-            self.count, layout, batch, pool_bytes, self.regions, posting, merge=merge, budget=budget
+            self.count, layout, batch, pool_bytes, self.regions, posting, merge=merge, budget=budget, handoff=self
         ).check()
 
     def describe(self) -> str:

@@ -27,7 +27,7 @@ from ..modes import MemoryMode
 from ..wire import protoinfo
 from ..wire.mpi import receive
 from ..wire.native import RMA_GET, RMA_PUT, HotLoop, Registrations, RmaLinkEnd, memory_type
-from .contract import ACK, READY, RoundEnd, RoundShape, Side, round_trip_need, tag
+from .contract import ACK, READY, RoundEnd, RoundShape, Side, StepProtocol, round_trip_need, tag
 from .need import Need
 
 _TAG_KEYS = 11  # MPI tag of a round's remote keys
@@ -122,7 +122,7 @@ def native_loop(end: RoundEnd) -> HotLoop:
     return end.hot_loop()
 
 
-class OneSidedProtocol:
+class OneSidedProtocol(StepProtocol):
     """put or get of a window of messages per step (windowed), or of one (the get latency)."""
 
     def __init__(self, operation: int, windowed: bool = True):
@@ -205,7 +205,7 @@ def _marker(index: int) -> int:
     return index % 255 + 1
 
 
-class PutPingPongProtocol:
+class PutPingPongProtocol(StepProtocol):
     """The put latency: src puts into dst's buffer, dst notices the last byte and puts back."""
 
     name = "put-ping-pong"

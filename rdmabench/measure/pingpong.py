@@ -9,11 +9,11 @@ import time
 from typing import Any
 
 from ..wire.native import HotLoop, memory_type
-from .contract import DATA, READY, RoundEnd, RoundShape, Side, round_trip_need, tag
+from .contract import DATA, READY, RoundEnd, RoundShape, Side, StepProtocol, round_trip_need, tag
 from .need import Need
 
 
-class PingPongProtocol:
+class PingPongProtocol(StepProtocol):
     name = "ping-pong"
     windowed = False
     streams = True  # a step is Plan.passes round trips in a row

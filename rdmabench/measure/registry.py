@@ -2,8 +2,9 @@
 
 A record says what a test measures (its result field, unit and which direction is better), how a
 pair of ranks becomes the links of one round, whether it may run in concurrent rounds, which step
-protocol moves its bytes (measure/window.py, pingpong.py, onesided.py or blocksteps.py; see
-measure/contract.py) and how a figure comes from the times of a sample's steps. Tables, matrices,
+protocol moves its bytes (measure/window.py, pingpong.py, onesided.py; a block list's, blocksteps.py,
+given for a run's shape by `protocols`; see measure/contract.py) and how a figure comes from the times
+of a sample's steps. Tables, matrices,
 reports, compare and the preflight ask the registry; nothing else branches on a test's name.
 
 Adding a test: a module that builds a TestKind and calls register() (rdmabench/measure/kinds/ for
@@ -17,15 +18,17 @@ from __future__ import annotations
 import importlib
 import os
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..errors import ConfigError
 from ..modes import MemoryMode
+from .blocksteps import BlocksProtocol
 
 if TYPE_CHECKING:
     from .contract import StepProtocol
+    from .shape import Shape
 
 PLUGINS_ENV = "RDMABENCH_PLUGINS"
 # Units whose smaller figure is the better one, for results of a test this process has no record of.
@@ -62,6 +65,17 @@ class TestKind:
     block_op: int | None = None
     # Why the test cannot use a memory mode (None: it can); asked for both ends before a job starts.
     refuse_mode: Callable[[MemoryMode], str | None] = lambda mode: refuse_ucx_allocated(mode)
+
+    def protocols(self, shape: Shape, postings: Collection[str] | None = None) -> list[StepProtocol]:
+        """The step protocols that move this test's bytes in `shape`, in the order they run: its own
+        for messages; for a block list, one a posting path (of `postings`, where given: those every rank
+        can run), moved by `block_op`."""
+        if not shape.lists:
+            return [self.protocol]
+        if self.block_op is None:
+            raise ConfigError(f"--blocks moves the bytes of put, get or bw, not of --test {self.name}")
+        chosen = [found for found in shape.lists if postings is None or found.posting in postings]
+        return [BlocksProtocol(self.block_op, found, shape.device) for found in chosen]
 
     @property
     def both_ways(self) -> bool:

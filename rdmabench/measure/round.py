@@ -49,7 +49,7 @@ class RoundSpec:
     plan: Plan
     validate: bool
     staging: Staging
-    # A step protocol other than the test's own: block lists (--blocks) move the test's bytes in blocks.
+    # The step protocol that moves the bytes (TestKind.protocols: a block list's, say); None: the test's own.
     step: StepProtocol | None = None
     one_buffer: bool = False  # every message of a window in one buffer per end (--one-buffer)
     beside: Beside | None = None  # a model's compute on every rank's GPU during the sampled steps (--beside)

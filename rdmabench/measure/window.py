@@ -26,11 +26,11 @@ import numpy as np
 
 from ..wire.native import HotLoop, LinkEnd, memory_type
 from ..wire.ucx import Request
-from .contract import ACK, DATA, READY, RoundEnd, RoundShape, Side, tag
+from .contract import ACK, DATA, READY, RoundEnd, RoundShape, Side, StepProtocol, tag
 from .need import Need
 
 
-class WindowProtocol:
+class WindowProtocol(StepProtocol):
     name = "window"
     windowed = True
     streams = True  # a step streams window x Plan.passes messages through the window's buffers
