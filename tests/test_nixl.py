@@ -206,7 +206,9 @@ def test_the_nixl_anchor_moves_gpu_memory(test: str) -> None:
         assert "None" not in row["transport"] and "None" not in row["nixl_transport"], row
         if test == "put":  # (UCX 1.21 emulates a get of GPU memory over shared memory)
             assert "cuda" in row["transport"] and "cuda" in row["nixl_transport"], row
-    assert "sgl" in rows[1]["nixl_transport"] and "sgl" not in rows[0]["nixl_transport"]
+    assert "sgl" not in rows[0]["nixl_transport"]
+    if test == "put":  # (NIXL's UCX 1.22 reads GPU memory without the list: its get row says so)
+        assert "sgl" in rows[1]["nixl_transport"], rows[1]
 
 
 @needs_nixl
@@ -229,10 +231,28 @@ def test_the_nixl_anchor_beside_a_gemm_gives_both_sides_slowdowns() -> None:
     for row in rows:
         assert row["beside_load"] == "gemm:4096" and row["beside_unit"] == "TFLOP/s"
         for side in ("nixl", "rdmabench"):
-            assert row[f"{side}_gbps"] > 0 and row[f"{side}_alone_gbps"] > 0, row
+            assert row[f"{side}_gbps"] > 0 and row[f"{side}_alone_gbps"] > 0 and row[f"{side}_beside_gbps"] > 0, row
             assert row[f"{side}_slowdown"] >= 0.9, row
             assert row[f"{side}_slowdown_min"] <= row[f"{side}_slowdown"] <= row[f"{side}_slowdown_max"]
             assert row[f"{side}_load_alone"] > 0
-        assert row["checked_gbps"] > 0
+        assert row["checked_gbps"] > 0 and row["rdmabench_beside_gbps"] == row["rdmabench_step_gbps"]
+        assert row["ratio_beside_gbps"] == pytest.approx(row["rdmabench_beside_gbps"] / row["nixl_beside_gbps"])
     text = nixl_table.format_rows(rows)
     assert "# BESIDE gemm:4096 on both GPUs" in text and "slowdown" in text
+
+
+def test_the_beside_lines_give_throughput_and_both_sides_slowdowns() -> None:
+    """Generated rows (not measured): beside compute, the lines under the table give each side's
+    throughput alone -> beside and the slowdown with its range, per rdmabench path and NIXL variant."""
+    row = _row(1.0, 1.0, 1.0) | {
+        "test": "put", "mode": "device", "case": "1024 random", "size_bytes": 4096, "rdmabench_posted_by": "gpu",
+        "nixl_variant": "sgl", "beside_load": "gemm:8192", "beside_unit": "TFLOP/s", "rdmabench_alone_gbps": 170.6,
+        "rdmabench_beside_gbps": 5.2, "nixl_alone_gbps": 3.84, "nixl_beside_gbps": 4.48, "rdmabench_slowdown": 1.0002,
+        "rdmabench_slowdown_min": 0.99, "rdmabench_slowdown_max": 1.03, "nixl_slowdown": None,
+    }  # fmt: skip
+    lines = nixl_table._beside_lines([row])
+    assert "all bytes over all transfers' time" in lines[0] and "TFLOP/s" in lines[0]
+    assert "rdmabench gpu 171 -> 5.2 GB/s slowdown 1.000 [0.99-1.03]" in lines[1], lines[1]
+    assert "NIXL sgl 3.84 -> 4.48 GB/s slowdown - (no whole operation" in lines[1], lines[1]
+    assert nixl_table._beside_heading([row])[0].startswith("# BESIDE gemm:8192 on both GPUs")
+    assert nixl_table._beside_lines([_row(1.0, 1.0, 1.0)]) == [] and nixl_table._beside_heading([]) == []

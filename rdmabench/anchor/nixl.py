@@ -441,27 +441,38 @@ def _nixl_figures(before: dict[str, Any], after: dict[str, Any], part: str = "bl
 def _beside_figures(
     beside: Beside, before: dict[str, Any], after: dict[str, Any], unchecked: dict[str, Any]
 ) -> dict[str, Any]:
-    """Both sides beside compute: each one's list alone, and the model's slowdown (the worse of the two
-    GPUs, pair by pair; NIXL's over the pairs of both its runs) with its range."""
+    """Both sides beside compute: each one's list alone and beside as a throughput (all bytes over all
+    transfers' time: beside a load the median transfer hides those that waited for SMs the load held),
+    and the model's slowdown (the worse of the two GPUs, pair by pair; NIXL's over the pairs of both
+    its runs) with its range."""
+    runs = (before, after)
     pairs = [
         slowdown
-        for run in (before, after)
+        for run in runs
         for slowdown in worse_pairs([run["initiator"]["beside"]["load"], run["target"]["beside_load"]])
     ]
     record = unchecked["beside"]
     out: dict[str, Any] = {
         "beside_load": beside.label, "beside_unit": beside.unit,
-        "nixl_alone_gbps": _mean(run["initiator"]["blocks"]["transfer_gbps_p50"] for run in (before, after)),
-        "rdmabench_alone_gbps": record["transfer_alone"],
+        "nixl_alone_gbps": _mean(_throughput(run["initiator"]["blocks"]) for run in runs),
+        "nixl_beside_gbps": _mean(_throughput(run["initiator"]["beside"]) for run in runs),
+        "rdmabench_alone_gbps": record["transfer_alone"],  # its steps' figure in each pair's first half
+        "rdmabench_beside_gbps": unchecked["bandwidth_gbps"],  # its steps' figure beside the load
         "nixl_slowdown": median(pairs) if pairs else None,
         "nixl_slowdown_min": min(pairs) if pairs else None, "nixl_slowdown_max": max(pairs) if pairs else None,
         "rdmabench_slowdown": record["slowdown"],
     }  # fmt: skip
+    out["ratio_beside_gbps"] = out["rdmabench_beside_gbps"] / max(out["nixl_beside_gbps"], 1e-12)
     low_high = record.get("slowdown_range") or [None, None]
     out["rdmabench_slowdown_min"], out["rdmabench_slowdown_max"] = low_high
     for side in ("nixl", "rdmabench"):  # the load's own rate alone, on the worse GPU of the side's first run
         out[f"{side}_load_alone"] = _load_alone(side, before, record)
     return out
+
+
+def _throughput(figures: dict[str, Any]) -> float:
+    """A NIXL run's bytes over its transfers' time (its median transfer's, from agents without it)."""
+    return float(figures.get("transfer_gbps_mean") or figures["transfer_gbps_p50"])
 
 
 def _load_alone(side: str, run: dict[str, Any], record: dict[str, Any]) -> float | None:

@@ -206,6 +206,7 @@ def summary(totals: list[float], posts: list[float], makes: list[float], moved: 
         "transfers": len(totals),
         "transfer_us": {f"p{q:g}": percentile(totals, q) * 1e6 for q in (50, 99, 99.9)} | {"max": max(totals) * 1e6},
         "transfer_gbps_p50": moved / median / 1e9,
+        "transfer_gbps_mean": moved * len(totals) / sum(totals) / 1e9,  # all bytes over all transfers' time
         "descriptors_per_second_p50": count / median,
         "post_us_p50": percentile(posts, 50) * 1e6,
         "post_share_p50": percentile([p / t for p, t in zip(posts, totals, strict=True)], 50),

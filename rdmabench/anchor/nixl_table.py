@@ -73,7 +73,7 @@ def _beside_heading(rows: list[dict[str, Any]]) -> list[str]:
     return [
         f"# BESIDE {beside} on both GPUs: every GB/s, p99, post share and desc/s above is taken while both GPUs "
         "compute (each side's own interleaved pairs: the load alone, then both at once); the lines below the "
-        "table give each side's list alone and the model's slowdown"
+        "table give each side's throughput alone and beside, and the model's slowdown"
     ]
 
 
@@ -85,8 +85,9 @@ def _beside_lines(rows: list[dict[str, Any]]) -> list[str]:
         return []
     unit = found[0].get("beside_unit", "")
     lines = [
-        f"# beside {found[0]['beside_load']}: GB/s alone -> beside, and the model's slowdown (its {unit} alone over "
-        "beside, the worse GPU pair by pair: median [min-max]; 1.00 = untouched)"
+        f"# beside {found[0]['beside_load']}: GB/s alone -> beside (all bytes over all transfers' time: beside a load "
+        "the table's median transfer hides the transfers that waited for SMs the load held), and the model's "
+        f"slowdown (its {unit} alone over beside, the worse GPU pair by pair: median [min-max]; 1.00 = untouched)"
     ]
     for r in found:
         where = f"#   {r['test']} {r['case'][:26]} {format_size(r['size_bytes'])}"
@@ -99,8 +100,12 @@ def _beside_lines(rows: list[dict[str, Any]]) -> list[str]:
 
 
 def _gbps(row: dict[str, Any], side: str) -> str:
-    alone = row.get(f"{side}_alone_gbps")
-    return f"{'-' if alone is None else format(alone, '.3g')} -> {row[f'{side}_gbps']:.3g} GB/s"
+    alone, beside = row.get(f"{side}_alone_gbps"), row.get(f"{side}_beside_gbps")
+    return f"{_number(alone)} -> {_number(beside)} GB/s"
+
+
+def _number(value: float | None) -> str:
+    return "-" if value is None else format(value, ".3g")
 
 
 def _slowdown(row: dict[str, Any], side: str) -> str:

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 from ..errors import ConfigError
 from ..measure import blocktable, kvhandoff, plan, registry
 from ..measure.beside import Beside
-from ..measure.blocks import DEVICE_PATHS, PATHS, POSTINGS, TABLE, BlockShape, SmBudget
+from ..measure.blocks import DEVICE_PATHS, TABLE, BlockShape, SmBudget, parse_postings
 from ..measure.shape import Shape
 from ..modes import MemoryMode
 from ..units import DISPLAY_UNITS, parse_sizes
@@ -208,12 +208,7 @@ class BlockLists:
     @property
     def postings(self) -> tuple[str, ...]:
         """The posting paths this run measures, in order (all: every path)."""
-        names = [name.strip() for name in self.posting.split(",") if name.strip()]
-        found = [path for name in names for path in (PATHS if name == "all" else (name,))]
-        for name in found:
-            if name not in POSTINGS:
-                raise ConfigError(f"unknown --posting {name!r}: choose {', '.join(POSTINGS)}, all, or a list of them")
-        return tuple(dict.fromkeys(found)) or ("auto",)
+        return parse_postings(self.posting)
 
     def shapes(self, get: bool = False) -> list[BlockShape]:
         """The block list, one shape a posting path (none: plain messages); `get`: the test reads the
