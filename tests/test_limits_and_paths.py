@@ -11,7 +11,7 @@ from rdmabench.hardware import limits, topology
 from rdmabench.hardware.pathcheck import is_device_path_warning, path_warnings
 from rdmabench.results.files.document import load as load_results
 
-from .conftest import QUICK, run_cli
+from .conftest import run_cli
 
 GPU0, GPU1 = "0000:19:00.0", "0000:3b:00.0"
 
@@ -157,18 +157,26 @@ def test_a_cached_copy_is_bound_by_the_other_links_it_crosses() -> None:
     assert limit is not None and limit.kind == "PCIe"
 
 
-def test_a_real_run_says_which_regime_its_limit_is_in(tmp_path: Path) -> None:
-    path = tmp_path / "r.json"
-    proc = run_cli(["run", "--np", "2", "--sizes", "64KiB", *QUICK, "-o", str(path)])
+@pytest.fixture(scope="module")
+def shared_memory_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict[str, Any]]:
+    """One run over shared memory, 64 KiB and 4 MiB: the regime test's and the wire check's."""
+    path = tmp_path_factory.mktemp("shm") / "shm.json"
+    proc = run_cli(
+        ["run", "--np", "2", "--sizes", "64KiB,4MiB", "--samples", "2", "--sample-time", "0.02", "-o", str(path)]
+    )
     assert proc.returncode == 0, proc.stderr
-    doc = load_results(str(path))
+    return proc.stdout, load_results(str(path))
+
+
+def test_a_real_run_says_which_regime_its_limit_is_in(shared_memory_run: tuple[str, dict[str, Any]]) -> None:
+    stdout, doc = shared_memory_run
     measured = next(t for t in doc["metadata"]["topology"] if t["host_copy_gbps"])
     assert measured["host_copy_bytes"] >= topology.PROBE_MIN_BYTES
     assert measured["last_level_cache_bytes"] == topology.last_level_cache_bytes()
-    (entry,) = doc["results"]
+    (entry,) = [e for e in doc["results"] if e["size_bytes"] == 64 << 10]
     assert entry["link_limit"] is None and entry["link_limit_unknown"].startswith("cache regime: this link keeps")
     assert entry.get("share_of_limit") is None and not any("measurement error" in w for w in entry["warnings"])
-    assert "in cache" in proc.stdout  # the table's share column names the regime
+    assert "in cache" in stdout  # the table's share column names the regime
 
 
 def test_between_nodes_the_slower_nic_or_pcie_bounds() -> None:
@@ -283,7 +291,9 @@ def test_path_warnings(entry: dict[str, Any], same_host: bool, expect: str | Non
         assert is_device_path_warning(warnings[0]) == ("GPUDirect" in expect or "CUDA IPC" in expect)
 
 
-def test_the_wire_check_catches_tcp_over_loopback_between_ranks_of_one_host(tmp_path: Path) -> None:
+def test_the_wire_check_catches_tcp_over_loopback_between_ranks_of_one_host(
+    tmp_path: Path, shared_memory_run: tuple[str, dict[str, Any]]
+) -> None:
     """UCX_TLS without shared memory: the bytes are counted on lo (and the path check names it); with
     shared memory there is no counter, and no figure is invented."""
     from rdmabench.results.files.document import load as load_results
@@ -296,7 +306,6 @@ def test_the_wire_check_catches_tcp_over_loopback_between_ranks_of_one_host(tmp_
     (entry,) = load_results(str(tmp_path / "tcp.json"))["results"]
     assert entry["transport"] == "tcp/lo" and entry["wire"]["dev"] == "lo", entry.get("wire")
     assert 1.0 <= entry["wire"]["ratio"] <= 1.5 and any("tcp/lo" in w for w in entry["warnings"])
-    normal = run_cli([*base, "-o", str(tmp_path / "shm.json")])
-    assert normal.returncode == 0, normal.stderr
-    (entry,) = load_results(str(tmp_path / "shm.json"))["results"]
+    _stdout, normal = shared_memory_run  # the same 4 MiB over shared memory
+    (entry,) = [e for e in normal["results"] if e["size_bytes"] == 4 << 20]
     assert "wire" not in entry and not entry["transport"].startswith("tcp")

@@ -24,20 +24,8 @@ def _run(args: list[str], results_path: Path, **env: str) -> dict:  # type: igno
     return load_results(str(results_path))
 
 
-@needs_native
-@pytest.mark.parametrize("test", ["bw", "bibw", "lat"])
-@pytest.mark.parametrize("mode", ["pageable", "pinned"])
-def test_native_and_python_loops_agree(test: str, mode: str, tmp_path: Path) -> None:
-    docs = {
-        engine: _run(["--test", test, "--mode", mode, "--sizes", "8,100000", "--engine", engine], tmp_path / engine)
-        for engine in ("native", "python")
-    }
-    for engine, doc in docs.items():
-        assert {e["engine"] for e in doc["results"]} == {engine}
-        assert {e["size_bytes"] for e in doc["results"]} == {8, 100000}
-        assert all(e["validated"] and e["wrong_bytes"] == 0 for e in doc["results"])
-        assert doc["metadata"]["engine"]["requested"] == engine
-        assert [r["native"] for r in doc["metadata"]["engine"]["ranks"]] == [engine == "native"] * 2
+# That the native and Python loops agree on every test and host memory is
+# tests/test_p2p.py::test_each_test_and_host_mode's (one run per loop there answers both).
 
 
 @needs_native

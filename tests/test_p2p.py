@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from rdmabench.results.files.document import load as load_results
+from rdmabench.wire import native
 
 from .conftest import QUICK, mpiexec, rdmabench_env, run_cli
 
@@ -22,14 +23,30 @@ def _run_ok(args: list[str], **kwargs: object) -> subprocess.CompletedProcess[st
     return proc
 
 
+# Both loops where the native one builds (tests/test_native.py checks how it builds and loads).
+ENGINES = ("native", "python") if native.load().library is not None else ("python",)
+
+
 @pytest.mark.parametrize("test", ["bw", "bibw", "lat"])
 @pytest.mark.parametrize("mode", ["pageable", "pinned"])
-def test_each_test_and_host_mode(test: str, mode: str, results_path: Path) -> None:
-    sizes = [8, 65536, 1 << 20]
-    proc = _run_ok(
-        ["run", "--np", "2", "--test", test, "--mode", mode, "--sizes", "8,64KiB,1MiB", "-o", str(results_path), *QUICK]
-    )
-    doc = load_results(str(results_path))
+def test_each_test_and_host_mode(test: str, mode: str, tmp_path: Path) -> None:
+    """Every test and host memory, in the native loop and the Python loop: both give the same
+    entries, validated, with what they ran recorded (one run per loop covers both questions)."""
+    for engine in ENGINES:
+        results_path = tmp_path / f"{engine}.json"
+        args = ["--test", test, "--mode", mode, "--sizes", "8,64KiB,100000,1MiB", "--engine", engine]
+        proc = _run_ok(["run", "--np", "2", *args, "-o", str(results_path), *QUICK])
+        doc = load_results(str(results_path))
+        _check_each_test(doc, test, mode, [8, 65536, 100000, 1 << 20])
+        assert {e["engine"] for e in doc["results"]} == {engine}
+        assert doc["metadata"]["engine"]["requested"] == engine
+        assert [r["native"] for r in doc["metadata"]["engine"]["ranks"]] == [engine == "native"] * 2
+        # The table shows each size as it completes, with the unit spelled out.
+        assert "GB/s = 1e9 bytes/s" in proc.stdout or "microseconds" in proc.stdout
+        assert "64KiB" in proc.stdout and "1MiB" in proc.stdout
+
+
+def _check_each_test(doc: dict, test: str, mode: str, sizes: list[int]) -> None:  # type: ignore[type-arg]
     assert doc["complete"] is True
     entries = doc["results"]
     per_size = 2 if test == "bibw" else 1
@@ -58,9 +75,6 @@ def test_each_test_and_host_mode(test: str, mode: str, results_path: Path) -> No
             # Aggregate counts each direction's bytes once, over the slower direction's time.
             assert both[0]["aggregate_gbps"] == both[1]["aggregate_gbps"]
             assert both[0]["aggregate_gbps"] <= both[0]["bandwidth_gbps"] + both[1]["bandwidth_gbps"] + 1e-9
-    # The table shows each size as it completes, with the unit spelled out.
-    assert "GB/s = 1e9 bytes/s" in proc.stdout or "microseconds" in proc.stdout
-    assert "64KiB" in proc.stdout and "1MiB" in proc.stdout
 
 
 def test_bandwidth_figure_is_bytes_over_time_of_samples(results_path: Path) -> None:
@@ -100,9 +114,16 @@ def test_forced_tcp_is_recorded_as_tcp_and_flagged(results_path: Path) -> None:
     assert "warning: host memory between ranks of one host went over tcp/" in proc.stdout
 
 
-def test_default_run_uses_shared_memory_with_its_limit(results_path: Path) -> None:
-    _run_ok(["run", "--sizes", "8,1MiB", "-o", str(results_path), *QUICK])
-    doc = load_results(str(results_path))
+@pytest.fixture(scope="module")
+def default_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], dict]:  # type: ignore[type-arg]
+    """One run with the defaults but the table's units (which change the table, not the file)."""
+    results_path = tmp_path_factory.mktemp("default") / "out.json"
+    proc = _run_ok(["run", "--sizes", "8,1MiB", "--units", "Gb/s", "-o", str(results_path), *QUICK])
+    return proc, load_results(str(results_path))
+
+
+def test_default_run_uses_shared_memory_with_its_limit(default_run: tuple[object, dict]) -> None:  # type: ignore[type-arg]
+    _proc, doc = default_run
     for entry in doc["results"]:
         assert entry["transport"] in SHARED_MEMORY and entry["warnings"] == []
         # Messages this small (a window of them, at both ends) may run from the cache: no limit bounds them.
@@ -112,9 +133,9 @@ def test_default_run_uses_shared_memory_with_its_limit(results_path: Path) -> No
     assert any(f["check"] == "UCX" for f in doc["metadata"]["doctor"])
 
 
-def test_units_change_the_table_not_the_file(results_path: Path) -> None:
-    proc = _run_ok(["run", "--sizes", "1MiB", "--units", "Gb/s", "-o", str(results_path), *QUICK])
-    (entry,) = load_results(str(results_path))["results"]
+def test_units_change_the_table_not_the_file(default_run: tuple[subprocess.CompletedProcess[str], dict]) -> None:  # type: ignore[type-arg]
+    proc, doc = default_run
+    (entry,) = [e for e in doc["results"] if e["size_bytes"] == 1 << 20]
     assert entry["unit"] == "GB/s"
     assert "Gb/s = 1e9 bits/s" in proc.stdout
     row = next(line for line in proc.stdout.splitlines() if line.strip().startswith("1MiB"))
@@ -170,27 +191,38 @@ def test_no_validate_records_it(results_path: Path) -> None:
     assert "NOT validated" in proc.stdout
 
 
-def test_json_format_prints_the_document(results_path: Path) -> None:
+@pytest.fixture(scope="module")
+def default_output(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[subprocess.CompletedProcess[str]]]:
+    """Two runs without -o in one folder, one printing CSV, the other the JSON document."""
+    folder = tmp_path_factory.mktemp("cwd")
+    as_csv = _run_ok(["run", "--sizes", "8,1KiB", "--format", "csv", *QUICK], cwd=folder)
+    as_json = _run_ok(["run", "--format", "json", "--sizes", "8", *QUICK], cwd=folder)
+    return folder, [as_csv, as_json]
+
+
+def _written(folder: Path) -> list[dict]:  # type: ignore[type-arg]
+    return [load_results(str(f)) for f in sorted((folder / "results").glob("rdmabench-bw-pageable-*.json"))]
+
+
+def test_json_format_prints_the_document(default_output: tuple[Path, list[subprocess.CompletedProcess[str]]]) -> None:
     import json
 
-    proc = _run_ok(["run", "--format", "json", "--sizes", "8", "-o", str(results_path), *QUICK])
-    assert json.loads(proc.stdout) == load_results(str(results_path))
+    folder, (_as_csv, as_json) = default_output
+    (written,) = [doc for doc in _written(folder) if doc["metadata"]["config"]["sizes"] == [8]]
+    assert json.loads(as_json.stdout) == written
 
 
-def test_default_output_goes_under_results(tmp_path: Path) -> None:
-    _run_ok(["run", "--sizes", "8", *QUICK], cwd=tmp_path)
-    _run_ok(["run", "--sizes", "8", *QUICK], cwd=tmp_path)
-    files = sorted((tmp_path / "results").glob("rdmabench-bw-pageable-*.json"))
-    assert len(files) == 2  # the second run did not overwrite the first
+def test_default_output_goes_under_results(default_output: tuple[Path, list[subprocess.CompletedProcess[str]]]) -> None:
+    folder, _procs = default_output
+    assert len(_written(folder)) == 2  # the second run did not overwrite the first
 
 
-def test_csv_straight_from_run(results_path: Path) -> None:
+def test_csv_straight_from_run(default_output: tuple[Path, list[subprocess.CompletedProcess[str]]]) -> None:
     import csv
     import io
 
-    proc = run_cli(["run", "--sizes", "8,1KiB", "--format", "csv", "-o", str(results_path), *QUICK])
-    assert proc.returncode == 0, proc.stderr
-    rows = list(csv.DictReader(io.StringIO(proc.stdout)))
+    _folder, (as_csv, _as_json) = default_output
+    rows = list(csv.DictReader(io.StringIO(as_csv.stdout)))
     assert [int(r["size_bytes"]) for r in rows] == [8, 1024]  # nothing else on stdout: no table, no notes
     assert all(r["test"] == "bw" and r["load"] == "alone" and float(r["median"]) > 0 for r in rows)
 

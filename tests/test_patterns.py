@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -116,16 +117,22 @@ def test_bidirectional_all_pairs_measures_each_pair_once(results_path: Path) -> 
     assert links == sorted(itertools.permutations(range(3), 2))  # both directions of 3 pairs, once each
 
 
-def test_ring_and_bad_combinations(results_path: Path) -> None:
-    proc = run_cli(
-        ["run", "--np", "3", "--pattern", "ring", "--sizes", "4KiB", "-o", str(results_path), *QUICK], timeout=300
-    )
+RING = ["run", "--np", "3", "--pattern", "ring", *QUICK]
+
+
+@pytest.fixture(scope="module")
+def ring_run(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
+    """The entries of one ring of three ranks, at two sizes (the ring tests below share it)."""
+    results_path = tmp_path_factory.mktemp("ring") / "ring.json"
+    proc = run_cli([*RING, "--sizes", "8,4KiB", "-o", str(results_path)], timeout=300)
     assert proc.returncode == 0, proc.stderr
-    assert sorted((e["src_rank"], e["dst_rank"]) for e in load_results(str(results_path))["results"]) == [
-        (0, 1),
-        (1, 2),
-        (2, 0),
-    ]
+    return load_results(str(results_path))["results"]  # type: ignore[no-any-return]
+
+
+def test_ring_and_bad_combinations(ring_run: list[dict[str, Any]], results_path: Path) -> None:
+    for size in (8, 4096):
+        links = sorted((e["src_rank"], e["dst_rank"]) for e in ring_run if e["size_bytes"] == size)
+        assert links == [(0, 1), (1, 2), (2, 0)]
     for args, message in (
         (["--pattern", "ring", "--test", "lat"], "--test lat measures one link at a time"),
         (["--pattern", "ring", "--concurrent"], "--concurrent schedules all-pairs"),
@@ -144,17 +151,16 @@ def _native_ok() -> bool:
 
 
 @pytest.mark.skipif(not _native_ok(), reason="no native loop on this machine")
-def test_concurrent_rounds_are_timed_natively_and_faults_reach_them(results_path: Path) -> None:
-    ring = ["run", "--np", "3", "--pattern", "ring", *QUICK]
-    proc = run_cli([*ring, "--sizes", "8,4KiB", "-o", str(results_path)], timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    entries = load_results(str(results_path))["results"]
+def test_concurrent_rounds_are_timed_natively_and_faults_reach_them(
+    ring_run: list[dict[str, Any]], results_path: Path
+) -> None:
+    entries = ring_run
     assert len(entries) == 6 and {e["engine"] for e in entries} == {"native"}
     assert all(e["ucx_memory_type_declared"] and e["concurrent_links"] == 3 for e in entries)
 
     from .conftest import rdmabench_env
 
-    bad = run_cli([*ring, "--sizes", "8", "-o", f"{results_path}.c"], env=rdmabench_env(RDMABENCH_FAULT="corrupt:1"))
+    bad = run_cli([*RING, "--sizes", "8", "-o", f"{results_path}.c"], env=rdmabench_env(RDMABENCH_FAULT="corrupt:1"))
     errors = [line for line in bad.stderr.splitlines() if line.startswith("rdmabench: error:")]
     assert bad.returncode != 0 and len(errors) == 1, bad.stderr
     assert "wrong byte(s) of 8" in errors[0] and "a round of 3 concurrent links (bw, 8)" in errors[0]
