@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from rdmabench.errors import ConfigError
+from rdmabench.errors import ConfigError, TransportError
 from rdmabench.hardware.gpu import visible_gpu_count
 from rdmabench.measure.beside import Beside
 from rdmabench.measure.blocks import SmBudget
@@ -238,12 +238,16 @@ class _Load:
     def __init__(self, step: int, ring: int, alone: float = 1e-3, beside: float = 2e-3):
         self.step, self.ring, self.times, self.busy, self.running = step, ring, [alone, beside], False, False
         self.work, self.partition, self.seconds = 2.0e9, None, list[float]()
+        self.error: str | None = None  # as the library's thread ends on a CUDA error: no more operations
+
+    def failed(self) -> bool:
+        return self.error is not None
 
     def start(self, partitioned: bool) -> None:
         self.seconds, self.running = [], True
 
     def done(self) -> int:
-        if self.running:
+        if self.running and self.error is None:
             self.seconds += [self.times[self.busy]] * self.step
         return len(self.seconds)
 
@@ -251,6 +255,8 @@ class _Load:
         from rdmabench.wire.gpuload import LoadRun
 
         self.running = False
+        if self.error is not None:
+            raise TransportError(f"the compute load: {self.error}")
         return LoadRun(self.seconds[-self.ring :], 0.0)
 
 
@@ -273,3 +279,26 @@ def test_a_pairs_halves_are_the_operations_alone_and_beside_also_past_the_ring(r
     found = pairs.summary()
     assert found["slowdown_pairs"] == [2.0, 2.0, 2.0] and found["slowdown"] == 2.0
     assert (found["alone_drift"] is None) == (ring == 100)  # no window before once it wrapped
+
+
+def test_a_load_that_failed_says_why_at_once_not_after_the_stall_limit() -> None:
+    """The load's thread ended on a CUDA error: the pair's next wait raises the library's own reason
+    right away (the stall limit, a minute, is for a load that stops without one)."""
+    import time
+
+    from rdmabench.measure.beside import STALLED_SECONDS, Beside, Pairs
+
+    load = _Load(step=1, ring=100)
+    load.error = "waiting for a load operation: an illegal memory access was encountered"
+    began = time.perf_counter()
+    with pytest.raises(TransportError, match="illegal memory access"):
+        Pairs(Beside("gemm", 1024), load, partitioned=False).start()
+    assert time.perf_counter() - began < STALLED_SECONDS / 10
+
+
+def test_the_worse_gpu_is_taken_pair_by_pair() -> None:
+    """Each pair's slowdown is the worse of the GPUs that measured it; a pair no GPU measured is left out."""
+    from rdmabench.measure.beside import worse_pairs
+
+    gpus = [{"slowdown_pairs": [1.1, None, None, 0.9]}, {"slowdown_pairs": [1.0, 1.2, None, 1.3]}]
+    assert worse_pairs(gpus) == [1.1, 1.2, 1.3]

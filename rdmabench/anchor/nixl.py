@@ -40,7 +40,7 @@ from ..wire import protoinfo
 from .nixl_agent import NIXL_PACKAGES
 from .nixl_files import PLAN, read_file, write_json
 from .nixl_table import STEADY
-from .rounds import repeated, rounds_median, run_entries
+from .rounds import repeated, rounds_median, run_document
 
 OPERATIONS = {"put": "WRITE", "get": "READ"}  # rdmabench's test -> NIXL's operation
 MEMORY = {"host": ("DRAM", "pageable"), "device": ("VRAM", "device")}  # --mode -> (NIXL's, rdmabench's)
@@ -54,6 +54,7 @@ NIXL_VARIANTS = {
     "which NIXL bundles; in software where the transport has none)",
 }
 _SGL_ENV = "NIXL_UCX_SGL_ENABLE"
+_AGENT_SHARE = 0.9  # of the pair's time an end may take: it gives up first, saying where it waited
 # A row's numbers that say what was measured, not what it measured: no median of them.
 SHAPE = ("count", "regions", "transfer_bytes", "nixl_threads")
 
@@ -148,6 +149,7 @@ class _Case:
     label: str
     handoff: Handoff | None = None
     model_file: str | None = None  # the handoff's model, written for rdmabench run's --model
+    skipped: dict[str, str] = field(default_factory=dict)  # posting paths rdmabench's run left out, and why
     rows: dict[int, dict[str, Any]] = field(default_factory=dict)
 
 
@@ -210,6 +212,11 @@ def _round(plan: NixlPlan, folder: Path, progress: Callable[[str], None] | None)
         after = _nixl_runs(case, plan, folder)
         for size in case.sizes:
             for path in unchecked[size]:  # each path rdmabench posted, beside each way NIXL posts
+                if path not in checked[size]:  # auto chose otherwise in the two runs: no pair to compare
+                    raise LaunchError(
+                        f"rdmabench's checked run of {case.label} at {format_size(size)} was posted by "
+                        f"{', '.join(checked[size])}, its unchecked run by {path}: run again, or name --posting"
+                    )
                 for variant in plan.variants:
                     key = (variant, size)
                     sides = (before[key], after[key], unchecked[size][path], checked[size][path])
@@ -240,7 +247,7 @@ def run_pair(
         "operation": OPERATIONS[test], "memory": MEMORY[plan.mode][0], "size": size, "seconds": plan.seconds,
         "shape": {"count": shape.count, "layout": shape.layout, "batch": 1, "pool_bytes": shape.pool_bytes,
                   "regions": shape.regions},
-        "warmup": 2, "min_transfers": 5, "max_transfers": 100_000, "timeout": plan.timeout, "threads": plan.threads,
+        "warmup": 2, "min_transfers": 5, "max_transfers": 100_000, "timeout": plan.timeout * _AGENT_SHARE, "threads": plan.threads,
         "beside": None if plan.beside is None else {"load": plan.beside.load, "size": plan.beside.size},
         "pairs": plan.pairs,
     }  # fmt: skip
@@ -300,7 +307,8 @@ def _wait(processes: dict[str, subprocess.Popen[bytes]], folder: Path, timeout: 
         if all(code == 0 for code in codes.values()):
             return
         if time.monotonic() > deadline:
-            raise LaunchError(f"NIXL's target and initiator did not finish in {timeout:.0f} s")
+            lines = "; ".join(f"{role}: {_last_line(folder / f'{role}.out')}" for role in processes)
+            raise LaunchError(f"NIXL's target and initiator did not finish in {timeout:.0f} s ({lines})")
         time.sleep(0.02)
 
 
@@ -349,7 +357,9 @@ def run_blocks(case: _Case, plan: NixlPlan, validate: bool) -> dict[int, dict[st
     if plan.beside is not None:
         options += ["--beside", plan.beside.label]
     found: dict[int, dict[str, dict[str, Any]]] = {}
-    for entry in run_entries(options, samples=plan.samples, sample_time=plan.sample_time):
+    ran = run_document(options, samples=plan.samples, sample_time=plan.sample_time)
+    case.skipped = dict((ran.get("metadata") or {}).get("skipped_postings") or {})  # a path the run left out, why
+    for entry in ran["results"]:
         blocks = entry.get("blocks") or {}
         if blocks.get("count") == case.shape.count and entry["size_bytes"] in case.sizes:
             if plan.beside is None or entry.get("beside"):  # (a list of one contiguous block is its own reference)
@@ -391,6 +401,8 @@ def _row(
     }  # fmt: skip
     if case.handoff is not None:
         row["handoff"] = case.handoff.record()
+    if case.skipped:
+        row["rdmabench_skipped"] = case.skipped
     row["nixl_threads"] = plan.threads
     part = "blocks" if plan.beside is None else "beside"
     row |= _nixl_figures(before, after, part) | _rdmabench_figures(unchecked, case.test)
@@ -420,10 +432,15 @@ def _nixl_figures(before: dict[str, Any], after: dict[str, Any], part: str = "bl
         out[f"nixl_{suffix}"] = _mean(run["initiator"][part]["transfer_us"][quantile] for run in runs)
     out["nixl_make_us"] = _mean(run["initiator"][part]["make_us_p50"] for run in runs)
     out["nixl_cpu_s_per_gb"] = _mean(run["initiator"][part]["cpu_s_per_gb"] for run in runs)
-    out["nixl_vs_one"] = _mean(  # the list alone against one contiguous descriptor, alone
-        run["initiator"]["blocks"]["transfer_gbps_p50"] / run["initiator"]["reference"]["transfer_gbps_p50"]
-        for run in runs
-    )
+    if part == "blocks":  # the list's median transfer against one contiguous descriptor's
+        out["nixl_vs_one"] = _mean(
+            run["initiator"]["blocks"]["transfer_gbps_p50"] / run["initiator"]["reference"]["transfer_gbps_p50"]
+            for run in runs
+        )
+    else:  # beside compute, as rdmabench's: the list's throughput beside against the reference alone
+        out["nixl_vs_one"] = _mean(
+            _throughput(run["initiator"]["beside"]) / _throughput(run["initiator"]["reference"]) for run in runs
+        )
     out["nixl_before"], out["nixl_after"] = (run["initiator"][part]["transfer_gbps_p50"] for run in runs)
     out["nixl_drift"] = abs(out["nixl_after"] - out["nixl_before"]) / max(out["nixl_gbps"], 1e-12)
     for name in before["initiator"]["cold_s"]:

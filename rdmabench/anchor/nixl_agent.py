@@ -3,7 +3,8 @@
 
 NIXL bundles its own UCX build; a process that has loaded the libucx wheel (UCXX, the native loop)
 must not load it too. So this module imports only what loads neither: the block shapes, the
-statistics and the private folder's helpers. The anchor makes FOLDER (private, 0700) and writes the
+statistics, the private folder's helpers and, beside compute, the load (nixl_beside: measure.beside
+and wire.gpuload, a CUDA library of rdmabench's own). The anchor makes FOLDER (private, 0700) and writes the
 plan there (plan.json); the two ends meet through files in it, each written whole under a temporary
 name, then renamed (never through a link, never another user's file: privatedirs):
 
@@ -146,10 +147,10 @@ class Timed:
         )  # fmt: skip
 
 
-def timed_transfers(agent: Any, request: Any, plan: dict[str, Any], seconds: float) -> Timed:
+def timed_transfers(agent: Any, request: Any, plan: dict[str, Any], seconds: float, deadline: float) -> Timed:
     """Transfers made by `request()` -> (handle, seconds making it, release): the first alone (cold),
-    then plan["warmup"] untimed, then for `seconds` (at least min, at most max transfers)."""
-    deadline = time.monotonic() + plan["timeout"]
+    then plan["warmup"] untimed, then for `seconds` (at least min, at most max transfers); AgentError
+    past the end's `deadline`."""
     handle, make, release = request()
     found = Timed(first=make + _transfer(agent, handle, deadline)[1])
     release(handle)
@@ -172,9 +173,9 @@ def timed_transfers(agent: Any, request: Any, plan: dict[str, Any], seconds: flo
     return found
 
 
-def measure(agent: Any, request: Any, plan: dict[str, Any], moved: int, count: int) -> dict[str, Any]:
+def measure(agent: Any, request: Any, plan: dict[str, Any], moved: int, count: int, deadline: float) -> dict[str, Any]:
     """Time transfers made by `request()` for plan["seconds"] (timed_transfers): what they did."""
-    return summarize(timed_transfers(agent, request, plan, plan["seconds"]), moved, count)
+    return summarize(timed_transfers(agent, request, plan, plan["seconds"], deadline), moved, count)
 
 
 def summarize(timed: Timed, moved: int, count: int) -> dict[str, Any]:
@@ -302,21 +303,21 @@ def run_initiator(folder: Path, plan: dict[str, Any]) -> dict[str, Any]:
     remote_ids = shape.slots(theirs, size).astype(np.int32)
     cold["prepare"] = time.perf_counter() - began
     moved = shape.count * size
-    reference = _reference(agent, pool, target["address"], moved, peer, plan)
+    reference = _reference(agent, pool, target["address"], moved, peer, plan, deadline)
 
     def request() -> tuple[Any, float, Any]:
         began = time.perf_counter()
         handle = agent.make_prepped_xfer(operation, local_list, local_ids, remote_list, remote_ids)
         return handle, time.perf_counter() - began, agent.release_xfer_handle
 
-    blocks = measure(agent, request, plan, moved, shape.count)
+    blocks = measure(agent, request, plan, moved, shape.count, deadline)
     cold["first_transfer"] = blocks.pop("first_transfer_s")
     result: dict[str, Any] = {"blocks": blocks, "reference": reference, "cold_s": cold, "backend": "UCX"}
     beside = beside_of(plan)
     if beside is not None:  # the same list again, while both GPUs compute, pair by pair
         share = plan["seconds"] / plan["pairs"]
         runs, load = initiator_pairs(
-            folder, plan, beside, lambda: timed_transfers(agent, request, plan, share), deadline
+            folder, plan, beside, lambda: timed_transfers(agent, request, plan, share, deadline), deadline
         )  # fmt: skip
         result["beside"] = summarize(sum(runs[1:], runs[0]), moved, shape.count) | {
             "load": load, "pairs_gbps": [moved / percentile(run.totals, 50) / 1e9 for run in runs],
@@ -327,13 +328,15 @@ def run_initiator(folder: Path, plan: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
-def _reference(agent: Any, pool: Pool, remote: int, moved: int, peer: Any, plan: dict[str, Any]) -> dict[str, Any]:
+def _reference(
+    agent: Any, pool: Pool, remote: int, moved: int, peer: Any, plan: dict[str, Any], deadline: float
+) -> dict[str, Any]:
     """The transfer's bytes as one contiguous descriptor (from slot 0 at both ends), one handle reposted."""
     local = agent.get_xfer_descs([(pool.address, moved, pool.device)], pool.memory)
     far = agent.get_xfer_descs([(remote, moved, pool.device)], pool.memory)
     handle = agent.initialize_xfer(plan["operation"], local, far, peer)
     try:
-        found = measure(agent, lambda: (handle, 0.0, lambda _handle: None), plan, moved, 1)
+        found = measure(agent, lambda: (handle, 0.0, lambda _handle: None), plan, moved, 1, deadline)
     finally:
         agent.release_xfer_handle(handle)
     return found

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ..measure.beside import Beside, Pairs, load_on_this_gpu, release_loads
-from .nixl_files import AgentError, write_file
+from .nixl_files import AgentError, check_parent, write_file
 
 T = TypeVar("T")
 _POLL_SECONDS = 0.001
@@ -36,6 +36,7 @@ def _await(folder: Path, name: str, deadline: float) -> None:
     while not (folder / name).exists():
         if time.monotonic() > deadline:
             raise AgentError(f"the other end did not reach {name} in time (its compute load or transfers stopped)")
+        check_parent()
         time.sleep(_POLL_SECONDS)
 
 

@@ -15,6 +15,7 @@ from .. import privatedirs
 PLAN = "plan.json"
 DONE = "initiator.done"
 _POLL_SECONDS = 0.002
+_PARENT = os.getppid()  # the anchor that started this end: waiting on once it is gone is waiting forever
 
 
 class AgentError(Exception):
@@ -48,8 +49,16 @@ def wait_for(folder: Path, name: str, deadline: float) -> bytes:
     while not (folder / name).exists():
         if time.monotonic() > deadline:
             raise AgentError(f"the other end wrote no {name} in time")
+        check_parent()
         time.sleep(_POLL_SECONDS)
     return read_file(folder, name)
+
+
+def check_parent() -> None:
+    """AgentError once the anchor that started this end has gone (killed, say): no one reads what it
+    would measure, and its compute load must not run on."""
+    if os.getppid() != _PARENT:
+        raise AgentError("the anchor that started this end is gone")
 
 
 def write_json(folder: Path, name: str, data: dict[str, Any]) -> None:

@@ -45,6 +45,7 @@ def format_rows(rows: list[dict[str, Any]]) -> str:
             f"{r.get('rdmabench_posted_by', 'cpu'):>8} {_drift(r):>6}  "
             f"{r['transport']} | {r['nixl_transport']}"
         )
+    lines += _skipped_lines(rows)
     lines += _beside_lines(rows)
     lines.append("# cold, seconds (before the warm transfers; NIXL: the mean of its two runs):")
     lines += [_cold_line(r) for r in rows]
@@ -64,6 +65,14 @@ def format_rows(rows: list[dict[str, Any]]) -> str:
         ]
     lines += round_lines(rows, _round_heading, _round_line)
     return "\n".join(lines)
+
+
+def _skipped_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """Each posting path asked of rdmabench that its run left out, once, with why."""
+    said: dict[str, str] = {}
+    for row in rows:
+        said |= {path: str(why) for path, why in (row.get("rdmabench_skipped") or {}).items() if path not in said}
+    return [f"# rdmabench --posting {path}: left out, {why}" for path, why in said.items()]
 
 
 def _beside_heading(rows: list[dict[str, Any]]) -> list[str]:
@@ -94,7 +103,7 @@ def _beside_lines(rows: list[dict[str, Any]]) -> list[str]:
         lines.append(
             f"{where}: rdmabench {r.get('rdmabench_posted_by', 'cpu')} {_gbps(r, 'rdmabench')} slowdown "
             f"{_slowdown(r, 'rdmabench')}; NIXL {r.get('nixl_variant', 'default')} {_gbps(r, 'nixl')} slowdown "
-            f"{_slowdown(r, 'nixl')}"
+            f"{_slowdown(r, 'nixl')}; ratio beside {_number(r.get('ratio_beside_gbps'))}"
         )
     return lines
 

@@ -25,6 +25,11 @@ DRIFT_LIMIT = 0.10
 
 def run_entries(options: list[str], ranks: int = 2, samples: int = 5, sample_time: float = 0.2) -> list[dict[str, Any]]:
     """The entries of one `rdmabench run --np ranks OPTIONS` (samples of about `sample_time` seconds)."""
+    return list(run_document(options, ranks, samples, sample_time)["results"])
+
+
+def run_document(options: list[str], ranks: int = 2, samples: int = 5, sample_time: float = 0.2) -> dict[str, Any]:
+    """The results document of one `rdmabench run --np ranks OPTIONS` (its metadata, its entries)."""
     from ..results.files import document
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -34,7 +39,7 @@ def run_entries(options: list[str], ranks: int = 2, samples: int = 5, sample_tim
         proc = subprocess.run(command, capture_output=True, text=True, timeout=1800)
         if proc.returncode != 0:
             raise LaunchError(f"rdmabench run failed: {proc.stderr.strip()[-500:]}")
-        return list(document.load(out)["results"])
+        return dict(document.load(out))
 
 
 def repeated(

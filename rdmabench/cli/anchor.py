@@ -219,7 +219,7 @@ def _nixl_anchor(
         threads=options["nixl_threads"],
         seconds=options["nixl_seconds"],
         posting=options["posting"],
-        variants=tuple(names(options["variants"])),
+        variants=tuple(dict.fromkeys(names(options["variants"]))),
         beside=Beside.parse(options["beside"]),
     )
     rows = nixl.compare(plan, repeat, progress=progress)

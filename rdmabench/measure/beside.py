@@ -126,6 +126,8 @@ class Pairs:
         making progress (its thread ended on an error) is one line, never a hang."""
         began = time.perf_counter()
         while self.load.done() < operations or time.perf_counter() - began < ALONE_SECONDS:
+            if self.load.failed():  # its thread ended on a CUDA error: stop() raises it, with the reason
+                self.load.stop()
             if time.perf_counter() - began > STALLED_SECONDS:
                 raise TransportError(
                     f"the compute load ({self.beside.label}) finished {self.load.done()} of {operations} operations "

@@ -71,7 +71,10 @@ def parse_postings(text: str) -> tuple[str, ...]:
     for name in found:
         if name not in POSTINGS:
             raise ConfigError(f"unknown --posting {name!r}: choose {', '.join(POSTINGS)}, all, or a list of them")
-    return tuple(dict.fromkeys(found)) or ("auto",)
+    found = list(dict.fromkeys(found))
+    if "auto" in found and len(found) > 1:  # auto may choose a path the list names too: one entry for two
+        raise ConfigError("--posting auto chooses a path itself: name the paths of a list (or all)")
+    return tuple(found) or ("auto",)
 
 
 def layout_help() -> str:

@@ -12,6 +12,7 @@ from ..modes import MemoryMode, pinned_method
 from ..stats import median, percentile, summarize
 from ..units import gbps
 from ..wire.ucx import describe_path
+from .beside import worse_pairs
 from .blocks import DEVICE_PATHS, BlockShape
 from .round import LinkMeasurement, RoundSpec, staging_record
 
@@ -405,10 +406,7 @@ def beside_record(spec: RoundSpec, m: LinkMeasurement, values: list[float]) -> d
     alone = [spec.kind.figure(spec.size, m.per_step, times) for times in found["alone_step_times"]]
     gpus = found["compute"]
     worst = max(gpus.values(), key=lambda gpu: gpu["slowdown"] or 0.0)
-    # Pair by pair: the worse of the GPUs that measured it (a pair whose halves held no whole operation
-    # on a GPU is None there, and left out only where no GPU measured it).
-    lined = zip(*(gpu["slowdown_pairs"] for gpu in gpus.values()), strict=True)
-    pairs = [max(known) for known in ([s for s in one if s is not None] for one in lined) if known]
+    pairs = worse_pairs(list(gpus.values()))  # pair by pair, the worse of the GPUs that measured it
     record: dict[str, Any] = {
         "load": spec.beside.label,
         "unit": spec.beside.unit,

@@ -62,6 +62,12 @@ def compile_command(compiler: str, output: Path) -> list[str]:
     ]  # fmt: skip
 
 
+def library_name(compiler: str) -> str:
+    """The cached library's name: a digest of the sources (the shared header too) and the compiler."""
+    digest = hashlib.sha256(SOURCE.read_bytes() + COMMON.read_bytes() + compiler.encode()).hexdigest()[:16]
+    return f"gpuload-{digest}.so"
+
+
 def load() -> LoadAvailability:
     """The compute-load library, built once per source and compiler; never raises."""
     global _loaded
@@ -74,10 +80,9 @@ def _load() -> LoadAvailability:
     compiler = devapi.nvcc()
     if compiler is None:
         return LoadAvailability(None, "nvcc not found (set RDMABENCH_NVCC): the compute load is built with it once")
-    digest = hashlib.sha256(SOURCE.read_bytes() + COMMON.read_bytes() + compiler.encode()).hexdigest()[:16]
     try:
         library, path = native.build_cached(
-            f"gpuload-{digest}.so",
+            library_name(compiler),
             lambda out: compile_command(compiler, out),
             [],
             lambda fd: _configure(ctypes.CDLL(native.open_descriptor(fd))),
@@ -107,6 +112,8 @@ def _configure(library: Any) -> Any:
     library.rb_load_stop.restype = ctypes.c_int
     library.rb_load_done.argtypes = [ptr]
     library.rb_load_done.restype = size
+    library.rb_load_failed.argtypes = [ptr]
+    library.rb_load_failed.restype = ctypes.c_int
     library.rb_load_work.argtypes = [ptr]
     library.rb_load_work.restype = ctypes.c_double
     library.rb_load_release.argtypes = [ptr]
@@ -163,6 +170,10 @@ class ComputeLoad:
     def done(self) -> int:
         """Operations finished since the start."""
         return int(self._lib.rb_load_done(self._handle))
+
+    def failed(self) -> bool:
+        """Whether the operations ended on an error (stop() raises it, with its reason)."""
+        return bool(self._lib.rb_load_failed(self._handle))
 
     def stop(self) -> LoadRun:
         times = (ctypes.c_double * _RING)()

@@ -146,8 +146,11 @@ static void *run(void *arg)
     size_t issued = 0;
     while (l->running && !l->error) {
         int slot = (int)(issued % DEPTH);
-        if (issued >= DEPTH)
+        if (issued >= DEPTH) {
             record(l, slot);
+            if (l->error)
+                break; /* before another operation could say a later failure instead */
+        }
         cudaEventRecord(l->begin[slot], stream);
         if (operation(l, stream, blas) != RB_LOAD_OK) {
             l->error = 1;
@@ -319,6 +322,9 @@ double rb_load_work(rb_load *l) { return l->work; }
 
 /* Operations finished since the start (read while the thread runs: a count, not a lock). */
 size_t rb_load_done(rb_load *l) { return l->done; }
+
+/* Whether the running operations ended on an error (rb_load_stop says which). */
+int rb_load_failed(rb_load *l) { return l->error; }
 
 /* Start the operations (in the partition's SMs where `partitioned`, else on the whole GPU). */
 int rb_load_start(rb_load *l, int partitioned, char *why, size_t len)
