@@ -7,6 +7,7 @@ package reads. In-process (click's CliRunner), so it costs a second, not a rank.
 
 from __future__ import annotations
 
+import json
 import re
 from functools import cache
 from pathlib import Path
@@ -251,3 +252,18 @@ def test_the_environment_table_names_every_variable_the_package_reads() -> None:
     table = set(re.findall(r"^\| `(RDMABENCH_[A-Z_]+)", section, flags=re.M))
     assert read - set(INTERNAL_VARIABLES) == table
     assert set(INTERNAL_VARIABLES) <= read  # each still exists
+
+
+def test_every_committed_results_file_keeps_its_links_file_beside_it() -> None:
+    """A committed measurement whose summary names a links file that is not beside it cannot be read
+    by `report` (it is skipped with a warning): files renamed after the run broke five of them once."""
+    missing = []
+    for summary in sorted((REPO / "measurements").rglob("*.json")):
+        try:
+            document = json.loads(summary.read_text())
+        except (ValueError, UnicodeDecodeError):
+            continue
+        links = document.get("links") if isinstance(document, dict) else None
+        if isinstance(links, dict) and links.get("file") and not (summary.parent / str(links["file"])).exists():
+            missing.append(f"{summary.relative_to(REPO)} -> {links['file']}")
+    assert not missing, missing
