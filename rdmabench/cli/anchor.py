@@ -84,7 +84,7 @@ nixl_options = group(
         "--beside",
         default="none",
         metavar="none|gemm[:M]|decode[:SIZE]",
-        help="With --against nixl --mode device (two GPUs): both sides' lists again while each end's GPU "
+        help="With --against nixl --mode device (two GPUs): both sides' lists also while each end's GPU "
         "computes, as run's --beside; each row then gives both sides' GB/s beside it, alone, and the model's "
         "slowdown.",
         show_default=True,
