@@ -124,3 +124,34 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     from rdmabench.hardware.gpu import visible_gpu_count
 
     return 0 if visible_gpu_count() else 2
+
+
+class StandInLoad:
+    """A stand-in for the GPU's compute load (wire.gpuload.ComputeLoad, which needs a GPU): it finishes
+    `step` operations each time it is asked, each of `alone` seconds, or `beside` seconds while `busy`,
+    and keeps only the latest `ring` of them, as the library does."""
+
+    def __init__(self, step: int, ring: int, alone: float = 1e-3, beside: float = 2e-3):
+        self.step, self.ring, self.times, self.busy, self.running = step, ring, [alone, beside], False, False
+        self.work, self.partition, self.seconds = 2.0e9, None, list[float]()
+        self.error: str | None = None  # as the library's thread ends on a CUDA error: no more operations
+
+    def failed(self) -> bool:
+        return self.error is not None
+
+    def start(self, partitioned: bool) -> None:
+        self.seconds, self.running = [], True
+
+    def done(self) -> int:
+        if self.running and self.error is None:
+            self.seconds += [self.times[self.busy]] * self.step
+        return len(self.seconds)
+
+    def stop(self) -> Any:
+        from rdmabench.errors import TransportError
+        from rdmabench.wire.gpuload import LoadRun
+
+        self.running = False
+        if self.error is not None:
+            raise TransportError(f"the compute load: {self.error}")
+        return LoadRun(self.seconds[-self.ring :], 0.0)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -21,7 +20,7 @@ from rdmabench.results.files import document
 from rdmabench.results.files.rows import Row, aggregate
 from rdmabench.results.reports.answer import BUDGET, answers, lines, path_of
 
-from .conftest import QUICK, rdmabench_env, refused_in_one_line, run_cli
+from .conftest import QUICK, StandInLoad, rdmabench_env, refused_in_one_line, run_cli
 
 MEASURED = Path(__file__).resolve().parent.parent / "measurements" / "h200x2-20261126-beside"
 
@@ -230,36 +229,6 @@ def test_compare_says_how_the_answer_changed_between_two_runs() -> None:
     )
 
 
-class _Load:
-    """A stand-in for the GPU's compute load (wire.gpuload.ComputeLoad, which needs a GPU): it finishes
-    `step` operations each time it is asked, each of `alone` seconds, or `beside` seconds while `busy`,
-    and keeps only the latest `ring` of them, as the library does."""
-
-    def __init__(self, step: int, ring: int, alone: float = 1e-3, beside: float = 2e-3):
-        self.step, self.ring, self.times, self.busy, self.running = step, ring, [alone, beside], False, False
-        self.work, self.partition, self.seconds = 2.0e9, None, list[float]()
-        self.error: str | None = None  # as the library's thread ends on a CUDA error: no more operations
-
-    def failed(self) -> bool:
-        return self.error is not None
-
-    def start(self, partitioned: bool) -> None:
-        self.seconds, self.running = [], True
-
-    def done(self) -> int:
-        if self.running and self.error is None:
-            self.seconds += [self.times[self.busy]] * self.step
-        return len(self.seconds)
-
-    def stop(self) -> Any:
-        from rdmabench.wire.gpuload import LoadRun
-
-        self.running = False
-        if self.error is not None:
-            raise TransportError(f"the compute load: {self.error}")
-        return LoadRun(self.seconds[-self.ring :], 0.0)
-
-
 @pytest.mark.parametrize("ring", [1 << 16, 100])
 def test_a_pairs_halves_are_the_operations_alone_and_beside_also_past_the_ring(ring: int) -> None:
     """Beside the steps each operation took twice as long: the slowdown reads 2, also where the
@@ -267,7 +236,7 @@ def test_a_pairs_halves_are_the_operations_alone_and_beside_also_past_the_ring(r
     shared half and the window after stands)."""
     from rdmabench.measure.beside import Beside, Pairs
 
-    load = _Load(step=1, ring=ring)
+    load = StandInLoad(step=1, ring=ring)
     pairs = Pairs(Beside("gemm", 1024), load, partitioned=False)
     for _ in range(3):
         pairs.start()
@@ -288,7 +257,7 @@ def test_a_load_that_failed_says_why_at_once_not_after_the_stall_limit() -> None
 
     from rdmabench.measure.beside import STALLED_SECONDS, Beside, Pairs
 
-    load = _Load(step=1, ring=100)
+    load = StandInLoad(step=1, ring=100)
     load.error = "waiting for a load operation: an illegal memory access was encountered"
     began = time.perf_counter()
     with pytest.raises(TransportError, match="illegal memory access"):

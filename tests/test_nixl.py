@@ -20,7 +20,7 @@ from rdmabench.hardware.gpu import visible_gpu_count
 from rdmabench.measure.kvhandoff import handoff
 from rdmabench.wire import native
 
-from .conftest import run_cli
+from .conftest import StandInLoad, run_cli
 
 DATA = Path(__file__).resolve().parent / "data"
 REPO = Path(__file__).resolve().parents[1]
@@ -267,32 +267,6 @@ def test_the_beside_lines_give_throughput_and_both_sides_slowdowns() -> None:
     assert nixl_table._beside_lines([_row(1.0, 1.0, 1.0)]) == [] and nixl_table._beside_heading([]) == []
 
 
-class _FakeLoad:
-    """A stand-in for the GPU's compute load (wire.gpuload.ComputeLoad needs a GPU): each time it is
-    asked, one more operation of 1 ms, 2 ms while the other end's transfers run."""
-
-    def __init__(self) -> None:
-        self.seconds: list[float] = []
-        self.running, self.busy, self.work, self.partition = False, False, 2.0e9, None
-
-    def start(self, partitioned: bool) -> None:
-        self.seconds, self.running = [], True
-
-    def done(self) -> int:
-        if self.running:
-            self.seconds.append(2e-3 if self.busy else 1e-3)
-        return len(self.seconds)
-
-    def failed(self) -> bool:
-        return False
-
-    def stop(self) -> Any:
-        from rdmabench.wire.gpuload import LoadRun
-
-        self.running = False
-        return LoadRun(list(self.seconds), 0.0)
-
-
 def _lockstep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fail_target: bool) -> tuple[Any, Any]:
     """NIXL's two ends' pairs (nixl_beside) in two threads meeting through a real private folder, each
     with its own fake load; the initiator's transfers mark both loads busy."""
@@ -304,10 +278,10 @@ def _lockstep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fail_target: bool
     from rdmabench.errors import RdmabenchError
     from rdmabench.measure.beside import Beside
 
-    loads = {"initiator": _FakeLoad(), "target": _FakeLoad()}
+    loads = {"initiator": StandInLoad(step=1, ring=1 << 16), "target": StandInLoad(step=1, ring=1 << 16)}
     owner = {threading.get_ident(): "initiator"}
 
-    def load_here(beside: Any) -> _FakeLoad:
+    def load_here(beside: Any) -> StandInLoad:
         role = owner.get(threading.get_ident(), "target")
         if role == "target" and fail_target:
             raise RdmabenchError("the compute load on GPU 1: out of memory")

@@ -463,11 +463,7 @@ def _beside_figures(
     and the model's slowdown (the worse of the two GPUs, pair by pair; NIXL's over the pairs of both
     its runs) with its range."""
     runs = (before, after)
-    pairs = [
-        slowdown
-        for run in runs
-        for slowdown in worse_pairs([run["initiator"]["beside"]["load"], run["target"]["beside_load"]])
-    ]
+    pairs = [slowdown for run in runs for slowdown in worse_pairs(_nixl_gpus(run))]
     record = unchecked["beside"]
     out: dict[str, Any] = {
         "beside_load": beside.label, "beside_unit": beside.unit,
@@ -482,9 +478,14 @@ def _beside_figures(
     out["ratio_beside_gbps"] = out["rdmabench_beside_gbps"] / max(out["nixl_beside_gbps"], 1e-12)
     low_high = record.get("slowdown_range") or [None, None]
     out["rdmabench_slowdown_min"], out["rdmabench_slowdown_max"] = low_high
-    for side in ("nixl", "rdmabench"):  # the load's own rate alone, on the worse GPU of the side's first run
-        out[f"{side}_load_alone"] = _load_alone(side, before, record)
+    out["nixl_load_alone"] = _load_alone(_nixl_gpus(before))  # the load's own rate alone, the slower GPU's
+    out["rdmabench_load_alone"] = _load_alone(list((record.get("gpus") or {}).values()))
     return out
+
+
+def _nixl_gpus(run: dict[str, Any]) -> list[dict[str, Any]]:
+    """What each of a NIXL run's GPUs measured of its load (Pairs.summary): the initiator's, the target's."""
+    return [run["initiator"]["beside"]["load"], run["target"]["beside_load"]]
 
 
 def _throughput(figures: dict[str, Any]) -> float:
@@ -492,12 +493,9 @@ def _throughput(figures: dict[str, Any]) -> float:
     return float(figures.get("transfer_gbps_mean") or figures["transfer_gbps_p50"])
 
 
-def _load_alone(side: str, run: dict[str, Any], record: dict[str, Any]) -> float | None:
-    """The compute's rate alone (TFLOP/s or GB/s) as one side measured it: the slower GPU's."""
-    gpus = [run["initiator"]["beside"]["load"], run["target"]["beside_load"]] if side == "nixl" else []
-    if side == "rdmabench":
-        gpus = list((record.get("gpus") or {}).values())
-    rates = [gpu.get("alone") for gpu in gpus if gpu.get("alone")]
+def _load_alone(gpus: list[dict[str, Any]]) -> float | None:
+    """The compute's rate alone (TFLOP/s or GB/s) of the slower of `gpus` (Pairs.summary each)."""
+    rates = [gpu["alone"] for gpu in gpus if gpu.get("alone")]
     return min(rates) if rates else None
 
 

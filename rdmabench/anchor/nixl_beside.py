@@ -10,16 +10,14 @@ from its own pairs. Loads nothing that loads UCX (wire.gpuload builds a CUDA lib
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
 from ..measure.beside import Beside, Pairs, load_on_this_gpu, release_loads
-from .nixl_files import AgentError, check_parent, write_file
+from .nixl_files import wait_for, write_file
 
 T = TypeVar("T")
-_POLL_SECONDS = 0.001
 
 
 def beside_of(plan: dict[str, Any]) -> Beside | None:
@@ -32,14 +30,6 @@ def _mark(folder: Path, name: str) -> None:
     write_file(folder, name, b"")
 
 
-def _await(folder: Path, name: str, deadline: float) -> None:
-    while not (folder / name).exists():
-        if time.monotonic() > deadline:
-            raise AgentError(f"the other end did not reach {name} in time (its compute load or transfers stopped)")
-        check_parent()
-        time.sleep(_POLL_SECONDS)
-
-
 def initiator_pairs(
     folder: Path, plan: dict[str, Any], beside: Beside, timed: Callable[[], T], deadline: float
 ) -> tuple[list[T], dict[str, Any]]:
@@ -50,11 +40,11 @@ def initiator_pairs(
         for index in range(int(plan["pairs"])):
             _mark(folder, f"pair-{index}.go")
             pairs.start()
-            _await(folder, f"pair-{index}.ready", deadline)
+            wait_for(folder, f"pair-{index}.ready", deadline)
             found.append(timed())
             _mark(folder, f"pair-{index}.stop")
             pairs.stop()
-            _await(folder, f"pair-{index}.stopped", deadline)
+            wait_for(folder, f"pair-{index}.stopped", deadline)
         return found, pairs.summary()
     finally:
         release_loads()
@@ -65,10 +55,10 @@ def target_pairs(folder: Path, plan: dict[str, Any], beside: Beside, deadline: f
     pairs = Pairs(beside, load_on_this_gpu(beside), partitioned=False)
     try:
         for index in range(int(plan["pairs"])):
-            _await(folder, f"pair-{index}.go", deadline)
+            wait_for(folder, f"pair-{index}.go", deadline)
             pairs.start()
             _mark(folder, f"pair-{index}.ready")
-            _await(folder, f"pair-{index}.stop", deadline)
+            wait_for(folder, f"pair-{index}.stop", deadline)
             pairs.stop()
             _mark(folder, f"pair-{index}.stopped")
         return pairs.summary()
