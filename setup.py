@@ -1,4 +1,4 @@
-"""Builds the native hot loop (rdmabench/wire/native/hotloop.c) at install time, against the UCX headers
+"""Builds the native hot loop (rdmabench/wire/native/hotloop*.c) at install time, against the UCX headers
 of the libucx wheel in the build environment (pyproject.toml's build requirements). The library is a
 plain shared object loaded through ctypes, not a Python module. The build is optional: without a C
 compiler or UCX's headers the package installs anyway, and the loop is built on first use instead."""
@@ -11,8 +11,11 @@ from pathlib import Path
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
-SOURCE = "rdmabench/wire/native/hotloop.c"
-HEADER = "rdmabench/wire/native/hotloop.h"  # part of the source: native.source_digest() hashes both
+NATIVE = Path("rdmabench/wire/native")
+# The loop's parts and the headers they include, in order of their names: native.source_digest()
+# hashes the same files in the same order, and the first-use build compiles the same parts.
+SOURCES = sorted(NATIVE.glob("hotloop*.c"))
+HEADERS = sorted(NATIVE.glob("hotloop*.h"))
 
 
 class BuildHotLoop(build_ext):
@@ -24,7 +27,7 @@ class BuildHotLoop(build_ext):
             return
         prefix = Path(libucx.__file__).parent
         version = (prefix / "VERSION.txt").read_text().strip()
-        digest = hashlib.sha256(Path(SOURCE).read_bytes() + Path(HEADER).read_bytes()).hexdigest()[:16]
+        digest = hashlib.sha256(b"".join(path.read_bytes() for path in (*SOURCES, *HEADERS))).hexdigest()[:16]
         for ext in self.extensions:
             # UCX's headers as system headers: the loop's own warnings (-Wall -Wextra) stay visible.
             ext.extra_compile_args.append(f"-isystem{prefix / 'include'}")
@@ -40,6 +43,6 @@ class BuildHotLoop(build_ext):
 
 
 setup(
-    ext_modules=[Extension("rdmabench.wire.native._hotloop", [SOURCE], extra_compile_args=["-O2", "-Wall", "-Wextra"], depends=[HEADER], optional=True)],
+    ext_modules=[Extension("rdmabench.wire.native._hotloop", [str(path) for path in SOURCES], extra_compile_args=["-O2", "-Wall", "-Wextra"], depends=[str(path) for path in HEADERS], optional=True)],
     cmdclass={"build_ext": BuildHotLoop},
 )

@@ -4,6 +4,7 @@ run between real ranks, and checked against the Python loop; and what happens wi
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import shutil
 import subprocess
 from pathlib import Path
@@ -126,17 +127,16 @@ def test_the_loop_built_at_install_is_used_without_a_compiler(tmp_path: Path) ->
 
 
 def _compile(tmp_path: Path, header: str | None = None, *extra: str) -> tuple[int, str, Path]:
-    """Build the loop (or a copy whose hotloop.h is `header`) with the build's own command."""
+    """Build the loop (or a copy of its parts whose hotloop.h is `header`) with the build's own command."""
     prefix = native.ucx_prefix()
     assert prefix is not None
-    source = native.SOURCE
-    if header is not None:
-        (tmp_path / "hotloop.c").write_text(native.SOURCE.read_text())
-        (tmp_path / "hotloop.h").write_text(header)
-        source = tmp_path / "hotloop.c"
     output = tmp_path / "hotloop.so"
     command = native.compile_command(["cc"], prefix, output, *extra)
-    command[command.index(str(native.SOURCE))] = str(source)
+    if header is not None:
+        for path in (*native.SOURCES, *native.HEADERS):
+            (tmp_path / path.name).write_text(path.read_text())
+        (tmp_path / "hotloop.h").write_text(header)
+        command = [str(tmp_path / Path(part).name) if Path(part) in native.SOURCES else part for part in command]
     proc = subprocess.run(command, capture_output=True, text=True, timeout=120)
     return proc.returncode, proc.stderr, output
 
@@ -166,3 +166,28 @@ def test_a_library_laid_out_otherwise_is_refused(tmp_path: Path) -> None:
     assert code == 0, stderr
     with pytest.raises(OSError, match=r"hotloop.h and its ctypes mirror disagree: rb_link"):
         native.check_abi(ctypes.PyDLL(str(built)))
+
+
+def test_every_part_of_the_loop_is_built_and_digested() -> None:
+    """The loop is several translation units: the first-use build compiles each, setup.py lists the
+    same, and the digest (which picks a cached or installed library) changes with any of them."""
+    parts = sorted(native.SOURCES[0].parent.glob("hotloop*.c"))
+    assert len(parts) > 1 and list(native.SOURCES) == parts
+    command = native.compile_command(["cc"], Path("/ucx"), Path("out.so"))
+    assert [part for part in command if part.endswith(".c")] == [str(part) for part in parts]
+    setup = (Path(native.__file__).parents[3] / "setup.py").read_text()
+    assert 'glob("hotloop*.c")' in setup and 'glob("hotloop*.h")' in setup
+    every = b"".join(path.read_bytes() for path in (*parts, *sorted(native.HEADER.parent.glob("hotloop*.h"))))
+    assert native.source_digest() == hashlib.sha256(every).hexdigest()[:16]
+
+
+@pytest.mark.skipif(native.ucx_prefix() is None or shutil.which("cc") is None, reason="needs cc and UCX's headers")
+def test_the_library_exports_only_its_interface(tmp_path: Path) -> None:
+    """What the parts share (now, settle, wait_all, ...) stays inside the library: only hotloop.h's
+    rb_ functions are exported, so no other library's symbol of the same name can stand in."""
+    code, stderr, built = _compile(tmp_path)
+    assert code == 0, stderr
+    symbols = subprocess.run(["nm", "-D", "--defined-only", str(built)], capture_output=True, text=True, check=True)
+    functions = {line.split()[-1] for line in symbols.stdout.splitlines() if line.split()[1:2] == ["T"]}
+    assert "rb_round" in functions and "rb_blocks_active" in functions
+    assert {name for name in functions if not name.startswith("rb_")} <= {"_init", "_fini"}

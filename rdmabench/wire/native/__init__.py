@@ -1,4 +1,4 @@
-"""The native hot loop (hotloop.c): built on first use against the UCX that UCXX loaded, cached, and
+"""The native hot loop (hotloop.c and its parts, hotloop_*.c): built on first use against the UCX that UCXX loaded, cached, and
 called through ctypes for the timed part of a step: a round of window transfers (bw, bibw, every
 concurrent pattern) or a ping-pong (lat).
 
@@ -51,28 +51,33 @@ from .registrations import Registrations
 
 # What callers import from here (the package), wherever it lives.
 __all__ = [
-    "HEADER", "NATIVE_ENV", "RMA_GET", "RMA_PUT", "SOURCE", "TAGGED", "UCS_MEMORY_TYPES", "Availability",
+    "HEADER", "HEADERS", "NATIVE_ENV", "RMA_GET", "RMA_PUT", "SOURCES", "TAGGED", "UCS_MEMORY_TYPES", "Availability",
     "BlocksLinkEnd", "HotLoop", "LinkEnd", "Registrations", "RmaLinkEnd", "build_cached", "check_abi",
     "compile_command", "library_abi", "library_name", "load", "memory_type", "mirror_abi", "open_descriptor",
     "parse_abi", "source_digest", "ucx_prefix",
 ]  # fmt: skip
 
-SOURCE = Path(__file__).with_name("hotloop.c")
-HEADER = SOURCE.with_name("hotloop.h")  # the interface: the structs and codes mirrored below
+HERE = Path(__file__).parent
+# The loop's parts, each a translation unit, every one compiled into the one library: hotloop.c (the
+# waits and posts they share, and rb_abi) first, then its steps; setup.py builds the same list.
+SOURCES = tuple(sorted(HERE.glob("hotloop*.c")))
+HEADER = HERE / "hotloop.h"  # the interface: the structs and codes mirrored below
+HEADERS = tuple(sorted(HERE.glob("hotloop*.h")))  # the interface and what the parts share (hotloop_parts.h)
 # Warnings the C is kept clean of (tests build it with -Werror); UCX's own headers are system headers.
 WARNINGS = ("-Wall", "-Wextra")
 
 
 def source_digest() -> str:
-    """The loop's source as one digest: the .c and the header it includes (setup.py computes the same)."""
-    return hashlib.sha256(SOURCE.read_bytes() + HEADER.read_bytes()).hexdigest()[:16]
+    """The loop's source as one digest: every part and every header they include, in order of their
+    names (setup.py computes the same)."""
+    return hashlib.sha256(b"".join(path.read_bytes() for path in (*SOURCES, *HEADERS))).hexdigest()[:16]
 
 
 def compile_command(compiler: list[str], prefix: Path, output: Path, *extra: str) -> list[str]:
     """How the loop is built on first use (and by the tests, with -Werror)."""
     lib = prefix / "lib"
     return [
-        *compiler, "-O2", *WARNINGS, *extra, "-shared", "-fPIC", "-o", str(output), str(SOURCE),
+        *compiler, "-O2", *WARNINGS, *extra, "-shared", "-fPIC", "-o", str(output), *map(str, SOURCES),
         f"-isystem{prefix / 'include'}", f"-L{lib}", "-lucp", "-lucs", f"-Wl,-rpath,{lib}",
     ]  # fmt: skip
 

@@ -1,6 +1,6 @@
 /* rdmabench's native hot loop: one timed step of a round (every window-protocol test: bw, bibw,
- * every concurrent pattern) or of a ping-pong (lat), on the UCP worker and endpoints that UCXX
- * created. Python keeps everything else (patterns, checks, calibration, statistics); only the part
+ * every concurrent pattern), of a ping-pong (lat), of a one-sided round or of a block list, on the
+ * UCP worker and endpoints that UCXX created. Python keeps everything else (patterns, checks, calibration, statistics); only the part
  * between the start and the stop of the clock runs here, so the figure is the link's and not the
  * interpreter's.
  *
@@ -23,7 +23,13 @@
  * The library is loaded with the GIL held (ctypes.PyDLL), so that a long wait can run Python's
  * signal handlers (rb_init hands over PyErr_CheckSignals): Ctrl-C and the launcher's SIGTERM stop a
  * stuck step at once, as they do in the Python loop.
+ *
+ * The loop is one library built from its parts, each a translation unit: this file (the waits and
+ * posts every step shares, declared in hotloop_parts.h, and the interface's description, rb_abi),
+ * hotloop_tagged.c (window rounds and lat), hotloop_rma.c (one-sided rounds and put latency) and
+ * hotloop_blocks.c (block lists). Every build compiles them all; the digest covers them all.
  */
+
 #include <errno.h>
 #include <sched.h>
 #include <signal.h>
@@ -35,7 +41,7 @@
 #include <ucp/api/ucp.h>
 
 #include "hotloop.h"
-
+#include "hotloop_parts.h"
 
 typedef int (*rb_check_signals_fn)(void);
 static rb_check_signals_fn check_signals;
@@ -43,7 +49,6 @@ static rb_check_signals_fn check_signals;
 void rb_init(rb_check_signals_fn check) { check_signals = check; }
 
 #define POLLS_PER_CLOCK_READ 64
-#define LIVENESS_PERIOD 0.25
 /* Busy-polling ranks may outnumber the cores (a laptop, a CI runner, a node shared with other
  * jobs). A rank that spins through its whole time slice while the peer it waits for waits for the
  * core makes every wait last a slice: 8 B lat measured 153 us natively against 10.7 us in Python
@@ -51,18 +56,15 @@ void rb_init(rb_check_signals_fn check) { check_signals = check; }
  * every clock read of it gives the core away (sched_yield); on an idle core that returns at once,
  * and a wait that ends sooner never yields, so an unloaded run times what it timed before. */
 #define YIELD_AFTER 50e-6
-#define FULL_MASK ((ucp_tag_t)-1)
 
-static double now(void)
+double now(void)
 {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-#define SIGNAL_MEMORY UCS_MEMORY_TYPE_HOST
-
-static void describe(ucp_request_param_t *param, int memory_type)
+void describe(ucp_request_param_t *param, int memory_type)
 {
     param->op_attr_mask = 0;
     if (memory_type >= 0) {
@@ -71,63 +73,25 @@ static void describe(ucp_request_param_t *param, int memory_type)
     }
 }
 
-static void *post_send(ucp_ep_h ep, void *buffer, size_t size, ucp_tag_t tag, int memory_type)
+void *post_send(ucp_ep_h ep, void *buffer, size_t size, ucp_tag_t tag, int memory_type)
 {
     ucp_request_param_t param;
     describe(&param, memory_type);
     return ucp_tag_send_nbx(ep, buffer, size, tag, &param);
 }
 
-static void *post_recv(ucp_worker_h worker, void *buffer, size_t size, ucp_tag_t tag, int memory_type)
+void *post_recv(ucp_worker_h worker, void *buffer, size_t size, ucp_tag_t tag, int memory_type)
 {
     ucp_request_param_t param;
     describe(&param, memory_type);
     return ucp_tag_recv_nbx(worker, buffer, size, tag, FULL_MASK, &param);
 }
 
-/* A streamed message's completion, run by UCX inside ucp_worker_progress: the request is freed
- * here and its slot cleared (NULL: landed) or, on failure, set to the status as an error pointer,
- * which settle_slot() reports. The loop then tests a message by reading its slot, where it would
- * otherwise call into UCP twice per message (test, then free; each through the worker's lock, which
- * UCXX's thread-safe worker takes on every call): ucx_perftest, too, completes by callback. */
-static void slot_done(void *request, ucs_status_t status, void *slot)
-{
-    ucp_request_free(request);
-    __atomic_store_n((void **)slot, status == UCS_OK ? NULL : UCS_STATUS_PTR(status), __ATOMIC_RELEASE);
-}
-
-static void sent_into_slot(void *request, ucs_status_t status, void *slot) { slot_done(request, status, slot); }
-
-static void landed_in_slot(void *request, ucs_status_t status, const ucp_tag_recv_info_t *info, void *slot)
-{
-    (void)info;
-    slot_done(request, status, slot);
-}
-
-/* Post a streamed message whose completion clears `*slot` (slot_done); a message that completed at
- * once (NULL) or failed at once (an error pointer) is stored as it is. UCX runs the callback only
- * from ucp_worker_progress, never inside the nbx call (UCP_OP_ATTR_FLAG_NO_IMM_CMPL is not set), and
- * this loop is the only thread that progresses the worker: the request is in its slot before its
- * completion can clear it. A progress thread on this worker would break that. */
-static void post_into_slot(void **slot, int sending, ucp_worker_h worker, ucp_ep_h ep, void *buffer, size_t size,
-                           ucp_tag_t tag, int memory_type)
+void *post_flush(ucp_ep_h ep)
 {
     ucp_request_param_t param;
-    ucp_tag_recv_info_t info; /* filled where a receive completes at once; not needed */
-    describe(&param, memory_type);
-    param.op_attr_mask |= UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
-    param.user_data = slot;
-    void *request;
-    if (sending) {
-        param.cb.send = sent_into_slot;
-        request = ucp_tag_send_nbx(ep, buffer, size, tag, &param);
-    } else {
-        param.op_attr_mask |= UCP_OP_ATTR_FIELD_RECV_INFO;
-        param.recv_info.tag_info = &info;
-        param.cb.recv = landed_in_slot;
-        request = ucp_tag_recv_nbx(worker, buffer, size, tag, FULL_MASK, &param);
-    }
-    __atomic_store_n(slot, request, __ATOMIC_RELEASE);
+    param.op_attr_mask = 0;
+    return ucp_ep_flush_nbx(ep, &param);
 }
 
 static int peers_alive(const int *pids, int count, int *dead_pid)
@@ -144,8 +108,8 @@ static int peers_alive(const int *pids, int count, int *dead_pid)
 /* One poll of a wait: progress the worker and, every LIVENESS_PERIOD, run Python's signal handlers,
  * check the deadline and whether a peer on this host is gone. `*began` 0 starts the clock at the
  * first clock read (a wait that ends within POLLS_PER_CLOCK_READ polls never reads it). */
-static int poll_step(ucp_worker_h worker, unsigned *polls, double *began, double *next_check, double timeout,
-                     const int *pids, int npids, int *dead_pid)
+int poll_step(ucp_worker_h worker, unsigned *polls, double *began, double *next_check, double timeout,
+              const int *pids, int npids, int *dead_pid)
 {
     /* Polls in a row that progressed nothing, and when this wait last saw progress (at a clock
      * read; every wait starts its `polls` at 0). One thread progresses a worker (post_into_slot). */
@@ -176,8 +140,8 @@ static int poll_step(ucp_worker_h worker, unsigned *polls, double *began, double
 }
 
 /* Poll until every request in `requests` has completed; each is freed and set to NULL. */
-static int wait_all(ucp_worker_h worker, void **requests, int count, double timeout, const int *pids, int npids,
-                    int *dead_pid, int *ucx_status)
+int wait_all(ucp_worker_h worker, void **requests, int count, double timeout, const int *pids, int npids,
+             int *dead_pid, int *ucx_status)
 {
     int index = 0, rc;
     unsigned polls = 0;
@@ -213,7 +177,7 @@ static int wait_all(ucp_worker_h worker, void **requests, int count, double time
 
 /* Test one request slot: 1 when it has completed (the slot is freed and set to NULL), 0 while in
  * flight, -1 on failure (*ucx_status set). */
-static int settle(void **slot, int *ucx_status)
+int settle(void **slot, int *ucx_status)
 {
     void *request = *slot;
     if (request == NULL)
@@ -233,623 +197,6 @@ static int settle(void **slot, int *ucx_status)
         return -1;
     }
     return 1;
-}
-
-/* One end of a link in a round: the peer's endpoint and process, this end's message buffers and
- * the link's tags. For a target, `ready_tag`/`ack_tag` are received from the peer; for a source,
- * they are sent to it. Data tags carry the message slot in their low bits. */
-
-/* A streamed message's slot (post_into_slot): 1 when it has landed, 0 while in flight, -1 on
- * failure (*ucx_status set; the slot is cleared). */
-static int settle_slot(void **slot, int *ucx_status)
-{
-    void *state = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
-    if (state == NULL)
-        return 1;
-    if (!UCS_PTR_IS_ERR(state))
-        return 0; /* its request: in flight until slot_done clears it */
-    *ucx_status = UCS_PTR_STATUS(state);
-    *slot = NULL;
-    return -1;
-}
-
-/* Per-link progress of one step. */
-typedef struct {
-    void **requests; /* the link's data messages in flight: message m in requests[m % slots] */
-    int posted;      /* how many of them have been posted */
-    int done;        /* how many of them have completed, in order */
-    void *ready;     /* target: READY from the peer; source: READY sent to it */
-    void *ack;       /* target: ACK from the peer; source: ACK sent to it */
-    int state;       /* target: 0 waiting READY, 1 window posted, 2 acknowledged; source: 0 landing, 1 ACK posted, 2 done */
-    double start;
-} rb_progress;
-
-/* Keep a link streaming: settle its completed messages in order, and post the next ones into the
- * buffers they free, so that up to `slots` messages are always in flight until `count` have been
- * posted. Message m uses buffer m % slots and carries that slot in its tag: UCX matches messages
- * of one tag in order, so message m lands in the receive posted for it. -1 on failure. */
-static int stream(ucp_worker_h worker, rb_progress *p, const rb_link *l, int sending, int *ucx_status)
-{
-    int r;
-    while (p->done < p->posted && (r = settle_slot(&p->requests[p->done % l->slots], ucx_status)) != 0) {
-        if (r < 0)
-            return -1;
-        p->done++;
-    }
-    while (p->posted < l->count && p->posted - p->done < l->slots) {
-        int k = p->posted % l->slots;
-        post_into_slot(&p->requests[k], sending, worker, l->ep, l->buffers[k], l->size, l->data_tag | (ucp_tag_t)k,
-                       l->memory_type);
-        p->posted++;
-    }
-    return 0;
-}
-
-/* One step of a round on this rank: `targets` it sends `count` messages to, `sources` it receives
- * `count` from, each link streaming through its `slots` buffers (stream()). Each target's clock
- * starts when its READY arrives (its first messages are posted at once) and stops when its ACK
- * arrives: `seconds[t]`. A source is acknowledged as soon as its last message has landed, whatever
- * this rank's own targets are doing, so no link waits on another. `signals`: 16 bytes per target of
- * scratch for READY and ACK. */
-int rb_round(ucp_worker_h worker, const rb_link *targets, int ntargets, const rb_link *sources, int nsources,
-             void *signal_out, void *signals, double timeout, double *seconds, int *dead_pid, int *ucx_status)
-{
-    int total = 0, rc = RB_OK, nlinks = ntargets + nsources;
-    for (int s = 0; s < nsources; s++)
-        total += sources[s].slots;
-    for (int t = 0; t < ntargets; t++)
-        total += targets[t].slots;
-    void **requests = calloc((size_t)total + 1, sizeof(void *));
-    rb_progress *progress = calloc((size_t)nlinks + 1, sizeof(rb_progress));
-    int *pids = calloc((size_t)nlinks + 1, sizeof(int));
-    if (requests == NULL || progress == NULL || pids == NULL) {
-        rc = RB_NO_MEMORY;
-        goto done;
-    }
-    rb_progress *out = progress, *in = progress + ntargets;
-    char *scratch = signals;
-    void **next = requests;
-    for (int t = 0; t < ntargets; t++, next += targets[t - 1].slots) {
-        pids[t] = targets[t].peer_pid;
-        out[t].requests = next;
-        out[t].ack = post_recv(worker, scratch + 16 * t, 8, targets[t].ack_tag, SIGNAL_MEMORY);
-        out[t].ready = post_recv(worker, scratch + 16 * t + 8, 8, targets[t].ready_tag, SIGNAL_MEMORY);
-    }
-    for (int s = 0; s < nsources; s++, next += sources[s - 1].slots) {
-        pids[ntargets + s] = sources[s].peer_pid;
-        in[s].requests = next;
-        stream(worker, &in[s], &sources[s], 0, ucx_status); /* pre-post the first receives */
-        in[s].ready = post_send(sources[s].ep, signal_out, 8, sources[s].ready_tag, SIGNAL_MEMORY);
-    }
-    double began = now(), next_check = began + LIVENESS_PERIOD;
-    int finished = 0, r;
-    unsigned polls = 0;
-    while (finished < nlinks) {
-        finished = 0;
-        for (int t = 0; t < ntargets; t++) {
-            rb_progress *p = &out[t];
-            if (p->state == 0) {
-                if ((r = settle(&p->ready, ucx_status)) < 0) { rc = RB_UCX_ERROR; goto done; }
-                if (r > 0) {
-                    p->start = now();
-                    p->state = 1;
-                }
-            }
-            if (p->state >= 1 && stream(worker, p, &targets[t], 1, ucx_status) < 0) { rc = RB_UCX_ERROR; goto done; }
-            if (p->state == 1) {
-                if ((r = settle(&p->ack, ucx_status)) < 0) { rc = RB_UCX_ERROR; goto done; }
-                if (r > 0) {
-                    seconds[t] = now() - p->start;
-                    p->state = 2;
-                }
-            }
-            finished += p->state == 2 && p->done == targets[t].count;
-        }
-        for (int s = 0; s < nsources; s++) {
-            rb_progress *p = &in[s];
-            if (stream(worker, p, &sources[s], 0, ucx_status) < 0 || settle(&p->ready, ucx_status) < 0) {
-                rc = RB_UCX_ERROR;
-                goto done;
-            }
-            if (p->state == 0 && p->done == sources[s].count) {
-                p->ack = post_send(sources[s].ep, signal_out, 8, sources[s].ack_tag, SIGNAL_MEMORY);
-                p->state = 1;
-            }
-            if (p->state == 1) {
-                if ((r = settle(&p->ack, ucx_status)) < 0) { rc = RB_UCX_ERROR; goto done; }
-                if (r > 0)
-                    p->state = 2;
-            }
-            finished += p->state == 2 && p->ready == NULL;
-        }
-        if (finished == nlinks)
-            break;
-        if ((rc = poll_step(worker, &polls, &began, &next_check, timeout, pids, nlinks, dead_pid)) != RB_OK)
-            goto done;
-    }
-done:
-    /* On failure the job is about to end: requests still in flight are left to it, and so are their
-     * slots, which their completions will still write (a few bytes a link, once). */
-    if (rc == RB_OK)
-        free(requests);
-    free(progress);
-    free(pids);
-    return rc;
-}
-
-/* lat, the side that times: wait for READY, then `count` round trips back to back (each pong's
- * receive posted before its ping is sent); the clock covers all of them. Round trips in a row, in
- * C, keep UCX's and this loop's code and data hot, as ucx_perftest's loop does: one round trip per
- * call from Python measured the caches the interpreter had just evicted. */
-int rb_lat_ping(ucp_worker_h worker, ucp_ep_h ep, void *out, void *in, size_t size, int memory_type, ucp_tag_t out_tag,
-                ucp_tag_t in_tag, ucp_tag_t ready_tag, void *ready_in, int count, double timeout, int peer_pid,
-                double *seconds, int *dead_pid, int *ucx_status)
-{
-    void *requests[2];
-    requests[1] = post_recv(worker, in, size, in_tag, memory_type);
-    void *ready = post_recv(worker, ready_in, 8, ready_tag, SIGNAL_MEMORY);
-    int rc = wait_all(worker, &ready, 1, timeout, &peer_pid, 1, dead_pid, ucx_status);
-    if (rc != RB_OK)
-        return rc;
-    double start = now();
-    for (int i = 0; i < count && rc == RB_OK; i++) {
-        if (i > 0)
-            requests[1] = post_recv(worker, in, size, in_tag, memory_type);
-        requests[0] = post_send(ep, out, size, out_tag, memory_type);
-        rc = wait_all(worker, requests, 2, timeout, &peer_pid, 1, dead_pid, ucx_status);
-    }
-    *seconds = now() - start;
-    return rc;
-}
-
-/* lat, the echoing side: pre-post the ping's receive, say READY, answer `count` pings. */
-int rb_lat_pong(ucp_worker_h worker, ucp_ep_h ep, void *out, void *in, size_t size, int memory_type, ucp_tag_t out_tag,
-                ucp_tag_t in_tag, ucp_tag_t ready_tag, void *signal, int count, double timeout, int peer_pid,
-                int *dead_pid, int *ucx_status)
-{
-    void *ping = post_recv(worker, in, size, in_tag, memory_type);
-    void *ready = post_send(ep, signal, 8, ready_tag, SIGNAL_MEMORY);
-    int rc = wait_all(worker, &ready, 1, timeout, &peer_pid, 1, dead_pid, ucx_status);
-    for (int i = 0; i < count && rc == RB_OK; i++) {
-        rc = wait_all(worker, &ping, 1, timeout, &peer_pid, 1, dead_pid, ucx_status);
-        if (rc != RB_OK)
-            break;
-        if (i + 1 < count)
-            ping = post_recv(worker, in, size, in_tag, memory_type); /* before the pong: the next ping may follow it at once */
-        void *pong = post_send(ep, out, size, out_tag, memory_type);
-        rc = wait_all(worker, &pong, 1, timeout, &peer_pid, 1, dead_pid, ucx_status);
-    }
-    return rc;
-}
-
-/* --- One-sided (RMA): put and get -------------------------------------------------------------
- *
- * A link's passive end (the owner of the remote memory: dst for put, src for get) maps its buffers
- * with ucp_mem_map and packs a remote key per buffer; the active end unpacks them against its
- * endpoint and moves the bytes with ucp_put_nbx or ucp_get_nbx. A step: the passive end sends READY
- * (its memory holds what the step needs), the active end starts its clock, posts the window and, for
- * put, an endpoint flush (UCX's remote completion: the bytes are in the target's memory); its clock
- * stops when the flush completes (put) or the last get has landed (get). It then tells the passive
- * end (DONE), which may check or refill its memory. */
-
-
-/* Map memory for remote access and pack its remote key. `*address` is the program's memory; NULL
- * asks UCX for host memory of its own (UCP_MEM_MAP_ALLOCATE, as ucx_perftest allocates its buffers):
- * UCX takes it from a shared-memory segment (sysv, posix) where it can, so a peer on the node
- * attaches the segment and puts become CPU stores, where the program's own memory is reachable only
- * by cma. The address UCX chose is written back to `*address`. */
-int rb_mem_map(ucp_context_h context, void **address, size_t length, int memory_type, ucp_mem_h *memh,
-               void **rkey_buffer, size_t *rkey_size, int *ucx_status)
-{
-    ucp_mem_map_params_t params;
-    params.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
-    params.address = *address;
-    params.length = length;
-    if (*address == NULL) {
-        params.field_mask |= UCP_MEM_MAP_PARAM_FIELD_FLAGS;
-        params.flags = UCP_MEM_MAP_ALLOCATE;
-    } else if (memory_type >= 0) {
-        params.field_mask |= UCP_MEM_MAP_PARAM_FIELD_MEMORY_TYPE;
-        params.memory_type = (ucs_memory_type_t)memory_type;
-    }
-    ucs_status_t status = ucp_mem_map(context, &params, memh);
-    if (status == UCS_OK) {
-        if (*address == NULL) {
-            ucp_mem_attr_t attr;
-            attr.field_mask = UCP_MEM_ATTR_FIELD_ADDRESS;
-            status = ucp_mem_query(*memh, &attr);
-            *address = attr.address;
-        }
-        if (status == UCS_OK)
-            status = ucp_rkey_pack(context, *memh, rkey_buffer, rkey_size);
-        if (status != UCS_OK)
-            ucp_mem_unmap(context, *memh);
-    }
-    *ucx_status = status;
-    return status == UCS_OK ? RB_OK : RB_UCX_ERROR;
-}
-
-void rb_rkey_buffer_release(void *rkey_buffer) { ucp_rkey_buffer_release(rkey_buffer); }
-
-void rb_mem_unmap(ucp_context_h context, ucp_mem_h memh) { ucp_mem_unmap(context, memh); }
-
-int rb_rkey_unpack(ucp_ep_h ep, const void *rkey_buffer, ucp_rkey_h *rkey, int *ucx_status)
-{
-    ucs_status_t status = ucp_ep_rkey_unpack(ep, rkey_buffer, rkey);
-    *ucx_status = status;
-    return status == UCS_OK ? RB_OK : RB_UCX_ERROR;
-}
-
-void rb_rkey_destroy(ucp_rkey_h rkey) { ucp_rkey_destroy(rkey); }
-
-
-static void *post_rma(int op, const rb_rma_link *link, int k)
-{
-    ucp_request_param_t param;
-    describe(&param, link->memory_type);
-    if (op == RB_PUT)
-        return ucp_put_nbx(link->ep, link->buffers[k], link->size, link->remote[k], link->rkeys[k], &param);
-    return ucp_get_nbx(link->ep, link->buffers[k], link->size, link->remote[k], link->rkeys[k], &param);
-}
-
-static void *post_flush(ucp_ep_h ep)
-{
-    ucp_request_param_t param;
-    param.op_attr_mask = 0;
-    return ucp_ep_flush_nbx(ep, &param);
-}
-
-/* Per-link progress of a one-sided step. Active: 0 waiting READY, 1 window (and flush) posted,
- * 2 DONE posted, 3 finished. Passive: 0 READY posted, waiting DONE; 1 finished. */
-typedef struct {
-    void **requests;
-    int done;
-    void *ready;
-    void *flush;
-    void *done_msg;
-    int state;
-    double start;
-} rb_rma_progress;
-
-static int rma_active(ucp_worker_h worker, int op, const rb_rma_link *link, rb_rma_progress *p, void *signal_out,
-                      double *seconds, int *ucx_status)
-{
-    int r;
-    (void)worker;
-    if (p->state == 0) {
-        if ((r = settle(&p->ready, ucx_status)) < 0)
-            return -1;
-        if (r == 0)
-            return 0;
-        p->start = now();
-        for (int k = 0; k < link->count; k++)
-            p->requests[k] = post_rma(op, link, k);
-        if (op == RB_PUT)
-            p->flush = post_flush(link->ep);
-        p->state = 1;
-    }
-    if (p->state == 1) {
-        while (p->done < link->count && (r = settle(&p->requests[p->done], ucx_status)) != 0) {
-            if (r < 0)
-                return -1;
-            p->done++;
-        }
-        if ((r = settle(&p->flush, ucx_status)) < 0)
-            return -1;
-        if (p->done < link->count || r == 0)
-            return 0;
-        *seconds = now() - p->start;
-        p->done_msg = post_send(link->ep, signal_out, 8, link->done_tag, SIGNAL_MEMORY);
-        p->state = 2;
-    }
-    if (p->state == 2) {
-        if ((r = settle(&p->done_msg, ucx_status)) < 0)
-            return -1;
-        if (r > 0)
-            p->state = 3;
-    }
-    return p->state == 3;
-}
-
-/* One step of a one-sided round on this rank: the links it drives (`active`, each timed into
- * `seconds`) and those whose memory it lends (`passive`). `signals`: 8 bytes per link of scratch. */
-int rb_rma_round(ucp_worker_h worker, int op, const rb_rma_link *active, int nactive, const rb_rma_link *passive,
-                 int npassive, void *signal_out, void *signals, double timeout, double *seconds, int *dead_pid,
-                 int *ucx_status)
-{
-    int total = 0, rc = RB_OK, nlinks = nactive + npassive;
-    for (int a = 0; a < nactive; a++)
-        total += active[a].count;
-    void **requests = calloc((size_t)total + 1, sizeof(void *));
-    rb_rma_progress *progress = calloc((size_t)nlinks + 1, sizeof(rb_rma_progress));
-    int *pids = calloc((size_t)nlinks + 1, sizeof(int));
-    if (requests == NULL || progress == NULL || pids == NULL) {
-        rc = RB_NO_MEMORY;
-        goto done;
-    }
-    char *scratch = signals;
-    void **next = requests;
-    for (int a = 0; a < nactive; a++) {
-        pids[a] = active[a].peer_pid;
-        progress[a].requests = next;
-        next += active[a].count;
-        progress[a].ready = post_recv(worker, scratch + 8 * a, 8, active[a].ready_tag, SIGNAL_MEMORY);
-    }
-    for (int s = 0; s < npassive; s++) {
-        rb_rma_progress *p = &progress[nactive + s];
-        pids[nactive + s] = passive[s].peer_pid;
-        p->done_msg = post_recv(worker, scratch + 8 * (nactive + s), 8, passive[s].done_tag, SIGNAL_MEMORY);
-        p->ready = post_send(passive[s].ep, signal_out, 8, passive[s].ready_tag, SIGNAL_MEMORY);
-    }
-    double began = now(), next_check = began + LIVENESS_PERIOD;
-    unsigned polls = 0;
-    for (;;) {
-        int finished = 0, r;
-        for (int a = 0; a < nactive; a++) {
-            if ((r = rma_active(worker, op, &active[a], &progress[a], signal_out, &seconds[a], ucx_status)) < 0) {
-                rc = RB_UCX_ERROR;
-                goto done;
-            }
-            finished += r;
-        }
-        for (int s = 0; s < npassive; s++) {
-            rb_rma_progress *p = &progress[nactive + s];
-            int sent = settle(&p->ready, ucx_status), told = settle(&p->done_msg, ucx_status);
-            if (sent < 0 || told < 0) {
-                rc = RB_UCX_ERROR;
-                goto done;
-            }
-            finished += sent > 0 && told > 0;
-        }
-        if (finished == nlinks)
-            break;
-        if ((rc = poll_step(worker, &polls, &began, &next_check, timeout, pids, nlinks, dead_pid)) != RB_OK)
-            goto done;
-    }
-done:
-    free(requests);
-    free(progress);
-    free(pids);
-    return rc;
-}
-
-/* Poll until the byte at `flag` reads `expect` (the peer's put has landed: UCX writes a put's bytes
- * in order on the transports that offer polling, as ucx_perftest's put latency assumes). */
-static int wait_flag(ucp_worker_h worker, volatile const uint8_t *flag, uint8_t expect, double timeout, int *pid,
-                     int *dead_pid)
-{
-    unsigned polls = 0;
-    double began = 0, next_check = 0;
-    int rc = RB_OK;
-    while (*flag != expect && rc == RB_OK)
-        rc = poll_step(worker, &polls, &began, &next_check, timeout, pid, 1, dead_pid);
-    return rc;
-}
-
-/* put latency, either side: the pinging side (`ping` = 1) waits for READY, starts the clock, puts
- * its message into the peer's buffer and stops when the peer's put has set the last byte of its own
- * incoming buffer to `expect`; the echoing side sends READY, waits for the ping the same way and puts
- * its answer back. */
-int rb_put_pingpong(ucp_worker_h worker, int ping, const rb_rma_link *link, volatile uint8_t *flag, uint8_t expect,
-                    void *signal, double timeout, double *seconds, int *dead_pid, int *ucx_status)
-{
-    int pid = link->peer_pid, rc;
-    void *request;
-    if (ping) {
-        request = post_recv(worker, signal, 8, link->ready_tag, SIGNAL_MEMORY);
-        if ((rc = wait_all(worker, &request, 1, timeout, &pid, 1, dead_pid, ucx_status)) != RB_OK)
-            return rc;
-        double start = now();
-        request = post_rma(RB_PUT, link, 0);
-        rc = wait_flag(worker, flag, expect, timeout, &pid, dead_pid);
-        *seconds = now() - start;
-    } else {
-        request = post_send(link->ep, signal, 8, link->ready_tag, SIGNAL_MEMORY);
-        if ((rc = wait_all(worker, &request, 1, timeout, &pid, 1, dead_pid, ucx_status)) != RB_OK)
-            return rc;
-        if ((rc = wait_flag(worker, flag, expect, timeout, &pid, dead_pid)) != RB_OK)
-            return rc;
-        request = post_rma(RB_PUT, link, 0);
-    }
-    if (rc != RB_OK)
-        return rc;
-    return wait_all(worker, &request, 1, timeout, &pid, 1, dead_pid, ucx_status);
-}
-
-/* --- Block lists (KV-cache shaped transfers) ----------------------------------------------------
- *
- * One transfer moves its descriptors (first[t] .. first[t + 1] - 1: blocks, or runs of blocks adjacent
- * at both ends, of lengths[k] bytes) between slots of two pools, as puts (then an endpoint flush),
- * gets or tagged messages; `batch` transfers are posted back to back per step. The
- * initiator (the sender for tagged messages) times each transfer from the start of its posting to
- * its completion: the flush (put), its last get, or the receiver's ACK of its last block (tagged),
- * and how long the posting itself took. Offsets are byte offsets into each pool, transfer by
- * transfer. `stall` > 0 plants a slow first transfer (RDMABENCH_FAULT=slow:N). */
-
-
-
-static void *post_block(int op, const rb_blocks_link *l, int k)
-{
-    ucp_request_param_t param;
-    describe(&param, l->memory_type);
-    void *local = l->pool + l->offsets[k];
-    size_t length = l->lengths[k];
-    if (op == RB_TAG)
-        return ucp_tag_send_nbx(l->ep, local, length, l->data_tag | (ucp_tag_t)k, &param);
-    uint64_t remote = l->remote_pool + l->remote_offsets[k];
-    if (op == RB_PUT)
-        return ucp_put_nbx(l->ep, local, length, remote, l->rkey, &param);
-    return ucp_get_nbx(l->ep, local, length, remote, l->rkey, &param);
-}
-
-typedef struct {
-    int settled; /* descriptors of the transfer whose request completed, in order */
-    void *flush; /* put: the flush posted after the transfer's blocks */
-    void *ack;   /* tagged: the receiver's ACK of the transfer */
-    double start;
-    int done;
-} rb_transfer;
-
-/* Poll every unfinished transfer once; returns how many are finished, -1 on failure. */
-static int poll_transfers(int op, const rb_blocks_link *l, void **requests, rb_transfer *tr, double *seconds,
-                          int *ucx_status)
-{
-    int finished = 0, r;
-    for (int t = 0; t < l->batch; t++) {
-        rb_transfer *x = &tr[t];
-        if (x->done) {
-            finished++;
-            continue;
-        }
-        void **mine = requests + l->first[t];
-        int posted = l->first[t + 1] - l->first[t];
-        while (x->settled < posted && (r = settle(&mine[x->settled], ucx_status)) != 0) {
-            if (r < 0)
-                return -1;
-            x->settled++;
-        }
-        int complete = x->settled == posted;
-        if (op == RB_PUT || op == RB_TAG) {
-            void **waited = op == RB_PUT ? &x->flush : &x->ack;
-            if ((r = settle(waited, ucx_status)) < 0)
-                return -1;
-            complete = complete && r > 0;
-        }
-        if (complete) {
-            seconds[t] = now() - x->start;
-            x->done = 1;
-            finished++;
-        }
-    }
-    return finished;
-}
-
-/* The initiator's handshake around a step, for a step moved elsewhere (the GPU-initiated path):
- * wait for the other end's READY; after the step, send DONE (one-sided) and wait for it to leave. */
-int rb_blocks_ready(ucp_worker_h worker, const rb_blocks_link *l, void *scratch, double timeout, int *dead_pid,
-                    int *ucx_status)
-{
-    int pid = l->peer_pid;
-    void *ready = post_recv(worker, scratch, 8, l->ready_tag, SIGNAL_MEMORY);
-    return wait_all(worker, &ready, 1, timeout, &pid, 1, dead_pid, ucx_status);
-}
-
-int rb_blocks_done(ucp_worker_h worker, const rb_blocks_link *l, void *signal, double timeout, int *dead_pid,
-                   int *ucx_status)
-{
-    int pid = l->peer_pid;
-    void *told = post_send(l->ep, signal, 8, l->done_tag, SIGNAL_MEMORY);
-    return wait_all(worker, &told, 1, timeout, &pid, 1, dead_pid, ucx_status);
-}
-
-/* The initiator's step: `post_seconds[t]`, `seconds[t]` per transfer, `step_seconds` for all. */
-int rb_blocks_active(ucp_worker_h worker, int op, const rb_blocks_link *l, void *signal, void *scratch, double timeout,
-                     double stall, double *post_seconds, double *seconds, double *step_seconds, int *dead_pid,
-                     int *ucx_status)
-{
-    size_t total = (size_t)l->first[l->batch];
-    int pid = l->peer_pid, rc = RB_OK;
-    void **requests = calloc(total + 1, sizeof(void *));
-    rb_transfer *tr = calloc((size_t)l->batch + 1, sizeof(rb_transfer));
-    if (requests == NULL || tr == NULL) {
-        rc = RB_NO_MEMORY;
-        goto done;
-    }
-    char *in = scratch;
-    if ((rc = rb_blocks_ready(worker, l, scratch, timeout, dead_pid, ucx_status)) != RB_OK)
-        goto done;
-    if (op == RB_TAG)
-        for (int t = 0; t < l->batch; t++)
-            tr[t].ack = post_recv(worker, in + 8 * (t + 1), 8, l->done_tag | (ucp_tag_t)t, SIGNAL_MEMORY);
-    double began = now(), next_check = began + LIVENESS_PERIOD;
-    for (int t = 0; t < l->batch; t++) {
-        tr[t].start = now();
-        for (int k = l->first[t]; k < l->first[t + 1]; k++) {
-            requests[k] = post_block(op, l, k);
-            /* A planted slow transfer (the test suite's): the first one stalls after its first request. */
-            for (double until = now() + stall; k == 0 && stall > 0 && now() < until;)
-                ucp_worker_progress(worker);
-        }
-        post_seconds[t] = now() - tr[t].start;
-        if (op == RB_PUT)
-            tr[t].flush = post_flush(l->ep);
-    }
-    unsigned polls = 0;
-    int finished;
-    while ((finished = poll_transfers(op, l, requests, tr, seconds, ucx_status)) < l->batch) {
-        if (finished < 0) {
-            rc = RB_UCX_ERROR;
-            goto done;
-        }
-        if ((rc = poll_step(worker, &polls, &began, &next_check, timeout, &pid, 1, dead_pid)) != RB_OK)
-            goto done;
-    }
-    *step_seconds = now() - began;
-    if (op != RB_TAG)
-        rc = rb_blocks_done(worker, l, signal, timeout, dead_pid, ucx_status);
-done:
-    free(requests);
-    free(tr);
-    return rc;
-}
-
-/* The other end's step: a one-sided target says READY and waits for DONE; a tagged receiver posts
- * every block's receive, says READY, and acknowledges each transfer once its blocks have landed. */
-int rb_blocks_passive(ucp_worker_h worker, int op, const rb_blocks_link *l, void *signal, void *scratch, double timeout,
-                      int *dead_pid, int *ucx_status)
-{
-    int pid = l->peer_pid, rc = RB_OK;
-    void *pair[2];
-    if (op != RB_TAG) {
-        pair[0] = post_recv(worker, scratch, 8, l->done_tag, SIGNAL_MEMORY);
-        pair[1] = post_send(l->ep, signal, 8, l->ready_tag, SIGNAL_MEMORY);
-        return wait_all(worker, pair, 2, timeout, &pid, 1, dead_pid, ucx_status);
-    }
-    size_t total = (size_t)l->first[l->batch];
-    void **requests = calloc(total + 1, sizeof(void *));
-    void **acks = calloc((size_t)l->batch + 1, sizeof(void *));
-    int *landed = calloc((size_t)l->batch + 1, sizeof(int));
-    if (requests == NULL || acks == NULL || landed == NULL) {
-        rc = RB_NO_MEMORY;
-        goto done;
-    }
-    for (size_t k = 0; k < total; k++)
-        requests[k] = post_recv(worker, l->pool + l->offsets[k], l->lengths[k], l->data_tag | (ucp_tag_t)k,
-                                l->memory_type);
-    void *ready = post_send(l->ep, signal, 8, l->ready_tag, SIGNAL_MEMORY);
-    double began = now(), next_check = began + LIVENESS_PERIOD;
-    unsigned polls = 0;
-    int acked = 0, r;
-    while (acked < l->batch) {
-        for (int t = 0; t < l->batch; t++) {
-            void **mine = requests + l->first[t];
-            int posted = l->first[t + 1] - l->first[t];
-            if (landed[t] < 0)
-                continue;
-            while (landed[t] < posted && (r = settle(&mine[landed[t]], ucx_status)) != 0) {
-                if (r < 0) {
-                    rc = RB_UCX_ERROR;
-                    goto done;
-                }
-                landed[t]++;
-            }
-            if (landed[t] == posted) {
-                acks[t] = post_send(l->ep, signal, 8, l->done_tag | (ucp_tag_t)t, SIGNAL_MEMORY);
-                landed[t] = -1;
-                acked++;
-            }
-        }
-        if (acked < l->batch && (rc = poll_step(worker, &polls, &began, &next_check, timeout, &pid, 1, dead_pid)) != RB_OK)
-            goto done;
-    }
-    rc = wait_all(worker, &ready, 1, timeout, &pid, 1, dead_pid, ucx_status);
-    if (rc == RB_OK)
-        rc = wait_all(worker, acks, l->batch, timeout, &pid, 1, dead_pid, ucx_status);
-done:
-    free(requests);
-    free(acks);
-    free(landed);
-    return rc;
 }
 
 /* "UCX version|source digest" when built at install time (setup.py), else empty. */
