@@ -5,4 +5,5 @@
     python -m devtools.sweep --np 8            # what a round of an all-pairs sweep costs
     python -m devtools.rounds --ring 2         # does a concurrent round cost a link anything?
 
-netns: the namespace cluster diagnose --netns and the tests run on; runs: one `rdmabench run` as a subprocess."""
+netns: the namespace cluster diagnose --netns (its trials: netns_trials) and the tests run on; runs: one
+`rdmabench run` as a subprocess."""

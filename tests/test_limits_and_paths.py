@@ -190,98 +190,99 @@ def test_between_nodes_the_slower_nic_or_pcie_bounds() -> None:
     assert limit is None and "NIC" in (reason or "")
 
 
-@pytest.mark.parametrize(
-    ("entry", "same_host", "expect"),
-    [
-        (
-            dict(
-                src_mode="pageable",
-                dst_mode="pageable",
-                transport="cma/memory",
-                protocol="rendezvous zero-copy read from remote",
-            ),
-            True,
-            None,
+# (an entry's transport and protocol, whether its ends share a host, the warning expected or None)
+PATH_CASES: list[tuple[dict[str, Any], bool, str | None]] = [
+    (
+        dict(
+            src_mode="pageable",
+            dst_mode="pageable",
+            transport="cma/memory",
+            protocol="rendezvous zero-copy read from remote",
         ),
-        (
-            dict(src_mode="pageable", dst_mode="pageable", transport="tcp/lo", protocol="eager short"),
-            True,
-            "not shared memory",
+        True,
+        None,
+    ),
+    (
+        dict(src_mode="pageable", dst_mode="pageable", transport="tcp/lo", protocol="eager short"),
+        True,
+        "not shared memory",
+    ),
+    (
+        dict(
+            src_mode="device",
+            dst_mode="device",
+            transport="cuda_ipc/cuda",
+            protocol="zero-copy read from remote",
+            ucx_report={"decided_by": "rendezvous data fetch"},
         ),
-        (
-            dict(
-                src_mode="device",
-                dst_mode="device",
-                transport="cuda_ipc/cuda",
-                protocol="zero-copy read from remote",
-                ucx_report={"decided_by": "rendezvous data fetch"},
-            ),
-            True,
-            None,
+        True,
+        None,
+    ),
+    (
+        dict(
+            src_mode="device",
+            dst_mode="device",
+            transport="cma/memory",
+            protocol="(?) rendezvous zero-copy read from remote",
         ),
-        (
-            dict(
-                src_mode="device",
-                dst_mode="device",
-                transport="cma/memory",
-                protocol="(?) rendezvous zero-copy read from remote",
-            ),
-            True,
-            "without CUDA IPC",
+        True,
+        "without CUDA IPC",
+    ),
+    (
+        dict(src_mode="device", dst_mode="device", transport="sysv/memory", protocol="eager copy-in copy-out"),
+        True,
+        None,
+    ),
+    (
+        dict(
+            src_mode="device",
+            dst_mode="device",
+            transport="rc_mlx5/mlx5_0:1",
+            protocol="rendezvous zero-copy read from remote",
         ),
-        (
-            dict(src_mode="device", dst_mode="device", transport="sysv/memory", protocol="eager copy-in copy-out"),
-            True,
-            None,
+        False,
+        None,
+    ),
+    (
+        dict(
+            src_mode="device",
+            dst_mode="device",
+            transport="rc_mlx5/mlx5_0:1",
+            protocol="pipeline cuda_copy, write to remote, frag host",
+            ucx_report={"decided_by": "rendezvous data send"},
         ),
-        (
-            dict(
-                src_mode="device",
-                dst_mode="device",
-                transport="rc_mlx5/mlx5_0:1",
-                protocol="rendezvous zero-copy read from remote",
-            ),
-            False,
-            None,
+        False,
+        "GPUDirect RDMA not used",
+    ),
+    (
+        dict(
+            src_mode="device",
+            dst_mode="pinned",
+            transport="tcp/eth0",
+            protocol="(?) rendezvous fragmented copy-in copy-out",
         ),
-        (
-            dict(
-                src_mode="device",
-                dst_mode="device",
-                transport="rc_mlx5/mlx5_0:1",
-                protocol="pipeline cuda_copy, write to remote, frag host",
-                ucx_report={"decided_by": "rendezvous data send"},
-            ),
-            False,
-            "GPUDirect RDMA not used",
+        False,
+        "GPUDirect RDMA not used",
+    ),
+    (dict(src_mode="pageable", dst_mode="pageable", transport=None, protocol=None), True, "did not report"),
+    # Managed memory over CUDA IPC is a GPU path (measured on two H200s), not host memory gone astray.
+    (
+        dict(
+            src_mode="managed",
+            dst_mode="managed",
+            transport="cuda_ipc/cuda",
+            protocol="pipeline cuda_copy, flushed write to remote, frag cuda, cuda_copy, frag cuda",
         ),
-        (
-            dict(
-                src_mode="device",
-                dst_mode="pinned",
-                transport="tcp/eth0",
-                protocol="(?) rendezvous fragmented copy-in copy-out",
-            ),
-            False,
-            "GPUDirect RDMA not used",
-        ),
-        (dict(src_mode="pageable", dst_mode="pageable", transport=None, protocol=None), True, "did not report"),
-        # Managed memory over CUDA IPC is a GPU path (measured on two H200s), not host memory gone astray.
-        (
-            dict(
-                src_mode="managed",
-                dst_mode="managed",
-                transport="cuda_ipc/cuda",
-                protocol="pipeline cuda_copy, flushed write to remote, frag cuda, cuda_copy, frag cuda",
-            ),
-            True,
-            None,
-        ),
-        # Staged modes hand UCX pinned host memory: shared memory is expected, and it is no GPUDirect miss.
-        (dict(src_mode="staged", dst_mode="staged", transport="cma/memory", protocol="rendezvous"), True, None),
-        (dict(src_mode="bounce", dst_mode="bounce", transport="tcp/lo", protocol="rendezvous"), True, "not shared"),
-    ],
-)
+        True,
+        None,
+    ),
+    # Staged modes hand UCX pinned host memory: shared memory is expected, and it is no GPUDirect miss.
+    (dict(src_mode="staged", dst_mode="staged", transport="cma/memory", protocol="rendezvous"), True, None),
+    (dict(src_mode="bounce", dst_mode="bounce", transport="tcp/lo", protocol="rendezvous"), True, "not shared"),
+]
+
+
+@pytest.mark.parametrize(("entry", "same_host", "expect"), PATH_CASES)
 def test_path_warnings(entry: dict[str, Any], same_host: bool, expect: str | None) -> None:
     warnings = path_warnings(entry, same_host)
     if expect is None:

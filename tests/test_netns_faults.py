@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from devtools.diagnose import netns_plan
 from devtools.netns import NamespaceCluster, Planted
+from devtools.netns_trials import netns_plan
 
 from .conftest import rdmabench_env, run_cli
 from .test_multinode_netns import SCRIPT, Cluster, _why_not

@@ -141,16 +141,9 @@ static double median(std::vector<double> v)
     return v.empty() ? 0 : v[v.size() / 2];
 }
 
-int main(int argc, char **argv)
+// The GEMM on GPU 0: M x M x M in bf16 on a stream of its own, its operands filled, warmed up.
+static void gemm_setup(Gemm &g, int m)
 {
-    int pairs = argc > 1 ? atoi(argv[1]) : 5;
-    int m = argc > 2 ? atoi(argv[2]) : 8192;
-    const int blocks = 1024;
-    CHECK(cudaSetDevice(1));
-    CHECK(cudaSetDevice(0));
-    CHECK(cudaDeviceEnablePeerAccess(1, 0));
-    CHECK(cudaSetDeviceFlags(cudaDeviceMapHost));
-    Gemm g;
     g.m = m;
     size_t elems = (size_t)m * m;
     CHECK(cudaStreamCreateWithFlags(&g.s, cudaStreamNonBlocking));
@@ -164,89 +157,133 @@ int main(int argc, char **argv)
     cudaEventCreate(&g.e0);
     cudaEventCreate(&g.e1);
     CHECK(cudaDeviceSynchronize());
-    double flops = 2.0 * m * (double)m * m;
     gemm_ms(g, 20);  // warm
+}
+
+// A list of `blocks` blocks of `size` bytes: random slots of a pool 4x its size on GPU 0, moved to
+// spread slots of a pool on GPU 1; the slot tables on GPU 0.
+struct Pools {
+    int size, blocks;
+    int4 *src, *dst;
+    int *src_slot, *dst_slot;
+};
+
+static Pools pools_make(int size, int blocks)
+{
+    Pools p{size, blocks, NULL, NULL, NULL, NULL};
+    size_t pool = (size_t)blocks * 4 * size;
+    CHECK(cudaMalloc(&p.src, pool));
+    CHECK(cudaSetDevice(1));
+    CHECK(cudaMalloc(&p.dst, pool));
+    CHECK(cudaSetDevice(0));
+    std::vector<int> order(blocks * 4);
+    for (int i = 0; i < blocks * 4; i++)
+        order[i] = i;
+    srand(7);
+    std::vector<int> ss(blocks), ds(blocks);
+    for (int i = 0; i < blocks; i++) {
+        std::swap(order[i], order[i + rand() % (blocks * 4 - i)]);
+        ss[i] = order[i];
+    }
+    for (int i = 0; i < blocks; i++)
+        ds[i] = order[(i * 7 + 3) % (blocks * 4)];
+    CHECK(cudaMalloc(&p.src_slot, blocks * sizeof(int)));
+    CHECK(cudaMalloc(&p.dst_slot, blocks * sizeof(int)));
+    CHECK(cudaMemcpy(p.src_slot, ss.data(), blocks * sizeof(int), cudaMemcpyHostToDevice));
+    CHECK(cudaMemcpy(p.dst_slot, ds.data(), blocks * sizeof(int), cudaMemcpyHostToDevice));
+    return p;
+}
+
+static void pools_free(Pools &p)
+{
+    cudaFree(p.src);
+    cudaSetDevice(1);
+    cudaFree(p.dst);
+    cudaSetDevice(0);
+    cudaFree(p.src_slot);
+    cudaFree(p.dst_slot);
+}
+
+// The medians of one configuration's pairs (alone, resident, beside).
+struct Pairs {
+    std::vector<double> none, idle, besides, slow, alone_s, beside_s;
+};
+
+// One pair: the GEMM with no kernel resident, the kernel resident and the lists alone, the GEMM with
+// it resident and idle, then beside the lists rung from a host thread, then idle again.
+static void one_pair(Gemm &g, Pools &p, Lists &l, int *dflags, int ctas, int threads, Pairs &out)
+{
+    out.none.push_back(gemm_ms(g, 12));  // no kernel resident
+    cudaStream_t ks;
+    CHECK(cudaStreamCreateWithFlags(&ks, cudaStreamNonBlocking));
+    resident<<<ctas, threads, 0, ks>>>((volatile int *)dflags, dflags + 8, p.src, p.dst, p.src_slot, p.dst_slot,
+                                       p.blocks, p.size / 16);
+    CHECK(cudaGetLastError());
+    out.alone_s.push_back(lists_s(l, 20));  // resident, idle GPU otherwise
+    out.idle.push_back(gemm_ms(g, 12));     // resident but idle
+    Beside b{&l, 0, {}};
+    pthread_t t;
+    pthread_create(&t, NULL, ring, &b);
+    double beside_ms = gemm_ms(g, 12);
+    b.stop = 1;
+    pthread_join(t, NULL);
+    out.besides.push_back(beside_ms);
+    out.beside_s.push_back(median(b.s));
+    double after = gemm_ms(g, 12);  // the window after, kernel resident and idle
+    out.slow.push_back(beside_ms / after);
+    __atomic_store_n((int *)l.doorbell, -1, __ATOMIC_SEQ_CST);
+    CHECK(cudaStreamSynchronize(ks));
+    cudaStreamDestroy(ks);
+}
+
+// One configuration (CTAs x threads of the resident kernel), `pairs` pairs: its line.
+static void configuration(Gemm &g, Pools &p, int ctas, int threads, int pairs)
+{
+    int *flags;
+    CHECK(cudaHostAlloc(&flags, 64, cudaHostAllocMapped));
+    flags[0] = 0;
+    flags[8] = 0;
+    int *dflags;
+    CHECK(cudaHostGetDevicePointer(&dflags, flags, 0));
+    Lists l{flags, flags + 8, 0, ctas};
+    Pairs r;
+    for (int i = 0; i < pairs; i++) {
+        one_pair(g, p, l, dflags, ctas, threads, r);
+        flags[0] = 0;
+        flags[8] = 0;
+        l.rung = 0;
+    }
+    double moved = (double)p.blocks * p.size, flops = 2.0 * g.m * (double)g.m * g.m;
+    printf("%4d %7d %5dK %10.1f %10.1f %10.1f %9.1f %11.1f %18.3f[%.2f-%.2f] %7.3f %9.3f\n", ctas, threads,
+           p.size / 1024, moved / median(r.alone_s) / 1e9, moved / median(r.beside_s) / 1e9,
+           flops / median(r.none) / 1e9, flops / median(r.idle) / 1e9, flops / median(r.besides) / 1e9,
+           median(r.slow), *std::min_element(r.slow.begin(), r.slow.end()),
+           *std::max_element(r.slow.begin(), r.slow.end()), median(r.besides) / median(r.none),
+           median(r.idle) / median(r.none));
+    fflush(stdout);
+    cudaFreeHost(flags);
+}
+
+int main(int argc, char **argv)
+{
+    int pairs = argc > 1 ? atoi(argv[1]) : 5;
+    int m = argc > 2 ? atoi(argv[2]) : 8192;
+    const int blocks = 1024;
+    CHECK(cudaSetDevice(1));
+    CHECK(cudaSetDevice(0));
+    CHECK(cudaDeviceEnablePeerAccess(1, 0));
+    CHECK(cudaSetDeviceFlags(cudaDeviceMapHost));
+    Gemm g;
+    gemm_setup(g, m);
     int sizes[] = {4096, 65536, 1 << 20};
     int shapes[][2] = {{1, 32}, {2, 32}, {4, 32}, {8, 32}, {16, 32}, {4, 128}, {8, 128}, {16, 128}, {32, 128}};
     printf("ctas threads block   alone_GBs beside_GBs  gemm_none gemm_idle gemm_beside TFLOP/s  slowdown[min-max]"
            " vs_none  idle_cost\n");
     for (int size : sizes) {
-        int words = size / 16;
-        size_t pool = (size_t)blocks * 4 * size;
-        int4 *src, *dst;
-        CHECK(cudaMalloc(&src, pool));
-        CHECK(cudaSetDevice(1));
-        CHECK(cudaMalloc(&dst, pool));
-        CHECK(cudaSetDevice(0));
-        std::vector<int> order(blocks * 4);
-        for (int i = 0; i < blocks * 4; i++)
-            order[i] = i;
-        srand(7);
-        std::vector<int> ss(blocks), ds(blocks);
-        for (int i = 0; i < blocks; i++) {
-            std::swap(order[i], order[i + rand() % (blocks * 4 - i)]);
-            ss[i] = order[i];
-        }
-        for (int i = 0; i < blocks; i++)
-            ds[i] = order[(i * 7 + 3) % (blocks * 4)];
-        int *dss, *dds;
-        CHECK(cudaMalloc(&dss, blocks * sizeof(int)));
-        CHECK(cudaMalloc(&dds, blocks * sizeof(int)));
-        CHECK(cudaMemcpy(dss, ss.data(), blocks * sizeof(int), cudaMemcpyHostToDevice));
-        CHECK(cudaMemcpy(dds, ds.data(), blocks * sizeof(int), cudaMemcpyHostToDevice));
-        for (auto &shape : shapes) {
-            int ctas = shape[0], threads = shape[1];
-            int *flags;
-            CHECK(cudaHostAlloc(&flags, 64, cudaHostAllocMapped));
-            flags[0] = 0;
-            flags[8] = 0;
-            int *dflags;
-            CHECK(cudaHostGetDevicePointer(&dflags, flags, 0));
-            Lists l{flags, flags + 8, 0, ctas};
-            std::vector<double> none, idle, besides, slow, alone_s, beside_s;
-            for (int p = 0; p < pairs; p++) {
-                none.push_back(gemm_ms(g, 12));  // no kernel resident
-                cudaStream_t ks;
-                CHECK(cudaStreamCreateWithFlags(&ks, cudaStreamNonBlocking));
-                resident<<<ctas, threads, 0, ks>>>((volatile int *)dflags, dflags + 8, src, dst, dss, dds, blocks,
-                                                   words);
-                CHECK(cudaGetLastError());
-                alone_s.push_back(lists_s(l, 20));  // resident, idle GPU otherwise
-                double idle_ms = gemm_ms(g, 12);    // resident but idle
-                idle.push_back(idle_ms);
-                Beside b{&l, 0, {}};
-                pthread_t t;
-                pthread_create(&t, NULL, ring, &b);
-                double beside_ms = gemm_ms(g, 12);
-                b.stop = 1;
-                pthread_join(t, NULL);
-                besides.push_back(beside_ms);
-                beside_s.push_back(median(b.s));
-                double after = gemm_ms(g, 12);  // the window after, kernel resident and idle
-                slow.push_back(beside_ms / after);
-                __atomic_store_n(flags, -1, __ATOMIC_SEQ_CST);
-                CHECK(cudaStreamSynchronize(ks));
-                cudaStreamDestroy(ks);
-                flags[0] = 0;
-                flags[8] = 0;
-                l.rung = 0;
-            }
-            double moved = (double)blocks * size;
-            double sd = median(slow);
-            printf("%4d %7d %5dK %10.1f %10.1f %10.1f %9.1f %11.1f %18.3f[%.2f-%.2f] %7.3f %9.3f\n", ctas, threads,
-                   size / 1024, moved / median(alone_s) / 1e9, moved / median(beside_s) / 1e9,
-                   flops / median(none) / 1e9, flops / median(idle) / 1e9, flops / median(besides) / 1e9, sd,
-                   *std::min_element(slow.begin(), slow.end()), *std::max_element(slow.begin(), slow.end()),
-                   median(besides) / median(none), median(idle) / median(none));
-            fflush(stdout);
-            cudaFreeHost(flags);
-        }
-        cudaFree(src);
-        cudaSetDevice(1);
-        cudaFree(dst);
-        cudaSetDevice(0);
-        cudaFree(dss);
-        cudaFree(dds);
+        Pools p = pools_make(size, blocks);
+        for (auto &shape : shapes)
+            configuration(g, p, shape[0], shape[1], pairs);
+        pools_free(p);
     }
     return 0;
 }
