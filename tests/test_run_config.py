@@ -13,6 +13,7 @@ import pytest
 
 from rdmabench.errors import ConfigError
 from rdmabench.job.config import BlockLists, Memory, Output, RunConfig, Steps, Verdict, What
+from rdmabench.job.schedule import PATTERNS
 from rdmabench.modes import MemoryMode
 
 JOB = Path(__file__).resolve().parent.parent / "rdmabench" / "job"
@@ -75,11 +76,26 @@ def test_the_test_kind_is_looked_up_once() -> None:
     assert lookups == []
 
 
+def test_the_pattern_is_looked_up_once() -> None:
+    """On the configuration (`pattern`, a schedule.Pattern record), never again by name in job/."""
+    config = RunConfig.from_options({"pattern": "screen"})
+    assert config.pattern is config.pattern and config.pattern.remeasures
+    lookups = [
+        f"{path.name}:{node.lineno}"
+        for path in JOB.glob("*.py")
+        if path.name not in ("config.py", "schedule.py")
+        for node in ast.walk(ast.parse(path.read_text()))
+        if (isinstance(node, ast.Call) and ast.unparse(node.func).endswith("pattern_named"))
+        or (isinstance(node, ast.Subscript) and ast.unparse(node.value).endswith("PATTERNS"))
+    ]
+    assert lookups == []
+
+
 @pytest.mark.parametrize(
     ("record", "message"),
     [
-        (lambda: What(pattern="star").check(), "unknown pattern 'star'"),
-        (lambda: What(pattern="ring", concurrent=True).check(), "--concurrent schedules all-pairs"),
+        (lambda: RunConfig(what=What(pattern="star")).check(), "unknown pattern 'star'"),
+        (lambda: What(pattern="ring", concurrent=True).check(PATTERNS["ring"]), "--concurrent schedules all-pairs"),
         (lambda: Memory(stage_buffers=3).check(), "no end here stages"),
         (lambda: Steps(samples=0).check(), "--samples must be between"),
         (lambda: Steps(one_buffer=True).check(), "add --no-validate"),

@@ -26,7 +26,7 @@ from ..modes import MemoryMode
 from ..units import DISPLAY_UNITS, parse_sizes
 from ..wire.native import RMA_GET
 from ..wire.staging import DEFAULT_BUFFERS, DEFAULT_CHUNK, Staging
-from .schedule import LINK_CLASSES, pattern_named
+from .schedule import LINK_CLASSES, Pattern, pattern_named
 
 DEFAULT_SIZES = "1:64MiB:x4"
 DEFAULT_BLOCK_SIZES = "4KiB:1MiB:x4"  # --blocks without --block-size: KV-cache block sizes
@@ -64,8 +64,8 @@ class What:
     remeasure_below: float = 0.8
     beside: str = "none"  # a model's compute on every rank's GPU beside the links: measure.beside.Beside
 
-    def check(self) -> None:
-        pattern = pattern_named(self.pattern)  # an unknown pattern: one line naming the choices
+    def check(self, pattern: Pattern) -> None:
+        """`pattern`: the record of the pattern named (RunConfig.pattern)."""
         if self.link_class not in LINK_CLASSES:
             raise ConfigError(f"unknown link class {self.link_class!r}: choose one of {', '.join(LINK_CLASSES)}")
         if self.concurrent and not pattern.packs:
@@ -76,11 +76,6 @@ class What:
             )
         if self.root < 0:
             raise ConfigError(f"--root must be a rank, not {self.root}")
-
-    @property
-    def one_at_a_time(self) -> bool:
-        """Links measured alone, one a round: pair, or all-pairs without --concurrent."""
-        return not pattern_named(self.pattern).concurrent and not self.concurrent
 
 
 @dataclass
@@ -344,12 +339,23 @@ class RunConfig:
         """The test kind, looked up once (an unknown test is refused here)."""
         return registry.get(self.what.test)
 
+    @cached_property
+    def pattern(self) -> Pattern:
+        """The pattern's record, looked up once (an unknown pattern is refused here, naming the choices)."""
+        return pattern_named(self.what.pattern)
+
+    @property
+    def one_at_a_time(self) -> bool:
+        """Links measured alone, one a round: pair, or all-pairs without --concurrent."""
+        return not self.pattern.concurrent and not self.what.concurrent
+
     def check(self) -> RunConfig:
         kind = self.kind
-        for record in (self.what, self.memory, self.steps, self.out, self.verdict):
+        self.what.check(self.pattern)
+        for record in (self.memory, self.steps, self.out, self.verdict):
             record.check()
         self.lists.check(self.steps.sizes, self._get)
-        if not self.what.one_at_a_time and not kind.concurrent:
+        if not self.one_at_a_time and not kind.concurrent:
             raise ConfigError(
                 f"--test {self.what.test} measures one link at a time: use it with --pattern pair or all-pairs without --concurrent"
             )
@@ -389,7 +395,7 @@ class RunConfig:
             return
         if kind.block_op is None:
             raise ConfigError(f"--blocks moves the bytes of put, get or bw, not of --test {self.what.test}")
-        if not self.what.one_at_a_time:
+        if not self.one_at_a_time:
             raise ConfigError(
                 "--blocks measures one link at a time: use --pattern pair or all-pairs without --concurrent"
             )
@@ -419,7 +425,7 @@ class RunConfig:
             raise ConfigError("--beside runs a model's compute on each rank's GPU: use --mode device at both ends")
         if not kind.is_bandwidth:
             raise ConfigError(f"--beside slows a transfer's GB/s, not --test {self.what.test}'s {kind.unit}")
-        if not self.what.one_at_a_time:
+        if not self.one_at_a_time:
             raise ConfigError(
                 "--beside measures one link at a time: use --pattern pair or all-pairs without --concurrent"
             )

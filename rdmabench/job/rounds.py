@@ -11,13 +11,12 @@ from ..measure.registry import TestKind
 from ..measure.round import RoundSpec
 from ..stats import median
 from .config import RunConfig
-from .schedule import PATTERNS
 from .schedule import Link as Pair
 
 
 def is_pattern_round(config: RunConfig) -> bool:
     """Whether this run's rounds load many links at once (their entries carry the pattern's aggregate)."""
-    return PATTERNS[config.what.pattern].concurrent or config.what.concurrent
+    return config.pattern.concurrent or config.what.concurrent
 
 
 def size_plan(config: RunConfig, protocol: StepProtocol, size: int, spans_hosts: bool = False) -> Plan:

@@ -220,17 +220,18 @@ def pattern_named(name: str) -> Pattern:
 
 
 def schedule(
-    pattern: str,
+    pattern: str | Pattern,
     hosts: Sequence[str],
     link_class: str = "all",
     concurrent: bool = False,
     root: int = 0,
     bidirectional: bool = False,
 ) -> list[list[Link]]:
-    """Rounds of (src, dst) links for `pattern` over ranks whose hosts are `hosts`. A bidirectional
-    test measures both directions of a pair at once, so all-pairs then visits each pair once."""
+    """Rounds of (src, dst) links for `pattern` (its record, or its name) over ranks whose hosts are
+    `hosts`. A bidirectional test measures both directions of a pair at once, so all-pairs then visits
+    each pair once."""
     n = len(hosts)
-    record = pattern_named(pattern)
+    record = pattern if isinstance(pattern, Pattern) else pattern_named(pattern)
     if link_class not in LINK_CLASSES:
         raise ConfigError(f"unknown link class {link_class!r}: choose one of {', '.join(LINK_CLASSES)}")
     if n < 2:
