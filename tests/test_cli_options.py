@@ -5,12 +5,15 @@ report formats), never a copy that can drift. In-process: click parses, nothing 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import click
 import pytest
 from click.testing import CliRunner
 
+import rdmabench
 from rdmabench.cli import main
+from rdmabench.errors import ConfigError
 from rdmabench.job.schedule import PATTERNS
 from rdmabench.modes import MemoryMode
 from rdmabench.results.reports.formats import FORMATS
@@ -87,3 +90,40 @@ def test_a_size_option_names_itself_in_its_error() -> None:
     result = CliRunner().invoke(main, ["run", "--pool", "lots", "--blocks", "4"])
     assert result.exit_code == 2
     assert "rdmabench: error: --pool: bad size 'lots'" in result.output
+
+
+SHARED_WITH_ANCHOR = ("--blocks", "--layout", "--model", "--kv-layout", "--prompt", "--posting", "--beside")
+
+
+def _option(command: str, flag: str) -> click.Option:
+    return next(p for p in COMMANDS[command].params if isinstance(p, click.Option) and flag in p.opts)
+
+
+@pytest.mark.parametrize("flag", SHARED_WITH_ANCHOR)
+def test_anchor_spells_runs_block_list_options_as_run_does(flag: str) -> None:
+    """anchor --against nixl takes run's block-list, handoff and --beside options from run's groups: the
+    same metavar (a list where anchor takes several) and run's help, never a second spelling."""
+    ran, anchored = _option("run", flag), _option("anchor", flag)
+    assert anchored.metavar in (ran.metavar, f"{ran.metavar}[,...]", f"{ran.metavar}[,N...]")
+    run_help, anchor_help = ran.help or "", anchored.help or ""
+    if flag == "--beside":  # what each command does with the load, then the same loads
+        assert run_help.partition(" Loads: ")[2] == anchor_help.partition(" Loads: ")[2] != ""
+    else:
+        assert anchor_help.startswith(run_help)
+
+
+def test_several_block_counts_and_layouts_parse_for_anchor_one_for_run() -> None:
+    parsed = _parsed("anchor", ["--blocks", "1,1024,32768", "--layout", "contiguous,runs:4"])
+    assert parsed["counts"] == (1, 1024, 32768) and parsed["layouts"] == ("contiguous", "runs:4")
+    assert _parsed("run", ["--blocks", "16", "--layout", "random"])["blocks"] == 16
+    with pytest.raises(ConfigError, match="--blocks takes whole numbers"):
+        _parsed("anchor", ["--blocks", "8,x"])
+
+
+def test_the_handoff_checks_are_written_once() -> None:
+    """run and anchor refuse --kv-layout or --prompt without --model, and --model with what it sets, by
+    one check in the configuration (job.config.model_handoff): each message is written in one place."""
+    package = Path(rdmabench.__file__).parent
+    for words in ("give --model as well", "--model sets the blocks and their size"):
+        holding = [p.name for p in package.rglob("*.py") if words in p.read_text()]
+        assert holding == ["config.py"], (words, holding)

@@ -11,39 +11,23 @@ from .. import userfiles
 from ..anchor.nixl import NIXL_VARIANTS
 from ..errors import ConfigError, LaunchError, ResultsWriteError
 from ..escape import visible_lines
-from ..measure import kvhandoff
+from ..job.config import model_handoff
 from ..measure.beside import Beside
-from ..measure.blocks import LAYOUTS, POSTINGS
 from ..measure.kvhandoff import KV_LAYOUTS
 from ..units import parse_sizes
-from .group import SETTINGS, Written, count, fail, main, names, say, writes
-from .options import choices, group, renamed, sizes_option
+from .blocklists import blocks_option, layout_option, model_options, posting_option
+from .group import SETTINGS, Written, fail, main, names, say, writes
+from .options import beside_option, choices, group, renamed, sizes_option
 
 ANCHORS = ("perftest", "nixl")
 
-# The NIXL anchor's own options, with their defaults: the ucx_perftest anchor refuses them.
+# The NIXL anchor's options: run's block-list options (several counts and layouts, each a list of its
+# own), its handoff and its --beside, and NIXL's own. With their defaults: the ucx_perftest anchor
+# refuses them.
 nixl_options = group(
-    click.option(
-        "--blocks",
-        "counts",
-        default=None,
-        metavar="N[,N...]",
-        help="With --against nixl: blocks per transfer, each count a list of its own (1 to 1048576). [default: 1024]",
-    ),
-    click.option(
-        "--layout",
-        "layouts",
-        default=None,
-        metavar="LAYOUT[,LAYOUT...]",
-        help=f"With --against nixl: {', '.join(LAYOUTS)} (as run's --layout). [default: random]",
-    ),
-    click.option(
-        "--model",
-        default=None,
-        metavar="CONFIG",
-        help="With --against nixl: a model's KV-cache handoff as the list (as run's --model), instead of --blocks "
-        "and --sizes.",
-    ),
+    blocks_option(several=True, default=" [default: 1024]"),
+    layout_option(several=True, default=" [default: random]"),
+    model_options,
     click.option(
         "--nixl-threads",
         type=int,
@@ -61,15 +45,7 @@ nixl_options = group(
         "and as many of its contiguous reference.",
         show_default=True,
     ),
-    click.option("--kv-layout", default=KV_LAYOUTS[0], metavar=choices(KV_LAYOUTS), help="With --model, as run's."),
-    click.option("--prompt", type=int, default=None, metavar="TOKENS", help="With --model, as run's. [default: 4096]"),
-    click.option(
-        "--posting",
-        default="auto",
-        metavar=choices(POSTINGS) + "|all[,...]",
-        help="With --against nixl --mode device: who posts rdmabench's lists, as run's --posting (a path, a list, "
-        "or all; cpu: a request per block, as NIXL posts). Each path gets a row beside each NIXL variant.",
-    ),
+    posting_option,
     click.option(
         "--nixl",
         "variants",
@@ -80,18 +56,13 @@ nixl_options = group(
         + ".",
         show_default=True,
     ),
-    click.option(
-        "--beside",
-        default="none",
-        metavar="none|gemm[:M]|decode[:SIZE]",
-        help="With --against nixl --mode device (two GPUs): both sides' lists also while each end's GPU "
-        "computes, as run's --beside; each row then gives both sides' GB/s beside it, alone, and the model's "
-        "slowdown.",
-        show_default=True,
+    beside_option(
+        "With --against nixl --mode device (two GPUs): both sides' lists also while each end's GPU computes; "
+        "each row then gives both sides' GB/s beside it, alone, and the model's slowdown. Loads:"
     ),
 )
 _NIXL_ONLY = {
-    "counts": None, "layouts": None, "model": None, "kv_layout": "vllm", "prompt": None, "nixl_threads": 0,
+    "counts": None, "layouts": None, "model": None, "kv_layout": KV_LAYOUTS[0], "prompt": None, "nixl_threads": 0,
     "nixl_seconds": 1.0, "posting": "auto", "variants": ",".join(NIXL_VARIANTS), "beside": "none",
 }  # fmt: skip
 _OPTION_NAMES = {
@@ -202,17 +173,12 @@ def _nixl_anchor(
     """`anchor --against nixl`: the plan from the options, the rows, their table and their document."""
     from ..anchor import nixl, nixl_table
 
-    handoff = None
-    if options["model"] is not None:
-        if options["counts"] is not None or sizes is not None:
-            raise ConfigError("--model sets the blocks and their size: leave out --blocks and --sizes")
-        handoff = kvhandoff.handoff(options["model"], options["kv_layout"], options["prompt"])
-    elif (options["kv_layout"], options["prompt"]) != ("vllm", None):
-        raise ConfigError("--kv-layout and --prompt shape a model's handoff: give --model as well")
+    sets = {"--blocks": options["counts"], "--sizes": sizes}
+    handoff = model_handoff(options["model"], options["kv_layout"], options["prompt"], sets)
     plan = nixl.NixlPlan(
         sizes=tuple(parse_sizes(sizes or "4KiB,64KiB,1MiB")),
-        counts=tuple(count(part, "--blocks") for part in names(options["counts"] or "1024")),
-        layouts=tuple(names(options["layouts"] or "random")),
+        counts=options["counts"] or (1024,),
+        layouts=options["layouts"] or ("random",),
         tests=tuple(names(tests or "put")),
         mode=mode,
         handoff=handoff,

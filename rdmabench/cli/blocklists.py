@@ -1,5 +1,7 @@
-"""`run`'s block-list options, one group: each option's parameter is the name of its field in the
-configuration's block-list record (job/config.py), so a new option is a line here and a field there."""
+"""Block-list options, declared once: `run`'s group (each option's parameter is the name of its field
+in the configuration's block-list record, job/config.py, so a new option is a line here and a field
+there), and the same options as `anchor --against nixl` takes them, where --blocks and --layout may
+name several (each a list of its own: `several=True`), with the same metavar and help."""
 
 from __future__ import annotations
 
@@ -8,69 +10,58 @@ import click
 from ..measure import kvmodels
 from ..measure.blocks import LAYOUTS, POSTINGS, layout_help
 from ..measure.kvhandoff import KV_LAYOUTS
-from .options import SIZE, SIZES, choices, group
+from .group import count, names
+from .options import SIZE, SIZES, Decorator, Parsed, choices, group
 
-block_options = group(
-    click.option(
+SEVERAL = " Several, comma-separated: a list each."
+
+
+def _counts(text: str) -> tuple[int, ...]:
+    return tuple(count(part, "--blocks") for part in names(text))
+
+
+def _layouts(text: str) -> tuple[str, ...]:
+    return tuple(names(text))
+
+
+def blocks_option(several: bool = False, default: str = "") -> Decorator:
+    """--blocks N: blocks per transfer (`several`: N[,N...] as a tuple, under `counts`)."""
+    return click.option(
         "--blocks",
-        type=int,
+        "counts" if several else "blocks",
+        type=Parsed("counts", _counts, named=False) if several else int,
         default=None,
-        metavar="N",
+        metavar="N[,N...]" if several else "N",
         help="Block lists shaped like KV caches: each transfer moves N blocks between slots of two pools, as puts, "
         "gets or tagged messages (--test put, get or bw), timed per transfer (p50, p99, p99.9) and against one "
-        "contiguous message of the same bytes.",
-    ),
-    click.option(
-        "--block-size",
-        default=None,
-        type=SIZES,
-        metavar="SIZES",
-        help="With --blocks: the block sizes to sweep, as --sizes (4KiB:1MiB). [default: 4KiB:1MiB:x4]",
-    ),
-    click.option(
+        "contiguous message of the same bytes." + (SEVERAL if several else "") + default,
+    )
+
+
+def layout_option(several: bool = False, default: str = "") -> Decorator:
+    """--layout: where blocks sit in each pool (`several`: a tuple of layouts, under `layouts`)."""
+    return click.option(
         "--layout",
-        default="contiguous",
-        metavar=choices(LAYOUTS),
-        help=f"With --blocks: where blocks sit in each pool. {layout_help()}.",
-    ),
-    click.option("--batch", type=int, default=1, help="With --blocks: transfers in flight per step."),
-    click.option(
-        "--blocks-from",
-        default=None,
-        metavar="FILE",
-        help="Block lists replayed from an engine's block table: a JSON file of the block size and, per transfer, "
-        "the local and remote slots or [offset, length] pairs (docs/usage.md). Sets --blocks, --batch and the "
-        "block size.",
-    ),
-    click.option(
-        "--merge/--no-merge",
-        default=True,
-        help="With --blocks, posted by the CPU: blocks adjacent at both ends go as one request, as NIXL merges them "
-        "(--no-merge: a request per block, the unmerged cost). [default: merge]",
-    ),
-    click.option(
-        "--posting",
-        default="auto",
-        metavar="PATH[,PATH...]|all",
-        help="With --blocks, put or get of device memory: who posts the list; a list (or all) measures each path "
-        "in turn. " + "; ".join(f"{name}: {what}" for name, what in POSTINGS.items()) + ". Results name the path "
-        "that ran, and why where auto fell back or a path of a list could not run.",
-    ),
-    click.option(
-        "--posting-sms",
-        default=None,
-        metavar="N|green:N|all",
-        help="With --posting gpu, auto or all: the SMs the GPU's posting kernel may occupy, to spare a model's "
-        "compute: N = a grid of at most N CUDA blocks (a fixed budget); green:N = a green-context partition of N "
-        "SMs (rounded up as the GPU splits them), --beside's load on the rest. [default: all]",
-    ),
-    click.option(
-        "--pool",
-        default=None,
-        type=SIZE,
-        metavar="SIZE",
-        help="With --blocks: each end's pool in bytes. [default: what the layout needs; 4x that for random]",
-    ),
+        "layouts" if several else "layout",
+        type=Parsed("layouts", _layouts, named=False) if several else None,
+        default=None if several else "contiguous",
+        metavar=choices(LAYOUTS) + ("[,...]" if several else ""),
+        help=f"With --blocks: where blocks sit in each pool. {layout_help()}." + (SEVERAL if several else "") + default,
+    )
+
+
+posting_option = click.option(
+    "--posting",
+    default="auto",
+    metavar="PATH[,PATH...]|all",
+    help="With --blocks, put or get of device memory: who posts the list; a list (or all) measures each path "
+    "in turn. " + "; ".join(f"{name}: {what}" for name, what in POSTINGS.items()) + ". Results name the path "
+    "that ran, and why where auto fell back or a path of a list could not run.",
+)
+
+# A model's KV-cache handoff as the block list (run, anchor --against nixl); checked once, by
+# job.config.model_handoff.
+model_options = group(
     click.option(
         "--model",
         default=None,
@@ -94,4 +85,48 @@ block_options = group(
         metavar="TOKENS",
         help="With --model: the prompt's length in tokens, filling whole blocks. [default: 4096]",
     ),
+)
+
+block_options = group(
+    blocks_option(),
+    click.option(
+        "--block-size",
+        default=None,
+        type=SIZES,
+        metavar="SIZES",
+        help="With --blocks: the block sizes to sweep, as --sizes (4KiB:1MiB). [default: 4KiB:1MiB:x4]",
+    ),
+    layout_option(),
+    click.option("--batch", type=int, default=1, help="With --blocks: transfers in flight per step."),
+    click.option(
+        "--blocks-from",
+        default=None,
+        metavar="FILE",
+        help="Block lists replayed from an engine's block table: a JSON file of the block size and, per transfer, "
+        "the local and remote slots or [offset, length] pairs (docs/usage.md). Sets --blocks, --batch and the "
+        "block size.",
+    ),
+    click.option(
+        "--merge/--no-merge",
+        default=True,
+        help="With --blocks, posted by the CPU: blocks adjacent at both ends go as one request, as NIXL merges them "
+        "(--no-merge: a request per block, the unmerged cost). [default: merge]",
+    ),
+    posting_option,
+    click.option(
+        "--posting-sms",
+        default=None,
+        metavar="N|green:N|all",
+        help="With --posting gpu, auto or all: the SMs the GPU's posting kernel may occupy, to spare a model's "
+        "compute: N = a grid of at most N CUDA blocks (a fixed budget); green:N = a green-context partition of N "
+        "SMs (rounded up as the GPU splits them), --beside's load on the rest. [default: all]",
+    ),
+    click.option(
+        "--pool",
+        default=None,
+        type=SIZE,
+        metavar="SIZE",
+        help="With --blocks: each end's pool in bytes. [default: what the layout needs; 4x that for random]",
+    ),
+    model_options,
 )

@@ -13,6 +13,7 @@ import click
 
 from ..errors import ConfigError
 from ..measure import registry
+from ..measure.beside import LOADS, Beside
 from ..modes import MODE_HELP, MemoryMode
 from ..results.files.rows import LINK_CLASSES
 from ..results.verdicts.verdict import parse_expect
@@ -58,7 +59,7 @@ def renamed(new: str, *old: str, **kwargs: Any) -> Decorator:
     return click.option(new, *old, cls=Renamed, old=old, **kwargs)
 
 
-class _Parsed(click.ParamType):
+class Parsed(click.ParamType):
     """A value parsed by the library; its error names the option (unless it does already) and stays
     one line (exit 2)."""
 
@@ -79,9 +80,9 @@ class _Parsed(click.ParamType):
             raise ConfigError(f"{option}: {exc}") from None
 
 
-SIZE = _Parsed("size", parse_size)
-SIZES = _Parsed("sizes", parse_sizes)
-MODE = _Parsed("mode", MemoryMode.parse)
+SIZE = Parsed("size", parse_size)
+SIZES = Parsed("sizes", parse_sizes)
+MODE = Parsed("mode", MemoryMode.parse)
 
 
 def _rails(text: str) -> tuple[str, ...]:
@@ -92,7 +93,7 @@ def _rails(text: str) -> tuple[str, ...]:
     return rails
 
 
-RAILS = _Parsed("rails", _rails, named=False)
+RAILS = Parsed("rails", _rails, named=False)
 
 SIZES_HELP = (
     "a list (8,1MiB,64MiB), a power-of-two range (1:64MiB), or a range with a step (1:64MiB:x4). KiB/MiB/GiB "
@@ -249,3 +250,20 @@ size_options = group(
         "-f", "--step-factor", type=int, default=None, help="nccl-tests style: each size this many times the last. [2]"
     ),
 )
+
+
+def beside_option(help_lead: str) -> Decorator:
+    """--beside: a model's compute on each rank's GPU beside the transfers (run, anchor --against nixl),
+    one syntax and one list of loads; `help_lead`: what the command does with it."""
+    return click.option(
+        "--beside",
+        default="none",
+        metavar="|".join(f"{name}[:SIZE]" for name in LOADS) + "|none",
+        help=help_lead
+        + " "
+        + "; ".join(
+            f"{name} = {what} (SIZE {Beside(name, size).label.partition(':')[2]})"
+            for name, (_, size, what, _) in LOADS.items()
+        )
+        + ".",
+    )

@@ -11,12 +11,12 @@ import click
 from ..errors import ConfigError
 from ..job.config import ENGINES, OUTPUT_FORMATS, PROGRESS, UNITS, RunConfig
 from ..job.schedule import LINK_CLASSES, PATTERNS, pattern_help
-from ..measure.beside import LOADS, Beside
 from ..results.files import document
 from .blocklists import block_options
 from .group import SETTINGS, Written, command_line, main, writes
 from .options import (
     RAILS,
+    beside_option,
     choices,
     expect_option,
     format_option,
@@ -58,17 +58,10 @@ link_options = group(
         help="For all-pairs: measure disjoint pairs at once, in N-1 rounds per direction, instead of one link at a time.",
     ),
     click.option("--root", default=0, help="The rank incast sends to and fan-out sends from."),
-    click.option(
-        "--beside",
-        default="none",
-        metavar="|".join(f"{name}[:SIZE]" for name in LOADS) + "|none",
-        help="Device memory, one link at a time: a model's compute on each rank's GPU beside the sampled steps, "
-        "every sample timed as a pair (the link alone, the load alone, both at once): "
-        + "; ".join(
-            f"{name} = {what} (SIZE {Beside(name, size).label.partition(':')[2]})"
-            for name, (_, size, what, _) in LOADS.items()
-        )
-        + ". Entries carry the link alone and beside, each GPU's load alone and beside, and the load's slowdown.",
+    beside_option(
+        "Device memory, one link at a time: a model's compute on each rank's GPU beside the sampled steps, "
+        "every sample timed as a pair (the link alone, the load alone, both at once); entries carry the link "
+        "alone and beside, each GPU's load alone and beside, and the load's slowdown. Loads:"
     ),
     click.option(
         "--nics",

@@ -21,6 +21,7 @@ from ..errors import ConfigError
 from ..measure import blocktable, kvhandoff, plan, registry
 from ..measure.beside import Beside
 from ..measure.blocks import DEVICE_PATHS, TABLE, BlockShape, SmBudget, parse_postings
+from ..measure.kvhandoff import KV_LAYOUTS
 from ..measure.shape import Shape
 from ..modes import MemoryMode
 from ..units import DISPLAY_UNITS, parse_sizes
@@ -163,14 +164,14 @@ class BlockLists:
     blocks_from: str | None = None
     blocks_from_sha256: str | None = None
     model: dict[str, Any] | None = None
-    kv_layout: str = "vllm"
+    kv_layout: str = KV_LAYOUTS[0]
     prompt: int | None = None
 
     def check(self, sizes: list[int], get: bool = False) -> None:
         """The handoff's options go with --model, the shape's with --blocks; every size fits the shape."""
         found = self.handoff
-        if found is None and (self.kv_layout, self.prompt) != ("vllm", None):
-            raise ConfigError("--kv-layout and --prompt shape a model's handoff: give --model as well")
+        if found is None:
+            _refuse_handoff_options(self.kv_layout, self.prompt)
         if found is not None and (self.blocks != found.count or sizes != [found.block_bytes]):
             raise ConfigError(
                 f"--model {found.model.name} posts {found.count} descriptors of {found.block_bytes} bytes: "
@@ -510,12 +511,27 @@ class RunConfig:
 
 def _handoff(options: Mapping[str, Any]) -> kvhandoff.Handoff | None:
     """--model: its handoff's descriptors become --blocks and the block size (given neither)."""
-    spec = options.get("model")
-    if spec is None:
+    sets = {"--blocks": options.get("blocks"), "--block-size": options.get("block_size")}
+    return model_handoff(options.get("model"), options.get("kv_layout", KV_LAYOUTS[0]), options.get("prompt"), sets)
+
+
+def model_handoff(
+    model: str | None, kv_layout: str, prompt: int | None, sets: Mapping[str, Any]
+) -> kvhandoff.Handoff | None:
+    """A model's KV-cache handoff (--model, shaped by --kv-layout and --prompt; None without --model),
+    checked as every command that takes it checks it (run, anchor --against nixl). `sets`: the options
+    --model sets, by spelling, as the command was given them (None: not given)."""
+    if model is None:
+        _refuse_handoff_options(kv_layout, prompt)
         return None
-    if options.get("blocks") is not None or options.get("block_size") is not None:
-        raise ConfigError("--model sets the blocks and their size: leave out --blocks and --block-size")
-    return kvhandoff.handoff(spec, options.get("kv_layout", "vllm"), options.get("prompt"))
+    if any(value is not None for value in sets.values()):
+        raise ConfigError(f"--model sets the blocks and their size: leave out {' and '.join(sets)}")
+    return kvhandoff.handoff(model, kv_layout, prompt)
+
+
+def _refuse_handoff_options(kv_layout: str, prompt: int | None) -> None:
+    if (kv_layout, prompt) != (KV_LAYOUTS[0], None):
+        raise ConfigError("--kv-layout and --prompt shape a model's handoff: give --model as well")
 
 
 def _table(options: Mapping[str, Any]) -> blocktable.BlockTable | None:
