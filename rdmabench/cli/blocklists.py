@@ -11,7 +11,7 @@ from ..measure import kvmodels
 from ..measure.blocks import LAYOUTS, POSTINGS, layout_help
 from ..measure.kvhandoff import KV_LAYOUTS
 from .group import count, names
-from .options import SIZE, SIZES, Decorator, Parsed, choices, group
+from .options import SIZE, SIZES, Decorator, choices, group, parsed
 
 SEVERAL = " Several, comma-separated: a list each."
 
@@ -29,7 +29,7 @@ def blocks_option(several: bool = False, default: str = "") -> Decorator:
     return click.option(
         "--blocks",
         "counts" if several else "blocks",
-        type=Parsed("counts", _counts, named=False) if several else int,
+        type=parsed("counts", _counts) if several else int,
         default=None,
         metavar="N[,N...]" if several else "N",
         help="Block lists shaped like KV caches: each transfer moves N blocks between slots of two pools, as puts, "
@@ -43,7 +43,7 @@ def layout_option(several: bool = False, default: str = "") -> Decorator:
     return click.option(
         "--layout",
         "layouts" if several else "layout",
-        type=Parsed("layouts", _layouts, named=False) if several else None,
+        type=parsed("layouts", _layouts) if several else None,
         default=None if several else "contiguous",
         metavar=choices(LAYOUTS) + ("[,...]" if several else ""),
         help=f"With --blocks: where blocks sit in each pool. {layout_help()}." + (SEVERAL if several else "") + default,

@@ -59,7 +59,7 @@ def renamed(new: str, *old: str, **kwargs: Any) -> Decorator:
     return click.option(new, *old, cls=Renamed, old=old, **kwargs)
 
 
-class Parsed(click.ParamType):
+class _Parsed(click.ParamType):
     """A value parsed by the library; its error names the option (unless it does already) and stays
     one line (exit 2)."""
 
@@ -80,9 +80,9 @@ class Parsed(click.ParamType):
             raise ConfigError(f"{option}: {exc}") from None
 
 
-SIZE = Parsed("size", parse_size)
-SIZES = Parsed("sizes", parse_sizes)
-MODE = Parsed("mode", MemoryMode.parse)
+SIZE = _Parsed("size", parse_size)
+SIZES = _Parsed("sizes", parse_sizes)
+MODE = _Parsed("mode", MemoryMode.parse)
 
 
 def _rails(text: str) -> tuple[str, ...]:
@@ -93,7 +93,13 @@ def _rails(text: str) -> tuple[str, ...]:
     return rails
 
 
-RAILS = Parsed("rails", _rails, named=False)
+RAILS = _Parsed("rails", _rails, named=False)
+
+
+def parsed(name: str, parse: Callable[[str], Any]) -> click.ParamType:
+    """A value `parse` turns into what the command takes, its error (which names its option) one line."""
+    return _Parsed(name, parse, named=False)
+
 
 SIZES_HELP = (
     "a list (8,1MiB,64MiB), a power-of-two range (1:64MiB), or a range with a step (1:64MiB:x4). KiB/MiB/GiB "
