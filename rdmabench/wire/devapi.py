@@ -311,6 +311,7 @@ class ArmLayout:
     chunks: int
     armed_lists: int
     bound: int
+    armed_copies: int  # copies armed ahead (the first wave): what arm()'s CPU time is spent on
 
 
 def arm_layout(total: int, lists: int, bound: int = ARM_BOUND) -> ArmLayout:
@@ -320,7 +321,7 @@ def arm_layout(total: int, lists: int, bound: int = ARM_BOUND) -> ArmLayout:
         first, end = t * per, (t + 1) * per
         chunks += (end - 1) // bound - first // bound + 1 if end > first else 0
         whole += end <= bound
-    return ArmLayout(-(-total // bound), chunks, whole, bound)
+    return ArmLayout(-(-total // bound), chunks, whole, bound, min(total, bound))
 
 
 def check_armed_list(
@@ -414,6 +415,11 @@ class ArmedPlan:
         self._check(self._lib.rb_arm_arm(self._plan, ctypes.byref(seconds), why, _WHY_LEN), why)
         self.arm_seconds = seconds.value
         return seconds.value
+
+    @property
+    def arm_seconds_per_descriptor(self) -> float:
+        """The last arm()'s host seconds per copy it armed (the entry's cpu_us_per_descriptor, in s)."""
+        return self.arm_seconds / self.layout.armed_copies
 
     def release(self) -> Released:
         """Release the armed lists and wait until every copy has landed (at most the plan's timeout)."""

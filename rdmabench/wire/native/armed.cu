@@ -102,6 +102,8 @@ static const char *missing(void)
     if (CUDART_VERSION < 12080)
         snprintf(why, sizeof(why), "cudaMemcpyBatchAsync needs a CUDA 12.8 runtime; this library was built with %d",
                  CUDART_VERSION);
+    else if (driver == 0)
+        snprintf(why, sizeof(why), "no CUDA driver here (no GPU?)");
     else if (driver < 12080)
         snprintf(why, sizeof(why), "cudaMemcpyBatchAsync needs a CUDA 12.8 driver; this one is %d", driver);
     else {
@@ -249,19 +251,24 @@ static int make_streams(struct rb_arm_plan *p, char *why, size_t len)
     return probe_memops(p->release, p->flag, why, len);
 }
 
-/* Every chunk's event, polled until `until`; a chunk that never lands marks the plan stuck. */
+/* The release's event, then every chunk's, polled until `until`; one that never comes marks the plan
+ * stuck. */
 static int wait_landed(struct rb_arm_plan *p, double until, double timeout, char *why, size_t len)
 {
-    for (size_t k = 0; k < p->nchunks; k++) {
+    for (size_t k = 0; k <= p->nchunks; k++) {
+        cudaEvent_t event = k == 0 ? p->released : p->chunks[k - 1].landed;
         cudaError_t err;
-        while ((err = cudaEventQuery(p->chunks[k].landed)) == cudaErrorNotReady)
+        while ((err = cudaEventQuery(event)) == cudaErrorNotReady)
             if (now() > until) {
                 p->stuck = 1;
-                snprintf(why, len, "an armed list had not landed %.0f s after its release (chunk %zu of list %d)",
-                         timeout, k, p->chunks[k].list);
+                if (k == 0)
+                    snprintf(why, len, "the release of an armed list had not run %.0f s after it was written", timeout);
+                else
+                    snprintf(why, len, "an armed list had not landed %.0f s after its release (chunk %zu of list %d)",
+                             timeout, k - 1, p->chunks[k - 1].list);
                 return RB_ARM_TIMEOUT;
             }
-        if (cuda_failed(err, "an armed list's copies", why, len))
+        if (cuda_failed(err, k == 0 ? "the release of an armed list" : "an armed list's copies", why, len))
             return RB_ARM_CUDA;
     }
     return RB_ARM_OK;
