@@ -267,7 +267,7 @@ def test_a_list_bigger_than_the_bound_is_armed_in_waves_and_all_lands(
 @_needs_gpu
 def test_the_armed_path_refuses_in_one_line_on_the_gpu() -> None:
     """Host memory, a release not armed, an arm twice, a GPU that is not there: each one line, and the
-    plan still releases (nothing left waiting)."""
+    plan still releases; a plan closed while armed neither hangs nor leaves its copies waiting."""
     cupy = import_cupy()
     assert devapi.armed_why_not(0) is None
     missing = devapi.armed_why_not(visible_gpu_count())
@@ -286,3 +286,7 @@ def test_the_armed_path_refuses_in_one_line_on_the_gpu() -> None:
             plan.arm()
         plan.release()
         pools.check()
+    pools.refill(7)
+    with devapi.ArmedPlan(src, dst, sizes, timeout=30) as plan:
+        plan.arm()  # and closed unreleased: the teardown lets the list go instead of waiting for ever
+    pools.check()

@@ -242,7 +242,7 @@ static int make_streams(struct rb_arm_plan *p, char *why, size_t len)
                         len))
             return RB_ARM_CUDA;
     if (cuda_failed(cudaMalloc((void **)&p->flag, 256), "cudaMalloc of the release flag", why, len) ||
-        cuda_failed(cudaMemset(p->flag, 0, 256), "cudaMemset of the release flag", why, len) ||
+        cuda_failed(cudaMemsetAsync(p->flag, 0, 256, p->release), "cudaMemset of the release flag", why, len) ||
         cuda_failed(cudaEventCreate(&p->released), "cudaEventCreate", why, len))
         return RB_ARM_CUDA;
     for (size_t k = 0; k < p->nchunks; k++)
@@ -350,6 +350,9 @@ void rb_arm_destroy(rb_arm_plan *p)
     if (p == NULL)
         return;
     cudaSetDevice(p->device);
+    if (p->armed && !p->stuck && /* armed, never released: let the lists go, else they would wait for ever */
+        write_value((CUstream)p->release, (CUdeviceptr)(uintptr_t)p->flag, p->generation, 0) != CUDA_SUCCESS)
+        p->stuck = 1;
     if (!p->stuck) { /* a stuck stream would hold these calls for ever: leaked instead */
         for (int s = 0; s < p->nstreams; s++)
             if (p->streams[s] != NULL)
