@@ -108,6 +108,20 @@ def test_a_library_whose_bound_differs_is_refused(tmp_path: Path) -> None:
         devapi.configure_armed(ctypes.CDLL(str(tmp_path / "codes.so")))
 
 
+def test_the_armed_build_is_named_by_every_source_it_compiles(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """armed.cu, the header it includes and the compiler each give the cached library a new name: a
+    build of an older source is never loaded for a newer one."""
+    before = devapi.armed_library_name("nvcc")
+    assert before.startswith("armed-") and devapi.armed_library_name("/other/nvcc") != before
+    for name in ("ARMED_SOURCE", "COMMON"):
+        other = tmp_path / f"{name}.changed"
+        other.write_bytes(getattr(devapi, name).read_bytes() + b"\n/* changed */\n")
+        with monkeypatch.context() as patch:
+            patch.setattr(devapi, name, other)
+            assert devapi.armed_library_name("nvcc") != before, name
+    assert devapi.armed_library_name("nvcc") == before
+
+
 def test_without_nvcc_ce_armed_says_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RDMABENCH_NVCC", str(tmp_path / "no-nvcc"))
     monkeypatch.setenv("RDMABENCH_CACHE_DIR", str(tmp_path / "cache"))
