@@ -219,10 +219,10 @@ class _Pools:
         untouched[self.dst_slots] = False
         assert not found[untouched].any(), "a slot outside the list was written"
 
-    def refill(self, seed: int) -> None:
+    def refill(self, step: int) -> None:
+        """A new pattern before a step: every source byte moved on by 1 to 255 (never back to itself)."""
         with self.cupy.cuda.Device(self.src.device.id):
-            rng = self.cupy.random.default_rng(seed)
-            self.src[...] = rng.integers(0, 256, size=self.src.shape, dtype=self.cupy.uint8)
+            self.src += np.uint8(step % 255 + 1)
             self.cupy.cuda.Device().synchronize()
 
 
