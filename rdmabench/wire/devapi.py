@@ -129,6 +129,8 @@ def _configure(library: Any) -> Any:
     library.rb_dev_release.restype = None
     library.rb_dev_configure.argtypes = [ptr, ctypes.c_int, ptr, ptr]
     library.rb_dev_configure.restype = ctypes.c_int
+    library.rb_dev_mapped.argtypes = [ptr]
+    library.rb_dev_mapped.restype = ptr
     library.rb_dev_ce_unsupported.argtypes = []
     library.rb_dev_ce_unsupported.restype = ctypes.c_char_p
     return library
@@ -190,6 +192,11 @@ class DevicePlan:
         `stream` and `context` where a partition gives them (None: the plan's own)."""
         if self._lib.rb_dev_configure(self._plan, ctas, stream, context) != 0:
             raise TransportError(f"this CUDA runtime cannot launch into a green context (CUDA 12.5+) ({self._where})")
+
+    @property
+    def mapped(self) -> int:
+        """The peer's pool as UCX maps it into this process: the other end of an armed list (ArmedPlan)."""
+        return int(self._lib.rb_dev_mapped(self._plan) or 0)
 
     def copy_engines_problem(self) -> str | None:
         """Why the copy engines' path (cudaMemcpyBatchAsync) cannot run here, or None."""

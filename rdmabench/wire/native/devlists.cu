@@ -404,6 +404,10 @@ int rb_dev_plan_create(ucp_worker_h worker, ucp_ep_h ep, ucp_mem_h memh, void *p
     return map_peer(p, why, len);
 }
 
+/* The peer's pool as UCX maps it into this process (a device pointer: what an armed list copies to or
+ * from, armed.cu). */
+void *rb_dev_mapped(rb_dev_plan *p) { return p->mapped; }
+
 /* Beside compute: posting kernels on at most `ctas` CUDA blocks of 1,024 threads (so at most that
  * many SMs; 0 = the whole GPU), and on `stream` in green context `ctx` where a partition gives them
  * (NULL: this plan's stream). */
