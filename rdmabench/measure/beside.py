@@ -324,19 +324,19 @@ class Pairs:
         first, last = self._open.first, self._open.last
         if self.where == WHOLE:
             self._wait(last + 1 + WARM_OPERATIONS + ALONE_OPERATIONS)
-            seconds, number = self._stopped()
-            before = _mean(_between(seconds, number, *self._open.marks))
-            window = _between(seconds, number, first, last)
-            after = _mean(_between(seconds, number, last + 1 + WARM_OPERATIONS, None))
-        else:
-            seconds, number = self._stopped()
-            window = _between(seconds, number, first, last)
-            before, after = self._open.before, _mean(self._window(WHOLE))
-        if self.load.done() < last and number <= first:
+        seconds, number = self._stopped()
+        finished = self.load.done()
+        window = _between(seconds, number, first, last)
+        if finished < last:
             raise TransportError(
-                f"the compute load ({self.beside.label}) finished {self.load.done() - first} of its window's "
+                f"the compute load ({self.beside.label}) finished {max(finished - first, 0)} of its window's "
                 f"{self.operations} operations while the transfers ran: it stopped making progress"
             )
+        if self.where == WHOLE:
+            before = _mean(_between(seconds, number, *self._open.marks))
+            after = _mean(_between(seconds, number, last + 1 + WARM_OPERATIONS, None))
+        else:
+            before, after = self._open.before, _mean(self._window(WHOLE))
         self._pending = Pair(before, after, window, duty, span)
         return self._pending.drift
 
