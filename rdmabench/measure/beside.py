@@ -39,7 +39,6 @@ LOADS = {
 WHOLE, PART, CARVED = 0, 1, 2  # where the load's operations run (wire.gpuload's codes)
 CARVEOUTS = (0, 4, 8, 16)  # carveout=all
 MAX_CARVEOUT = 1024
-CTAS_PER_SM = 4  # the GPU's posting kernel beside a carve-out of N SMs: a grid of N x 4 CUDA blocks
 ALONE_SECONDS = 0.03  # the load alone, per window: at least this long ...
 ALONE_OPERATIONS = 8  # ... and this many operations, after ...
 WARM_OPERATIONS = 3  # ... the first few, left out (the GPU's clocks settle)

@@ -24,8 +24,7 @@ from ..wire import devapi
 from ..wire.native import RMA_GET, RMA_PUT, TAGGED, BlocksLinkEnd, HotLoop, memory_type
 from ..wire.protoinfo import ProtoRow
 from . import faults
-from .beside import CTAS_PER_SM
-from .blocks import DEVICE_PATHS, BlockShape
+from .blocks import CTAS_PER_SM, DEVICE_PATHS, BlockShape
 from .contract import ACK, DATA, READY, Companion, Figure, RoundEnd, RoundShape, Side, StepProtocol, tag
 from .need import PER_BLOCK_PYTHON, PER_MESSAGE, Need, beside, in_memory
 from .onesided import OPERATIONS, lend_and_borrow, native_loop
