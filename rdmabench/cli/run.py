@@ -136,6 +136,12 @@ step_options = group(
         help="Check every byte of every message at the receiver (outside the timed region).",
     ),
     click.option(
+        "--remeasure-host-copy",
+        is_flag=True,
+        help="Measure each host's memory copy (the limit of host-to-host links) again, and keep the new figure, "
+        "instead of taking the one measured earlier on this boot (kept in the user's cache directory).",
+    ),
+    click.option(
         "--engine",
         default=ENGINES[0],
         metavar=choices(ENGINES),

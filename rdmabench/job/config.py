@@ -129,6 +129,7 @@ class Steps:
     timeout: float | None = None
     validate: bool = True
     engine: str = "auto"
+    remeasure_host_copy: bool = False  # measure each host's memory copy again, not take this boot's figure
 
     def check(self) -> None:
         if self.engine not in ENGINES:
@@ -292,6 +293,7 @@ _RECORDED = (
 # Settings added later, recorded only where a run sets them: a run without them records what it did before.
 _RECORDED_WHEN_SET = {
     "posting_sms": None, "beside": "none", "merge": True, "blocks_from": None, "blocks_from_sha256": None,
+    "remeasure_host_copy": False,
 }  # fmt: skip
 
 

@@ -255,7 +255,8 @@ class _Job:
         peer_gpus = [
             i.gpu.pci_bus_id for i in world.ranks if i.host == world.me.host and i.gpu and i.rank != world.rank
         ]
-        mine = limits.collect(world.rank, world.me.host, world.me.local_rank, world.me.gpu, peer_gpus, nic)
+        remeasure = config.steps.remeasure_host_copy  # else this boot's figure, where one is kept
+        mine = limits.collect(world.rank, world.me.host, world.me.local_rank, world.me.gpu, peer_gpus, nic, remeasure)
         topologies: list[limits.RankTopology] = world.comm.allgather(mine)
         self.placement = Placement(
             [i.host for i in world.ranks], [i.gpu.index if i.gpu else None for i in world.ranks], topologies
