@@ -166,6 +166,7 @@ class _Folder:
                 item.get("wire"),
                 item.get("blocks"),
                 item.get("beside"),
+                item["samples"],
             )
 
     def _profile_kind(
@@ -217,6 +218,7 @@ class _Folder:
             entry.get("wire"),
             entry.get("blocks"),
             entry.get("beside"),
+            entry.get("samples"),
         )
 
     def fold(
@@ -229,6 +231,7 @@ class _Folder:
         wire: Any = None,
         blocks: Any = None,
         beside: Any = None,
+        samples: Any = None,
     ) -> None:
         """Add a link's figure and its share of its limit (never a file's) to its row."""
         if self.filtering and not self.filters.accept_link(size, link.src_host, link.dst_host, link.link_class):
@@ -238,6 +241,7 @@ class _Folder:
         intern = self.intern
         share = derived.share_of_limit(value, kind.bound) if kind.bound is not None else None
         shares = [share] if share is not None else []
+        first = row is None
         if row is None:
             row = self.rows[key] = self._new_row(kind, link, size, value, shares)
             row.run = self.run
@@ -256,8 +260,9 @@ class _Folder:
             row.dates = intern.union(row.dates, self.dates)
         if cpu is not None or wire is not None:
             row.add_costs(cpu, wire, intern)
-        if blocks is not None:
+        if isinstance(blocks, dict):
             row.add_tail(blocks)
+            row.add_list(blocks, beside, samples, first)
         if beside is not None:
             row.add_beside(beside)
 
