@@ -22,6 +22,7 @@ from .options import (
     format_option,
     group,
     memory_options,
+    model_budget_option,
     renamed,
     size_options,
     test_help,
@@ -180,6 +181,7 @@ output_options = group(
         "single slow figures are to measure again, 2 if no link could be judged (the results are kept). Only for "
         "tests whose figure is a bandwidth.",
     ),
+    model_budget_option("Printed at the end for block lists by several paths or beside compute"),
 )
 
 

@@ -130,6 +130,15 @@ def _posting_words(blocks: dict[str, Any]) -> str:
     return words
 
 
+def record_key(blocks: Any, beside: Any) -> str | None:
+    """What a results record's own block list and load beside it add to its profile's settings and load
+    (None: neither): records of one profile by other paths, SM budgets or carve-outs are other rows."""
+    if not isinstance(blocks, dict) and not isinstance(beside, dict):
+        return None
+    words = "".join(_list_words(blocks)) + _posting_words(blocks) if isinstance(blocks, dict) else ""
+    return words + (f" | {beside.get('load')} | {beside.get('carveout')}" if isinstance(beside, dict) else "")
+
+
 def posting_of(entry: dict[str, Any]) -> tuple[str | None, int | None, bool]:
     """Who posted an entry's block list: the posting path's name (None: not a block list; "cpu" where
     the entry names none, as before other paths existed), the SMs the posting kernel was held to

@@ -16,7 +16,7 @@ from ...modes import mode_named
 from ...stats import sorted_median
 from . import compact, dates, derived
 from .bulk import bulk, bulk_chunks
-from .entries import LINK_CLASSES, end_name, figure, load_of, mode_label, settings_of
+from .entries import LINK_CLASSES, end_name, figure, load_of, mode_label, record_key, settings_of
 from .filters import Filters
 from .row import ROW_KEY, Row
 from .standings import CULPRITS_LISTED, class_key, classes, culprits, outliers, standings
@@ -135,16 +135,18 @@ class _Folder:
             for entry in results:
                 self.entry(entry, metadata)
             return
-        kinds: dict[tuple[int, bool], tuple[_Kind, tuple[bool, ...], tuple[bool, ...]]] = {}
+        kinds: dict[tuple[int, bool, str | None], tuple[_Kind, tuple[bool, ...], tuple[bool, ...]]] = {}
         ends: dict[tuple[int, tuple[bool, ...]], End] = {}
         for profile, item in results.records():
             if profile is None:
                 self.entry(item, metadata)
                 continue
             remeasured = item.get("remeasured_from") is not None
-            found = kinds.get((id(profile), remeasured))
+            # A record's own list and load beside it are settings too: paths and carve-outs of one profile.
+            varies = record_key(item.get("blocks"), item.get("beside"))
+            found = kinds.get((id(profile), remeasured, varies))
             if found is None:
-                found = kinds[(id(profile), remeasured)] = self._profile_kind(profile, remeasured, metadata)
+                found = kinds[(id(profile), remeasured, varies)] = self._profile_kind(profile, item, metadata)
             kind, src_has, dst_has = found
             if not kind.accepted:
                 continue
@@ -170,10 +172,12 @@ class _Folder:
             )
 
     def _profile_kind(
-        self, profile: compact.Profile, remeasured: bool, metadata: dict[str, Any]
+        self, profile: compact.Profile, item: dict[str, Any], metadata: dict[str, Any]
     ) -> tuple[_Kind, tuple[bool, ...], tuple[bool, ...]]:
-        """The kind of a profile's links, and which of (host, GPU, NIC) each end takes from the rank table."""
-        entry = dict(profile.entry, remeasured_from=True if remeasured else None)
+        """The kind of a profile's links (with the record's own block list and load beside it), and
+        which of (host, GPU, NIC) each end takes from the rank table."""
+        remeasured = True if item.get("remeasured_from") is not None else None
+        entry = dict(profile.entry, remeasured_from=remeasured, blocks=item.get("blocks"), beside=item.get("beside"))
         has = [tuple(names[i] in profile.ends for names in compact.RANK_FIELDS.values()) for i in (0, 1)]
         return self.kind(entry, metadata), has[0], has[1]
 

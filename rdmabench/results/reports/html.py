@@ -233,7 +233,8 @@ def answer_plot(answer: Answer) -> tuple[str, str]:
     ax.set_xlabel("the model's slowdown (x; 1 = no loss)" + (": no model ran beside these" if idle else ""))
     ax.set_ylabel("GB/s (1e9 B/s)")
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=7, loc="best")
+    ax.set_ylim(bottom=0)
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=1)  # below: lines stay readable
     title = (
         f"{answer.test} {answer.modes} {answer.link}, {format_size(answer.size_bytes)} blocks ({answer.shape}), "
         f"{answer.load}: GB/s against the model's slowdown, a point per posting path and carve-out "
