@@ -198,11 +198,11 @@ def test_a_bad_model_budget_is_refused(text: str) -> None:
         parse_budget(text)
 
 
-@pytest.mark.parametrize("command", ["report", "compare"])
+@pytest.mark.parametrize("command", ["report", "compare", "run"])
 def test_a_bad_model_budget_is_one_line_and_exit_2(tmp_path: Path, command: str) -> None:
     path = str(_write(tmp_path / "r.json", _candidates()))
-    paths = [path] if command == "report" else [path, path]
-    proc = run_cli([command, *paths, "--model-budget", "5"])
+    given = {"report": [path], "compare": [path, path], "run": ["--blocks", "8", "-o", str(tmp_path / "x.json")]}
+    proc = run_cli([command, *given[command], "--model-budget", "5"])
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert "--model-budget '5' is ambiguous" in proc.stderr and not proc.stdout
 

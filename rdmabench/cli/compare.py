@@ -20,7 +20,7 @@ from .options import format_option, model_budget_option, selection_options, tole
 @click.argument("new", nargs=1)
 @tolerance_option(0.05, "A change for the worse beyond this fraction, if significant, is a regression.")
 @format_option(("table", "json"), "Output format.")
-@model_budget_option("How the answer changed for a block list, beside compute")
+@model_budget_option(" (and how that answer changed)")
 @selection_options
 def compare(base: str, new: str, tolerance: float, output_format: str, model_budget: float, **selection: Any) -> None:
     """Compare two results files (or directories): per link and size, the change of the median and

@@ -257,7 +257,7 @@ def _budget(text: str) -> float:
     return parse_budget(text)
 
 
-def model_budget_option(what: str) -> Decorator:
+def model_budget_option(where: str = "") -> Decorator:
     """--model-budget: the model's slowdown a posting path may cost in the answer (report, compare, run)."""
     return click.option(
         "--model-budget",
@@ -265,6 +265,6 @@ def model_budget_option(what: str) -> Decorator:
         default="5%",
         type=_Parsed("budget", _budget, named=False),
         metavar="PCT",
-        help=f"{what}: the fastest path whose slowdown of the model beside it stays within this share of its "
-        "time, as a percentage (5%) or a fraction below 1 (0.05).",
+        help=f"Which posting path for a block list{where}: the fastest whose slowdown of the model beside it "
+        "stays within this share of the model's time; a percentage (5%) or a fraction below 1 (0.05).",
     )

@@ -25,7 +25,7 @@ from .options import choices, expect_option, format_option, model_budget_option,
     "against its class in the run); exit 1 if one fails or a part is suspect, 3 if single slow figures are to "
     "measure again, 2 if no link could be judged."
 )
-@model_budget_option("Which posting path for a block list, beside compute")
+@model_budget_option()
 @selection_options
 def report(
     paths: tuple[str, ...],

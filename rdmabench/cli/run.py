@@ -181,7 +181,7 @@ output_options = group(
         "single slow figures are to measure again, 2 if no link could be judged (the results are kept). Only for "
         "tests whose figure is a bandwidth.",
     ),
-    model_budget_option("Printed at the end for block lists by several paths or beside compute"),
+    model_budget_option(", printed at the end when several paths ran or a model beside them"),
 )
 
 
