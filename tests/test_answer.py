@@ -35,8 +35,10 @@ def _entry(
     carveout: int | None = None,
     cpu_us: float | None = None,
     host: str = "h",
+    model: str = "gemm:8192",
 ) -> dict[str, Any]:
-    """One generated block-list entry: 1,024 random blocks of `size`, GPU 0 -> GPU 1 of `host`."""
+    """One generated block-list entry: 1,024 random blocks of `size`, GPU 0 -> GPU 1 of `host`, beside
+    `model` (its name as `--beside` records it: with its carve-out, or without)."""
     blocks: dict[str, Any] = {
         "count": 1024, "layout": "random", "batch": 1, "block_bytes": size, "posted_by": posted,
         "sms": {"mode": sms[0], "transfer": sms[1]} if sms else {"mode": "whole GPU"},
@@ -54,7 +56,7 @@ def _entry(
     if beside is not None:
         alone, slowdown, half = beside
         entry["beside"] = {
-            "load": "gemm:8192", "unit": "TFLOP/s", "transfer_alone": alone, "slowdown": slowdown,
+            "load": model, "unit": "TFLOP/s", "transfer_alone": alone, "slowdown": slowdown,
             "slowdown_range": [slowdown - half, slowdown + half], "pairs": 5,
         }  # fmt: skip
         if carveout is not None:
@@ -78,7 +80,7 @@ def _candidates(armed: bool = True, host: str = "h") -> list[dict[str, Any]]:
         _entry(4 * KIB, "gpu", 22.0, (178.0, 1.30, 0.05), host=host),
         _entry(4 * KIB, "ce-batch", 7.6, (7.9, 1.01, 0.01), cpu_us=1.02, host=host),
         _entry(4 * KIB, "gpu", 121.0, (150.0, 1.04, 0.01), sms=("green", 8), carveout=8, host=host),
-        _entry(4 * KIB, "gpu", 235.0, (160.0, 1.09, 0.01), sms=("budget", 8), carveout=16, host=host),
+        _entry(4 * KIB, "gpu", 235.0, (160.0, 1.09, 0.01), ("budget", 8), 16, host=host, model="gemm:8192,carveout=16"),
         _entry(64 * KIB, "gpu", 340.0, (380.0, 1.50, 0.02), host=host),
         _entry(64 * KIB, "ce-batch", 93.0, (95.0, 1.00, 0.01), cpu_us=1.01, host=host),
         _entry(64 * KIB, "gpu", 207.0, (300.0, 1.03, 0.01), sms=("green", 8), carveout=8, host=host),
@@ -137,6 +139,9 @@ def test_rows_carry_the_path_and_carve_out_as_fields_and_never_merge_them() -> N
     green = [r for r in rows if r.posting_green]
     assert len(green) == 2 and {r.carveout for r in green} == {0, 8}  # one path, two carve-outs: two rows
     assert all(r.block_list == "1024 x random, 1 in flight" for r in rows)
+    loads = {(r.load, r.carveout, r.differs) for r in _rows(_candidates()) if r.size_bytes == 4 * KIB}
+    assert ("beside gemm:8192", 16, "blocks=1024 x random, 1 in flight, posted by the GPU, 8 SMs, carveout=16") in loads
+    assert {load for load, _carveout, _differs in loads} == {"beside gemm:8192"}  # the model, apart from its carve-out
     (carved,) = [r for r in green if r.carveout == 8]
     assert carved.slowdown_range == pytest.approx((1.02, 1.04)) and carved.gbps_range == pytest.approx((186.3, 217.35))
     assert carved.contiguous_gbps == 395.0 and carved.ceiling_gbps == 370.0

@@ -53,7 +53,10 @@ def load_of(entry: dict[str, Any]) -> str:
         return "alone, re-measured after the screen"
     beside = entry.get("beside")
     if isinstance(beside, dict) and beside.get("load"):  # a model's compute ran beside the link (--beside)
-        return f"beside {beside['load']}"
+        # The model, apart from its carve-out (a setting of its own, settings_of): carve-outs of one model
+        # are candidates of one answer. A load named with its carve-out ("gemm:8192,carveout=8") loses that.
+        carveout = beside.get("carveout")
+        return f"beside {str(beside['load']).removesuffix(f',carveout={carveout}')}"
     links = entry.get("concurrent_links") or 1
     return "alone" if links == 1 else f"{entry.get('pattern', 'concurrent')}, {links} links"
 

@@ -355,7 +355,8 @@ def _name_differences(rows: list[Row]) -> None:
     for group in variants.values():
         if len(group) < 2:
             continue
-        differing = [name for name, _ in group[0].settings if len({dict(r.settings)[name] for r in group}) > 1]
+        names = dict.fromkeys(name for row in group for name, _ in row.settings)  # a carve-out: some rows only
+        differing = [name for name in names if len({dict(r.settings).get(name) for r in group}) > 1]
         for row in group:
             values = dict(row.settings)
-            row.differs = ", ".join(f"{name}={values[name]}" for name in differing)
+            row.differs = ", ".join(f"{name}={values[name]}" for name in differing if name in values)
