@@ -427,11 +427,19 @@ class RunConfig:
             raise ConfigError(
                 "--beside measures one link at a time: use --pattern pair or all-pairs without --concurrent"
             )
+        budget = self.shape.lists[0].budget if self.shape.lists else None
+        if budget is not None and budget.green and any(load.carveout for load in self.beside_loads):
+            raise ConfigError("--posting-sms green:N and a --beside carve-out both set the transfer's SMs: give one")
 
     @property
     def beside_load(self) -> Beside | None:
-        """The compute load beside the links (--beside), or None."""
+        """The compute load beside the links (--beside), or None: its first carve-out."""
         return Beside.parse(self.what.beside)
+
+    @property
+    def beside_loads(self) -> list[Beside]:
+        """Every compute load beside the links: one a carve-out (--beside gemm,carveout=all), [] for none."""
+        return Beside.parse_all(self.what.beside)
 
     @property
     def postings(self) -> tuple[str, ...]:
