@@ -18,7 +18,7 @@ from rdmabench.measure.beside import Beside, Pairs
 from rdmabench.measure.blocks import SmBudget
 from rdmabench.results.files import document
 from rdmabench.results.files.rows import Row, aggregate
-from rdmabench.results.reports.answer import BUDGET, answers, lines, path_of
+from rdmabench.results.reports.answer import BUDGET, answers, lines
 
 from .conftest import QUICK, StandInLoad, rdmabench_env, refused_in_one_line, run_cli
 
@@ -132,6 +132,7 @@ def _row(path: str, size: int, gbps: float, beside: tuple[float, float] | None, 
     shape = f"1024 x random, 1 in flight{posted}"
     row = Row("put", "device", "device", size, "h:gpu0 -> h:gpu1", "intra-node", "h", "h", "GB/s", load)
     row.settings = (("engine", "native"), ("blocks", shape))
+    row.posting, row.block_list = path, "1024 x random, 1 in flight"  # the fields the answer reads
     row.values = [gbps]
     row.besides = [beside] if beside else None
     return row
@@ -149,7 +150,7 @@ def test_the_answer_is_the_fastest_idle_path_and_the_fastest_within_the_budget()
     assert found.idle is not None and (found.idle.path, found.idle.gbps) == ("gpu", 344.0)
     assert found.within is not None and (found.within.path, found.within.gbps) == ("ce-batch", 77.0)
     assert [point.path for point in found.front] == ["ce-batch"]  # cpu is slower and costs more
-    assert "no path" not in lines([found])[1] and "ce-batch 77.000 GB/s (model x1.040)" in lines([found])[1]
+    assert "no path" not in lines([found])[1] and "ce-batch 77.000 GB/s (model x1.040, 0 SMs" in lines([found])[1]
 
 
 def test_no_path_within_the_budget_is_said() -> None:
@@ -162,9 +163,8 @@ def test_no_path_within_the_budget_is_said() -> None:
 def test_one_path_alone_has_no_choice_to_answer_and_references_are_left_out() -> None:
     only = _row("gpu", 4096, 170.0, None, load="alone")
     reference = _row("ce-batch", 4 << 20, 200.0, None, load="alone")
-    reference.settings = (("blocks", "1 x contiguous, 1 in flight, posted to the copy engines"),)
+    reference.block_list = None  # a list's one-message reference is no candidate
     assert answers([only, reference]) == []
-    assert path_of(only) == "gpu" and path_of(_row("cpu", 8, 1.0, None)) == "cpu"
 
 
 def test_the_committed_measurement_answers_per_block_size() -> None:
@@ -299,7 +299,8 @@ def test_compare_says_how_the_answer_changed_between_two_runs() -> None:
     shown = run_cli(["compare", base, new])
     lines = shown.stdout.splitlines()
     first = lines.index(
-        "which posting path, BASE -> NEW (idle; within the load's slowdown budget); * where the choice changed:"
+        "which posting path, BASE -> NEW (idle; within the load's slowdown budget of 5%), each with its costs; "
+        "* where the choice changed:"
     )
     chosen = lines[first + 1 : first + 4]
     assert [line.split(": idle")[0].split()[-1] for line in chosen] == ["4KiB", "64KiB", "1MiB"], chosen

@@ -22,6 +22,7 @@ from .options import (
     format_option,
     group,
     memory_options,
+    model_budget_option,
     renamed,
     size_options,
     test_help,
@@ -186,6 +187,7 @@ output_options = group(
         "single slow figures are to measure again, 2 if no link could be judged (the results are kept). Only for "
         "tests whose figure is a bandwidth.",
     ),
+    model_budget_option(", printed at the end when several paths ran or a model beside them"),
 )
 
 

@@ -266,9 +266,12 @@ class Verdict:
     """Floors (share of the physical limit) per limit kind or link class: a verdict at the end of the run."""
 
     expect: dict[str, float] = field(default_factory=dict)
+    model_budget: float = 1.05  # the answer's budget: the model's slowdown a posting path may cost (--model-budget)
 
     def check(self) -> None:
         """A floor given other than through results.verdict.parse_expect (a library caller's) is checked too."""
+        if not 1 < self.model_budget <= 11:
+            raise ConfigError(f"--model-budget: a slowdown factor above 1 and at most 11, not {self.model_budget}")
         for key, share in self.expect.items():
             if not 0 < share <= 1:
                 raise ConfigError(
@@ -294,6 +297,7 @@ _RECORDED = (
 _RECORDED_WHEN_SET = {
     "posting_sms": None, "beside": "none", "merge": True, "blocks_from": None, "blocks_from_sha256": None,
     "remeasure_host_copy": False,
+    "model_budget": 1.05,
 }  # fmt: skip
 
 

@@ -496,7 +496,7 @@ class _Job:
                 else []
             )
             if choice:
-                closing.answer(rows, self.out)
+                closing.answer(rows, self.out, config.verdict.model_budget)
             if config.out.output_format == "json":
                 print(json.dumps(document.load(stream.path), indent=1), file=self.out, flush=True)
             elif config.out.output_format == "csv":
