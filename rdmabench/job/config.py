@@ -28,9 +28,8 @@ from ..units import DISPLAY_UNITS, parse_sizes
 from ..wire.native import RMA_GET
 from ..wire.staging import DEFAULT_BUFFERS, DEFAULT_CHUNK, Staging
 from .schedule import LINK_CLASSES, Pattern, pattern_named
+from .sizes import DEFAULT_SIZES, sizes_of
 
-DEFAULT_SIZES = "1:64MiB:x4"
-DEFAULT_BLOCK_SIZES = "4KiB:1MiB:x4"  # --blocks without --block-size: KV-cache block sizes
 OUTPUT_FORMATS = ("table", "json", "csv")
 # What the table prints for patterns: a line per link, a line per round, or per link up to this many links.
 PROGRESS = ("auto", "links", "rounds")
@@ -125,6 +124,7 @@ class Steps:
     timeout: float | None = None
     validate: bool = True
     engine: str = "auto"
+    remeasure_host_copy: bool = False  # measure each host's memory copy again, not take this boot's figure
 
     def check(self) -> None:
         if self.engine not in ENGINES:
@@ -261,9 +261,12 @@ class Verdict:
     """Floors (share of the physical limit) per limit kind or link class: a verdict at the end of the run."""
 
     expect: dict[str, float] = field(default_factory=dict)
+    model_budget: float = 1.05  # the answer's budget: the model's slowdown a posting path may cost (--model-budget)
 
     def check(self) -> None:
         """A floor given other than through results.verdict.parse_expect (a library caller's) is checked too."""
+        if not 1 < self.model_budget <= 11:
+            raise ConfigError(f"--model-budget: a slowdown factor above 1 and at most 11, not {self.model_budget}")
         for key, share in self.expect.items():
             if not 0 < share <= 1:
                 raise ConfigError(
@@ -288,6 +291,8 @@ _RECORDED = (
 # Settings added later, recorded only where a run sets them: a run without them records what it did before.
 _RECORDED_WHEN_SET = {
     "posting_sms": None, "beside": "none", "merge": True, "blocks_from": None, "blocks_from_sha256": None,
+    "remeasure_host_copy": False,
+    "model_budget": 1.05,
 }  # fmt: skip
 
 
@@ -320,7 +325,7 @@ class RunConfig:
         if table is not None:  # the ranks read the file again, and refuse it if it changed
             given.update(blocks=table.count, batch=table.transfers, blocks_from=os.path.abspath(options["blocks_from"]))
             given["blocks_from_sha256"] = table.sha256
-        given["sizes"] = _sizes(options, handoff, table)
+        given["sizes"] = sizes_of(options, handoff, table)
         return cls._of(given, command_line).check()
 
     @classmethod
@@ -430,11 +435,19 @@ class RunConfig:
             raise ConfigError(
                 "--beside measures one link at a time: use --pattern pair or all-pairs without --concurrent"
             )
+        budget = self.shape.lists[0].budget if self.shape.lists else None
+        if budget is not None and budget.green and any(load.carveout for load in self.beside_loads):
+            raise ConfigError("--posting-sms green:N and a --beside carve-out both set the transfer's SMs: give one")
 
     @property
     def beside_load(self) -> Beside | None:
-        """The compute load beside the links (--beside), or None."""
+        """The compute load beside the links (--beside), or None: its first carve-out."""
         return Beside.parse(self.what.beside)
+
+    @property
+    def beside_loads(self) -> list[Beside]:
+        """Every compute load beside the links: one a carve-out (--beside gemm,carveout=all), [] for none."""
+        return Beside.parse_all(self.what.beside)
 
     @property
     def postings(self) -> tuple[str, ...]:
@@ -555,42 +568,3 @@ _TABLE_SETS = (
     ("--layout", "layout", "contiguous"),
     ("--batch", "batch", 1),
 )
-
-
-def _sizes(
-    options: Mapping[str, Any], handoff: kvhandoff.Handoff | None, table: blocktable.BlockTable | None = None
-) -> list[int]:
-    """Message sizes (--sizes or nccl-tests' -b/-e/-f), or with --blocks the block sizes
-    (--block-size, else the default block sweep), or a --model's or --blocks-from's one block size."""
-    sizes, ranged = options.get("sizes"), _size_range(options)
-    if ranged is not None and sizes is not None:
-        raise ConfigError("give the sizes once: --sizes, or -b/-e/-f")
-    fixed = handoff.block_bytes if handoff is not None else table.block_size if table is not None else None
-    if fixed is not None:
-        if ranged is not None or sizes is not None:
-            option = "--model" if handoff is not None else "--blocks-from"
-            raise ConfigError(f"{option} sets the block size: leave out --sizes and -b/-e/-f")
-        return [fixed]
-    block_sizes = options.get("block_size")
-    if block_sizes is not None:
-        if options.get("blocks") is None:
-            raise ConfigError("--block-size sizes the blocks of --blocks N: give --blocks as well")
-        return list(block_sizes)
-    if ranged is not None:
-        return ranged
-    if sizes is not None:
-        return list(sizes)
-    return parse_sizes(DEFAULT_BLOCK_SIZES if options.get("blocks") is not None else DEFAULT_SIZES)
-
-
-def _size_range(options: Mapping[str, Any]) -> list[int] | None:
-    """nccl-tests' -b/-e/-f (sizes in bytes) as a range of sizes, or None when none was given."""
-    low, high, factor = options.get("min_size"), options.get("max_size"), options.get("step_factor")
-    if low is None and high is None and factor is None:
-        return None
-    if factor is not None and factor < 2:
-        raise ConfigError(f"-f/--step-factor must be at least 2, not {factor}")
-    low, high = low or high, high or low
-    if low is None:
-        raise ConfigError("-f/--step-factor needs -b/--min-size or -e/--max-size")
-    return parse_sizes(f"{low}:{high}:x{factor or 2}")

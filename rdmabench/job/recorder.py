@@ -214,7 +214,7 @@ class Recorder:
         csv = config.out.output_format == "csv"
         rows = closing.rows_of(stream.path) if csv or config.verdict.expect or choice else []
         if choice:
-            closing.answer(rows, out)
+            closing.answer(rows, out, config.verdict.model_budget)
         if config.out.output_format == "json":
             print(json.dumps(document.load(stream.path), indent=1), file=out, flush=True)
         elif csv:

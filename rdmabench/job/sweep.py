@@ -16,6 +16,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..hardware import counters, limits, nics
+from ..measure.beside import Beside, besides_for
 from ..measure.contract import StepProtocol
 from ..measure.entry import Placement
 from ..measure.round import RoundSpec, fetch_rows, run_round
@@ -52,7 +53,9 @@ class Sweep:
         # its entries are read against, run alone just before them (the protocol's companions).
         steps = config.kind.protocols(config.shape, lists.postings)
         sizes, refused = config.steps.sizes, lists.refused
-        progress = Progress(len(rounds) * len(sizes) * (len(steps) + len(steps[0].companions(sizes[0], refused))))
+        loads = {id(step): besides_for(config.beside_loads, step) for step in steps}  # a carve-out each
+        each = sum(len(found) for found in loads.values())
+        progress = Progress(len(rounds) * len(sizes) * (each + len(steps[0].companions(sizes[0], refused))))
         RECYCLER.enabled = True
         for size in sizes:
             if self.recorder:
@@ -61,7 +64,8 @@ class Sweep:
                 self.run_rounds(companion.size, rounds, progress, companion.protocol, companion=companion.name)
                 _release_buffers(config)
             for step in steps:
-                self.run_rounds(size, rounds, progress, step)
+                for load in loads[id(step)]:
+                    self.run_rounds(size, rounds, progress, step, load=load)
                 if config.pattern.remeasures and config.what.remeasure_below > 0:
                     self.remeasure(size, progress, step)
                 _release_buffers(config)  # the next size needs buffers of its own
@@ -93,7 +97,8 @@ class Sweep:
         peer_gpus = [
             i.gpu.pci_bus_id for i in world.ranks if i.host == world.me.host and i.gpu and i.rank != world.rank
         ]
-        mine = limits.collect(world.rank, world.me.host, world.me.local_rank, world.me.gpu, peer_gpus, nic)
+        remeasure = config.steps.remeasure_host_copy  # else this boot's figure, where one is kept
+        mine = limits.collect(world.rank, world.me.host, world.me.local_rank, world.me.gpu, peer_gpus, nic, remeasure)
         topologies: list[limits.RankTopology] = world.comm.allgather(mine)
         self.placement = Placement(hosts, [i.gpu.index if i.gpu else None for i in world.ranks], topologies)
         if self.recorder is not None:
@@ -111,9 +116,11 @@ class Sweep:
         step: StepProtocol,
         alone: bool = False,
         companion: str | None = None,
+        load: Beside | None = None,
     ) -> None:
         """Every round of one size moved by `step`; `alone`: a screen's re-measures; `companion`: the
-        name of the rounds another protocol's entries are read against, never beside compute."""
+        name of the rounds another protocol's entries are read against, never beside compute; `load`:
+        which of --beside's loads (a carve-out of it) runs beside them."""
         config = self.config
         assert self.placement is not None
         plan = size_plan(config, step, size, self.world.spans_hosts)
@@ -125,7 +132,7 @@ class Sweep:
             started = time.monotonic()
             # (Passes need no offer: after the first round of a size, `plan` carries the size's passes.)
             planned = replace(plan, iterations=given) if given else plan
-            spec = round_spec(config, config.kind, scheduled, size, planned, step, bool(companion))
+            spec = round_spec(config, config.kind, scheduled, size, planned, step, bool(companion), load)
             # Rank 0 decides the next round's steps while this one ends: it has learnt from the rounds
             # before this one, and the decision rides on the round's closing barrier.
             offer = self.calibration.decide(keys[index + 1]) if index + 1 < len(rounds) else 0

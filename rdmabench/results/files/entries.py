@@ -53,7 +53,10 @@ def load_of(entry: dict[str, Any]) -> str:
         return "alone, re-measured after the screen"
     beside = entry.get("beside")
     if isinstance(beside, dict) and beside.get("load"):  # a model's compute ran beside the link (--beside)
-        return f"beside {beside['load']}"
+        # The model, apart from its carve-out (a setting of its own, settings_of): carve-outs of one model
+        # are candidates of one answer. A load named with its carve-out ("gemm:8192,carveout=8") loses that.
+        carveout = beside.get("carveout")
+        return f"beside {str(beside['load']).removesuffix(f',carveout={carveout}')}"
     links = entry.get("concurrent_links") or 1
     return "alone" if links == 1 else f"{entry.get('pattern', 'concurrent')}, {links} links"
 
@@ -73,7 +76,7 @@ _UCX_BOOKKEEPING = ("UCX_LOG_", "UCX_PROTO_INFO", "UCX_WARN_", "UCX_ERROR_", "UC
 
 
 # What a block list's settings say of who posted it; a request per block from the CPU adds nothing, as
-# before other paths existed. The report's answer (reports/answer.py) reads the same words back.
+# before other paths existed. The report's answer reads the path from posting_of, never from these words.
 POSTED = {"gpu": ", posted by the GPU", "ce-batch": ", posted to the copy engines"}
 
 
@@ -97,22 +100,80 @@ def settings_of(entry: dict[str, Any], metadata: dict[str, Any]) -> tuple[tuple[
     if entry.get("one_buffer"):  # a cache-resident figure: never merged with a buffer per message
         settings = (*settings, ("buffers", "one"))
     # Passes are not a setting: they adapt to the link and --sample-time from run to run.
+    beside = entry.get("beside")
+    carveout = beside.get("carveout") if isinstance(beside, dict) else None
+    if isinstance(carveout, int) and carveout > 0:  # the model's SMs carved out: another setting, never merged
+        settings = (*settings, ("carveout", str(carveout)))
     blocks = entry.get("blocks")
     if isinstance(blocks, dict):  # block lists (--blocks): never merged with plain messages or other shapes
-        shape = f"{blocks.get('count')} x {blocks.get('layout')}, {blocks.get('batch')} in flight"
-        handoff = blocks.get("handoff")
-        if isinstance(handoff, dict) and isinstance(handoff.get("model"), dict):  # --model: whose cache, how laid out
-            shape += (
-                f", {handoff['model'].get('name')} {handoff.get('kv_layout')} {handoff.get('prompt_tokens')} tokens"
-            )
-        shape += POSTED.get(str(blocks.get("posted_by")), "")  # the GPU's kernel, the copy engines: paths apart
-        sms = blocks.get("sms")
-        if isinstance(sms, dict) and sms.get("mode") in ("budget", "green"):  # the posting kernel held to few SMs
-            shape += f", {sms.get('transfer')} SMs" + (" (green context)" if sms["mode"] == "green" else "")
-        if blocks.get("merged") is False:  # --no-merge: a request per block, where merging would post fewer
-            shape += ", unmerged"
-        table = blocks.get("table")
-        if isinstance(table, dict):  # --blocks-from: lists of their own, known by the file's digest
-            shape += f", table {str(table.get('sha256'))[:12]}"
-        return (*settings, ("blocks", shape))
+        head, table = _list_words(blocks)
+        return (*settings, ("blocks", head + _posting_words(blocks) + table))
     return settings
+
+
+def _list_words(blocks: dict[str, Any]) -> tuple[str, str]:
+    """A block list's words apart from who posted it: its shape (with a model's handoff) and its table."""
+    shape = f"{blocks.get('count')} x {blocks.get('layout')}, {blocks.get('batch')} in flight"
+    handoff = blocks.get("handoff")
+    if isinstance(handoff, dict) and isinstance(handoff.get("model"), dict):  # --model: whose cache, how laid out
+        shape += f", {handoff['model'].get('name')} {handoff.get('kv_layout')} {handoff.get('prompt_tokens')} tokens"
+    table = blocks.get("table")
+    # --blocks-from: lists of their own, known by the file's digest
+    return shape, f", table {str(table.get('sha256'))[:12]}" if isinstance(table, dict) else ""
+
+
+def _posting_words(blocks: dict[str, Any]) -> str:
+    """What a block list's settings say of how it was posted (the path, its SMs, unmerged requests)."""
+    words = POSTED.get(str(blocks.get("posted_by")), "")  # the GPU's kernel, the copy engines: paths apart
+    sms = blocks.get("sms")
+    if isinstance(sms, dict) and sms.get("mode") in ("budget", "green"):  # the posting kernel held to few SMs
+        words += f", {sms.get('transfer')} SMs" + (" (green context)" if sms["mode"] == "green" else "")
+    if blocks.get("merged") is False:  # --no-merge: a request per block, where merging would post fewer
+        words += ", unmerged"
+    return words
+
+
+def record_key(blocks: Any, beside: Any) -> str | None:
+    """What a results record's own block list and load beside it add to its profile's settings and load
+    (None: neither): records of one profile by other paths, SM budgets or carve-outs are other rows."""
+    if not isinstance(blocks, dict) and not isinstance(beside, dict):
+        return None
+    words = "".join(_list_words(blocks)) + _posting_words(blocks) if isinstance(blocks, dict) else ""
+    return words + (f" | {beside.get('load')} | {beside.get('carveout')}" if isinstance(beside, dict) else "")
+
+
+def posting_of(entry: dict[str, Any]) -> tuple[str | None, int | None, bool]:
+    """Who posted an entry's block list: the posting path's name (None: not a block list; "cpu" where
+    the entry names none, as before other paths existed), the SMs the posting kernel was held to
+    (None: no budget) and whether a green context held it there."""
+    blocks = entry.get("blocks")
+    if not isinstance(blocks, dict):
+        return None, None, False
+    sms = blocks.get("sms")
+    if (
+        not isinstance(sms, dict)
+        or sms.get("mode") not in ("budget", "green")
+        or not isinstance(sms.get("transfer"), int)
+    ):
+        return str(blocks.get("posted_by") or "cpu"), None, False
+    return str(blocks.get("posted_by") or "cpu"), int(sms["transfer"]), sms["mode"] == "green"
+
+
+def block_list_of(entry: dict[str, Any]) -> str | None:
+    """The block list an entry moved, apart from who posted it: entries of one list by different paths
+    (and carve-outs) are candidates for one answer. None for plain messages and for a list's one-message
+    reference (a single contiguous block)."""
+    blocks = entry.get("blocks")
+    if not isinstance(blocks, dict) or (blocks.get("count") == 1 and blocks.get("layout") == "contiguous"):
+        return None
+    head, table = _list_words(blocks)
+    return head + table
+
+
+def carveout_of(entry: dict[str, Any]) -> int | None:
+    """The SMs carved out of the model beside an entry (0: none), or None where no model ran beside it."""
+    beside = entry.get("beside")
+    if not isinstance(beside, dict):
+        return None
+    carveout = beside.get("carveout")
+    return carveout if isinstance(carveout, int) and carveout > 0 else 0
