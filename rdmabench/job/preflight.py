@@ -145,12 +145,12 @@ def _too_much(
         return None
     biggest = max(ranks, key=lambda rank: getattr(needs[rank].need, kind))
     what = "host memory" if kind == "host" else f"memory on {where}"
-    at = f"blocks of {format_size(needs[biggest].size)}" if config.lists.blocks else format_size(needs[biggest].size)
+    at = f"blocks of {format_size(needs[biggest].size)}" if config.shape.lists else format_size(needs[biggest].size)
     return (
         f"--test {config.what.test} needs {_amount(getattr(needs[biggest].need, kind))} of {what} per rank (rank {biggest} "
         f"at {at}) and {_amount(total)} for the {len(ranks)} rank(s) on {world.me.host}, more than 90% of the "
         f"{_amount(available.value)} available ({available.source}); use smaller --sizes, --window"
-        + (" or --blocks" if config.lists.blocks else "")
+        + (" or --blocks" if config.shape.lists else "")
     )
 
 
