@@ -115,7 +115,7 @@ def _built_at_install_from_this_source() -> bool:
 
 @pytest.mark.skipif(
     not _built_at_install_from_this_source(),
-    reason="no library built at install from this source (a source tree only, or one whose hotloop.c changed since)",
+    reason="no library built at install from this source (a source tree only, or one whose loop source changed since)",
 )
 def test_the_loop_built_at_install_is_used_without_a_compiler(tmp_path: Path) -> None:
     """`pip install` built the loop (setup.py): a run uses it with no compiler and an empty cache."""

@@ -5,7 +5,7 @@ its start to each target's acknowledgement.
 Each step starts with an untimed handshake: a receiver pre-posts a window of receives (so no
 message arrives unexpected) and sends READY to each of its sources. A sender starts a link's clock
 when its READY is in and stops it when that link's ACK (sent once the step's last message has
-landed) arrives. The native step (wire/native/hotloop.c, rb_round) streams: each end posts the next
+landed) arrives. The native step (wire/native/hotloop_tagged.c, rb_round) streams: each end posts the next
 message into a buffer as soon as the message before it in that buffer has completed, so `window`
 messages stay in flight through all the passes, as ucx_perftest keeps its window full. The Python
 step makes the passes one after the other, each a window with its own READY and ACK (the interpreter

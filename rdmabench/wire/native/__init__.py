@@ -1,6 +1,6 @@
-"""The native hot loop (hotloop.c and its parts, hotloop_*.c): built on first use against the UCX that UCXX loaded, cached, and
-called through ctypes for the timed part of a step: a round of window transfers (bw, bibw, every
-concurrent pattern) or a ping-pong (lat).
+"""The native hot loop (hotloop.c and its parts, hotloop_*.c): built on first use against the UCX that
+UCXX loaded, cached, and called through ctypes for the timed part of a step: a round of window
+transfers (bw, bibw, every concurrent pattern), a ping-pong (lat), a one-sided round or a block list.
 
 Python costs about 3.5 us per UCX request posted through UCXX; ucx_perftest posts one in well under
 0.1 us. Small messages therefore measure the interpreter unless the timed loop is native. Everything

@@ -16,7 +16,7 @@ _out_seconds, _out_int = ctypes.POINTER(_double), ctypes.POINTER(_int)
 
 
 class LinkEnd(ctypes.Structure):
-    """rb_link: one end of a link in a round, as hotloop.c reads it."""
+    """rb_link: one end of a link in a round, as the native loop reads it (hotloop.h)."""
 
     _fields_ = [
         ("ep", _ptr),
@@ -33,7 +33,7 @@ class LinkEnd(ctypes.Structure):
 
 
 class RmaLinkEnd(ctypes.Structure):
-    """rb_rma_link: one end of a one-sided link, as hotloop.c reads it."""
+    """rb_rma_link: one end of a one-sided link, as the native loop reads it (hotloop.h)."""
 
     _fields_ = [
         ("ep", _ptr),
@@ -50,7 +50,7 @@ class RmaLinkEnd(ctypes.Structure):
 
 
 class BlocksLinkEnd(ctypes.Structure):
-    """rb_blocks_link: one end of a link moving block lists, as hotloop.c reads it: a step's requests
+    """rb_blocks_link: one end of a link moving block lists, as the native loop reads it (hotloop.h): a step's requests
     (descriptors: blocks, or blocks adjacent at both ends merged), transfer by transfer."""
 
     _fields_ = [
