@@ -146,9 +146,9 @@ def _placement(hosts: list[str], bus_ids: list[str | None]) -> Any:
 
 
 def _check(entries: list[Any], measured: list[Any], placement: Any) -> None:
-    from rdmabench.measure.entry import _wire
+    from rdmabench.measure.costs import wire_check
 
-    _wire(entries, measured, SimpleNamespace(size=_SIZE), placement)  # type: ignore[arg-type]
+    wire_check(entries, measured, SimpleNamespace(size=_SIZE), placement)  # type: ignore[arg-type]
 
 
 def test_gpus_that_all_are_cuda_device_0_keep_their_own_nvlink_counters() -> None:

@@ -31,8 +31,9 @@ from .. import privatedirs
 from ..errors import ConfigError, LaunchError, RdmabenchError, ValidationError
 from ..hardware.gpu import gpu_unavailable_reason, visible_gpu_count
 from ..measure.beside import Beside, worse_pairs
-from ..measure.blocks import BlockShape, parse_layout, parse_postings
+from ..measure.blocks import BlockShape, parse_layout
 from ..measure.kvhandoff import Handoff
+from ..measure.postings import parse_postings
 from ..pystart import python_module
 from ..stats import median
 from ..units import format_size

@@ -13,8 +13,9 @@ from ..errors import ConfigError, LaunchError, ResultsWriteError
 from ..escape import visible_lines
 from ..measure import kvhandoff
 from ..measure.beside import Beside
-from ..measure.blocks import LAYOUTS, POSTINGS
+from ..measure.blocks import LAYOUTS
 from ..measure.kvhandoff import KV_LAYOUTS
+from ..measure.postings import POSTINGS
 from ..units import parse_sizes
 from .group import SETTINGS, Written, count, fail, main, names, say, writes
 from .options import choices, group, renamed, sizes_option

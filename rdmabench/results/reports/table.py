@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from ...escape import visible, visible_lines
 from ...hardware.limits import CACHE_REGIME
+from ...measure.blockrecord import BlockList
+from ...measure.postings import by_words
 from ...stats import median
 from ...units import DISPLAY_UNITS, format_size
 
@@ -122,8 +124,9 @@ class ProgressTable:
         first = entries[0]
         size = format_size(first.size_bytes)
         s = first.stats
-        if first.blocks is not None:
-            line = self._block_row(first)
+        blocks = first.step if isinstance(first.step, BlockList) else None
+        if blocks is not None:
+            line = self._block_row(first, blocks)
         elif self.kind.unit == "us":
             line = f"{size:>8} {first.iterations:>8} {s['median']:>10.2f} {s['min']:>9.2f} {s['p95']:>9.2f}  {_transport(first)}"
         elif self.two_way and len(entries) > 1:
@@ -144,14 +147,13 @@ class ProgressTable:
         self._emit(line)
         for warning in sorted({w for e in entries for w in e.warnings}):
             self._emit(f"#   warning: {visible(warning)}")
-        note = (first.blocks or {}).get("path_note")
+        note = blocks.path_note if blocks is not None else None
         if note and note != self._path_note:  # auto posted from the CPU: why, once while it holds
             self._path_note = note
             self._emit(f"#   posted by the CPU: {visible(note)}")
 
-    def _block_row(self, entry: Entry) -> str:
+    def _block_row(self, entry: Entry, blocks: BlockList) -> str:
         """A block-list row: the figure, every transfer's percentiles, and the contiguous reference."""
-        blocks = entry.blocks or {}
         if not self._block_header:
             self._block_header = True
             self._emit(
@@ -159,8 +161,9 @@ class ProgressTable:
                 "step time (median of samples); transfer us = each transfer's time, posting its blocks included "
                 "(p50, p99, p99.9 of every transfer); post = posting alone (p50); vs one = against the same bytes "
                 "as one contiguous message, measured just before; vs ceil = against the GPU's own copy of the same "
-                "list (device memory); by = who posted the list (gpu: UCX's device API, ce-batch: the copy engines, "
-                "cpu: a request per block, blocks adjacent at both ends merged into one unless --no-merge)"
+                "list (device memory); by = who posted the list ("
+                + by_words()
+                + ")"
                 + (
                     f"; alone = the same list with no compute beside it (the first half of each pair); model = "
                     f"the slowdown of {self.beside} beside it (median of the pairs, the worse GPU); one msg rows "
@@ -173,14 +176,14 @@ class ProgressTable:
                 + (f" {'alone':>9} {'model':>7}" if self.beside else "")
                 + "  transport (UCX protocol)"
             )
-        us = blocks["transfer_us"]
-        layout = "one msg" if blocks["count"] == 1 and blocks["layout"] == "contiguous" else blocks["layout"]
-        share, ceiling = blocks.get("share_of_contiguous"), blocks.get("share_of_ceiling")
+        us = blocks.transfer_us
+        layout = "one msg" if blocks.one_message else blocks.layout
+        share, ceiling = blocks.share_of_contiguous, blocks.share_of_ceiling
         return (
-            f"{format_size(entry.size_bytes):>8} {blocks['count']:>7} {layout:<10} {self._figure(entry.value):>9.3f} "
-            f"{us['p50']:>9.1f} {us['p99']:>9.1f} {us['p99.9']:>9.1f} {blocks['post_us_p50']:>8.1f} "
+            f"{format_size(entry.size_bytes):>8} {blocks.count:>7} {layout:<10} {self._figure(entry.value):>9.3f} "
+            f"{us['p50']:>9.1f} {us['p99']:>9.1f} {us['p99.9']:>9.1f} {blocks.post_us_p50:>8.1f} "
             f"{'-' if share is None else f'{share:.2f}':>7} {'-' if ceiling is None else f'{ceiling:.2f}':>7} "
-            f"{blocks.get('posted_by', '-'):>8}{self._beside_cells(entry)}  {_transport(entry)}"
+            f"{blocks.posted_by or '-':>8}{self._beside_cells(entry)}  {_transport(entry)}"
         )
 
     def _beside_cells(self, entry: Entry) -> str:
