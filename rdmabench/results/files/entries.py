@@ -6,6 +6,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ...measure.blockrecord import BlockList
+from ...measure.postings import posting
 from ...modes import mode_named
 from ...units import format_size
 from .contents import figure_field
@@ -72,9 +74,40 @@ def finite_number(value: Any) -> float | None:
 _UCX_BOOKKEEPING = ("UCX_LOG_", "UCX_PROTO_INFO", "UCX_WARN_", "UCX_ERROR_", "UCX_HANDLE_ERRORS", "UCX_MEMTYPE_CACHE")
 
 
-# What a block list's settings say of who posted it; a request per block from the CPU adds nothing, as
-# before other paths existed. The report's answer (reports/answer.py) reads the same words back.
-POSTED = {"gpu": ", posted by the GPU", "ce-batch": ", posted to the copy engines"}
+def posting_of(entry: dict[str, Any]) -> tuple[str | None, int | None, bool]:
+    """Who posted a block-list entry's list (measure/postings.py; None: no block list), the SMs its
+    posting kernel was held to (None: the whole GPU, or no kernel), and whether in a green context."""
+    return posting_of_record(entry.get("blocks"))
+
+
+def posting_of_record(blocks: Any) -> tuple[str | None, int | None, bool]:
+    """posting_of, from the entry's block-list record as a file holds it."""
+    record = BlockList.from_json(blocks)
+    if record is None:
+        return None, None, False
+    sms = record.sms if isinstance(record.sms, dict) else {}
+    held = sms.get("transfer") if sms.get("mode") in ("budget", "green") else None
+    return record.posted, held if isinstance(held, int) else None, sms.get("mode") == "green"
+
+
+def _list_label(record: BlockList) -> str:
+    """A block list's settings: its shape, who posted it (the GPU's kernel, the copy engines: paths
+    apart; a request per block from the CPU adds nothing, as before other paths existed), its SM budget,
+    whether merged, and the table it replays."""
+    shape = f"{record.count} x {record.layout}, {record.batch} in flight"
+    handoff = record.handoff
+    if isinstance(handoff, dict) and isinstance(handoff.get("model"), dict):  # --model: whose cache, how laid out
+        shape += f", {handoff['model'].get('name')} {handoff.get('kv_layout')} {handoff.get('prompt_tokens')} tokens"
+    found = posting(record.posted_by if isinstance(record.posted_by, str) else None)
+    shape += found.said if found is not None else ""
+    sms = record.sms
+    if isinstance(sms, dict) and sms.get("mode") in ("budget", "green"):  # the posting kernel held to few SMs
+        shape += f", {sms.get('transfer')} SMs" + (" (green context)" if sms["mode"] == "green" else "")
+    if record.merged is False:  # --no-merge: a request per block, where merging would post fewer
+        shape += ", unmerged"
+    if isinstance(record.table, dict):  # --blocks-from: lists of their own, known by the file's digest
+        shape += f", table {str(record.table.get('sha256'))[:12]}"
+    return shape
 
 
 def settings_of(entry: dict[str, Any], metadata: dict[str, Any]) -> tuple[tuple[str, str], ...]:
@@ -97,22 +130,7 @@ def settings_of(entry: dict[str, Any], metadata: dict[str, Any]) -> tuple[tuple[
     if entry.get("one_buffer"):  # a cache-resident figure: never merged with a buffer per message
         settings = (*settings, ("buffers", "one"))
     # Passes are not a setting: they adapt to the link and --sample-time from run to run.
-    blocks = entry.get("blocks")
-    if isinstance(blocks, dict):  # block lists (--blocks): never merged with plain messages or other shapes
-        shape = f"{blocks.get('count')} x {blocks.get('layout')}, {blocks.get('batch')} in flight"
-        handoff = blocks.get("handoff")
-        if isinstance(handoff, dict) and isinstance(handoff.get("model"), dict):  # --model: whose cache, how laid out
-            shape += (
-                f", {handoff['model'].get('name')} {handoff.get('kv_layout')} {handoff.get('prompt_tokens')} tokens"
-            )
-        shape += POSTED.get(str(blocks.get("posted_by")), "")  # the GPU's kernel, the copy engines: paths apart
-        sms = blocks.get("sms")
-        if isinstance(sms, dict) and sms.get("mode") in ("budget", "green"):  # the posting kernel held to few SMs
-            shape += f", {sms.get('transfer')} SMs" + (" (green context)" if sms["mode"] == "green" else "")
-        if blocks.get("merged") is False:  # --no-merge: a request per block, where merging would post fewer
-            shape += ", unmerged"
-        table = blocks.get("table")
-        if isinstance(table, dict):  # --blocks-from: lists of their own, known by the file's digest
-            shape += f", table {str(table.get('sha256'))[:12]}"
-        return (*settings, ("blocks", shape))
+    record = BlockList.from_json(entry.get("blocks"))
+    if record is not None:  # block lists (--blocks): never merged with plain messages or other shapes
+        return (*settings, ("blocks", _list_label(record)))
     return settings

@@ -8,8 +8,9 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any
 
+from ...measure.blockrecord import BlockList
 from ...stats import median
-from .entries import finite_number
+from .entries import finite_number, posting_of_record
 
 _LINK_KEY = attrgetter("test", "src_mode", "dst_mode", "size_bytes", "link", "load")
 ROW_KEY = attrgetter("test", "src_mode", "dst_mode", "size_bytes", "link", "load", "settings")  # link_key and settings
@@ -55,6 +56,8 @@ class Row:
     # Beside compute (--beside): each run's transfer alone (its unit) and the model's slowdown.
     besides: list[tuple[float, float]] | None = None
     ceilings: list[float] | None = None  # block lists: each run's ceiling (a copy kernel over the list), GB/s
+    # Block lists: who posted the list, its SM budget and whether green (entries.posting_of); None: no list.
+    posting: tuple[str | None, int | None, bool] = (None, None, False)
     run: int = -1  # the run (the aggregate's count of documents) that gave its last figure: one figure a run
 
     @property
@@ -108,11 +111,13 @@ class Row:
 
     def add_tail(self, blocks: Any) -> None:
         """A block-list run's p99 and p99.9 of transfer times and its list's ceiling (its entry's
-        `blocks`), where it has them."""
-        ceiling = finite_number(blocks.get("ceiling_gbps")) if isinstance(blocks, dict) else None
+        `blocks`), where it has them; and who posted the list."""
+        self.posting = posting_of_record(blocks)
+        record = BlockList.from_json(blocks)
+        ceiling = finite_number(record.ceiling_gbps) if record is not None else None
         if ceiling is not None:
             self.ceilings = [*(self.ceilings or ()), ceiling]
-        us = blocks.get("transfer_us") if isinstance(blocks, dict) else None
+        us = record.transfer_us if record is not None else None
         if not isinstance(us, dict):
             return
         p99, p999 = finite_number(us.get("p99")), finite_number(us.get("p99.9"))

@@ -13,8 +13,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from ...measure.postings import POSTINGS
 from ...units import format_size
-from ..files.entries import POSTED
 from ..files.rows import Row
 
 BUDGET = 1.05  # the slowdown of the model a path may cost: 5%
@@ -24,20 +24,18 @@ _HELD = re.compile(r", (\d+) SMs( \(green context\))?")
 
 
 def path_of(row: Row) -> str | None:
-    """The posting path of a block-list row (gpu, ce-batch or cpu, with its SM budget), or None."""
-    shape = dict(row.settings).get("blocks")
-    if shape is None:
+    """The posting path of a block-list row (measure/postings.py, with its SM budget), or None."""
+    path, held, green = row.posting
+    if path is None:
         return None
-    path = next((name for name, said in POSTED.items() if said in shape), "cpu")
-    held = _HELD.search(shape)
-    return f"{path} ({held.group(0)[2:]})" if held else path
+    return f"{path} ({held} SMs{' (green context)' if green else ''})" if held is not None else path
 
 
 def _list_of(row: Row) -> str:
     """A block-list row's list apart from who posted it: rows of one list by different paths compare."""
     shape = dict(row.settings).get("blocks", "")
-    for said in POSTED.values():
-        shape = shape.replace(said, "")
+    for record in POSTINGS.values():
+        shape = shape.replace(record.said, "") if record.said else shape
     return _HELD.sub("", shape)
 
 
