@@ -42,7 +42,7 @@ def _wire_counter(entry: Entry, sends: bool, placement: Placement) -> _Counter |
     """A TCP transport's interface ("tcp/eth0"), an RDMA transport's port ("rc_mlx5/mlx5_0:1"), or
     the timing end's GPU's NVLinks for CUDA IPC between two NVLink-joined GPUs; None where no
     counter exists (shared memory, cma, one GPU, PCIe, several lanes)."""
-    transport = entry.transport or ""
+    transport = entry.path.transport or ""
     if "," in transport:
         return None  # several lanes (multi-rail): no one counter to hold them to
     name, _, dev = transport.partition("/")
@@ -50,15 +50,15 @@ def _wire_counter(entry: Entry, sends: bool, placement: Placement) -> _Counter |
     if name == "tcp" or rdma:
         # The row may be the receiver's (a rendezvous fetch names its own port), but the counter is
         # read at the timing end: take that end's own device where it is of the transport's kind.
-        own = entry.src_nic if sends else entry.dst_nic
+        own = entry.ends.src_nic if sends else entry.ends.dst_nic
         if own and "," not in own and (":" in own) == rdma:
             dev = own
         return _Counter(dev, dev, dev)
-    limit = entry.link_limit or {}
+    limit = entry.limit.link_limit or {}
     if transport.startswith("cuda_ipc") and limit.get("kind") == "NVLink":
         rank = entry.src_rank if sends else entry.dst_rank
         gpu = placement.topologies[rank].gpu
-        index = entry.src_gpu if sends else entry.dst_gpu
+        index = entry.ends.src_gpu if sends else entry.ends.dst_gpu
         # One GPU per rank by CUDA_VISIBLE_DEVICES makes every ordinal 0: the bus id tells GPUs apart.
         return _Counter(counters.NVLINK, f"nvlink/gpu{index}", gpu.pci_bus_id if gpu else f"gpu{index}")
     return None
@@ -81,7 +81,7 @@ def wire_check(entries: list[Entry], measured: list[LinkMeasurement], spec: Roun
         if counter is None:
             keys.append(None)
             continue
-        key = (entry.src_host if sends else entry.dst_host, counter.identity, sends)
+        key = (entry.ends.src_host if sends else entry.ends.dst_host, counter.identity, sends)
         keys.append((key, counter))
         moved[key] = moved.get(key, 0.0) + m.sampled_bytes(spec.size)
         seconds[key] = max(seconds.get(key, 0.0), sum(sum(times) for times in m.step_times))

@@ -13,7 +13,7 @@ from ..units import gbps
 from ..wire.ucx import describe_path
 from .beside import worse_pairs
 from .costs import cpu_cost, wire_check
-from .entryrecord import Entry, Placement
+from .entryrecord import Entry, Placement, Steps, UcxPath
 from .judge import in_flight as in_flight_bytes
 from .judge import judge
 from .judge import pattern_limit as aggregate_limit
@@ -48,19 +48,20 @@ def make_entries(
         median = summarize(aggregate)["median"]
         pattern_limit = aggregate_limit(entries, placement, in_flight) if pattern_round else None
         for entry in entries:
+            together = entry.together
             if pattern_round:
-                entry.concurrent_links = len(measured)
-                entry.pattern_aggregate_gbps = median
+                together.concurrent_links = len(measured)
+                together.pattern_aggregate_gbps = median
                 if pattern_limit is not None:
-                    entry.pattern_limit = pattern_limit.to_dict()
-                    entry.pattern_share_of_limit = median / pattern_limit.gbps
+                    together.pattern_limit = pattern_limit.to_dict()
+                    together.pattern_share_of_limit = median / pattern_limit.gbps
             else:
-                entry.aggregate_gbps, entry.aggregate_samples = median, aggregate
-                if entry.link_limit:
-                    entry.aggregate_share_of_limit = median / (len(measured) * entry.link_limit["gbps"])
+                together.aggregate_gbps, together.aggregate_samples = median, aggregate
+                if entry.limit.link_limit:
+                    together.aggregate_share_of_limit = median / (len(measured) * entry.limit.link_limit["gbps"])
     elif pattern_round:
         for entry in entries:
-            entry.concurrent_links = len(measured)
+            entry.together.concurrent_links = len(measured)
     return entries
 
 
@@ -100,30 +101,31 @@ def _entry(
         scope=kind.scope,
         stats=stats,
         samples=values,
-        window=m.window if windowed else None,
-        iterations=m.iterations,
-        warmup=m.warmup,
-        messages_per_sample=m.messages_per_sample,
-        passes=m.passes,
+        steps=Steps(
+            m.window if windowed else None,
+            m.iterations,
+            m.warmup,
+            m.messages_per_sample,
+            m.engine,
+            m.memory_type_declared,
+            m.passes,
+        ),
         validated=spec.validate,
         wrong_bytes=0 if spec.validate else None,
         staging=staging_record(spec, link),
-        engine=m.engine,
-        ucx_memory_type_declared=m.memory_type_declared,
         pattern=pattern,
         round_seconds=round_seconds,
         one_buffer=True if spec.one_buffer else None,
     )
     if m.sender_rows:
         path = describe_path(m.sender_rows, {"fetch": fetch})
-        entry.transport, entry.protocol = path["transport"], path["protocol"]
-        entry.ucx_locality, entry.ucx_report = path["ucx_locality"], path["ucx_report"]
+        entry.path = UcxPath(path["transport"], path["protocol"], path["ucx_locality"], path["ucx_report"])
     entry.step = m.record.figure(spec.size) if m.record is not None else None
     if m.beside:
         entry.beside = beside_record(spec, m, values)
     _place(entry, placement)
     if kind.is_bandwidth:
-        judge(entry, placement, in_flight.get(entry.src_host))
+        judge(entry, placement, in_flight.get(entry.ends.src_host))
     return entry
 
 
@@ -153,20 +155,21 @@ def beside_record(spec: RoundSpec, m: LinkMeasurement, values: list[float]) -> d
 def _place(entry: Entry, placement: Placement) -> None:
     """Where each end ran, how its pinned memory was pinned, and whether UCX's path fits the modes."""
     src, dst = entry.src_rank, entry.dst_rank
-    entry.src_host, entry.dst_host = placement.hosts[src], placement.hosts[dst]
-    entry.src_gpu, entry.dst_gpu = placement.gpus[src], placement.gpus[dst]
-    entry.src_pinned_method = pinned_method(MemoryMode(entry.src_mode), placement.gpus[src] is not None)
-    entry.dst_pinned_method = pinned_method(MemoryMode(entry.dst_mode), placement.gpus[dst] is not None)
-    same_host = entry.src_host == entry.dst_host
-    entry.link = "same host" if same_host else "inter-node"
+    ends = entry.ends
+    ends.src_host, ends.dst_host = placement.hosts[src], placement.hosts[dst]
+    ends.src_gpu, ends.dst_gpu = placement.gpus[src], placement.gpus[dst]
+    ends.src_pinned_method = pinned_method(MemoryMode(entry.src_mode), placement.gpus[src] is not None)
+    ends.dst_pinned_method = pinned_method(MemoryMode(entry.dst_mode), placement.gpus[dst] is not None)
+    same_host = ends.src_host == ends.dst_host
+    ends.link = "same host" if same_host else "inter-node"
     if not same_host:
-        ends = placement.topologies[src].nic, placement.topologies[dst].nic
-        entry.src_nic, entry.dst_nic = (nic.name if nic else None for nic in ends)
+        nics = placement.topologies[src].nic, placement.topologies[dst].nic
+        ends.src_nic, ends.dst_nic = (nic.name if nic else None for nic in nics)
     entry.warnings = path_warnings(
         {
-            "transport": entry.transport,
-            "protocol": entry.protocol,
-            "ucx_report": entry.ucx_report,
+            "transport": entry.path.transport,
+            "protocol": entry.path.protocol,
+            "ucx_report": entry.path.ucx_report,
             "src_mode": entry.src_mode,
             "dst_mode": entry.dst_mode,
         },

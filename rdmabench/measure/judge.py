@@ -39,7 +39,7 @@ def pattern_limit(entries: list[Entry], placement: Placement, in_flight: dict[st
         copy = _host_copy(topologies, src.host)
         bound = copy.gbps if copy and in_flight.get(src.host, 0) >= copy.in_flight else None
         found = shared.resources(src, dst, entry.src_mode, entry.dst_mode, bound)
-        links.append((found, entry.link_limit["gbps"] if entry.link_limit else None))
+        links.append((found, entry.limit.link_limit["gbps"] if entry.limit.link_limit else None))
     return shared.aggregate_limit(links)
 
 
@@ -50,11 +50,11 @@ def judge(entry: Entry, placement: Placement, in_flight: int | None) -> None:
     src, dst = topologies[entry.src_rank], topologies[entry.dst_rank]
     copy = _host_copy(topologies, src.host)
     limit, reason = limits.link_limit(src, dst, entry.src_mode, entry.dst_mode, copy, in_flight)
-    entry.link_limit = limit.to_dict() if limit else None
+    entry.limit.link_limit = limit.to_dict() if limit else None
     if limit is None:
-        entry.link_limit_unknown = reason
+        entry.limit.link_limit_unknown = reason
         return
     share, warning = limits.judge(entry.value, limit)
-    entry.share_of_limit = share
+    entry.limit.share_of_limit = share
     if warning:
         entry.warnings.append(warning)
