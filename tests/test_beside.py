@@ -85,11 +85,13 @@ def test_beside_compute_without_a_gpu_is_one_line(tmp_path: Path) -> None:
 
 
 def _row(path: str, size: int, gbps: float, beside: tuple[float, float] | None, load: str = "beside gemm:8192") -> Row:
-    """A generated report row of a 1,024-block list (its settings as settings_of writes them)."""
+    """A generated report row of a 1,024-block list (its settings as settings_of writes them, its posting
+    as entries.posting_of reads it)."""
     posted = {"gpu": ", posted by the GPU", "ce-batch": ", posted to the copy engines", "cpu": ""}[path]
     shape = f"1024 x random, 1 in flight{posted}"
     row = Row("put", "device", "device", size, "h:gpu0 -> h:gpu1", "intra-node", "h", "h", "GB/s", load)
     row.settings = (("engine", "native"), ("blocks", shape))
+    row.posting = (path, None, False)
     row.values = [gbps]
     row.besides = [beside] if beside else None
     return row
