@@ -117,6 +117,21 @@ def locked(path: str | Path) -> Iterator[None]:
         os.close(fd)
 
 
+def cache_dirs() -> list[Path]:
+    """Where rdmabench keeps what it may reuse (native builds, the host memory copy's figure), best
+    first: the user's cache ($RDMABENCH_CACHE_DIR, else $XDG_CACHE_HOME/rdmabench or
+    ~/.cache/rdmabench), the login's runtime directory ($XDG_RUNTIME_DIR), then (a read-only home on
+    a compute node) a private directory under the system's temporary one. Another user can create any
+    of these names first: each is used only if it is ours (private_dir, open_in_private_dir)."""
+    base = os.environ.get("RDMABENCH_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "rdmabench"
+    )
+    found = [Path(base)]
+    if os.environ.get("XDG_RUNTIME_DIR"):
+        found.append(Path(os.environ["XDG_RUNTIME_DIR"]) / "rdmabench")
+    return [*found, Path(tempfile.gettempdir()) / f"rdmabench-{os.geteuid()}"]
+
+
 def _host() -> str:
     return socket.gethostname().replace("/", "_") or "localhost"
 

@@ -128,23 +128,29 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
 
 class StandInLoad:
     """A stand-in for the GPU's compute load (wire.gpuload.ComputeLoad, which needs a GPU): it finishes
-    `step` operations each time it is asked, each of `alone` seconds, or `beside` seconds while `busy`,
-    and keeps only the latest `ring` of them, as the library does."""
+    `step` operations each time it is asked, each of `alone` seconds, or `beside` seconds while `busy`
+    (`carved` times either in a run started on a carve-out's plan), and keeps only the latest `ring`
+    of them, as the library does."""
 
-    def __init__(self, step: int, ring: int, alone: float = 1e-3, beside: float = 2e-3):
+    def __init__(self, step: int, ring: int, alone: float = 1e-3, beside: float = 2e-3, carved: float = 1.0):
         self.step, self.ring, self.times, self.busy, self.running = step, ring, [alone, beside], False, False
         self.work, self.partition, self.seconds = 2.0e9, None, list[float]()
+        self.carved, self.where, self.carveout = carved, 0, 0
         self.error: str | None = None  # as the library's thread ends on a CUDA error: no more operations
 
     def failed(self) -> bool:
         return self.error is not None
 
-    def start(self, partitioned: bool) -> None:
-        self.seconds, self.running = [], True
+    def carve(self, sms: int) -> None:
+        self.carveout = sms
+
+    def start(self, where: int = 0) -> None:
+        self.seconds, self.running, self.where = [], True, where
 
     def done(self) -> int:
         if self.running and self.error is None:
-            self.seconds += [self.times[self.busy]] * self.step
+            scale = self.carved if self.where == 2 else 1.0
+            self.seconds += [self.times[self.busy] * scale] * self.step
         return len(self.seconds)
 
     def stop(self) -> Any:

@@ -80,7 +80,7 @@ def test_the_gpu_path_compiles_for_hopper_without_a_warning(tmp_path: Path) -> N
     assert proc.returncode == 0, proc.stderr
     assert "warning" not in proc.stderr.lower(), proc.stderr
     library = devapi._configure(ctypes.CDLL(str(tmp_path / "d.so")))
-    assert library.rb_dev_abi().startswith(b"RB_DEV_OK=0")
+    assert library.rb_dev_abi().startswith(b"RB_DEV_OK=0") and library.rb_dev_mapped.restype is ctypes.c_void_p
 
 
 @pytest.mark.skipif(nixl.missing() is not None, reason=f"NIXL: {nixl.missing()}")

@@ -137,10 +137,11 @@ def test_curves_draw_a_line_per_path_and_validation_and_the_bounds(figures: list
             assert list(line.get_ydata()) == sorted(line.get_ydata())
 
 
-def test_a_small_run_draws_no_distribution_and_says_too_few_once() -> None:
-    """Five kinds of run on two GPUs were 11 'too few to judge' lines and 30 one-link plots."""
+def test_a_small_run_without_links_to_judge_has_no_suspects_nor_distributions() -> None:
+    """Five kinds of run on two GPUs were 11 'too few to judge' lines and 30 one-link plots, then a
+    Suspects and a Distribution section saying at length there was nothing to say: now one line."""
     page = html.render(_small_run(), ["generated"], [], 0.2)
-    assert '<svg class="cdf"' not in page and "None drawn: no class has the 6 links a distribution takes" in page
-    suspects = page.split("<ul class='suspects'>")[1].split("</ul>")[0]
-    assert suspects.count("<li>") == 1 and "no suspect can be named" in suspects, suspects
-    assert "(10 link(s) in 5 class(es): bw device-&gt;device 1MiB intra-node, alone)" in suspects
+    assert '<svg class="cdf"' not in page and "<h2>Suspects</h2>" not in page and "Distribution" not in page
+    assert "<h2>Outliers</h2>" not in page
+    (said,) = [line for line in page.splitlines() if "class='unjudged'" in line]
+    assert "each of its 5 class(es) (10 link(s)) has fewer than" in said

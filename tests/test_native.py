@@ -122,7 +122,7 @@ def test_the_loop_built_at_install_is_used_without_a_compiler(tmp_path: Path) ->
     doc = _run(["--sizes", "8"], tmp_path / "r.json", **env)
     assert {e["engine"] for e in doc["results"]} == {"native"}
     assert all(r["detail"].startswith("built at install against UCX") for r in doc["metadata"]["engine"]["ranks"])
-    assert not (tmp_path / "cache").exists() or not list((tmp_path / "cache").iterdir())
+    assert not list((tmp_path / "cache").glob("*.so"))  # nothing built (the host copy's figure is kept there)
 
 
 def _compile(tmp_path: Path, header: str | None = None, *extra: str) -> tuple[int, str, Path]:

@@ -278,7 +278,22 @@ def _lockstep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fail_target: bool
     from rdmabench.errors import RdmabenchError
     from rdmabench.measure.beside import Beside
 
-    loads = {"initiator": StandInLoad(step=1, ring=1 << 16), "target": StandInLoad(step=1, ring=1 << 16)}
+    folder = privatedirs.scratch_dir("rdmabench-test-lockstep-", tmp_path)
+
+    class SharedLoad(StandInLoad):
+        """Busy while some pair's shared half is on: its target said `ready`, its initiator not `stop`."""
+
+        @property  # type: ignore[override]
+        def busy(self) -> bool:
+            return any(
+                (folder / f"pair-{i}.ready").exists() and not (folder / f"pair-{i}.stop").exists() for i in range(3)
+            )
+
+        @busy.setter
+        def busy(self, value: bool) -> None:
+            pass
+
+    loads = {"initiator": SharedLoad(step=1, ring=1 << 16), "target": SharedLoad(step=1, ring=1 << 16)}
     owner = {threading.get_ident(): "initiator"}
 
     def load_here(beside: Any) -> StandInLoad:
@@ -289,7 +304,6 @@ def _lockstep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fail_target: bool
 
     monkeypatch.setattr(nixl_beside, "load_on_this_gpu", load_here)
     monkeypatch.setattr(nixl_beside, "release_loads", lambda: None)
-    folder = privatedirs.scratch_dir("rdmabench-test-lockstep-", tmp_path)
     plan = {"pairs": 3}
     beside = Beside("gemm", 1024)
     found: dict[str, Any] = {}
@@ -301,11 +315,7 @@ def _lockstep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fail_target: bool
             found["target"] = exc
 
     def transfers() -> int:
-        for load in loads.values():
-            load.busy = True
-            for _ in range(20):
-                load.done()
-            load.busy = False
+        time.sleep(0.002)
         return 1
 
     thread = threading.Thread(target=target)
@@ -320,12 +330,14 @@ def _lockstep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fail_target: bool
 
 
 def test_nixls_two_ends_keep_their_pairs_in_step(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Three pairs, both ends through the folder's files: each end's load ran every pair's shared half
-    beside the transfers (slowdown 2 on both), and the worse GPU is taken pair by pair."""
+    """Three pairs, both ends through the folder's files: the initiator's transfers run, back to back,
+    until both ends' shared windows have ended, so each end's load ran its whole window beside them
+    (slowdown 2 on both); the worse GPU is taken pair by pair."""
     from rdmabench.measure.beside import worse_pairs
 
     (runs, mine), theirs = _lockstep(tmp_path, monkeypatch, fail_target=False)
-    assert runs == [1, 1, 1]
+    assert len(runs) == 3 and all(run >= 1 for run in runs)  # each pair's transfers, added up
+    assert mine["operations"] == [80] * 3 and theirs["operations"] == [80] * 3 and theirs["settle"]["settled"]
     assert mine["slowdown_pairs"] == [2.0, 2.0, 2.0] and theirs["slowdown_pairs"] == [2.0, 2.0, 2.0]
     assert worse_pairs([mine, theirs]) == [2.0, 2.0, 2.0]
 

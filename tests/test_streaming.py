@@ -5,12 +5,15 @@ handshake a step; a ping-pong step makes `--passes` round trips. Real ranks, rea
 from __future__ import annotations
 
 import json
+import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from rdmabench.measure.plan import DEVICE, HOST, MAX_PASSES, MIXED, STREAM_ROUND_TRIPS, default_passes
+from rdmabench.results.files.compact import links_path
 from rdmabench.results.files.document import load as load_results
 
 from .conftest import rdmabench_env, run_cli
@@ -51,15 +54,31 @@ def test_host_memory_between_hosts_gets_the_window_of_a_dma_engine() -> None:
     assert size_plan(config, bw.protocol, 64 << 10, spans_hosts=True).window == 64  # a NIC copies: 8 MiB budget
 
 
+@pytest.fixture(scope="module")
+def streamed(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
+    """A run per engine of three buffers and seven passes (4 KiB eager, 64 KiB rendezvous), made once:
+    the streaming test's, and (native) the source of the file from before streaming."""
+    made: dict[str, Path] = {}
+
+    def run(engine: str) -> Path:
+        if engine not in made:
+            out = tmp_path_factory.mktemp(engine) / "r.json"
+            args = ["run", "--np", "2", "--sizes", "4KiB,64KiB", "--window", "3", "--passes", "7", "--samples", "2"]
+            proc = run_cli([*args, "--sample-time", "0.01", "--engine", engine, "-o", str(out)])
+            assert proc.returncode == 0, proc.stderr
+            made[engine] = out
+        return made[engine]
+
+    return run
+
+
 @pytest.mark.parametrize("engine", ["native", "python"])
-def test_a_streamed_step_moves_window_times_passes_messages_and_checks_them(tmp_path: Path, engine: str) -> None:
+def test_a_streamed_step_moves_window_times_passes_messages_and_checks_them(
+    streamed: Callable[[str], Path], engine: str
+) -> None:
     """Three buffers, seven passes: 21 messages a step through 3 slots (rendezvous at 64 KiB, eager at
     4 KiB), every step's payload checked; the accounting says so."""
-    out = tmp_path / "r.json"
-    args = ["run", "--np", "2", "--sizes", "4KiB,64KiB", "--window", "3", "--passes", "7", "--samples", "2"]
-    proc = run_cli([*args, "--sample-time", "0.01", "--engine", engine, "-o", str(out)])
-    assert proc.returncode == 0, proc.stderr
-    entries = load_results(str(out))["results"]
+    entries = load_results(str(streamed(engine)))["results"]
     assert [e["size_bytes"] for e in entries] == [4096, 65536]
     for entry in entries:
         assert entry["engine"] == engine and entry["validated"] and entry["wrong_bytes"] == 0
@@ -115,17 +134,20 @@ def test_passes_out_of_range_are_refused_in_one_line(tmp_path: Path) -> None:
     assert not (tmp_path / "r.json").exists()
 
 
-def test_a_file_from_before_streaming_still_reads_one_pass(tmp_path: Path) -> None:
-    """Schema-2 files written before streaming have no `passes` in their profiles: one pass."""
-    out = tmp_path / "r.json"
-    proc = run_cli(["run", "--np", "2", "--sizes", "64KiB", "--samples", "1", "--sample-time", "0.01", "-o", str(out)])
-    assert proc.returncode == 0, proc.stderr
-    summary = json.loads(out.read_text())
+def test_a_file_from_before_streaming_still_reads_one_pass(streamed: Callable[[str], Path], tmp_path: Path) -> None:
+    """Schema-2 files written before streaming have no `passes` in their profiles: one pass (a copy
+    of the streamed run, its links file beside it under its own name)."""
+    source = streamed("native")
+    out = tmp_path / source.name
+    shutil.copy(links_path(str(source)), links_path(str(out)))
+    summary = json.loads(source.read_text())
     for profile in summary["profiles"]:
-        profile.pop("passes", None)
+        assert profile.pop("passes", None) == 7
     out.write_text(json.dumps(summary))
-    (entry,) = load_results(str(out))["results"]
-    assert entry["messages_per_sample"] == entry["iterations"] * entry["window"]
+    entries = load_results(str(out))["results"]
+    assert entries and all(
+        e["messages_per_sample"] == e["iterations"] * e["window"] == e["iterations"] * 3 for e in entries
+    )
 
 
 def test_passes_shrink_where_one_pass_is_slow() -> None:

@@ -1,23 +1,32 @@
 """NIXL's two ends beside a model's compute (`anchor --against nixl --beside`), in lockstep.
 
-Each end runs the compute load on its own GPU (measure.beside.Pairs, as rdmabench's ranks do), and
-the pairs (load alone, then load and transfers at once, then the load alone again) are kept in step
-through files in the anchor's private folder: the initiator says `go`, both start their load, the
-target says `ready`, the initiator times its transfers, says `stop`, and both close the pair; the
-target says `stopped`. So the transfers run while both GPUs compute, and each GPU's slowdown comes
-from its own pairs. Loads nothing that loads UCX (wire.gpuload builds a CUDA library of its own).
+Each end runs the compute load on its own GPU (measure.beside.Pairs, as rdmabench's ranks do: settled
+first, the model's cost as the work it loses over a shared window of its operations), and the pairs
+(load alone, then load and transfers at once, then the load alone again) are kept in step through
+files in the anchor's private folder: the initiator says `go`, both start their load, the target
+opens its window and says `ready`, the initiator opens its own and times transfers back to back until
+its window has ended and the target has said `over` (its window ended), says `stop`, and both close
+the pair; the target says `stopped`. So the transfers run through both GPUs' windows, and each GPU's
+slowdown comes from its own pairs. A pair is not taken again for drift here (its drift is recorded). Loads nothing that loads UCX (wire.gpuload builds a CUDA library of its own).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
+from functools import reduce
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from ..measure.beside import Beside, Pairs, load_on_this_gpu, release_loads
 from .nixl_files import wait_for, write_file
 
-T = TypeVar("T")
+
+class _Adds(Protocol):
+    def __add__(self: T, other: T) -> T: ...
+
+
+T = TypeVar("T", bound=_Adds)  # a run of timed transfers (nixl_agent.Timed): runs add up
 
 
 def beside_of(plan: dict[str, Any]) -> Beside | None:
@@ -30,20 +39,37 @@ def _mark(folder: Path, name: str) -> None:
     write_file(folder, name, b"")
 
 
+def _marked(folder: Path, name: str) -> bool:
+    """Whether the other end has said `name` (its file is there: a name in the anchor's private folder)."""
+    return (folder / name).is_file()
+
+
 def initiator_pairs(
     folder: Path, plan: dict[str, Any], beside: Beside, timed: Callable[[], T], deadline: float
 ) -> tuple[list[T], dict[str, Any]]:
-    """Each pair's transfers (`timed()`), run while both GPUs compute; this GPU's load summary."""
+    """Each pair's transfers, run while both GPUs compute: `timed()` again and again, back to back,
+    until both GPUs' shared windows have ended (this one's, and the target's `over`); this GPU's load
+    summary. A pair's runs add up to one; the duty is the share of the shared half spent in `timed()`."""
     pairs = Pairs(beside, load_on_this_gpu(beside), partitioned=False)
     found: list[T] = []
     try:
+        pairs.settle()
         for index in range(int(plan["pairs"])):
             _mark(folder, f"pair-{index}.go")
-            pairs.start()
+            pairs.begin()
             wait_for(folder, f"pair-{index}.ready", deadline)
-            found.append(timed())
+            pairs.open()
+            runs: list[T] = []
+            busy, began = 0.0, time.perf_counter()
+            while not runs or not (pairs.over() and _marked(folder, f"pair-{index}.over")):
+                started = time.perf_counter()
+                runs.append(timed())
+                busy += time.perf_counter() - started
+            span = time.perf_counter() - began
+            found.append(reduce(lambda a, b: a + b, runs))
             _mark(folder, f"pair-{index}.stop")
-            pairs.stop()
+            pairs.close(busy / span if span > 0 else None)
+            pairs.keep(0, False)
             wait_for(folder, f"pair-{index}.stopped", deadline)
         return found, pairs.summary()
     finally:
@@ -51,15 +77,22 @@ def initiator_pairs(
 
 
 def target_pairs(folder: Path, plan: dict[str, Any], beside: Beside, deadline: float) -> dict[str, Any]:
-    """This GPU's load through the initiator's pairs: its summary (rate alone and beside, slowdowns)."""
+    """This GPU's load through the initiator's pairs: its summary (rate alone and beside, slowdowns).
+    It says `over` when its shared window has ended; the initiator's transfers run until then."""
     pairs = Pairs(beside, load_on_this_gpu(beside), partitioned=False)
     try:
+        pairs.settle()
         for index in range(int(plan["pairs"])):
             wait_for(folder, f"pair-{index}.go", deadline)
-            pairs.start()
+            pairs.begin()
+            pairs.open()
             _mark(folder, f"pair-{index}.ready")
+            while not pairs.over():
+                time.sleep(0.0005)
+            _mark(folder, f"pair-{index}.over")
             wait_for(folder, f"pair-{index}.stop", deadline)
-            pairs.stop()
+            pairs.close(None)  # the initiator's transfers: its duty is the pair's
+            pairs.keep(0, False)
             _mark(folder, f"pair-{index}.stopped")
         return pairs.summary()
     finally:

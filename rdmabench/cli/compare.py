@@ -12,7 +12,7 @@ from ..errors import ConfigError
 from ..escape import visible
 from . import reading
 from .group import SETTINGS, main
-from .options import format_option, selection_options, tolerance_option
+from .options import format_option, model_budget_option, selection_options, tolerance_option
 
 
 @main.command(context_settings=SETTINGS)
@@ -20,8 +20,9 @@ from .options import format_option, selection_options, tolerance_option
 @click.argument("new", nargs=1)
 @tolerance_option(0.05, "A change for the worse beyond this fraction, if significant, is a regression.")
 @format_option(("table", "json"), "Output format.")
+@model_budget_option(" (and how that answer changed)")
 @selection_options
-def compare(base: str, new: str, tolerance: float, output_format: str, **selection: Any) -> None:
+def compare(base: str, new: str, tolerance: float, output_format: str, model_budget: float, **selection: Any) -> None:
     """Compare two results files (or directories): per link and size, the change of the median and
     whether it is beyond run-to-run noise: a Mann-Whitney U test on the runs' figures (4 runs or
     more on each side; fewer are shown untested), corrected for the number of links tested
@@ -45,7 +46,9 @@ def compare(base: str, new: str, tolerance: float, output_format: str, **selecti
         differ = next((line.split("; ", 1)[1] for line in unmatched if "other settings" in line), "")
         raise ConfigError("BASE and NEW have no link and size in common" + (f" ({differ})" if differ else ""))
     duplicates = [f"{side} {d}" for side, d in (("BASE", base_loaded), ("NEW", new_loaded)) for d in d.duplicates]
-    chosen_paths = answer.changes(base_rows, new_rows)  # block lists: which posting path, before and after
+    chosen_paths = answer.changes(
+        base_rows, new_rows, model_budget
+    )  # block lists: which posting path, before and after
     if output_format == "json":
         click.echo(_json(changes, unmatched, duplicates, chosen_paths))
     else:

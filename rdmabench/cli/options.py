@@ -249,3 +249,22 @@ size_options = group(
         "-f", "--step-factor", type=int, default=None, help="nccl-tests style: each size this many times the last. [2]"
     ),
 )
+
+
+def _budget(text: str) -> float:
+    from ..results.reports.answer import parse_budget
+
+    return parse_budget(text)
+
+
+def model_budget_option(where: str = "") -> Decorator:
+    """--model-budget: the model's slowdown a posting path may cost in the answer (report, compare, run)."""
+    return click.option(
+        "--model-budget",
+        "model_budget",
+        default="5%",
+        type=_Parsed("budget", _budget, named=False),
+        metavar="PCT",
+        help=f"Which posting path for a block list{where}: the fastest whose slowdown of the model beside it "
+        "stays within this share of the model's time; a percentage (5%) or a fraction below 1 (0.05).",
+    )

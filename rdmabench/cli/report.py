@@ -11,7 +11,7 @@ from ..errors import ConfigError, RdmabenchError
 from ..results.reports.formats import FORMATS, GROUPINGS
 from . import reading
 from .group import SETTINGS, Written, fail, main, writes
-from .options import choices, expect_option, format_option, selection_options
+from .options import choices, expect_option, format_option, model_budget_option, selection_options
 
 
 @main.command(context_settings=SETTINGS)
@@ -25,6 +25,7 @@ from .options import choices, expect_option, format_option, selection_options
     "against its class in the run); exit 1 if one fails or a part is suspect, 3 if single slow figures are to "
     "measure again, 2 if no link could be judged."
 )
+@model_budget_option()
 @selection_options
 def report(
     paths: tuple[str, ...],
@@ -34,6 +35,7 @@ def report(
     by: str,
     outlier_fraction: float,
     expect: dict[str, float],
+    model_budget: float,
     **selection: Any,
 ) -> None:
     """Aggregate results files (or directories of them): per link and per (test, modes, size), the
@@ -45,7 +47,7 @@ def report(
             raise ConfigError(f"unknown format {output_format!r}: choose {', '.join(FORMATS[:-1])} or {FORMATS[-1]}")
         if not 0 < outlier_fraction < 1:
             raise ConfigError(f"--outlier-fraction must be between 0 and 1, not {outlier_fraction}")
-        judged = _report(paths, output_format, output, by, outlier_fraction, expect, selection)
+        judged = _report(paths, output_format, output, by, outlier_fraction, expect, selection, model_budget)
     except RdmabenchError as exc:
         fail(exc)
     if judged is not None:
@@ -61,6 +63,7 @@ def _report(
     outlier_fraction: float,
     floors: dict[str, float],
     selection: dict[str, Any],
+    budget: float,
 ) -> Any:
     """The report written or printed; the verdict when floors were given, else None."""
     from ..results.reports import formats
@@ -76,7 +79,7 @@ def _report(
     sources = [path for path, _ in loaded.documents]
     found = attribute(rows) if output_format != "csv" or floors else None  # once
     reading.write_or_print(
-        formats.render_chunks(rows, output_format, by, outlier_fraction, skipped, sources, found), output
+        formats.render_chunks(rows, output_format, by, outlier_fraction, skipped, sources, found, budget), output
     )
     judged = conclude(rows, floors, found=found) if floors else None  # check's verdict, and exit status
     if judged is not None and judged.outcome == "INCONCLUSIVE":

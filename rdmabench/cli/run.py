@@ -22,6 +22,7 @@ from .options import (
     format_option,
     group,
     memory_options,
+    model_budget_option,
     renamed,
     size_options,
     test_help,
@@ -136,6 +137,12 @@ step_options = group(
         help="Check every byte of every message at the receiver (outside the timed region).",
     ),
     click.option(
+        "--remeasure-host-copy",
+        is_flag=True,
+        help="Measure each host's memory copy (the limit of host-to-host links) again, and keep the new figure, "
+        "instead of taking the one measured earlier on this boot (kept in the user's cache directory).",
+    ),
+    click.option(
         "--engine",
         default=ENGINES[0],
         metavar=choices(ENGINES),
@@ -180,6 +187,7 @@ output_options = group(
         "single slow figures are to measure again, 2 if no link could be judged (the results are kept). Only for "
         "tests whose figure is a bandwidth.",
     ),
+    model_budget_option(", printed at the end when several paths ran or a model beside them"),
 )
 
 

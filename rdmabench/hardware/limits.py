@@ -12,7 +12,7 @@ from typing import Any
 
 from ..modes import MemoryMode
 from ..units import format_size
-from . import topology
+from . import copycache, topology
 from .nics import NicChoice
 
 # How far above a limit a figure may go before it is called an error: a limit read from the
@@ -36,7 +36,7 @@ class RankTopology:
     cpu_numa_nodes: list[int]
     cpu_affinity: str = ""
     nics: list[topology.NicPort] = field(default_factory=list)
-    host_copy: topology.HostCopy | None = None  # measured by one rank per host
+    host_copy: topology.HostCopy | None = None  # measured (or taken from this boot's cache) by one rank per host
     nic: NicChoice | None = None  # the device this rank sends through, where known
 
     @property
@@ -55,6 +55,8 @@ class RankTopology:
             "host_copy_gbps": self.host_copy_gbps,
             "host_copy_bytes": self.host_copy.copy_bytes if self.host_copy else None,
             "last_level_cache_bytes": self.host_copy.cache_bytes if self.host_copy else None,
+            "host_copy_measured_utc": self.host_copy.measured_utc if self.host_copy else None,
+            "host_copy_provenance": self.host_copy.provenance if self.host_copy else None,
             "nic": self.nic.to_dict() if self.nic else None,
         }
 
@@ -67,10 +69,17 @@ class RankTopology:
 
 
 def collect(
-    rank: int, host: str, local_rank: int, gpu: Any, peer_bus_ids: list[str], nic: NicChoice | None = None
+    rank: int,
+    host: str,
+    local_rank: int,
+    gpu: Any,
+    peer_bus_ids: list[str],
+    nic: NicChoice | None = None,
+    remeasure_host_copy: bool = False,
 ) -> RankTopology:
     """This rank's view of its hardware (gpu: its GpuInfo or None; peer_bus_ids: the other GPUs
-    of this host in the job)."""
+    of this host in the job). Local rank 0 adds its host's memory copy: this boot's cached figure,
+    or measured now where there is none or `remeasure_host_copy` (copycache)."""
     gpu_topo = topology.gpu_topology(gpu.index, gpu.pci_bus_id, peer_bus_ids) if gpu is not None else None
     return RankTopology(
         rank=rank,
@@ -79,7 +88,7 @@ def collect(
         cpu_numa_nodes=topology.cpu_numa_nodes(),
         cpu_affinity=topology.cpu_affinity_text(),
         nics=topology.nic_ports(),
-        host_copy=topology.host_copy() if local_rank == 0 else None,
+        host_copy=copycache.host_copy(remeasure_host_copy) if local_rank == 0 else None,
         nic=nic,
     )
 
@@ -91,11 +100,13 @@ class Limit:
     detail: str
     measured: bool = False  # True when the limit is itself a measurement, not a specification
     regime: str | None = None  # a host memory copy's: MEMORY where the link's bytes in flight are known
+    provenance: str | None = None  # a host memory copy's: "measured" or "cached from <UTC> on this boot"
 
     def to_dict(self) -> dict[str, Any]:
         found = asdict(self)
-        if self.regime is None:
-            del found["regime"]
+        for optional in ("regime", "provenance"):
+            if found[optional] is None:
+                del found[optional]
         return found
 
 
@@ -162,11 +173,15 @@ def host_copy_limit(host_copy: topology.HostCopy | float, in_flight: int | None)
         f"one memory copy on this host, measured at {host_copy.gbps:.1f} GB/s with "
         f"{format_size(host_copy.in_flight)} in flight, beyond {cache_text}"
     )
+    if host_copy.cached:  # a figure above it may be the cache's: say how to measure it again
+        measured += f" ({host_copy.provenance}; {copycache.REMEASURED} measures it again)"
+    source = host_copy.provenance
     if in_flight is None:
-        return Limit(host_copy.gbps, HOST_COPY, measured, True), None
+        return Limit(host_copy.gbps, HOST_COPY, measured, True, provenance=source), None
     keeps = f"this link keeps {format_size(in_flight)} in flight"
     if in_flight >= host_copy.in_flight:
-        return Limit(host_copy.gbps, HOST_COPY, f"{measured}; {keeps}: {MEMORY} regime", True, MEMORY), None
+        detail = f"{measured}; {keeps}: {MEMORY} regime"
+        return Limit(host_copy.gbps, HOST_COPY, detail, True, MEMORY, source), None
     fewer = "within the cache" if cache and in_flight <= cache else "fewer than the measuring copy"
     return None, (
         f"{CACHE_REGIME}: {keeps}, {fewer}, and may run from it, faster than memory allows: no limit is known "

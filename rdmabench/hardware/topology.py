@@ -238,11 +238,22 @@ class HostCopy:
     gbps: float
     copy_bytes: int  # each of the copy's two buffers
     cache_bytes: int | None  # the last-level cache of the CPU that copied (None: not readable)
+    measured_utc: str | None = None  # when it was measured (ISO 8601, UTC), where known
+    cached: bool = False  # taken from this boot's cache (hardware/copycache.py), not measured by this run
+    note: str = ""  # why it was measured though a cache exists (a refused file, a forced re-measure)
 
     @property
     def in_flight(self) -> int:
         """Bytes the copy kept in flight: its source and its destination."""
         return 2 * self.copy_bytes
+
+    @property
+    def provenance(self) -> str:
+        """Where the figure comes from: "measured" by this run (with why, where a cache was passed
+        over), or "cached from <UTC time> on this boot"."""
+        if self.cached:
+            return f"cached from {self.measured_utc} on this boot"
+        return f"measured ({self.note})" if self.note else "measured"
 
 
 def last_level_cache_bytes(root: str = _CPU_ROOT) -> int | None:

@@ -19,11 +19,11 @@ def rows_of(path: str) -> list[Any]:
     return aggregate([(path, document.load(path, lazy=True))])
 
 
-def answer(rows: list[Any], out: TextIO) -> None:
-    """Under the table: which posting path for each block size, idle and beside the compute load."""
+def answer(rows: list[Any], out: TextIO, budget: float = 1.05) -> None:
+    """Under the table: which posting path for each block size, idle and within `budget` beside the load."""
     from ..results.reports.answer import answers, lines
 
-    for line in lines(answers(rows)):
+    for line in lines(answers(rows, budget), budget):
         print(visible(f"# {line}"), file=out, flush=True)
 
 

@@ -130,6 +130,7 @@ class Steps:
     timeout: float | None = None
     validate: bool = True
     engine: str = "auto"
+    remeasure_host_copy: bool = False  # measure each host's memory copy again, not take this boot's figure
 
     def check(self) -> None:
         if self.engine not in ENGINES:
@@ -266,9 +267,12 @@ class Verdict:
     """Floors (share of the physical limit) per limit kind or link class: a verdict at the end of the run."""
 
     expect: dict[str, float] = field(default_factory=dict)
+    model_budget: float = 1.05  # the answer's budget: the model's slowdown a posting path may cost (--model-budget)
 
     def check(self) -> None:
         """A floor given other than through results.verdict.parse_expect (a library caller's) is checked too."""
+        if not 1 < self.model_budget <= 11:
+            raise ConfigError(f"--model-budget: a slowdown factor above 1 and at most 11, not {self.model_budget}")
         for key, share in self.expect.items():
             if not 0 < share <= 1:
                 raise ConfigError(
@@ -293,6 +297,8 @@ _RECORDED = (
 # Settings added later, recorded only where a run sets them: a run without them records what it did before.
 _RECORDED_WHEN_SET = {
     "posting_sms": None, "beside": "none", "merge": True, "blocks_from": None, "blocks_from_sha256": None,
+    "remeasure_host_copy": False,
+    "model_budget": 1.05,
 }  # fmt: skip
 
 
@@ -424,11 +430,19 @@ class RunConfig:
             raise ConfigError(
                 "--beside measures one link at a time: use --pattern pair or all-pairs without --concurrent"
             )
+        budget = self.shape.lists[0].budget if self.shape.lists else None
+        if budget is not None and budget.green and any(load.carveout for load in self.beside_loads):
+            raise ConfigError("--posting-sms green:N and a --beside carve-out both set the transfer's SMs: give one")
 
     @property
     def beside_load(self) -> Beside | None:
-        """The compute load beside the links (--beside), or None."""
+        """The compute load beside the links (--beside), or None: its first carve-out."""
         return Beside.parse(self.what.beside)
+
+    @property
+    def beside_loads(self) -> list[Beside]:
+        """Every compute load beside the links: one a carve-out (--beside gemm,carveout=all), [] for none."""
+        return Beside.parse_all(self.what.beside)
 
     @property
     def postings(self) -> tuple[str, ...]:

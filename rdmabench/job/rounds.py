@@ -4,6 +4,7 @@ way); a round of a concurrent pattern keeps its links, each from --src-mode to -
 
 from __future__ import annotations
 
+from ..measure.beside import Beside
 from ..measure.contract import Link, StepProtocol
 from ..measure.entry import Entry
 from ..measure.plan import HOST, MIXED, Plan, make_plan
@@ -71,11 +72,13 @@ def round_spec(
     plan: Plan,
     protocol: StepProtocol,
     alone: bool = False,
+    load: Beside | None = None,
 ) -> RoundSpec:
-    """One round moved by `protocol`; `alone`: never beside compute (a protocol's companion)."""
+    """One round moved by `protocol`; `alone`: never beside compute (a protocol's companion); `load`:
+    which of --beside's loads (a carve-out of it), else its first."""
     links = round_links(config, kind, scheduled)
     most, steps = fan(links), config.steps
-    beside = None if alone else config.beside_load
+    beside = None if alone else load or config.beside_load
     return RoundSpec(
         kind, links, size, plan.shared(most, steps.window is not None), steps.validate, config.staging, protocol,
         steps.one_buffer, beside=beside,

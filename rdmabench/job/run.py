@@ -27,7 +27,7 @@ from ..errors import ConfigError, RdmabenchError, TransportError, UnsafePathErro
 from ..escape import visible
 from ..hardware import counters, limits, nics
 from ..hardware.pathcheck import is_device_path_warning
-from ..measure.beside import release_loads
+from ..measure.beside import Beside, besides_for, release_loads
 from ..measure.contract import StepProtocol
 from ..measure.entry import Entry, Placement, make_entries
 from ..measure.round import LinkMeasurement, RoundSpec, fetch_rows, run_round
@@ -255,7 +255,8 @@ class _Job:
         peer_gpus = [
             i.gpu.pci_bus_id for i in world.ranks if i.host == world.me.host and i.gpu and i.rank != world.rank
         ]
-        mine = limits.collect(world.rank, world.me.host, world.me.local_rank, world.me.gpu, peer_gpus, nic)
+        remeasure = config.steps.remeasure_host_copy  # else this boot's figure, where one is kept
+        mine = limits.collect(world.rank, world.me.host, world.me.local_rank, world.me.gpu, peer_gpus, nic, remeasure)
         topologies: list[limits.RankTopology] = world.comm.allgather(mine)
         self.placement = Placement(
             [i.host for i in world.ranks], [i.gpu.index if i.gpu else None for i in world.ranks], topologies
@@ -345,7 +346,9 @@ class _Job:
         # its entries are read against, run alone just before them (the protocol's companions).
         steps = self.kind.protocols(config.shape, self.lists.postings)
         sizes, refused = config.steps.sizes, self.lists.refused
-        progress = _Progress(len(rounds) * len(sizes) * (len(steps) + len(steps[0].companions(sizes[0], refused))))
+        loads = {id(step): besides_for(config.beside_loads, step) for step in steps}  # a carve-out each
+        each = sum(len(found) for found in loads.values())
+        progress = _Progress(len(rounds) * len(sizes) * (each + len(steps[0].companions(sizes[0], refused))))
         RECYCLER.enabled = True
         for size in sizes:
             self.screened, self.companions = {}, {}
@@ -353,7 +356,8 @@ class _Job:
                 self.run_rounds(companion.size, rounds, progress, companion.protocol, companion=companion.name)
                 _release_buffers(config)
             for step in steps:
-                self.run_rounds(size, rounds, progress, step)
+                for load in loads[id(step)]:
+                    self.run_rounds(size, rounds, progress, step, load=load)
                 if schedule.PATTERNS[config.what.pattern].remeasures and config.what.remeasure_below > 0:
                     self.remeasure(size, progress, step)
                 _release_buffers(config)  # the next size needs buffers of its own
@@ -367,9 +371,11 @@ class _Job:
         step: StepProtocol,
         alone: bool = False,
         companion: str | None = None,
+        load: Beside | None = None,
     ) -> None:
         """Every round of one size moved by `step`; `alone`: a screen's re-measures; `companion`: the
-        name of the rounds another protocol's entries are read against, never beside compute."""
+        name of the rounds another protocol's entries are read against, never beside compute; `load`:
+        which of --beside's loads (a carve-out of it) runs beside them."""
         config = self.config
         assert self.placement is not None
         plan = size_plan(config, step, size, self.world.spans_hosts)
@@ -388,6 +394,7 @@ class _Job:
                 replace(plan, iterations=given) if given else plan,
                 step,
                 bool(companion),
+                load,
             )
             # Rank 0 decides the next round's steps while this one ends: it has learnt from the rounds
             # before this one, and the decision rides on the round's closing barrier.
@@ -489,7 +496,7 @@ class _Job:
                 else []
             )
             if choice:
-                closing.answer(rows, self.out)
+                closing.answer(rows, self.out, config.verdict.model_budget)
             if config.out.output_format == "json":
                 print(json.dumps(document.load(stream.path), indent=1), file=self.out, flush=True)
             elif config.out.output_format == "csv":

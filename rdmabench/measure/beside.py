@@ -3,9 +3,18 @@
 A serving engine never moves a KV cache on an idle GPU: the next request's prefill (a matrix
 product) or decode (a kernel streaming HBM) runs beside it. A round run beside compute times each
 sample as an interleaved pair on the same buffers: the transfer alone, the load alone on the whole
-GPU (a short window), then both at once. So every figure has its alone half from the same moment,
-the load's slowdown is taken against the model alone on the whole GPU (also where an SM partition
-gives the load fewer SMs), and the spread of the pairs says how far one comparison can be trusted.
+GPU, then both at once, then the load alone again. The model's cost is what it loses: its shared
+window is K operations (K sized so the window lasts WINDOW_SECONDS alone), the transfers run back to
+back until every GPU's window has ended, and the pair's slowdown is the window's total operation
+time over K x the operation's time alone (a mean over the window, never a median: a median never
+sees the operations a few transfers stalled). Operations are timed on the GPU by CUDA events
+(wire/gpuload.py). Before the first pair the load runs alone until two windows in a row agree within
+SETTLE_AGREE (the GPU's clocks settle under a GEMM's power draw); a pair whose alone windows before
+and after differ by more than DRIFT_LIMIT is taken again, at most RETAKES times, and marked where it
+still drifts. Each pair records its duty (the share of the shared half with a transfer in flight): a
+pair below DUTY_FLOOR is kept but not judged. The slowdown is always against the model alone on the
+whole GPU, also where a carve-out plans its GEMM for fewer SMs (whose own cost, the carved GEMM alone
+over the whole GPU's, is `carveout_cost`).
 
 Each rank of the round runs the load on its own GPU, in its own process (kernels of two processes
 time-slice a GPU; the engine's transfer and its model share one), from a thread of its own.
@@ -13,8 +22,9 @@ time-slice a GPU; the engine's transfer and its model share one), from a thread 
 
 from __future__ import annotations
 
+import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..errors import ConfigError, TransportError
@@ -26,46 +36,67 @@ LOADS = {
     "gemm": (0, 8192, "a bf16 SIZE x SIZE x SIZE matrix product through cuBLAS, as prefill", "TFLOP/s"),
     "decode": (1, 1 << 30, "a kernel streaming SIZE bytes of HBM, as attention decode reads a KV cache", "GB/s"),
 }
-ALONE_SECONDS = 0.03  # the load alone, per pair: at least this long ...
+WHOLE, PART, CARVED = 0, 1, 2  # where the load's operations run (wire.gpuload's codes)
+CARVEOUTS = (0, 4, 8, 16)  # carveout=all
+MAX_CARVEOUT = 1024
+ALONE_SECONDS = 0.03  # the load alone, per window: at least this long ...
 ALONE_OPERATIONS = 8  # ... and this many operations, after ...
 WARM_OPERATIONS = 3  # ... the first few, left out (the GPU's clocks settle)
+WINDOW_SECONDS = 0.08  # the shared window: operations enough to last this long alone ...
+WINDOW_OPERATIONS = 8  # ... and at least this many
+SETTLE_AGREE = 0.02  # the clocks are settled when two alone windows in a row agree this well ...
+SETTLE_TRIES = 10  # ... within this many windows (else the record says they never did)
+DRIFT_LIMIT = 0.03  # a pair whose alone windows differ more is taken again ...
+RETAKES = 2  # ... at most this many times, then kept and marked
+DUTY_FLOOR = 0.9  # a pair whose shared half had a transfer in flight for less of it is not judged
 STALLED_SECONDS = 60.0  # a load with no operation finished for this long has stopped (its thread failed)
 _MAX_GEMM = 32768
 
 
 @dataclass(frozen=True)
 class Beside:
-    """A compute load: `load` (LOADS) of `size`."""
+    """A compute load: `load` (LOADS) of `size`, its GEMM planned for the GPU's SMs less `carveout`."""
 
     load: str
     size: int
+    carveout: int = 0
 
     @classmethod
     def parse(cls, text: str) -> Beside | None:
-        """`gemm`, `gemm:M`, `decode`, `decode:SIZE` or `none` (None)."""
-        name, _, size = text.strip().partition(":")
-        if name == "none" and not size:
-            return None
+        """The first load of `text` (parse_all), or None for `none`."""
+        found = cls.parse_all(text)
+        return found[0] if found else None
+
+    @classmethod
+    def parse_all(cls, text: str) -> list[Beside]:
+        """`gemm[:M][,carveout=N|all]`, `decode[:SIZE]` or `none` ([]): one load a carve-out
+        (carveout=all: CARVEOUTS), each run as its own entries."""
+        head, *options = text.strip().split(",")
+        name, _, size = head.partition(":")
+        if name == "none" and not size and not options:
+            return []
         if name not in LOADS:
-            raise ConfigError(f"unknown --beside {text!r}: choose none, {', '.join(f'{n}[:SIZE]' for n in LOADS)}")
-        if not size:
-            return cls(name, LOADS[name][1])
+            raise ConfigError(f"unknown --beside {text!r}: choose none, gemm[:M][,carveout=N|all] or decode[:SIZE]")
         try:
-            value = int(size) if name == "gemm" else parse_size(size)
+            value = LOADS[name][1] if not size else int(size) if name == "gemm" else parse_size(size)
         except ValueError:
             raise ConfigError(f"--beside {text}: {size!r} is not a size for {name}") from None
-        return cls(name, value).check()
+        load = cls(name, value).check()
+        return [replace(load, carveout=n).check() for n in _carveouts(text, options)]
 
     def check(self) -> Beside:
         if self.load == "gemm" and not 256 <= self.size <= _MAX_GEMM:
             raise ConfigError(f"--beside gemm:M takes M from 256 to {_MAX_GEMM}, not {self.size}")
         if self.load == "decode" and not 1 << 20 <= self.size <= 1 << 36:
             raise ConfigError(f"--beside decode:SIZE takes 1MiB to 64GiB, not {self.size}")
+        if self.carveout and self.load != "gemm":
+            raise ConfigError("--beside decode: a carve-out plans a GEMM for fewer SMs, and decode has none")
         return self
 
     @property
     def label(self) -> str:
-        return f"gemm:{self.size}" if self.load == "gemm" else f"decode:{format_size(self.size)}"
+        name = f"gemm:{self.size}" if self.load == "gemm" else f"decode:{format_size(self.size)}"
+        return f"{name},carveout={self.carveout}" if self.carveout else name
 
     @property
     def unit(self) -> str:
@@ -80,6 +111,41 @@ class Beside:
         return 3 * 2 * self.size * self.size if self.load == "gemm" else self.size
 
 
+def _carveouts(text: str, options: list[str]) -> tuple[int, ...]:
+    """The carve-outs `--beside text` asks for (0: none), from its `key=value` options."""
+    found: tuple[int, ...] = (0,)
+    seen = set()
+    for option in options:
+        key, equals, value = option.strip().partition("=")
+        if key != "carveout" or not equals or key in seen:
+            raise ConfigError(f"--beside {text}: {option!r} is not carveout=N or carveout=all (given once)")
+        seen.add(key)
+        if value == "all":
+            found = CARVEOUTS
+            continue
+        number = int(value) if value.isdigit() else -1
+        if not 0 <= number <= MAX_CARVEOUT:
+            raise ConfigError(f"--beside {text}: carveout takes 0 to {MAX_CARVEOUT} SMs or all, not {value!r}")
+        found = (number,)
+    return found
+
+
+def posts_on_sms(protocol: Any) -> bool:
+    """Whether `protocol`'s transfer runs a kernel on the GPU's SMs (a block list posted by the GPU):
+    what a carve-out leaves SMs to. The copy engines and the CPU take none."""
+    shape = getattr(protocol, "shape", None)
+    return getattr(shape, "posting", None) in ("gpu", "auto") and bool(getattr(protocol, "device", False))
+
+
+def besides_for(besides: list[Beside], protocol: Any) -> list[Beside | None]:
+    """The loads a round moved by `protocol` runs beside: every carve-out asked for where its transfer
+    runs on SMs, else only the first (a carve-out gives nothing to a transfer that takes no SMs);
+    [None] without --beside."""
+    if not besides:
+        return [None]
+    return list(besides) if posts_on_sms(protocol) else list(besides[:1])
+
+
 def _between(seconds: list[float], number: int, first: int, last: int | None) -> list[float]:
     """Operations `first` up to `last` (None: to the end), numbered from the load's start, of the
     `seconds` whose first is operation `number`: what is kept of the window (its start may be gone)."""
@@ -88,44 +154,94 @@ def _between(seconds: list[float], number: int, first: int, last: int | None) ->
     return seconds[max(first - number, 0) : None if last is None else last - number]
 
 
-def _size(drift: float) -> float:
-    return abs(drift)
+def largest_drift(drifts: list[float]) -> float | None:
+    """The drift furthest from none, signed (None where there is none)."""
+    return max(drifts, key=lambda drift: abs(float(drift))) if drifts else None
+
+
+def _mean(seconds: list[float]) -> float | None:
+    return sum(seconds) / len(seconds) if seconds else None
 
 
 def rate(work: float, seconds: list[float], unit: str) -> float:
-    """The load's rate from its operations' median time: TFLOP/s (work in flops) or GB/s (bytes)."""
+    """The load's rate from its operations' mean time: TFLOP/s (work in flops) or GB/s (bytes)."""
     scale = 1e12 if unit == "TFLOP/s" else 1e9
-    return work / median(seconds) / scale if seconds else 0.0
+    mean = _mean(seconds)
+    return work / mean / scale if mean else 0.0
+
+
+@dataclass
+class Pair:
+    """One pair on one GPU: the load alone before and after (mean seconds an operation), the shared
+    window's operations, the share of the shared half with a transfer in flight and its wall seconds."""
+
+    before: float | None
+    after: float | None
+    window: list[float]
+    duty: float | None
+    span: float
+    retakes: int = 0
+    drifting: bool = False
+
+    @property
+    def alone(self) -> float | None:
+        """The load alone on the whole GPU: the window after, in the state the shared half left the GPU
+        in (the one before where there is none after)."""
+        return self.after if self.after is not None else self.before
+
+    @property
+    def drift(self) -> float | None:
+        return self.after / self.before - 1 if self.after and self.before else None
+
+    @property
+    def slowdown(self) -> float | None:
+        """The window's total operation time over its operations x the operation's time alone."""
+        alone = self.alone
+        return sum(self.window) / (len(self.window) * alone) if self.window and alone else None
+
+    @property
+    def lost(self) -> float | None:
+        """Seconds of the model's work lost over the window."""
+        alone = self.alone
+        return sum(self.window) - len(self.window) * alone if self.window and alone else None
+
+
+@dataclass
+class _Open:
+    """The pair being taken: its window's first and last operation, and the wait's progress."""
+
+    before: float | None = None
+    marks: tuple[int, int] = (0, 0)  # the window before: its first and last operation (shared load)
+    first: int = 0
+    last: int = 0
+    began: float = 0.0
+    seen: tuple[int, float] = (0, 0.0)  # the last count of operations seen, and when
 
 
 class Pairs:
-    """One rank's load through a round's sampled pairs: each pair's operation times alone and beside.
-
-    The load's alone half brackets the shared one: alone on the whole GPU before the transfer's steps
-    and again after them, the load running on through. A GPU's clocks settle under a matrix product's
-    power draw over tens of milliseconds (measured on H200: the window before read 17-24% faster than
-    the one after, while a memory-bound load drifted 0.1-0.3%), so the alone figure is the window
-    after, taken in the same settled state as the shared half; how far the window before differed is
-    kept (`alone_drift`), and only where there is no window after does the one before stand in.
-    The first operations of each window are left out, and the operation running when the steps start
-    or end is counted in neither half. Beside an SM partition the load restarts on the partition's
-    SMs for the shared half (a green context's stream cannot take the whole GPU)."""
+    """One rank's load through a round's pairs: settled first, then for each pair the load alone,
+    its shared window (WINDOW operations, the transfers running until every GPU's has ended), and the
+    load alone again. Where the shared half runs the load elsewhere (an SM partition's SMs, a carved
+    plan) the load restarts there for it; the alone windows are always on the whole GPU."""
 
     def __init__(self, beside: Beside, load: Any, partitioned: bool):
         self.beside = beside
         self.load = load  # wire.gpuload.ComputeLoad
         self.partitioned = partitioned
-        self.alone: list[float | None] = []  # each pair's alone median (the window after the shared half)
-        self.drifts: list[float] = []  # each pair's after / before - 1
-        self.together: list[list[float]] = []
-        self._marks: tuple[int, int] = (0, 0)
-        self._before: list[float] = []
+        self.where = CARVED if beside.carveout else PART if partitioned else WHOLE
+        self.operations = WINDOW_OPERATIONS  # the shared window's, sized by settle()
+        self.kept: list[Pair] = []
+        self.retakes = 0  # pairs taken again (their alone windows drifted)
+        self.settled: dict[str, Any] = {}
+        self.carveout_cost: float | None = None
+        self._open = _Open()
+        self._pending: Pair | None = None
 
-    def _wait(self, operations: int) -> None:
-        """Until the load has finished `operations` (and ALONE_SECONDS passed); a load that stops
+    def _wait(self, operations: int, seconds: float = ALONE_SECONDS) -> None:
+        """Until the load has finished `operations` (and `seconds` passed); a load that stops
         making progress (its thread ended on an error) is one line, never a hang."""
         began = time.perf_counter()
-        while self.load.done() < operations or time.perf_counter() - began < ALONE_SECONDS:
+        while self.load.done() < operations or time.perf_counter() - began < seconds:
             if self.load.failed():  # its thread ended on a CUDA error: stop() raises it, with the reason
                 self.load.stop()
             if time.perf_counter() - began > STALLED_SECONDS:
@@ -133,7 +249,7 @@ class Pairs:
                     f"the compute load ({self.beside.label}) finished {self.load.done()} of {operations} operations "
                     f"in {STALLED_SECONDS:g} s: it stopped making progress"
                 )
-            time.sleep(0.001)
+            time.sleep(0.0005)
 
     def _stopped(self) -> tuple[list[float], int]:
         """Stop the load: its operations' seconds and the number of the first of them (the library keeps
@@ -141,80 +257,194 @@ class Pairs:
         seconds = self.load.stop().seconds
         return seconds, self.load.done() - len(seconds)
 
-    def _window(self, partitioned: bool) -> list[float]:
-        """The load alone (or on its partition) for one window, stopped: its operations' seconds."""
-        self.load.start(partitioned)
+    def _window(self, where: int) -> list[float]:
+        """The load alone (`where`) for one window, stopped: its operations' seconds."""
+        self.load.start(where)
         self._wait(WARM_OPERATIONS + ALONE_OPERATIONS)
         return _between(*self._stopped(), WARM_OPERATIONS, None)
 
-    def start(self) -> None:
-        """Before the pair's steps: the load alone, then running on beside the steps."""
-        if self.partitioned:
-            self._before = self._window(False)
-            self.load.start(True)
-            self._wait(WARM_OPERATIONS)
-            self._marks = (WARM_OPERATIONS, self.load.done())
-            return
-        self.load.start(False)
-        self._wait(WARM_OPERATIONS + ALONE_OPERATIONS)
-        self._marks = (WARM_OPERATIONS, self.load.done())
+    def settle(self) -> None:
+        """Before the first pair: alone windows on the whole GPU until two in a row agree within
+        SETTLE_AGREE (at most SETTLE_TRIES); the shared window's operations from the settled time; a
+        carve-out's own cost, its GEMM alone against the whole GPU's, from the windows around it."""
+        previous: float | None = None
+        settled, tries, now = False, 0, None
+        while tries < SETTLE_TRIES and not settled:
+            tries += 1
+            now = _mean(self._window(WHOLE))
+            settled = bool(now and previous and abs(now / previous - 1) <= SETTLE_AGREE)
+            previous = now
+        self.settled = {"settled": settled, "windows": tries, "agree": SETTLE_AGREE}
+        if now:
+            self.operations = max(WINDOW_OPERATIONS, math.ceil(WINDOW_SECONDS / now))
+        if self.beside.carveout:
+            self.load.carve(self.beside.carveout)
+            carved, whole = _mean(self._window(CARVED)), _mean(self._window(WHOLE))
+            if carved and now and whole:  # against the whole GPU's windows before and after it
+                self.carveout_cost = carved / ((now + whole) / 2)
 
-    def stop(self) -> None:
-        """After the pair's steps: the operations that ran wholly beside them, and the load alone again."""
-        first, mark = self._marks
-        last = self.load.done()
-        if self.partitioned:
-            self.together.append(_between(*self._stopped(), mark + 1, last))
-            before, after = self._before, self._window(False)
-        else:
+    def begin(self) -> None:
+        """Before the pair's shared half: the load alone on the whole GPU, then running on (restarted
+        where the shared half runs it elsewhere) past its first operations."""
+        self._pending = None
+        self._open = _Open()
+        if self.where != WHOLE:
+            self._open.before = _mean(self._window(WHOLE))
+            self.load.start(self.where)
+            self._wait(WARM_OPERATIONS, 0.0)
+            return
+        self.load.start(WHOLE)
+        self._wait(WARM_OPERATIONS + ALONE_OPERATIONS)
+        self._open.marks = (WARM_OPERATIONS, self.load.done())
+
+    def open(self) -> None:
+        """The shared half starts (every GPU's load runs; the transfers start now): the window is the
+        next `operations` operations after the one running now (which is in neither half)."""
+        mark = self.load.done()
+        self._open.first, self._open.last = mark + 1, mark + 1 + self.operations
+        self._open.began = time.perf_counter()
+        self._open.seen = (mark, self._open.began)
+
+    def over(self) -> bool:
+        """Whether this GPU's window has ended: the transfers stop once every GPU's has. A load that
+        failed or stalled ends it too (close() says why)."""
+        done = self.load.done()
+        if done >= self._open.last or self.load.failed():
+            return True
+        clock = time.perf_counter()
+        if done != self._open.seen[0]:
+            self._open.seen = (done, clock)
+        return clock - self._open.seen[1] > STALLED_SECONDS
+
+    def close(self, duty: float | None) -> float | None:
+        """After the shared half (`duty`: its share with a transfer in flight, where this end knows):
+        the window's operations and the load alone again. Returns the alone windows' drift, or None."""
+        span = time.perf_counter() - self._open.began
+        first, last = self._open.first, self._open.last
+        if self.where == WHOLE:
             self._wait(last + 1 + WARM_OPERATIONS + ALONE_OPERATIONS)
-            seconds, number = self._stopped()
-            before, after = (
-                _between(seconds, number, first, mark),
-                _between(seconds, number, last + 1 + WARM_OPERATIONS, None),
+        seconds, number = self._stopped()
+        finished = self.load.done()
+        window = _between(seconds, number, first, last)
+        if finished < last:
+            raise TransportError(
+                f"the compute load ({self.beside.label}) finished {max(finished - first, 0)} of its window's "
+                f"{self.operations} operations while the transfers ran: it stopped making progress"
             )
-            self.together.append(_between(seconds, number, mark + 1, last))
-        self.alone.append(median(after) if after else median(before) if before else None)
-        if before and after:
-            self.drifts.append(median(after) / median(before) - 1)
+        if self.where == WHOLE:
+            before = _mean(_between(seconds, number, *self._open.marks))
+            after = _mean(_between(seconds, number, last + 1 + WARM_OPERATIONS, None))
+        else:
+            before, after = self._open.before, _mean(self._window(WHOLE))
+        self._pending = Pair(before, after, window, duty, span)
+        return self._pending.drift
+
+    def keep(self, retakes: int, drifting: bool) -> None:
+        """File the pair just closed (after `retakes` takes; `drifting`: it still drifted past the limit)."""
+        assert self._pending is not None
+        self._pending.retakes, self._pending.drifting = retakes, drifting
+        self.kept.append(self._pending)
+        self._pending = None
+
+    def discard(self) -> None:
+        """The pair just closed is taken again (its alone windows drifted)."""
+        self._pending = None
+        self.retakes += 1
 
     def summary(self) -> dict[str, Any]:
-        """What this rank's GPU did: the load's rate alone and beside, and each pair's slowdown."""
-        unit, work = self.beside.unit, self.load.work
-        # Pair by pair, in order (None where a half had no whole operation), so that the pairs of the
-        # round's GPUs line up when the worse of them is taken (entry.beside_record).
-        lined = [
-            (alone, median(together)) if alone and together else None
-            for alone, together in zip(self.alone, self.together, strict=True)
-        ]
-        pairs = [pair for pair in lined if pair is not None]
-        each = [None if pair is None else pair[1] / pair[0] for pair in lined]
-        slowdowns = [together / alone for alone, together in pairs]
-        drift: float | None = max(self.drifts, key=_size) if self.drifts else None
+        """What this rank's GPU did: the load's rate alone and beside, and each pair's figures."""
+        unit, work, kept = self.beside.unit, self.load.work, self.kept
+        slowdowns = [pair.slowdown for pair in kept]
+        judged = [s for s, pair in zip(slowdowns, kept, strict=True) if s is not None and _judged(pair.duty)]
+        drifts = [pair.drift for pair in kept if pair.drift is not None]
         found: dict[str, Any] = {
             "load": self.beside.label,
             "unit": unit,
-            "alone": round(rate(work, [alone for alone, _ in pairs], unit), 3),
-            "beside": round(rate(work, [together for _, together in pairs], unit), 3),
-            "slowdown": round(median(slowdowns), 4) if slowdowns else None,
-            "slowdown_pairs": [None if s is None else round(s, 4) for s in each],
-            "alone_drift": round(drift, 4) if drift is not None else None,
-            "operations": [len(pair) for pair in self.together],
+            "alone": round(rate(work, [p.alone for p in kept if p.alone], unit), 3),
+            "beside": round(rate(work, [s for p in kept for s in p.window], unit), 3),
+            "slowdown": round(median(judged), 4) if judged else None,
+            "slowdown_pairs": [_round(s, 4) for s in slowdowns],
+            "duty_pairs": [_round(pair.duty, 4) for pair in kept],
+            "lost_s_pairs": [_round(pair.lost, 6) for pair in kept],
+            "window_s_pairs": [round(sum(pair.window), 6) for pair in kept],
+            "span_s_pairs": [round(pair.span, 6) for pair in kept],
+            "alone_drift": _round(largest_drift(drifts), 4),
+            "drifting_pairs": [index for index, pair in enumerate(kept) if pair.drifting],
+            "retakes": self.retakes,
+            "operations": [len(pair.window) for pair in kept],
+            "settle": self.settled,
+            "carveout": self.beside.carveout,
+            "carveout_cost": _round(self.carveout_cost, 4),
         }
         if self.load.partition is not None and self.partitioned:
             found["load_sms"] = self.load.partition.load_sms
         return found
 
 
+def _judged(duty: float | None) -> bool:
+    """A pair is judged unless its shared half had a transfer in flight for less than DUTY_FLOOR of it
+    (None: this end could not tell, the other end's duty decides)."""
+    return duty is None or duty >= DUTY_FLOOR
+
+
+def _round(value: float | None, digits: int) -> float | None:
+    return None if value is None else round(value, digits)
+
+
 def worse_pairs(gpus: list[dict[str, Any]]) -> list[float]:
     """The model's slowdown pair by pair, the worse of the GPUs (Pairs.summary each) that measured the
-    pair: a pair whose halves held no whole operation on a GPU is None there, and is left out only where
-    no GPU measured it."""
-    lined = zip(*(gpu["slowdown_pairs"] for gpu in gpus), strict=True)
-    return [max(known) for known in ([s for s in one if s is not None] for one in lined) if known]
+    pair, over the pairs judged (judge_pairs): a pair whose window held no whole operation on a GPU is
+    None there, and is left out only where no GPU measured it."""
+    count = max((len(gpu["slowdown_pairs"]) for gpu in gpus), default=0)
+    found = judge_pairs(gpus, [0] * count)
+    return [s for index in found.judged if (s := found.slowdowns[index]) is not None]
 
 
-_LOADS: dict[tuple[int, str], Any] = {}  # this process's loads, by (GPU, load): made once, kept between rounds
+@dataclass
+class Judged:
+    """The pairs of a round's GPUs taken together, pair by pair (the worse GPU's figure of each)."""
+
+    slowdowns: list[float | None] = field(default_factory=list)  # every pair's
+    duties: list[float | None] = field(default_factory=list)  # every pair's (the lower GPU's)
+    judged: list[int] = field(default_factory=list)  # the pairs judged: duty at least DUTY_FLOOR
+    lost_ms_per_gib: list[float] = field(default_factory=list)  # the judged pairs'
+
+
+def judge_pairs(gpus: list[dict[str, Any]], moved: list[int]) -> Judged:
+    """Pair by pair over the round's GPUs (Pairs.summary each; `moved`: the bytes each pair's shared
+    half moved): the worse slowdown, the lower duty, whether it is judged, and the model's time lost per
+    GiB the window moved (the shared half's bytes prorated to the window's share of it)."""
+    found = Judged()
+    for index, nbytes in enumerate(moved):
+        slowdowns = [s for gpu in gpus if (s := _at(gpu, "slowdown_pairs", index)) is not None]
+        duties = [d for gpu in gpus if (d := _at(gpu, "duty_pairs", index)) is not None]
+        found.slowdowns.append(max(slowdowns) if slowdowns else None)
+        found.duties.append(min(duties) if duties else None)
+        if not slowdowns or not _judged(found.duties[-1]):
+            continue
+        found.judged.append(index)
+        costs = [_per_gib(gpu, index, nbytes) for gpu in gpus]
+        known = [cost for cost in costs if cost is not None]
+        if known:
+            found.lost_ms_per_gib.append(max(known))
+    return found
+
+
+def _at(gpu: dict[str, Any], key: str, index: int) -> Any:
+    values = gpu.get(key) or []
+    return values[index] if index < len(values) else None
+
+
+def _per_gib(gpu: dict[str, Any], index: int, nbytes: int) -> float | None:
+    """One GPU's model milliseconds lost per GiB moved in pair `index`'s window."""
+    lost, window, span = (_at(gpu, key, index) for key in ("lost_s_pairs", "window_s_pairs", "span_s_pairs"))
+    if lost is None or not window or not span or not nbytes:
+        return None
+    in_window = nbytes * min(1.0, window / span) / (1 << 30)
+    return lost * 1e3 / in_window
+
+
+_LOADS: dict[tuple[int, str, int], Any] = {}  # this process's loads, by (GPU, load, size): kept between rounds
 
 
 def load_on_this_gpu(beside: Beside) -> Any:
@@ -225,7 +455,7 @@ def load_on_this_gpu(beside: Beside) -> Any:
     cupy = import_cupy()
     if cupy is None:
         raise ConfigError("--beside runs a compute load on each rank's GPU: CuPy is not installed")
-    key = (int(cupy.cuda.runtime.getDevice()), beside.label)
+    key = (int(cupy.cuda.runtime.getDevice()), beside.load, beside.size)  # a carve-out is a plan of the same load
     if key not in _LOADS:
         release_loads()  # one load a process: their buffers are large
         _LOADS[key] = ComputeLoad(key[0], beside.kind, beside.size)

@@ -83,6 +83,9 @@ def parse_layout(text: str) -> Layout:
     return Layout(kind)
 
 
+CTAS_PER_SM = 4  # the GPU's posting kernel beside a --beside carve-out of N SMs: a grid of N x 4 CUDA blocks
+
+
 @dataclass(frozen=True)
 class SmBudget:
     """How many SMs the GPU's posting kernel may occupy: a grid of at most `sms` CUDA blocks (a fixed

@@ -26,7 +26,7 @@ from ..wire.native import RMA_GET, RMA_PUT, TAGGED, BlocksLinkEnd, HotLoop, memo
 from ..wire.protoinfo import ProtoRow
 from . import faults
 from .blockrecord import BlockList, BlockSteps
-from .blocks import BlockShape
+from .blocks import CTAS_PER_SM, BlockShape
 from .contract import ACK, DATA, READY, Companion, Figure, RoundEnd, RoundShape, Side, StepProtocol, tag
 from .need import PER_BLOCK_PYTHON, PER_MESSAGE, Need, beside, in_memory
 from .onesided import OPERATIONS, lend_and_borrow, native_loop
@@ -254,8 +254,13 @@ class BlocksProtocol(StepProtocol):
 
     def _budget(self, end: RoundEnd, plan: devapi.DevicePlan) -> dict[str, Any]:
         """Hold the posting kernel to --posting-sms: a grid of N CUDA blocks, or a green context of N SMs
-        beside the load's (the load then runs in the rest). What the entry records of its SMs."""
+        beside the load's (the load then runs in the rest); without it, to a --beside carve-out's N SMs
+        (a grid of N x CTAS_PER_SM). What the entry records of its SMs."""
         budget = self.shape.budget
+        carveout = end.spec.beside.carveout if end.spec.beside is not None else 0
+        if budget is None and carveout:  # the SMs the model's carve-out leaves: N x CTAS_PER_SM CUDA blocks
+            plan.configure(carveout * CTAS_PER_SM)
+            return {"mode": "carveout", "transfer": carveout, "ctas": carveout * CTAS_PER_SM}
         if budget is None:
             return {"mode": "whole GPU"}
         if not budget.green:

@@ -11,7 +11,7 @@ from ..modes import MemoryMode, pinned_method
 from ..stats import median, summarize
 from ..units import gbps
 from ..wire.ucx import describe_path
-from .beside import worse_pairs
+from .beside import DUTY_FLOOR, judge_pairs, largest_drift
 from .costs import cpu_cost, wire_check
 from .entryrecord import Entry, Placement, Steps, UcxPath
 from .judge import in_flight as in_flight_bytes
@@ -131,24 +131,45 @@ def _entry(
 
 def beside_record(spec: RoundSpec, m: LinkMeasurement, values: list[float]) -> dict[str, Any]:
     """A figure beside compute: the transfer alone (each pair's first half), both GPUs' load alone and
-    beside, and the slowdown of the model: the worse of the link's two GPUs, pair by pair."""
+    beside, and the model's cost, the worse of the link's two GPUs pair by pair: its slowdown (the lost
+    work over the shared window; median and range over the pairs judged: a transfer in flight for at
+    least DUTY_FLOOR of the shared half), the duty, the model's milliseconds lost per GiB moved, and a
+    carve-out's own cost (the carved GEMM alone over the whole GPU's)."""
     assert spec.beside is not None and m.beside is not None
     found = m.beside
     alone = [spec.kind.figure(spec.size, m.per_step, times) for times in found["alone_step_times"]]
     gpus = found["compute"]
-    worst = max(gpus.values(), key=lambda gpu: gpu["slowdown"] or 0.0)
-    pairs = worse_pairs(list(gpus.values()))  # pair by pair, the worse of the GPUs that measured it
+    moved = [spec.size * m.per_step * len(times) for times in m.step_times]  # each pair's shared half
+    pairs = judge_pairs(list(gpus.values()), moved)
+    judged = [s for index in pairs.judged if (s := pairs.slowdowns[index]) is not None]
+    duties = [d for d in pairs.duties if d is not None]
+    drifts = [gpu["alone_drift"] for gpu in gpus.values() if gpu.get("alone_drift") is not None]
+    costs = [gpu["carveout_cost"] for gpu in gpus.values() if gpu.get("carveout_cost") is not None]
     record: dict[str, Any] = {
         "load": spec.beside.label,
         "unit": spec.beside.unit,
         "transfer_alone": round(median(alone), 6),
         "transfer_alone_samples": [round(v, 6) for v in alone],
         "transfer_share_of_alone": round(median(values) / median(alone), 4) if median(alone) else None,
-        "slowdown": round(median(pairs), 4) if pairs else worst["slowdown"],
-        "slowdown_range": [round(min(pairs), 4), round(max(pairs), 4)] if pairs else None,
-        "pairs": len(pairs),
+        "slowdown": round(median(judged), 4) if judged else None,
+        "slowdown_pairs": [None if s is None else round(s, 4) for s in pairs.slowdowns],
+        "slowdown_range": [round(min(judged), 4), round(max(judged), 4)] if judged else None,
+        "duty": round(median(duties), 4) if duties else None,
+        "duty_pairs": [None if d is None else round(d, 4) for d in pairs.duties],
+        "model_ms_per_gib": round(median(pairs.lost_ms_per_gib), 4) if pairs.lost_ms_per_gib else None,
+        "carveout": spec.beside.carveout,
+        "carveout_cost": round(max(costs), 4) if costs else None,
+        "alone_drift": largest_drift(drifts),
+        "drifting_pairs": sorted({i for gpu in gpus.values() for i in gpu.get("drifting_pairs", [])}),
+        "pairs": len(judged),
         "gpus": {str(rank): gpu for rank, gpu in sorted(gpus.items())},
     }
+    unjudged = len(pairs.slowdowns) - len(pairs.judged)
+    if unjudged:
+        record["note"] = (
+            f"{unjudged} of {len(pairs.slowdowns)} pairs not judged: a transfer in flight for under "
+            f"{DUTY_FLOOR:.0%} of the shared half, or no whole operation in its window"
+        )
     return record
 
 

@@ -32,7 +32,7 @@ from ..wire.native import HotLoop
 from ..wire.staging import Carrier, Staging, make_carrier, pieces, staging_buffers, wire_chunk
 from ..wire.ucx import Transport
 from . import faults
-from .beside import Beside, Pairs, load_on_this_gpu
+from .beside import DRIFT_LIMIT, RETAKES, Beside, Pairs, load_on_this_gpu
 from .contract import Link, Side, StepProtocol, StepRecord
 from .need import Need, message_end
 from .plan import Plan, calibrated_iterations, passes_for
@@ -128,8 +128,9 @@ class LinkMeasurement:
         return self.iterations * self.per_step
 
     def sampled_bytes(self, size: int) -> int:
-        """Every byte the link moved in its sampled steps."""
-        return size * self.messages_per_sample * len(self.step_times)
+        """Every byte the link moved in its sampled steps (a shared half beside compute runs as many
+        steps as its window takes, so each sample's own count)."""
+        return size * self.per_step * sum(len(times) for times in self.step_times)
 
 
 class EngineEnd:
@@ -283,7 +284,10 @@ class EngineEnd:
 _TAG_CALIBRATE = 10  # MPI tag of the round's agreement on steps per sample
 _TAG_PASSES = 12  # and on passes per step
 _TAG_START = 13  # and on when a concurrent round's samples start
-_TAG_PAIR = 15  # and on when a pair's shared half starts and ends (every GPU's load running)
+_TAG_PAIR = 15  # and on when a pair's shared half starts (every GPU's load running)
+_TAG_WINDOW = 16  # and on whether every GPU's shared window has ended (the transfers stop)
+_TAG_RETAKE = 17  # and on whether a pair is taken again (the worst drift of its GPUs' alone windows)
+WINDOW_BATCH_SECONDS = 0.002  # beside compute, steps between the ranks' agreements that a window is on
 
 
 def run_round(
@@ -394,6 +398,33 @@ class _Steps:
             wall, timed = time.perf_counter() - began, max(times, default=0.0)
         return wall, timed
 
+    def shared(self, over: Callable[[], bool], agree: Callable[[bool], bool], links: int, batch: int) -> Any:
+        """A pair's shared half: steps back to back, `batch` at a time, until `agree(over())` says every
+        GPU's window has ended. Its payload is written before the first step and checked after the last
+        (the steps between move the same bytes: writing and checking each would leave the window
+        without a transfer for most of its time). Per link its step times, and the duty: the share of
+        the half's wall time spent in steps."""
+        end, protocol = self.end, self.end.spec.protocol
+        per_link: list[list[float]] = [[] for _ in range(links)]
+        protocol.fill(end, self.index)
+        busy, began, cpu = 0.0, time.perf_counter(), time.process_time()
+        while True:
+            for _ in range(batch):
+                if end.stall_at == self.index:
+                    faults.stall_forever()
+                started = time.perf_counter()
+                times = self.step(end, self.index)
+                busy += time.perf_counter() - started
+                for position, seconds in enumerate(times):
+                    per_link[position].append(seconds)
+            if not agree(over()):
+                break
+        span = time.perf_counter() - began
+        self.cpu += time.process_time() - cpu
+        protocol.check(end, self.index)
+        self.index += 1
+        return per_link, busy / span if span > 0 else None
+
     def sample(self, iterations: int, links: int) -> list[list[float]]:
         """`iterations` timed steps: per link, its step times."""
         per_link: list[list[float]] = [[] for _ in range(links)]
@@ -414,8 +445,9 @@ def _sample(
     samples[sample][link] = that link's step times, the iterations per sample, this process's
     CPU seconds in the sampled steps (fills and checks left out: the cost of moving the bytes), and
     its link counters read around them (its GPU's NVLinks only where both ends of one of its links
-    are in GPU memory: NVML's reads are not free). Beside compute (`pairs`), each sample is a pair:
-    the steps alone, then beside the load (the alone halves go to end.alone_steps)."""
+    are in GPU memory: NVML's reads are not free). Beside compute (`pairs`), each sample is a pair
+    (_pair): the steps alone, then as many as the load's shared window takes (the alone halves go to
+    end.alone_steps)."""
     plan = end.spec.plan
     steps = _Steps(end, step)
     if plan.auto_passes and end.passes > 1:
@@ -436,26 +468,53 @@ def _sample(
     alone: list[list[list[float]]] = []  # beside compute: each pair's transfer alone
     nvlink = any(side.link.src_mode.on_device and side.link.dst_mode.on_device for side in end.targets + end.sources)
     before = counters.read(nvlink)
+    if pairs is not None:
+        pairs.settle()  # the load's clocks, before the first pair
+    batch = max(1, round(WINDOW_BATCH_SECONDS / timed)) if timed > 0 else 1
     for _ in range(plan.samples):
         if pairs is None:
             samples.append(steps.sample(iterations, links))
             continue
-        alone.append(steps.sample(iterations, links))
-        pairs.start()  # the load alone on the whole GPU, then on beside the steps
-        try:
-            # The shared half starts once every rank's load runs, and no load is stopped for its window
-            # after while another rank's steps still move bytes into or out of its GPU.
-            agree_max(comm, end.spec.ranks, (0.0,), _TAG_PAIR)
-            samples.append(steps.sample(iterations, links))
-            agree_max(comm, end.spec.ranks, (0.0,), _TAG_PAIR)
-        except BaseException:
-            with contextlib.suppress(Exception):  # the step's own error is the one to say
-                pairs.stop()
-            raise
-        pairs.stop()
+        first, shared = _pair(end, comm, steps, pairs, (iterations, links, batch))
+        alone.append(first)
+        samples.append(shared)
     if pairs is not None:  # per timed link, the alone halves of its samples (run_round files them)
         end.alone_steps = [[per_link[position] for per_link in alone] for position in range(links)]
     return samples, iterations, steps.cpu, counters.Window(before, counters.read(nvlink))
+
+
+def _pair(
+    end: EngineEnd, comm: Any, steps: _Steps, pairs: Pairs, sizes: tuple[int, int, int]
+) -> tuple[list[list[float]], list[list[float]]]:
+    """One pair, taken again (at most RETAKES times) while the worst of its GPUs' alone windows drift
+    more than DRIFT_LIMIT, then kept (marked where it still drifts): the steps alone, then the load
+    alone, then the steps back to back through the load's shared window (every rank's: the transfers
+    stop when every GPU's window has ended), then the load alone again."""
+    iterations, links, batch = sizes
+    ranks = end.spec.ranks
+
+    def agree(over: bool) -> bool:  # whether some GPU's window is still on
+        (on,) = agree_max(comm, ranks, (0.0 if over else 1.0,), _TAG_WINDOW)
+        return on > 0
+
+    for retake in range(RETAKES + 1):
+        first = steps.sample(iterations, links)
+        pairs.begin()  # the load alone on the whole GPU, then on (where the shared half runs it)
+        try:
+            agree_max(comm, ranks, (0.0,), _TAG_PAIR)  # every rank's load runs
+            pairs.open()
+            shared, duty = steps.shared(pairs.over, agree, links, batch)
+        except BaseException:
+            with contextlib.suppress(Exception):  # the step's own error is the one to say
+                pairs.close(None)
+            raise
+        drift = pairs.close(duty)
+        (worst,) = agree_max(comm, ranks, (abs(drift or 0.0),), _TAG_RETAKE)
+        if worst <= DRIFT_LIMIT or retake == RETAKES:
+            pairs.keep(retake, worst > DRIFT_LIMIT)
+            return first, shared
+        pairs.discard()
+    raise AssertionError("unreachable: the last take is kept")
 
 
 def _agree_to_start(end: EngineEnd, comm: Any, wall: float, timed: float) -> tuple[float, float]:

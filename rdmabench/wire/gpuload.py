@@ -3,7 +3,8 @@
 `ComputeLoad` keeps one GPU busy from a host thread of its own: a bf16 matrix product through cuBLAS
 (prefill) or a kernel that streams HBM (decode), each operation timed on the GPU by its own events.
 `partition(sms)` splits the GPU's SMs through green contexts: the transfer's kernels get a stream of
-their own group, the load runs on the rest. Needs nvcc (wire/devapi.nvcc), cuBLAS and a GPU; where
+their own group, the load runs on the rest. `carve(sms)` plans the GEMM through cuBLASLt for the GPU's
+SMs less `sms` (its SM-count target), on the whole GPU's stream: a run started `CARVED` uses it. Needs nvcc (wire/devapi.nvcc), cuBLAS and a GPU; where
 any is missing `load()` says why in one line.
 """
 
@@ -21,9 +22,11 @@ from . import devapi, native
 SOURCE = Path(native.__file__).with_name("gpuload.cu")
 COMMON = SOURCE.with_name("cudacommon.cuh")  # included by the source: part of what a build is of
 GEMM, DECODE = 0, 1
+WHOLE, PART, CARVED = 0, 1, 2  # where a run's operations go: the whole GPU, the partition, the carved plan
 _RING = 65536  # operation times kept per run (gpuload.cu's RING)
 _CODES = {"RB_LOAD_OK": 0, "RB_LOAD_CUDA": 1, "RB_LOAD_NO_MEMORY": 2, "RB_LOAD_UNSUPPORTED": 3}
 _CODES.update(RB_LOAD_GEMM=GEMM, RB_LOAD_DECODE=DECODE, RING=_RING)
+_CODES.update(RB_LOAD_WHOLE=WHOLE, RB_LOAD_PART=PART, RB_LOAD_CARVED=CARVED)
 _WHY_LEN = 512
 
 
@@ -58,7 +61,7 @@ def compile_command(compiler: str, output: Path) -> list[str]:
     lib = Path(compiler).resolve().parent.parent / "lib64"
     return [
         compiler, "-O3", "-std=c++17", "-arch=native", "-shared", "-Xcompiler", "-fPIC", "-o", str(output),
-        str(SOURCE), *driver_stubs(compiler), "-lcublas", "-lcuda", "-Xlinker", f"-rpath={lib}",
+        str(SOURCE), *driver_stubs(compiler), "-lcublas", "-lcublasLt", "-lcuda", "-Xlinker", f"-rpath={lib}",
     ]  # fmt: skip
 
 
@@ -105,6 +108,10 @@ def _configure(library: Any) -> Any:
     library.rb_load_partition.argtypes = [ptr, ctypes.c_int, ctypes.POINTER(ptr), ctypes.POINTER(ptr), ints, ints]
     library.rb_load_partition.argtypes += [why, size]
     library.rb_load_partition.restype = ctypes.c_int
+    library.rb_load_carve.argtypes = [ptr, ctypes.c_int, why, size]
+    library.rb_load_carve.restype = ctypes.c_int
+    library.rb_load_sm_count.argtypes = [ptr]
+    library.rb_load_sm_count.restype = ctypes.c_int
     library.rb_load_start.argtypes = [ptr, ctypes.c_int, why, size]
     library.rb_load_start.restype = ctypes.c_int
     library.rb_load_stop.argtypes = [ptr, ctypes.POINTER(ctypes.c_double), size, ctypes.POINTER(size)]
@@ -145,6 +152,7 @@ class ComputeLoad:
             self.release()
             raise TransportError(f"the compute load on GPU {device}: {why.value.decode(errors='replace')}")
         self.work = float(self._lib.rb_load_work(self._handle))  # flops or bytes per operation
+        self.sm_count = int(self._lib.rb_load_sm_count(self._handle))  # the GPU's SMs, all of them
         self.partition: Partition | None = None
 
     def split(self, sms: int) -> Partition:
@@ -162,9 +170,16 @@ class ComputeLoad:
         self.partition = Partition(int(stream.value or 0), int(context.value or 0), mine.value, theirs.value)
         return self.partition
 
-    def start(self, partitioned: bool = False) -> None:
+    def carve(self, sms: int) -> None:
+        """Plan the GEMM for the GPU's SMs less `sms` (cuBLASLt's SM-count target) for runs started CARVED."""
         why = ctypes.create_string_buffer(_WHY_LEN)
-        if self._lib.rb_load_start(self._handle, int(partitioned), why, _WHY_LEN) != 0:
+        if self._lib.rb_load_carve(self._handle, sms, why, _WHY_LEN) != 0:
+            raise TransportError(f"a carve-out of {sms} SMs: {why.value.decode(errors='replace')}")
+
+    def start(self, where: int = WHOLE) -> None:
+        """Start the operations: on the whole GPU (WHOLE), the partition's SMs (PART) or the carved plan (CARVED)."""
+        why = ctypes.create_string_buffer(_WHY_LEN)
+        if self._lib.rb_load_start(self._handle, int(where), why, _WHY_LEN) != 0:
             raise TransportError(f"the compute load: {why.value.decode(errors='replace')}")
 
     def done(self) -> int:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ...measure.blockrecord import KEY as BLOCKS
 from ...measure.blockrecord import BlockList
 from ...measure.postings import posting
 from ...modes import mode_named
@@ -55,7 +56,10 @@ def load_of(entry: dict[str, Any]) -> str:
         return "alone, re-measured after the screen"
     beside = entry.get("beside")
     if isinstance(beside, dict) and beside.get("load"):  # a model's compute ran beside the link (--beside)
-        return f"beside {beside['load']}"
+        # The model, apart from its carve-out (a setting of its own, settings_of): carve-outs of one model
+        # are candidates of one answer. A load named with its carve-out ("gemm:8192,carveout=8") loses that.
+        carveout = beside.get("carveout")
+        return f"beside {str(beside['load']).removesuffix(f',carveout={carveout}')}"
     links = entry.get("concurrent_links") or 1
     return "alone" if links == 1 else f"{entry.get('pattern', 'concurrent')}, {links} links"
 
@@ -72,42 +76,6 @@ def finite_number(value: Any) -> float | None:
 
 # UCX settings that only steer logging or error reports: they do not change a figure.
 _UCX_BOOKKEEPING = ("UCX_LOG_", "UCX_PROTO_INFO", "UCX_WARN_", "UCX_ERROR_", "UCX_HANDLE_ERRORS", "UCX_MEMTYPE_CACHE")
-
-
-def posting_of(entry: dict[str, Any]) -> tuple[str | None, int | None, bool]:
-    """Who posted a block-list entry's list (measure/postings.py; None: no block list), the SMs its
-    posting kernel was held to (None: the whole GPU, or no kernel), and whether in a green context."""
-    return posting_of_record(entry.get("blocks"))
-
-
-def posting_of_record(blocks: Any) -> tuple[str | None, int | None, bool]:
-    """posting_of, from the entry's block-list record as a file holds it."""
-    record = BlockList.from_json(blocks)
-    if record is None:
-        return None, None, False
-    sms = record.sms if isinstance(record.sms, dict) else {}
-    held = sms.get("transfer") if sms.get("mode") in ("budget", "green") else None
-    return record.posted, held if isinstance(held, int) else None, sms.get("mode") == "green"
-
-
-def _list_label(record: BlockList) -> str:
-    """A block list's settings: its shape, who posted it (the GPU's kernel, the copy engines: paths
-    apart; a request per block from the CPU adds nothing, as before other paths existed), its SM budget,
-    whether merged, and the table it replays."""
-    shape = f"{record.count} x {record.layout}, {record.batch} in flight"
-    handoff = record.handoff
-    if isinstance(handoff, dict) and isinstance(handoff.get("model"), dict):  # --model: whose cache, how laid out
-        shape += f", {handoff['model'].get('name')} {handoff.get('kv_layout')} {handoff.get('prompt_tokens')} tokens"
-    found = posting(record.posted_by if isinstance(record.posted_by, str) else None)
-    shape += found.said if found is not None else ""
-    sms = record.sms
-    if isinstance(sms, dict) and sms.get("mode") in ("budget", "green"):  # the posting kernel held to few SMs
-        shape += f", {sms.get('transfer')} SMs" + (" (green context)" if sms["mode"] == "green" else "")
-    if record.merged is False:  # --no-merge: a request per block, where merging would post fewer
-        shape += ", unmerged"
-    if isinstance(record.table, dict):  # --blocks-from: lists of their own, known by the file's digest
-        shape += f", table {str(record.table.get('sha256'))[:12]}"
-    return shape
 
 
 def settings_of(entry: dict[str, Any], metadata: dict[str, Any]) -> tuple[tuple[str, str], ...]:
@@ -130,7 +98,85 @@ def settings_of(entry: dict[str, Any], metadata: dict[str, Any]) -> tuple[tuple[
     if entry.get("one_buffer"):  # a cache-resident figure: never merged with a buffer per message
         settings = (*settings, ("buffers", "one"))
     # Passes are not a setting: they adapt to the link and --sample-time from run to run.
-    record = BlockList.from_json(entry.get("blocks"))
+    beside = entry.get("beside")
+    carveout = beside.get("carveout") if isinstance(beside, dict) else None
+    if isinstance(carveout, int) and carveout > 0:  # the model's SMs carved out: another setting, never merged
+        settings = (*settings, ("carveout", str(carveout)))
+    record = BlockList.from_json(entry.get(BLOCKS))
     if record is not None:  # block lists (--blocks): never merged with plain messages or other shapes
-        return (*settings, ("blocks", _list_label(record)))
+        head, table = _list_words(record)
+        return (*settings, ("blocks", head + _posting_words(record) + table))
     return settings
+
+
+def _list_words(record: BlockList) -> tuple[str, str]:
+    """A block list's words apart from who posted it: its shape (with a model's handoff) and its table."""
+    shape = f"{record.count} x {record.layout}, {record.batch} in flight"
+    handoff = record.handoff
+    if isinstance(handoff, dict) and isinstance(handoff.get("model"), dict):  # --model: whose cache, how laid out
+        shape += f", {handoff['model'].get('name')} {handoff.get('kv_layout')} {handoff.get('prompt_tokens')} tokens"
+    table = record.table
+    # --blocks-from: lists of their own, known by the file's digest
+    return shape, f", table {str(table.get('sha256'))[:12]}" if isinstance(table, dict) else ""
+
+
+def _posting_words(record: BlockList) -> str:
+    """What a block list's settings say of how it was posted (the path's words, measure/postings.py: the
+    GPU's kernel, the copy engines: paths apart; a request per block from the CPU adds nothing, as before
+    other paths existed; its SMs, unmerged requests). The answer reads the path from posting_of, never
+    from these words."""
+    found = posting(record.posted_by if isinstance(record.posted_by, str) else None)
+    words = found.said if found is not None else ""
+    sms = record.sms
+    if isinstance(sms, dict) and sms.get("mode") in ("budget", "green"):  # the posting kernel held to few SMs
+        words += f", {sms.get('transfer')} SMs" + (" (green context)" if sms["mode"] == "green" else "")
+    if record.merged is False:  # --no-merge: a request per block, where merging would post fewer
+        words += ", unmerged"
+    return words
+
+
+def record_key(blocks: Any, beside: Any) -> str | None:
+    """What a results record's own block list and load beside it add to its profile's settings and load
+    (None: neither): records of one profile by other paths, SM budgets or carve-outs are other rows."""
+    record = BlockList.from_json(blocks)
+    if record is None and not isinstance(beside, dict):
+        return None
+    words = "".join(_list_words(record)) + _posting_words(record) if record is not None else ""
+    return words + (f" | {beside.get('load')} | {beside.get('carveout')}" if isinstance(beside, dict) else "")
+
+
+def posting_of(entry: dict[str, Any]) -> tuple[str | None, int | None, bool]:
+    """Who posted an entry's block list: the posting path's name (measure/postings.py; None: not a block
+    list; "cpu" where the entry names none, as before other paths existed), the SMs the posting kernel
+    was held to (None: no budget) and whether a green context held it there."""
+    record = BlockList.from_json(entry.get(BLOCKS))
+    if record is None:
+        return None, None, False
+    sms = record.sms
+    if (
+        not isinstance(sms, dict)
+        or sms.get("mode") not in ("budget", "green")
+        or not isinstance(sms.get("transfer"), int)
+    ):
+        return record.posted, None, False
+    return record.posted, int(sms["transfer"]), sms["mode"] == "green"
+
+
+def block_list_of(entry: dict[str, Any]) -> str | None:
+    """The block list an entry moved, apart from who posted it: entries of one list by different paths
+    (and carve-outs) are candidates for one answer. None for plain messages and for a list's one-message
+    reference (a single contiguous block)."""
+    record = BlockList.from_json(entry.get(BLOCKS))
+    if record is None or record.one_message:
+        return None
+    head, table = _list_words(record)
+    return head + table
+
+
+def carveout_of(entry: dict[str, Any]) -> int | None:
+    """The SMs carved out of the model beside an entry (0: none), or None where no model ran beside it."""
+    beside = entry.get("beside")
+    if not isinstance(beside, dict):
+        return None
+    carveout = beside.get("carveout")
+    return carveout if isinstance(carveout, int) and carveout > 0 else 0

@@ -10,7 +10,7 @@ from typing import Any
 
 from ...measure.blockrecord import BlockList
 from ...stats import median
-from .entries import finite_number, posting_of_record
+from .entries import block_list_of, carveout_of, finite_number, posting_of
 
 _LINK_KEY = attrgetter("test", "src_mode", "dst_mode", "size_bytes", "link", "load")
 ROW_KEY = attrgetter("test", "src_mode", "dst_mode", "size_bytes", "link", "load", "settings")  # link_key and settings
@@ -56,9 +56,21 @@ class Row:
     # Beside compute (--beside): each run's transfer alone (its unit) and the model's slowdown.
     besides: list[tuple[float, float]] | None = None
     ceilings: list[float] | None = None  # block lists: each run's ceiling (a copy kernel over the list), GB/s
-    # Block lists: who posted the list, its SM budget and whether green (entries.posting_of); None: no list.
-    posting: tuple[str | None, int | None, bool] = (None, None, False)
     run: int = -1  # the run (the aggregate's count of documents) that gave its last figure: one figure a run
+    # Block lists: who posted them (entries.posting_of: the path, the SMs its kernel was held to, a green
+    # context), the list apart from its path (None: a list's one-message reference) and the SMs carved
+    # from the model beside it (0: none; None: no model ran). Part of the row's settings: never merged.
+    posting: str | None = None
+    posting_sms: int | None = None
+    posting_green: bool = False
+    block_list: str | None = None
+    carveout: int | None = None
+    # Per run, where recorded: the CPU microseconds the path spent per descriptor, the model's slowdown
+    # range over the pairs, the min and max of the run's samples (GB/s) and the list's contiguous reference.
+    cpu_us: list[float] | None = None
+    slowdown_ranges: list[tuple[float, float]] | None = None
+    sample_ranges: list[tuple[float, float]] | None = None
+    contiguous: list[float] | None = None
 
     @property
     def link_key(self) -> tuple[str, str, str, int, str, str]:
@@ -111,8 +123,7 @@ class Row:
 
     def add_tail(self, blocks: Any) -> None:
         """A block-list run's p99 and p99.9 of transfer times and its list's ceiling (its entry's
-        `blocks`), where it has them; and who posted the list."""
-        self.posting = posting_of_record(blocks)
+        `blocks`), where it has them."""
         record = BlockList.from_json(blocks)
         ceiling = finite_number(record.ceiling_gbps) if record is not None else None
         if ceiling is not None:
@@ -135,6 +146,57 @@ class Row:
             if self.besides is None:
                 self.besides = []
             self.besides.append((alone, slowdown))
+
+    def add_list(self, blocks: Any, beside: Any, samples: Any, first: bool) -> None:
+        """A block-list run's posting path (`first`: the row's first run), CPU cost per descriptor, the
+        model's slowdown range, its samples' range and its contiguous reference, where it has them."""
+        entry = {"blocks": blocks, "beside": beside}
+        if first:
+            self.posting, self.posting_sms, self.posting_green = posting_of(entry)
+            self.block_list, self.carveout = block_list_of(entry), carveout_of(entry)
+        record = BlockList.from_json(blocks)
+        cpu = finite_number(record.cpu_us_per_descriptor) if record is not None else None
+        if cpu is not None:
+            self.cpu_us = [*(self.cpu_us or ()), cpu]
+        contiguous = finite_number(record.contiguous_gbps) if record is not None else None
+        if contiguous is not None:
+            self.contiguous = [*(self.contiguous or ()), contiguous]
+        found = beside.get("slowdown_range") if isinstance(beside, dict) else None
+        low, high = _pair(found)
+        if low is not None and high is not None:
+            self.slowdown_ranges = [*(self.slowdown_ranges or ()), (low, high)]
+        figures = [value for value in map(finite_number, samples) if value is not None] if samples else []
+        if figures:
+            self.sample_ranges = [*(self.sample_ranges or ()), (min(figures), max(figures))]
+
+    @property
+    def cpu_us_per_descriptor(self) -> float | None:
+        """The median over runs of the CPU microseconds the posting path spent per descriptor, or None."""
+        return median(self.cpu_us) if self.cpu_us else None
+
+    @property
+    def slowdown_range(self) -> tuple[float, float] | None:
+        """The lowest and highest slowdown of the model over every pair of every run, or None."""
+        if not self.slowdown_ranges:
+            return None
+        return min(r[0] for r in self.slowdown_ranges), max(r[1] for r in self.slowdown_ranges)
+
+    @property
+    def gbps_range(self) -> tuple[float, float]:
+        """The lowest and highest figure: of every run's samples where kept (block lists), else of the runs."""
+        if not self.sample_ranges:
+            return min(self.values), max(self.values)
+        return min(r[0] for r in self.sample_ranges), max(r[1] for r in self.sample_ranges)
+
+    @property
+    def contiguous_gbps(self) -> float | None:
+        """The median over runs of the list's contiguous reference (its bytes as one message), or None."""
+        return median(self.contiguous) if self.contiguous else None
+
+    @property
+    def ceiling_gbps(self) -> float | None:
+        """The median over runs of the list's ceiling (a copy kernel over the same list), or None."""
+        return median(self.ceilings) if self.ceilings else None
 
     @property
     def beside(self) -> tuple[float, float] | None:
@@ -179,4 +241,17 @@ class Row:
         beside = self.beside
         if beside is not None:  # only where a run had compute beside it: older reports keep their shape
             found["transfer_alone"], found["slowdown"] = beside
+            found["slowdown_range"] = list(self.slowdown_range) if self.slowdown_range else None
+        if self.posting is not None:  # block lists only: older reports keep their shape
+            found |= {
+                "posting": self.posting, "posting_sms": self.posting_sms, "posting_green": self.posting_green,
+                "carveout": self.carveout, "cpu_us_per_descriptor": self.cpu_us_per_descriptor,
+            }  # fmt: skip
         return found
+
+
+def _pair(found: Any) -> tuple[float | None, float | None]:
+    """A [low, high] pair of finite numbers from a file, or (None, None)."""
+    if not isinstance(found, (list, tuple)) or len(found) != 2:
+        return None, None
+    return finite_number(found[0]), finite_number(found[1])

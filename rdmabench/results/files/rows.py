@@ -16,7 +16,7 @@ from ...modes import mode_named
 from ...stats import sorted_median
 from . import compact, dates, derived
 from .bulk import bulk, bulk_chunks
-from .entries import LINK_CLASSES, end_name, figure, load_of, mode_label, settings_of
+from .entries import LINK_CLASSES, end_name, figure, load_of, mode_label, record_key, settings_of
 from .filters import Filters
 from .row import ROW_KEY, Row
 from .standings import CULPRITS_LISTED, class_key, classes, culprits, outliers, standings
@@ -135,16 +135,18 @@ class _Folder:
             for entry in results:
                 self.entry(entry, metadata)
             return
-        kinds: dict[tuple[int, bool], tuple[_Kind, tuple[bool, ...], tuple[bool, ...]]] = {}
+        kinds: dict[tuple[int, bool, str | None], tuple[_Kind, tuple[bool, ...], tuple[bool, ...]]] = {}
         ends: dict[tuple[int, tuple[bool, ...]], End] = {}
         for profile, item in results.records():
             if profile is None:
                 self.entry(item, metadata)
                 continue
             remeasured = item.get("remeasured_from") is not None
-            found = kinds.get((id(profile), remeasured))
+            # A record's own list and load beside it are settings too: paths and carve-outs of one profile.
+            varies = record_key(item.get("blocks"), item.get("beside"))
+            found = kinds.get((id(profile), remeasured, varies))
             if found is None:
-                found = kinds[(id(profile), remeasured)] = self._profile_kind(profile, remeasured, metadata)
+                found = kinds[(id(profile), remeasured, varies)] = self._profile_kind(profile, item, metadata)
             kind, src_has, dst_has = found
             if not kind.accepted:
                 continue
@@ -166,13 +168,16 @@ class _Folder:
                 item.get("wire"),
                 item.get("blocks"),
                 item.get("beside"),
+                item["samples"],
             )
 
     def _profile_kind(
-        self, profile: compact.Profile, remeasured: bool, metadata: dict[str, Any]
+        self, profile: compact.Profile, item: dict[str, Any], metadata: dict[str, Any]
     ) -> tuple[_Kind, tuple[bool, ...], tuple[bool, ...]]:
-        """The kind of a profile's links, and which of (host, GPU, NIC) each end takes from the rank table."""
-        entry = dict(profile.entry, remeasured_from=True if remeasured else None)
+        """The kind of a profile's links (with the record's own block list and load beside it), and
+        which of (host, GPU, NIC) each end takes from the rank table."""
+        remeasured = True if item.get("remeasured_from") is not None else None
+        entry = dict(profile.entry, remeasured_from=remeasured, blocks=item.get("blocks"), beside=item.get("beside"))
         has = [tuple(names[i] in profile.ends for names in compact.RANK_FIELDS.values()) for i in (0, 1)]
         return self.kind(entry, metadata), has[0], has[1]
 
@@ -217,6 +222,7 @@ class _Folder:
             entry.get("wire"),
             entry.get("blocks"),
             entry.get("beside"),
+            entry.get("samples"),
         )
 
     def fold(
@@ -229,6 +235,7 @@ class _Folder:
         wire: Any = None,
         blocks: Any = None,
         beside: Any = None,
+        samples: Any = None,
     ) -> None:
         """Add a link's figure and its share of its limit (never a file's) to its row."""
         if self.filtering and not self.filters.accept_link(size, link.src_host, link.dst_host, link.link_class):
@@ -238,6 +245,7 @@ class _Folder:
         intern = self.intern
         share = derived.share_of_limit(value, kind.bound) if kind.bound is not None else None
         shares = [share] if share is not None else []
+        first = row is None
         if row is None:
             row = self.rows[key] = self._new_row(kind, link, size, value, shares)
             row.run = self.run
@@ -256,8 +264,9 @@ class _Folder:
             row.dates = intern.union(row.dates, self.dates)
         if cpu is not None or wire is not None:
             row.add_costs(cpu, wire, intern)
-        if blocks is not None:
+        if isinstance(blocks, dict):
             row.add_tail(blocks)
+            row.add_list(blocks, beside, samples, first)
         if beside is not None:
             row.add_beside(beside)
 
@@ -346,7 +355,8 @@ def _name_differences(rows: list[Row]) -> None:
     for group in variants.values():
         if len(group) < 2:
             continue
-        differing = [name for name, _ in group[0].settings if len({dict(r.settings)[name] for r in group}) > 1]
+        names = dict.fromkeys(name for row in group for name, _ in row.settings)  # a carve-out: some rows only
+        differing = [name for name in names if len({dict(r.settings).get(name) for r in group}) > 1]
         for row in group:
             values = dict(row.settings)
-            row.differs = ", ".join(f"{name}={values[name]}" for name in differing)
+            row.differs = ", ".join(f"{name}={values[name]}" for name in differing if name in values)

@@ -48,7 +48,9 @@ def suspect_lines(found: Attribution, escaped: Callable[[str], str]) -> list[str
 
 
 @bulk
-def format_table(rows: list[Row], by: str, fraction: float, found: Attribution | None = None) -> str:
+def format_table(
+    rows: list[Row], by: str, fraction: float, found: Attribution | None = None, budget: float = answer.BUDGET
+) -> str:
     found = found if found is not None else attribute(rows)
     lines = ["== suspects", *suspect_lines(found, escape.visible), ""]
     lines += [*distribution.text_lines(class_distributions(rows, fraction)), ""]
@@ -58,7 +60,7 @@ def format_table(rows: list[Row], by: str, fraction: float, found: Attribution |
         if name:
             lines.append(f"== {by}: {escape.visible(name)}")
         lines += escape.aligned(COLUMNS, [escape.column(column, escape.visible) for column in cell_columns(members)])
-    chosen = answer.lines(answer.answers(rows))
+    chosen = answer.lines(answer.answers(rows, budget), budget)
     if chosen:  # block lists measured by several paths, or beside compute
         lines += ["", *map(escape.visible, chosen)]
     lines.append("")
@@ -70,7 +72,9 @@ def format_table(rows: list[Row], by: str, fraction: float, found: Attribution |
 
 
 @bulk
-def format_markdown(rows: list[Row], by: str, fraction: float, found: Attribution | None = None) -> str:
+def format_markdown(
+    rows: list[Row], by: str, fraction: float, found: Attribution | None = None, budget: float = answer.BUDGET
+) -> str:
     found = found if found is not None else attribute(rows)
     lines = ["# rdmabench report", "", "## Suspects", ""]
     lines += [f"- {line}" for line in suspect_lines(found, escape.markdown)] + [""]
@@ -85,7 +89,7 @@ def format_markdown(rows: list[Row], by: str, fraction: float, found: Attributio
         lines.append("|" + "---|" * len(COLUMNS))
         columns = [escape.column(column, escape.markdown) for column in cell_columns(members)]
         lines += ["| " + " | ".join(cells) + " |" for cells in zip(*columns, strict=True)]
-    chosen = answer.lines(answer.answers(rows))
+    chosen = answer.lines(answer.answers(rows, budget), budget)
     if chosen:
         lines += [
             "",
@@ -103,10 +107,16 @@ def format_markdown(rows: list[Row], by: str, fraction: float, found: Attributio
     return "\n".join(lines) + "\n"
 
 
-def format_json(rows: list[Row], fraction: float, problems: list[str], found: Attribution | None = None) -> str:
+def format_json(
+    rows: list[Row],
+    fraction: float,
+    problems: list[str],
+    found: Attribution | None = None,
+    budget: float = answer.BUDGET,
+) -> str:
     """The rows, the outliers, the files that could not be used, the suspects (one line each, and
     the whole attribution) and the distribution per link class, as one JSON document."""
-    return "".join(json_chunks(rows, fraction, problems, found))
+    return "".join(json_chunks(rows, fraction, problems, found, budget))
 
 
 ROWS_A_CHUNK = 20_000  # rows joined into one piece of a streamed report
@@ -114,7 +124,11 @@ ROWS_A_CHUNK = 20_000  # rows joined into one piece of a streamed report
 
 @bulk_chunks
 def json_chunks(
-    rows: list[Row], fraction: float, problems: list[str], found: Attribution | None = None
+    rows: list[Row],
+    fraction: float,
+    problems: list[str],
+    found: Attribution | None = None,
+    budget: float = answer.BUDGET,
 ) -> Iterator[str]:
     """`format_json` in pieces, to be written as they come: a million rows (a line each) are never
     held as one string, nor as one nested structure (that took gigabytes)."""
@@ -133,7 +147,7 @@ def json_chunks(
     del listed
     spread = ",\n".join(json.dumps(one.to_dict()) for one in class_distributions(rows, fraction))
     rest = rest[: -len("\n}")] + ',\n "distributions": [\n' + spread + "\n ]\n}"  # a line per class
-    chosen = answer.answers(rows)
+    chosen = answer.answers(rows, budget)
     if chosen:  # block lists measured by several paths, or beside compute: the key only then
         listed_answers = ",\n".join(json.dumps(one.to_dict()) for one in chosen)
         rest = rest[: -len("\n}")] + ',\n "answers": [\n' + listed_answers + "\n ]\n}"
@@ -271,11 +285,13 @@ def render(
     problems: list[str] | None = None,
     sources: list[str] | None = None,
     found: Attribution | None = None,
+    budget: float = answer.BUDGET,
 ) -> str:
     """The rows in format `name` (one of FORMATS): the one dispatch `report` and `run` share.
     `problems` are the inputs left out, each with why; `sources` the files read (html names them);
-    `found` the attribution of `rows`, made here (but for CSV) where not given."""
-    return "".join(render_chunks(rows, name, by, fraction, problems, sources, found))
+    `found` the attribution of `rows`, made here (but for CSV) where not given; `budget` the model's
+    slowdown a posting path may cost in the answer (--model-budget)."""
+    return "".join(render_chunks(rows, name, by, fraction, problems, sources, found, budget))
 
 
 def render_chunks(
@@ -286,6 +302,7 @@ def render_chunks(
     problems: list[str] | None = None,
     sources: list[str] | None = None,
     found: Attribution | None = None,
+    budget: float = answer.BUDGET,
 ) -> Iterator[str]:
     """`render` in pieces to write as they come (userfiles.write_chunks): the JSON and CSV of a
     million rows are never held whole. Bad names raise here, before any piece is made."""
@@ -297,11 +314,11 @@ def render_chunks(
         return csv_chunks(rows)
     found = found if found is not None else attribute(rows)
     if name == "json":
-        return json_chunks(rows, fraction, problems or [], found)
+        return json_chunks(rows, fraction, problems or [], found, budget)
     if name == "table":
-        return iter((format_table(rows, by, fraction, found),))
+        return iter((format_table(rows, by, fraction, found, budget),))
     if name == "markdown":
-        return iter((format_markdown(rows, by, fraction, found),))
+        return iter((format_markdown(rows, by, fraction, found, budget),))
     from .html import render as render_html  # matplotlib: loaded only for a page
 
-    return iter((render_html(rows, sources or [], problems or [], fraction, found),))
+    return iter((render_html(rows, sources or [], problems or [], fraction, found, budget),))

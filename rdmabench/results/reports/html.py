@@ -1,4 +1,6 @@
-"""One self-contained HTML page: the suspect parts first, per-link heatmaps (ends ordered by host,
+"""One self-contained HTML page: a block-list run's answer first (which posting path for each block
+size, idle and within the model's budget, with its costs, and a plot of GB/s against the model's
+slowdown per block size), then the suspect parts (where any link could be judged), per-link heatmaps (ends ordered by host,
 then the NIC each sends through, then device: a bad GPU or NIC is a line), bandwidth-vs-size curves
 per memory mode, shares of the physical limit, and the aggregate table. Plots are PNG images
 embedded in the page."""
@@ -17,7 +19,7 @@ from ..files.rows import Row, bulk, outliers, standings
 from ..verdicts.attribution import Attribution, attribute
 from ..verdicts.suspects import end_order
 from . import distribution
-from .answer import path_of
+from .answer import BUDGET, Answer, Point, answers, budget_words
 from .cells import COLUMNS, cells, class_distributions, outlier_lines
 
 
@@ -155,12 +157,12 @@ def line_of(row: Row) -> str:
     against), whether payloads were checked, and what ran beside it where the row says."""
     settings = dict(row.settings)
     parts = [row.modes]
-    blocks = settings.get("blocks")
-    if blocks is not None:
-        if blocks.startswith("1 x contiguous"):
+    if row.posting is not None:
+        if row.block_list is None:
             parts.append("one message (reference)")
         else:
-            parts.append(f"list posted by {path_of(row)}")
+            held = Point(row.posting, 0.0, None, row.posting_sms, row.posting_green, row.carveout or 0)
+            parts.append(f"list posted by {held.label}")
     parts.append("validated" if settings.get("validated") == "yes" else "not validated")
     if row.load.startswith("beside "):  # what ran beside the transfers (--beside)
         parts.append(row.load)
@@ -200,6 +202,93 @@ def _bounds(ax: Any, members: list[Row]) -> None:
         ax.axhline(gbps, linestyle="--", color="grey", linewidth=1)
         ax.plot([], [], linestyle="--", color="grey", label=_label(f"{limit}: the link's limit"))
     ax.legend(fontsize=7)
+
+
+ANSWERS_DRAWN_UP_TO = 32  # block sizes (per link, load and list) drawn; beyond, the table has them all
+
+
+def answer_plot(answer: Answer) -> tuple[str, str]:
+    """One block size's candidates as points of GB/s (y) against the model's slowdown (x), each with its
+    range over samples and pairs and its name; the budget as a vertical line; the list's contiguous
+    reference and its ceiling as horizontal lines. A run with no model beside it is drawn at 1."""
+    _fig, ax = _pyplot().subplots(figsize=(7, 4.2))
+    for point in answer.points:
+        x = point.slowdown if point.slowdown is not None else 1.0
+        low, high = point.slowdown_range or (x, x)
+        bottom, top = point.gbps_range or (point.gbps, point.gbps)
+        ax.errorbar(
+            [x], [point.gbps], xerr=[[max(0.0, x - low)], [max(0.0, high - x)]],
+            yerr=[[max(0.0, point.gbps - bottom)], [max(0.0, top - point.gbps)]], fmt="o", capsize=3,
+        )  # fmt: skip
+        ax.annotate(_label(point.label), (x, point.gbps), textcoords="offset points", xytext=(5, 5), fontsize=7)
+    ax.axvline(answer.budget, linestyle="--", color="tab:red", linewidth=1,
+               label=_label(f"the model's budget: x{answer.budget:.3f} ({budget_words(answer.budget)})"))  # fmt: skip
+    for gbps, what, style in (
+        (answer.contiguous_gbps, "the contiguous reference (the list's bytes as one message)", "-."),
+        (answer.ceiling_gbps, "the list's ceiling (a copy kernel over the list)", ":"),
+    ):
+        if gbps is not None:
+            ax.axhline(gbps, linestyle=style, color="grey", linewidth=1, label=_label(f"{what}: {gbps:.1f} GB/s"))
+    idle = all(point.slowdown is None for point in answer.points)
+    ax.set_xlabel("the model's slowdown (x; 1 = no loss)" + (": no model ran beside these" if idle else ""))
+    ax.set_ylabel("GB/s (1e9 B/s)")
+    ax.grid(True, alpha=0.3)
+    ax.set_ylim(bottom=0)
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=1)  # below: lines stay readable
+    title = (
+        f"{answer.test} {answer.modes} {answer.link}, {format_size(answer.size_bytes)} blocks ({answer.shape}), "
+        f"{answer.load}: GB/s against the model's slowdown, a point per posting path and carve-out "
+        "(bars: the range over samples and over pairs)"
+    )
+    return title, _png(_pyplot().gcf())
+
+
+ANSWER_COLUMNS = ("test", "modes", "link", "block size", "load", "choice", "path", "GB/s",
+                  "model slowdown [range]", "SMs taken from the model", "CPU us per descriptor")  # fmt: skip
+
+
+def answer_cells(answer: Answer) -> list[list[str]]:
+    """The answer's table rows: the fastest idle and the fastest within the budget, each with its costs."""
+    head = [answer.test, answer.modes, answer.link, format_size(answer.size_bytes), answer.load]
+    choices = [("fastest on an idle GPU", answer.idle)]
+    if answer.load != "alone":
+        choices.append((f"fastest within {budget_words(answer.budget)}", answer.within))
+    found = []
+    for what, point in choices:
+        if point is None:
+            found.append([*head, what, "none within the budget", "-", "-", "-", "-"])
+            continue
+        spread = f" [{point.slowdown_range[0]:.3f}-{point.slowdown_range[1]:.3f}]" if point.slowdown_range else ""
+        slowdown = f"x{point.slowdown:.3f}{spread}" if point.slowdown is not None else "-"
+        cpu = f"{point.cpu_us:.3g}" if point.cpu_us is not None else "-"
+        found.append([*head, what, point.label, f"{point.gbps:.3f}", slowdown, str(point.carveout), cpu])
+    return found
+
+
+def answer_section(rows: list[Row], budget: float) -> list[str]:
+    """The page's lead for block lists: the answer table and a plot per block size; nothing without lists."""
+    found = answers(rows, budget, every=True)
+    if not found:
+        return []
+    parts = [
+        "<h2>Which posting path</h2>",
+        f"<p>Per block size: the fastest path on an idle GPU, and the fastest beside the load whose slowdown of "
+        f"the model stays within the budget of {escape.html(budget_words(budget))} (--model-budget), each with its "
+        "three costs: the model's slowdown (its range over the pairs), the SMs carved from the model, and the CPU "
+        "time per descriptor ('-': not recorded).</p>",
+        "<table class='answer'><tr>" + "".join(f"<th>{escape.html(c)}</th>" for c in ANSWER_COLUMNS) + "</tr>",
+    ]
+    for answer in found:
+        parts += [
+            "<tr>" + "".join(f"<td>{escape.html(c)}</td>" for c in cells) + "</tr>" for cells in answer_cells(answer)
+        ]
+    parts.append("</table>")
+    parts += [_image(title, data) for title, data in map(answer_plot, found[:ANSWERS_DRAWN_UP_TO])]
+    if len(found) > ANSWERS_DRAWN_UP_TO:
+        parts.append(
+            f"<p>The first {ANSWERS_DRAWN_UP_TO} of {len(found)} block sizes drawn; the table has them all.</p>"
+        )
+    return parts
 
 
 _STYLE = """
@@ -300,7 +389,12 @@ def _distributions(found: list[distribution.Distribution]) -> list[str]:
 
 @bulk
 def render(
-    rows: list[Row], sources: list[str], problems: list[str], fraction: float, found: Attribution | None = None
+    rows: list[Row],
+    sources: list[str],
+    problems: list[str],
+    fraction: float,
+    found: Attribution | None = None,
+    budget: float = BUDGET,
 ) -> str:
     found = found if found is not None else attribute(rows)
     parts = [
@@ -308,22 +402,24 @@ def render(
         f"<style>{_STYLE}</style><script>{_SCRIPT}</script></head><body>",
         "<h1>rdmabench report</h1>",
         f"<p>{len(sources)} results file(s); GB/s = 1e9 bytes/s; medians over runs.</p>",
-        "<h2>Suspects</h2><ul class='suspects'>"
-        + "".join(f"<li>{escape.html(line)}</li>" for line in found.lines())
-        + "</ul>",
     ]
+    parts += answer_section(rows, budget)
+    judged = found.judged > 0  # a run with no link to judge against its class: no suspects, no distributions
+    if judged:
+        parts.append(
+            "<h2>Suspects</h2><ul class='suspects'>"
+            + "".join(f"<li>{escape.html(line)}</li>" for line in found.lines())
+            + "</ul>"
+        )
+    else:
+        parts.append(f"<p class='unjudged'>No link judged against its class: {escape.html(_unjudged(found))}</p>")
     if problems:
         parts.append(
             "<h2>Files not used</h2><ul>"
             + "".join(f"<li class='warn'>{escape.html(p)}</li>" for p in problems)
             + "</ul>"
         )
-    parts += _distributions(class_distributions(rows, fraction))
-    parts.append(
-        "<h2>Outliers</h2><ul>"
-        + "".join(f"<li>{escape.html(line.strip())}</li>" for line in outlier_lines(outliers(rows, fraction), fraction))
-        + "</ul>"
-    )
+    parts += _judged_sections(rows, fraction) if judged else []
     parts.append("<h2>Per-link matrices</h2>")
     maps = heatmaps(rows)
     parts += [_image(t, d) for t, d in maps] or ["<p>No (test, modes, size) with more than one link.</p>"]
@@ -340,3 +436,24 @@ def render(
     parts.append("<h2>Sources</h2><ul>" + "".join(f"<li>{escape.html(s)}</li>" for s in sources) + "</ul>")
     parts.append("</body></html>")
     return "\n".join(parts)
+
+
+def _unjudged(found: Attribution) -> str:
+    """Why nothing was judged, in one line: every class of links too small."""
+    links = sum(one.links for one in found.classes)
+    return (
+        f"each of its {len(found.classes)} class(es) ({links} link(s)) has fewer than "
+        f"{found.params.floors.min_class_links} links, the fewest a judgement takes: no suspects, outliers "
+        "or distributions."
+    )
+
+
+def _judged_sections(rows: list[Row], fraction: float) -> list[str]:
+    """The distribution per link class and the outliers: only where some link was judged."""
+    parts = _distributions(class_distributions(rows, fraction))
+    parts.append(
+        "<h2>Outliers</h2><ul>"
+        + "".join(f"<li>{escape.html(line.strip())}</li>" for line in outlier_lines(outliers(rows, fraction), fraction))
+        + "</ul>"
+    )
+    return parts

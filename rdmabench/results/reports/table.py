@@ -108,11 +108,12 @@ class ProgressTable:
                 )
             )
             cost = f" {_COST_HEADER}" if self.bandwidth else ""
-            beside = f" {'alone':>9} {'model':>7}" if self.beside else ""
+            beside = f" {'alone':>9} {'model [range]':<20}" if self.beside else ""
             if self.beside:
                 lines.append(
                     f"# beside {self.beside} on each rank's GPU: alone = the link with no compute beside it (each "
-                    "pair's first half); model = the load's slowdown beside it (median of the pairs, the worse GPU)"
+                    "pair's first half); model = the load's slowdown beside it: its work lost over the shared window "
+                    "(median [range] of the pairs judged, the worse GPU)"
                 )
             lines.append(
                 f"{'size':>8} {'window':>6} {'iters':>7} {f'median {u}':>12} {'min':>8} {'max':>8} {'share':>14}{cost}"
@@ -166,14 +167,15 @@ class ProgressTable:
                 + ")"
                 + (
                     f"; alone = the same list with no compute beside it (the first half of each pair); model = "
-                    f"the slowdown of {self.beside} beside it (median of the pairs, the worse GPU); one msg rows "
+                    f"the slowdown of {self.beside} beside it (its work lost over the shared window: median [range] of "
+                    "the pairs judged, the worse GPU; carve N: its GEMM planned for N SMs fewer); one msg rows "
                     "are measured alone"
                     if self.beside
                     else ""
                 )
                 + f"\n{'block':>8} {'blocks':>7} {'layout':<10} {self.units:>9} {'p50 us':>9} {'p99 us':>9} "
                 f"{'p99.9 us':>9} {'post us':>8} {'vs one':>7} {'vs ceil':>7} {'by':>8}"
-                + (f" {'alone':>9} {'model':>7}" if self.beside else "")
+                + (f" {'alone':>9} {'model [range]':<20}" if self.beside else "")
                 + "  transport (UCX protocol)"
             )
         us = blocks.transfer_us
@@ -191,11 +193,13 @@ class ProgressTable:
         if not self.beside:
             return ""
         found = entry.beside or {}
-        alone, slowdown = found.get("transfer_alone"), found.get("slowdown")
-        return (
-            f" {'-' if alone is None else f'{self._figure(alone):.3f}':>9} "
-            f"{'-' if slowdown is None else f'x{slowdown:.3f}':>7}"
-        )
+        alone, slowdown, spread = found.get("transfer_alone"), found.get("slowdown"), found.get("slowdown_range")
+        model = "-" if slowdown is None else f"x{slowdown:.3f}"
+        if slowdown is not None and spread:  # every beside figure with its range over the pairs
+            model += f" [{spread[0]:.2f}-{spread[1]:.2f}]"
+        if found.get("carveout"):
+            model += f" carve {found['carveout']}"
+        return f" {'-' if alone is None else f'{self._figure(alone):.3f}':>9} {model:<20}"
 
     def pattern_header(
         self, pattern: str, links: int, rounds: int, src_mode: str, dst_mode: str, validate: bool

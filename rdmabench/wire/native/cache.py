@@ -15,21 +15,6 @@ from ... import privatedirs
 from ...errors import UnsafePathError
 
 
-def _cache_dirs() -> list[Path]:
-    """Where the built library may live, best first: the user's cache ($RDMABENCH_CACHE_DIR, else
-    $XDG_CACHE_HOME/rdmabench or ~/.cache/rdmabench), the login's runtime directory
-    ($XDG_RUNTIME_DIR), then (a read-only home on a compute node) a private directory under the
-    system's temporary one. Another user can create any of these names first: each is used only if
-    it is ours (privatedirs)."""
-    base = os.environ.get("RDMABENCH_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "rdmabench"
-    )
-    found = [Path(base)]
-    if os.environ.get("XDG_RUNTIME_DIR"):
-        found.append(Path(os.environ["XDG_RUNTIME_DIR"]) / "rdmabench")
-    return [*found, Path(tempfile.gettempdir()) / f"rdmabench-{os.geteuid()}"]
-
-
 def note(refused: list[str], problem: str) -> None:
     if problem not in refused:
         refused.append(problem)
@@ -37,7 +22,7 @@ def note(refused: list[str], problem: str) -> None:
 
 def _build_dir(refused: list[str]) -> Path:
     """The first cache directory that is ours (made, mode 0700, if missing) and writable."""
-    for directory in _cache_dirs():
+    for directory in privatedirs.cache_dirs():
         try:
             privatedirs.private_dir(directory)
         except UnsafePathError as exc:
@@ -47,13 +32,13 @@ def _build_dir(refused: list[str]) -> Path:
             continue
         if os.access(directory, os.W_OK):
             return directory
-    raise OSError(f"no cache directory of yours among {', '.join(str(d) for d in _cache_dirs())}")
+    raise OSError(f"no cache directory of yours among {', '.join(str(d) for d in privatedirs.cache_dirs())}")
 
 
 def _open_built(name: str, refused: list[str]) -> tuple[int, Path] | None:
     """A descriptor of a library built earlier, from the first cache directory that holds it,
     checked (the directory and the file ours, nobody else's to write) on the descriptor itself."""
-    for directory in _cache_dirs():
+    for directory in privatedirs.cache_dirs():
         try:
             return privatedirs.open_in_private_dir(directory / name, os.O_RDONLY), directory / name
         except UnsafePathError as exc:

@@ -1,5 +1,6 @@
-/* What the CUDA libraries of rdmabench (devlists.cu, gpuload.cu) share: a monotonic clock and the one
- * line a failed CUDA runtime call becomes. Included by both; their build digests hash it too. */
+/* What the CUDA libraries of rdmabench (devlists.cu, gpuload.cu, armed.cu) share: a monotonic clock,
+ * the one line a failed CUDA runtime call becomes, and a driver call found through the runtime.
+ * Included by each; their build digests hash it too. */
 #pragma once
 
 #include <cuda_runtime.h>
@@ -19,4 +20,21 @@ static int cuda_failed(cudaError_t err, const char *what, char *why, size_t len)
         return 0;
     snprintf(why, len, "%s: %s", what, cudaGetErrorString(err));
     return 1;
+}
+
+/* The driver's `name` as of CUDA `version` (12000: 12.0's signature), found through the runtime, so
+ * that a library need not link libcuda (a machine that builds it need not have the driver); NULL
+ * where the runtime (before 12.5) or the driver cannot give it. */
+static inline void *driver_entry(const char *name, unsigned int version)
+{
+#if CUDART_VERSION >= 12050
+    cudaDriverEntryPointQueryResult found;
+    void *call = NULL;
+    if (cudaGetDriverEntryPointByVersion(name, &call, version, cudaEnableDefault, &found) == cudaSuccess &&
+        found == cudaDriverEntryPointSuccess)
+        return call;
+#else
+    (void)name, (void)version;
+#endif
+    return NULL;
 }

@@ -194,18 +194,10 @@ static pop_context_t pop_context;
 
 static int driver_calls(void)
 {
-#if CUDART_VERSION >= 12050
-    cudaDriverEntryPointQueryResult found;
-    void *call = NULL;
-    if (push_context == NULL && cudaGetDriverEntryPointByVersion("cuCtxPushCurrent", &call, 12000, cudaEnableDefault,
-                                                                 &found) == cudaSuccess &&
-        found == cudaDriverEntryPointSuccess)
-        push_context = (push_context_t)call;
-    if (pop_context == NULL && cudaGetDriverEntryPointByVersion("cuCtxPopCurrent", &call, 12000, cudaEnableDefault,
-                                                                &found) == cudaSuccess &&
-        found == cudaDriverEntryPointSuccess)
-        pop_context = (pop_context_t)call;
-#endif
+    if (push_context == NULL)
+        push_context = (push_context_t)driver_entry("cuCtxPushCurrent", 12000);
+    if (pop_context == NULL)
+        pop_context = (pop_context_t)driver_entry("cuCtxPopCurrent", 12000);
     return push_context != NULL && pop_context != NULL;
 }
 
@@ -328,6 +320,36 @@ static int upload(uint64_t **to, const uint64_t *from, size_t count, char *why, 
     return RB_DEV_OK;
 }
 
+/* The peer's pool as UCX maps it (a kernel asks ucp_device_get_ptr), the GPU that holds it, and the
+ * grid a transfer's kernel launches with. */
+static int map_peer(rb_dev_plan *p, char *why, size_t len)
+{
+    void **slot = (void **)(p->failed + 2);
+    mapped_pointer<<<1, 1, 0, p->stream>>>(p->remote, slot, p->failed);
+    int failed = 0;
+    if (cuda_failed(cudaStreamSynchronize(p->stream), "mapping the peer's pool", why, len) ||
+        cuda_failed(cudaMemcpy(&failed, p->failed, sizeof(int), cudaMemcpyDeviceToHost), "copying a flag", why, len) ||
+        cuda_failed(cudaMemcpy(&p->mapped, slot, sizeof(void *), cudaMemcpyDeviceToHost), "copying the peer's pointer",
+                    why, len))
+        return RB_DEV_CUDA;
+    if (failed) {
+        snprintf(why, len, "UCX gave no pointer to the peer's pool (its lane cannot map it)");
+        return RB_DEV_UCX;
+    }
+    cudaPointerAttributes peer;
+    p->peer_device = cudaPointerGetAttributes(&peer, p->mapped) == cudaSuccess ? peer.device : p->device;
+    cudaGetLastError();
+    cudaDeviceProp props;
+    int device = 0;
+    cudaGetDevice(&device);
+    cudaGetDeviceProperties(&props, device);
+    p->grid = props.multiProcessorCount * 8; /* enough blocks in flight to cover the copy latency */
+    p->post_grid = p->grid;
+    p->post_threads = THREADS;
+    p->post_stream = p->stream;
+    return RB_DEV_OK;
+}
+
 /* Everything a step needs, made once: the lists, the offsets on the GPU, the peer's mapped pool, a
  * stream and an event per transfer. `total` = blocks of a step; `batch` transfers of total/batch. */
 int rb_dev_plan_create(ucp_worker_h worker, ucp_ep_h ep, ucp_mem_h memh, void *pool, size_t pool_bytes,
@@ -379,31 +401,12 @@ int rb_dev_plan_create(ucp_worker_h worker, ucp_ep_h ep, ucp_mem_h memh, void *p
     for (int t = 0; t < batch; t++)
         if (cuda_failed(cudaEventCreateWithFlags(&p->done[t], cudaEventDisableTiming), "cudaEventCreate", why, len))
             return RB_DEV_CUDA;
-    void **slot = (void **)(p->failed + 2);
-    mapped_pointer<<<1, 1, 0, p->stream>>>(p->remote, slot, p->failed);
-    int failed = 0;
-    if (cuda_failed(cudaStreamSynchronize(p->stream), "mapping the peer's pool", why, len) ||
-        cuda_failed(cudaMemcpy(&failed, p->failed, sizeof(int), cudaMemcpyDeviceToHost), "copying a flag", why, len) ||
-        cuda_failed(cudaMemcpy(&p->mapped, slot, sizeof(void *), cudaMemcpyDeviceToHost), "copying the peer's pointer",
-                    why, len))
-        return RB_DEV_CUDA;
-    if (failed) {
-        snprintf(why, len, "UCX gave no pointer to the peer's pool (its lane cannot map it)");
-        return RB_DEV_UCX;
-    }
-    cudaPointerAttributes peer;
-    p->peer_device = cudaPointerGetAttributes(&peer, p->mapped) == cudaSuccess ? peer.device : where.device;
-    cudaGetLastError();
-    cudaDeviceProp props;
-    int device = 0;
-    cudaGetDevice(&device);
-    cudaGetDeviceProperties(&props, device);
-    p->grid = props.multiProcessorCount * 8; /* enough blocks in flight to cover the copy latency */
-    p->post_grid = p->grid;
-    p->post_threads = THREADS;
-    p->post_stream = p->stream;
-    return RB_DEV_OK;
+    return map_peer(p, why, len);
 }
+
+/* The peer's pool as UCX maps it into this process (a device pointer: what an armed list copies to or
+ * from, armed.cu). */
+void *rb_dev_mapped(rb_dev_plan *p) { return p->mapped; }
 
 /* Beside compute: posting kernels on at most `ctas` CUDA blocks of 1,024 threads (so at most that
  * many SMs; 0 = the whole GPU), and on `stream` in green context `ctx` where a partition gives them
@@ -495,6 +498,18 @@ const char *rb_dev_ce_unsupported(void)
     return why;
 }
 
+/* Whether UCX refused any device put of the last kernel (the count reset for the next). */
+static int refused_puts(rb_dev_plan *p, char *why, size_t len)
+{
+    int failed = 0;
+    cudaMemcpy(&failed, p->failed, sizeof(int), cudaMemcpyDeviceToHost);
+    if (!failed)
+        return RB_DEV_OK;
+    snprintf(why, len, "UCX refused %d device put(s) of the list", failed);
+    cudaMemset(p->failed, 0, sizeof(int));
+    return RB_DEV_UCX;
+}
+
 /* One step: `batch` transfers of total/batch blocks, each one kernel launch and an event. Each
  * transfer's posting (the launch) and completion (its event, polled) from the start of its launch;
  * the step from the first launch to the last completion. */
@@ -548,16 +563,7 @@ int rb_dev_step(rb_dev_plan *p, int op, size_t block, double timeout, double *po
     }
     *step_seconds = now() - began;
     free(start);
-    int failed = 0;
-    if (rc == RB_DEV_OK && op == RB_DEV_PUT) {
-        cudaMemcpy(&failed, p->failed, sizeof(int), cudaMemcpyDeviceToHost);
-        if (failed) {
-            snprintf(why, len, "UCX refused %d device put(s) of the list", failed);
-            cudaMemset(p->failed, 0, sizeof(int));
-            rc = RB_DEV_UCX;
-        }
-    }
-    return rc;
+    return rc == RB_DEV_OK && op == RB_DEV_PUT ? refused_puts(p, why, len) : rc;
 }
 
 } /* extern "C" */

@@ -10,8 +10,12 @@
  *
  * An SM partition (green contexts, CUDA 12.4+ driver): the GPU's SMs split into a group for the
  * transfer and the rest for the load; the transfer's stream comes from here, the load then runs in
- * the rest. Built on first use with nvcc (rdmabench/wire/gpuload.py), loaded through ctypes. */
+ * the rest. A carve-out (rb_load_carve): the GEMM planned by cuBLASLt for SMs - N
+ * (CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, what PyTorch's _set_sm_carveout_experimental sets), on the
+ * whole GPU's stream, N SMs left to the transfer's kernel. Built on first use with nvcc
+ * (rdmabench/wire/gpuload.py), loaded through ctypes. */
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda.h>
 #include <cuda_bf16.h>
@@ -33,6 +37,11 @@
 #define RB_LOAD_GEMM 0
 #define RB_LOAD_DECODE 1
 
+#define RB_LOAD_WHOLE 0   /* where a run's operations go: the whole GPU, */
+#define RB_LOAD_PART 1    /* the partition's SMs, */
+#define RB_LOAD_CARVED 2  /* or the carved GEMM's plan on the whole GPU's stream */
+#define LT_WORKSPACE (32u << 20)
+
 #define DEPTH 2      /* operations queued at once */
 #define RING 65536   /* operation times kept between a start and a stop (the latest) */
 
@@ -51,11 +60,18 @@ struct rb_load {
     CUstream part, transfer;
     cublasHandle_t blas_part;
     int load_sms, transfer_sms;
+    /* The carve-out, where one was planned: cuBLASLt's handle, descriptors and the chosen algorithm. */
+    cublasLtHandle_t lt;
+    cublasLtMatmulDesc_t lt_desc;
+    cublasLtMatrixLayout_t lt_layout;
+    cublasLtMatmulAlgo_t lt_algo;
+    void *lt_workspace;
+    int carved_sms, sm_count;
     /* The running thread and what it measured. */
     pthread_t thread;
     volatile int running;
     int started;
-    int partitioned;      /* this run's operations go to the partition's stream */
+    int where;            /* RB_LOAD_WHOLE, RB_LOAD_PART or RB_LOAD_CARVED: this run's operations */
     cudaEvent_t begin[DEPTH], end[DEPTH];
     double times[RING];   /* seconds of each operation, ring */
     volatile size_t done;
@@ -98,8 +114,24 @@ __global__ void stream_hbm(const int4 *in, size_t words, int *out)
         out[blockIdx.x] = acc;
 }
 
+/* The carved GEMM: the same product through cuBLASLt, planned for the SMs the carve-out leaves. */
+static int carved_operation(rb_load *l, cudaStream_t stream)
+{
+    const float one = 1.0f, zero = 0.0f;
+    cublasStatus_t s = cublasLtMatmul(l->lt, l->lt_desc, &one, l->a, l->lt_layout, l->b, l->lt_layout, &zero, l->c,
+                                      l->lt_layout, l->c, l->lt_layout, &l->lt_algo, l->lt_workspace, LT_WORKSPACE,
+                                      stream);
+    if (s != CUBLAS_STATUS_SUCCESS) {
+        snprintf(l->why, sizeof(l->why), "cublasLtMatmul failed (status %d)", (int)s);
+        return RB_LOAD_CUDA;
+    }
+    return RB_LOAD_OK;
+}
+
 static int operation(rb_load *l, cudaStream_t stream, cublasHandle_t blas)
 {
+    if (l->where == RB_LOAD_CARVED)
+        return carved_operation(l, stream);
     if (l->kind == RB_LOAD_GEMM) {
         const float one = 1.0f, zero = 0.0f;
         int n = (int)l->size;
@@ -137,9 +169,10 @@ static void record(rb_load *l, int slot)
 static void *run(void *arg)
 {
     rb_load *l = (rb_load *)arg;
-    cudaStream_t stream = l->partitioned ? (cudaStream_t)l->part : l->whole;
-    cublasHandle_t blas = l->partitioned ? l->blas_part : l->blas_whole;
-    if (l->partitioned)
+    int partitioned = l->where == RB_LOAD_PART;
+    cudaStream_t stream = partitioned ? (cudaStream_t)l->part : l->whole;
+    cublasHandle_t blas = partitioned ? l->blas_part : l->blas_whole;
+    if (partitioned)
         cuCtxSetCurrent(l->ctx_load);
     else
         cudaSetDevice(l->device);
@@ -164,12 +197,73 @@ static void *run(void *arg)
     return NULL;
 }
 
+static void release_carve(rb_load *l)
+{
+    if (l->lt_desc != NULL)
+        cublasLtMatmulDescDestroy(l->lt_desc);
+    if (l->lt_layout != NULL)
+        cublasLtMatrixLayoutDestroy(l->lt_layout);
+    if (l->lt != NULL)
+        cublasLtDestroy(l->lt);
+    cudaFree(l->lt_workspace);
+    l->lt_desc = NULL;
+    l->lt_layout = NULL;
+    l->lt = NULL;
+    l->lt_workspace = NULL;
+    l->carved_sms = 0;
+}
+
+static int lt_failed(cublasStatus_t s, const char *what, char *why, size_t len)
+{
+    if (s == CUBLAS_STATUS_SUCCESS)
+        return 0;
+    snprintf(why, len, "%s failed (cuBLAS status %d)", what, (int)s);
+    return 1;
+}
+
+/* cuBLASLt's plan of the GEMM for `target` SMs: its descriptors and the heuristic's first algorithm. */
+static int plan_carve(rb_load *l, int target, char *why, size_t len)
+{
+    int n = (int)l->size;
+    int32_t sms = target;
+    cublasLtMatmulPreference_t pref = NULL;
+    cublasLtMatmulHeuristicResult_t found;
+    int results = 0;
+    size_t workspace = LT_WORKSPACE;
+    memset(&found, 0, sizeof(found));
+    if (lt_failed(cublasLtCreate(&l->lt), "cublasLtCreate", why, len) ||
+        lt_failed(cublasLtMatmulDescCreate(&l->lt_desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate",
+                  why, len) ||
+        lt_failed(cublasLtMatmulDescSetAttribute(l->lt_desc, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, &sms, sizeof(sms)),
+                  "setting CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET", why, len) ||
+        lt_failed(cublasLtMatrixLayoutCreate(&l->lt_layout, CUDA_R_16BF, n, n, n), "cublasLtMatrixLayoutCreate", why,
+                  len) ||
+        lt_failed(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate", why, len))
+        return RB_LOAD_CUDA;
+    int rc = RB_LOAD_OK;
+    if (lt_failed(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
+                                                       sizeof(workspace)),
+                  "setting cuBLASLt's workspace", why, len) ||
+        lt_failed(cublasLtMatmulAlgoGetHeuristic(l->lt, l->lt_desc, l->lt_layout, l->lt_layout, l->lt_layout,
+                                                 l->lt_layout, pref, 1, &found, &results),
+                  "cublasLtMatmulAlgoGetHeuristic", why, len))
+        rc = RB_LOAD_CUDA;
+    else if (results < 1) {
+        snprintf(why, len, "cuBLASLt has no algorithm for a bf16 %d^3 GEMM on %d SMs", n, target);
+        rc = RB_LOAD_UNSUPPORTED;
+    }
+    cublasLtMatmulPreferenceDestroy(pref);
+    if (rc == RB_LOAD_OK)
+        l->lt_algo = found.algo;
+    return rc;
+}
+
 extern "C" {
 
 const char *rb_load_abi(void)
 {
     return "RB_LOAD_OK=0;RB_LOAD_CUDA=1;RB_LOAD_NO_MEMORY=2;RB_LOAD_UNSUPPORTED=3;RB_LOAD_GEMM=0;RB_LOAD_DECODE=1;"
-           "RING=65536;";
+           "RING=65536;RB_LOAD_WHOLE=0;RB_LOAD_PART=1;RB_LOAD_CARVED=2;";
 }
 
 void rb_load_release(rb_load *l)
@@ -193,6 +287,7 @@ void rb_load_release(rb_load *l)
     }
     if (l->blas_whole != NULL)
         cublasDestroy(l->blas_whole);
+    release_carve(l);
     if (l->blas_part != NULL) {
         cuCtxSetCurrent(l->ctx_load);
         cublasDestroy(l->blas_part);
@@ -237,6 +332,7 @@ int rb_load_create(int device, int kind, size_t size, rb_load **out, char *why, 
     if (cuda_failed(cudaGetDeviceProperties(&props, device), "cudaGetDeviceProperties", why, len))
         return RB_LOAD_CUDA;
     l->grid = props.multiProcessorCount * 4;
+    l->sm_count = props.multiProcessorCount;
     if (kind == RB_LOAD_GEMM) {
         size_t bytes = size * size * sizeof(__nv_bfloat16);
         l->work = 2.0 * (double)size * (double)size * (double)size;
@@ -318,6 +414,41 @@ int rb_load_partition(rb_load *l, int sms, void **transfer_stream, void **transf
     return RB_LOAD_OK;
 }
 
+/* Plan the GEMM for the GPU's SMs less `sms` (cuBLASLt's SM-count target), for runs started with
+ * RB_LOAD_CARVED; the transfer's kernel is left the `sms` others. Again with another count: planned anew. */
+int rb_load_carve(rb_load *l, int sms, char *why, size_t len)
+{
+    if (l->kind != RB_LOAD_GEMM) {
+        snprintf(why, len, "a carve-out plans the GEMM for fewer SMs: the decode load has no GEMM");
+        return RB_LOAD_UNSUPPORTED;
+    }
+    if (l->started) {
+        snprintf(why, len, "the compute load is running: stop it before carving SMs from it");
+        return RB_LOAD_CUDA;
+    }
+    if (sms < 1 || sms >= l->sm_count) {
+        snprintf(why, len, "a carve-out of %d SMs leaves the GEMM none of the GPU's %d", sms, l->sm_count);
+        return RB_LOAD_UNSUPPORTED;
+    }
+    if (l->carved_sms == sms)
+        return RB_LOAD_OK;
+    release_carve(l);
+    if (cuda_failed(cudaSetDevice(l->device), "cudaSetDevice", why, len))
+        return RB_LOAD_CUDA;
+    if (cuda_failed(cudaMalloc(&l->lt_workspace, LT_WORKSPACE), "cudaMalloc of cuBLASLt's workspace", why, len))
+        return RB_LOAD_NO_MEMORY;
+    int rc = plan_carve(l, l->sm_count - sms, why, len);
+    if (rc != RB_LOAD_OK) {
+        release_carve(l);
+        return rc;
+    }
+    l->carved_sms = sms;
+    return RB_LOAD_OK;
+}
+
+/* The GPU's SMs, all of them (what a carve-out is taken from). */
+int rb_load_sm_count(rb_load *l) { return l->sm_count; }
+
 double rb_load_work(rb_load *l) { return l->work; }
 
 /* Operations finished since the start (read while the thread runs: a count, not a lock). */
@@ -326,18 +457,27 @@ size_t rb_load_done(rb_load *l) { return l->done; }
 /* Whether the running operations ended on an error (rb_load_stop says which). */
 int rb_load_failed(rb_load *l) { return l->error; }
 
-/* Start the operations (in the partition's SMs where `partitioned`, else on the whole GPU). */
-int rb_load_start(rb_load *l, int partitioned, char *why, size_t len)
+/* Start the operations `where`: RB_LOAD_WHOLE (the whole GPU), RB_LOAD_PART (the partition's SMs) or
+ * RB_LOAD_CARVED (the GEMM planned for the SMs rb_load_carve left it). */
+int rb_load_start(rb_load *l, int where, char *why, size_t len)
 {
     if (l->started) {
         snprintf(why, len, "the compute load is running already");
         return RB_LOAD_CUDA;
     }
-    if (partitioned && l->part == NULL) {
+    if (where == RB_LOAD_PART && l->part == NULL) {
         snprintf(why, len, "no SM partition was made for the compute load");
         return RB_LOAD_UNSUPPORTED;
     }
-    l->partitioned = partitioned;
+    if (where == RB_LOAD_CARVED && l->carved_sms == 0) {
+        snprintf(why, len, "no carve-out was planned for the compute load");
+        return RB_LOAD_UNSUPPORTED;
+    }
+    if (where < RB_LOAD_WHOLE || where > RB_LOAD_CARVED) {
+        snprintf(why, len, "no such place for the compute load's operations: %d", where);
+        return RB_LOAD_UNSUPPORTED;
+    }
+    l->where = where;
     l->done = 0;
     l->error = 0;
     l->running = 1;
