@@ -196,7 +196,7 @@ def test_every_path_validates_every_block_beside_a_gemm(results_path: Path) -> N
     args = [*DEVICE_PUT, "--blocks", "64", "--block-size", "16KiB", "--layout", "random", "--posting", "all"]
     results = _run([*args, "--beside", "gemm:2048"], results_path)["results"]
     lists = [entry for entry in results if entry["blocks"]["count"] == 64]
-    assert [entry["blocks"]["posted_by"] for entry in lists] == ["gpu", "ce-batch", "cpu"]
+    assert [entry["blocks"]["posted_by"] for entry in lists] == ["gpu", "ce-batch", "ce-armed", "cpu"]
     for entry in lists:
         beside = entry["beside"]
         assert entry["validated"] and beside["load"] == "gemm:2048" and beside["transfer_alone"] > 0

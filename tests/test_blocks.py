@@ -231,7 +231,7 @@ def test_a_shape_gives_its_protocols_and_a_list_its_contiguous_references_as_com
     shape = config.shape
     assert shape is config.shape and shape.form == "block list" and shape.device
     steps = config.kind.protocols(shape)
-    assert [step.shape.posting for step in steps] == ["gpu", "ce-batch", "cpu"]  # type: ignore[attr-defined]
+    assert [step.shape.posting for step in steps] == ["gpu", "ce-batch", "ce-armed", "cpu"]  # type: ignore[attr-defined]
     assert [step.shape.posting for step in config.kind.protocols(shape, ("cpu",))] == ["cpu"]  # type: ignore[attr-defined]
     posted = [
         [(found.protocol.shape.posting, found.size) for found in steps[0].companions(4096, refused)]  # type: ignore[attr-defined]

@@ -4,16 +4,21 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
 from rdmabench.errors import ConfigError
+from rdmabench.hardware.gpu import visible_gpu_count
 from rdmabench.measure import postings
 from rdmabench.measure.blockrecord import BlockList
 from rdmabench.measure.postings import POSTINGS, Posting, parse_postings
+from rdmabench.results.files import document
 from rdmabench.results.files.entries import posting_of, settings_of
 from rdmabench.results.files.row import Row
-from rdmabench.results.reports.answer import path_of
+from rdmabench.wire import devapi
+
+from .conftest import QUICK, run_cli
 
 _RECORD = {
     "count": 8, "block_bytes": 4096, "transfer_bytes": 32768, "layout": "random", "batch": 1, "regions": 1,
@@ -41,10 +46,11 @@ def test_posting_of_reads_the_record_not_the_label() -> None:
     assert posting_of({"bandwidth_gbps": 1.0}) == (None, None, False)
     row = Row("put", "device", "device", 4096, "h:gpu0 -> h:gpu1", "intra-node", "h", "h", "GB/s")
     row.settings = (("blocks", "8 x random, 1 in flight, posted by the GPU, 16 SMs (green context)"),)
-    row.add_tail(dict(_RECORD, posted_by="ce-batch", sms={"mode": "copy engines"}))
-    assert path_of(row) == "ce-batch"  # the record says who posted it, whatever the label says
-    row.add_tail(_RECORD)
-    assert path_of(row) == "gpu (16 SMs (green context))"
+    row.add_list(dict(_RECORD, posted_by="ce-batch", sms={"mode": "copy engines"}), None, [1.0], first=True)
+    assert (row.posting, row.posting_sms, row.block_list) == ("ce-batch", None, "8 x random, 1 in flight")
+    row.add_list(dict(_RECORD, cpu_us_per_descriptor=0.5, contiguous_gbps=9.0), None, [1.0], first=True)
+    assert (row.posting, row.posting_sms, row.posting_green) == ("gpu", 16, True)
+    assert (row.cpu_us_per_descriptor, row.contiguous) == (0.5, [9.0])
 
 
 def test_a_new_path_is_its_record(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -61,21 +67,21 @@ def test_a_new_path_is_its_record(monkeypatch: pytest.MonkeyPatch) -> None:
     assert parse_postings("all")[-1] == "ce-test" and parse_postings("cpu,ce-test") == ("cpu", "ce-test")
     assert "ce-test: copy engines armed ahead" in postings.posting_help()
     assert "ce-test: copies armed ahead of the data" in postings.by_words()
-    monkeypatch.setattr(postings, "DEVICE_PATHS", (armed.name,))  # (the others would build the GPU's library)
-    assert postings.problems() == {"ce-test": "no stream memory operations here"}  # the one check, with why
+    assert postings.problems({"cpu", "ce-test"}) == {"ce-test": "no stream memory operations here"}  # the one check
     entry = {"test": "put", "blocks": dict(_RECORD, posted_by="ce-test", sms={"mode": "copy engines"})}
     assert dict(settings_of(entry, {}))["blocks"] == "8 x random, 1 in flight, armed on the copy engines"
     assert posting_of(entry) == ("ce-test", None, False)
 
 
 def test_parse_postings_keeps_its_words() -> None:
-    assert parse_postings("all") == ("gpu", "ce-batch", "cpu") and parse_postings("") == ("auto",)
-    with pytest.raises(ConfigError, match=r"unknown --posting 'nope': choose auto, gpu, ce-batch, cpu, all"):
+    assert parse_postings("all") == ("gpu", "ce-batch", "ce-armed", "cpu") and parse_postings("") == ("auto",)
+    with pytest.raises(ConfigError, match=r"unknown --posting 'nope': choose auto, gpu, ce-batch, ce-armed, cpu, all"):
         parse_postings("gpu,nope")
     with pytest.raises(ConfigError, match="auto chooses a path itself"):
         parse_postings("auto,gpu")
     assert POSTINGS["auto"].posts == "gpu" and POSTINGS["cpu"].steps is None
-    assert [name for name, record in POSTINGS.items() if record.device] == ["gpu", "ce-batch"]
+    assert [name for name, record in POSTINGS.items() if record.device] == ["gpu", "ce-batch", "ce-armed"]
+    assert postings.REFERENCE_PATHS == ("gpu", "ce-batch")  # an armed copy of one block is ce-batch's copy
 
 
 def test_related_reads_the_fastest_reference_and_leaves_a_contiguous_message_alone() -> None:
@@ -86,3 +92,22 @@ def test_related_reads_the_fastest_reference_and_leaves_a_contiguous_message_alo
     one = replace(record, count=1, layout="contiguous", share_of_ceiling=None)
     assert one.related(3.0, None, [(40.0, "gpu")]).contiguous_gbps is None
     assert one.related(3.0, None, [(40.0, "gpu")]).share_of_ceiling == 0.01
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(visible_gpu_count() < 2, reason="ce-armed between two ranks: a GPU each")
+@pytest.mark.parametrize("test", ["put", "get"])
+def test_ce_armed_moves_and_validates_every_block_and_records_its_arming(test: str, tmp_path: Path) -> None:
+    """The registry's ce-armed through the block-list protocol: every block checked, the entry says who
+    posted it and what arming cost (outside the clock), and its reference is the GPU's contiguous one."""
+    out = tmp_path / "r.json"
+    args = ["run", "--np", "2", "--test", test, "--mode", "device", "--blocks", "64", "--block-size", "4KiB"]
+    proc = run_cli([*args, "--layout", "random", "--posting", "ce-armed", "-o", str(out), *QUICK])
+    assert proc.returncode == 0, proc.stderr
+    lists = [entry for entry in document.load(str(out))["results"] if entry["blocks"]["count"] == 64]
+    assert lists and all(entry["validated"] and entry["wrong_bytes"] == 0 for entry in lists)
+    record = BlockList.from_json(lists[0]["blocks"])
+    assert record is not None and record.posted_by == "ce-armed" and record.path == devapi.ARMED_PATH
+    assert record.arm_us is not None and record.arm_us > 0 and record.cpu_us_per_descriptor is not None
+    assert (record.armed_lists, record.arm_bound) == (1, devapi.ARM_BOUND)
+    assert record.contiguous_posted_by in postings.REFERENCE_PATHS

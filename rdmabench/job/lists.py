@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..errors import ConfigError
-from ..measure.postings import problems
+from ..measure.postings import REFERENCE_PATHS, problems
 from ..wire.mpi import World
 from .config import RunConfig
 
@@ -25,7 +25,7 @@ def posting_problems(config: RunConfig) -> dict[str, str]:
             return {path: f"--beside: {loaded.note}" for path in (*config.postings, "beside")}
     if not config.shape.device:
         return found
-    return problems()
+    return problems({*config.postings, *REFERENCE_PATHS})
 
 
 @dataclass

@@ -12,7 +12,7 @@ from typing import Any
 from ..stats import median, percentile
 from ..units import gbps
 from .blocks import BlockShape
-from .postings import posting
+from .postings import Arming, posting
 
 KEY = "blocks"  # the entry's field the record is written under
 
@@ -60,7 +60,8 @@ class BlockList:
     contiguous_gbps: float | None = None
     contiguous_posted_by: str | None = None
     share_of_contiguous: float | None = None
-    # Filled by the path that measures them (issue 44): CPU time per descriptor posted, ce-armed's arming.
+    # A path that arms its list ahead of the data (postings.Arming): the host's time arming a step (median)
+    # and per descriptor armed, the lists armed whole at once, the most copies armed at once.
     cpu_us_per_descriptor: float | None = None
     arm_us: float | None = None
     armed_lists: int | None = None
@@ -120,6 +121,7 @@ class BlockSteps:
     ceiling_seconds: list[float] | None = None
     sms: dict[str, Any] | None = None
     posted_descriptors: int | None = None
+    arming: Arming | None = None  # a path that arms its list ahead of the data (ce-armed)
 
     def end_bytes(self, size: int) -> int:
         """What each end keeps in flight: its pool."""
@@ -162,4 +164,9 @@ class BlockSteps:
         record = posting(found["posted_by"])
         if not (record is not None and record.device) and self.posted_descriptors is not None:
             found.update(posted_descriptors=self.posted_descriptors, merged=self.shape.merge)
+        arming = self.arming
+        if arming is not None and arming.seconds:  # the host's time arming a step, outside the clock
+            middle = median(arming.seconds)
+            found.update(arm_us=_us(middle), cpu_us_per_descriptor=round(middle / arming.copies * 1e6, 6))
+            found.update(armed_lists=arming.lists, arm_bound=arming.bound)
         return found

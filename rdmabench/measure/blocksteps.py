@@ -30,7 +30,7 @@ from .blocks import CTAS_PER_SM, BlockShape
 from .contract import ACK, DATA, READY, Companion, Figure, RoundEnd, RoundShape, Side, StepProtocol, tag
 from .need import PER_BLOCK_PYTHON, PER_MESSAGE, Need, beside, in_memory
 from .onesided import OPERATIONS, lend_and_borrow, native_loop
-from .postings import CPU, DEVICE_PATHS, POSTINGS, DeviceSteps
+from .postings import CPU, POSTINGS, REFERENCE_PATHS, DeviceList, DeviceSteps
 
 NAMES = {RMA_PUT: "put", RMA_GET: "get", TAGGED: "tagged"}
 _CEILINGS = {RMA_PUT: devapi.CEILING_PUT, RMA_GET: devapi.CEILING_GET}
@@ -58,6 +58,8 @@ class _Lists:
     path_note: str | None = None  # why not the GPU, where auto fell back
     plan: devapi.DevicePlan | None = None  # the list as the GPU sees it (device memory at both ends)
     steps: DeviceSteps | None = None  # how the GPU's side posts the list; None: the CPU's native loop
+    device: DeviceList | None = None  # the list as that path posts it
+    armed: list[float] = field(default_factory=list)  # the host's seconds arming each timed step (DeviceSteps.arm)
     sms: dict[str, Any] | None = None
     ceiling: list[float] | None = None
     payload: BlockPayload | None = None
@@ -89,7 +91,7 @@ class BlocksProtocol(StepProtocol):
         device list's posted by each of the GPU's paths every rank can run (else by the CPU), so that
         it is the fastest contiguous transfer of those bytes; another list's posted as the list."""
         if self.device:
-            paths = [path for path in DEVICE_PATHS if path not in refused] or [CPU]
+            paths = [path for path in REFERENCE_PATHS if path not in refused] or [CPU]
         else:
             paths = [self.shape.posting]
         found = []
@@ -148,9 +150,10 @@ class BlocksProtocol(StepProtocol):
     def record(self, end: RoundEnd, side: Side) -> BlockSteps:
         """Every timed transfer, and the shape, operation and path that moved them (for the entry)."""
         lists = _lists(end)
+        arming = lists.steps.arming(lists.device, lists.armed) if lists.steps and lists.device else None
         return BlockSteps(
             self.shape, self.name, lists.transfers, lists.posting, dict(lists.cold), lists.path, lists.posted_by,
-            lists.path_note, lists.ceiling, lists.sms, lists.posted,
+            lists.path_note, lists.ceiling, lists.sms, lists.posted, arming,
         )  # fmt: skip
 
     def setup(self, end: RoundEnd) -> None:
@@ -241,15 +244,23 @@ class BlocksProtocol(StepProtocol):
                 available.library, end.where, handles, (buffer.address, pool_bytes), (int(address), int(rkey or 0)),
                 offsets, remote_offsets, self.shape.batch, lists.loop.timeout,
             )  # fmt: skip
+            end.on_release(plan.release)  # before the pools are unmapped (releases run last first)
+            found = DeviceList(
+                plan, self.operation, end.spec.size, buffer.address, offsets, remote_offsets, self.shape.batch,
+                lists.loop.timeout, end.where,
+            )  # fmt: skip
+            if wanted.steps is not None:
+                wanted.steps.open(found)
+                end.on_release(lambda: wanted.steps.close(found) if wanted.steps else None)  # before the plan's
         except TransportError as exc:
             if wanted.device:
                 raise TransportError(f"--posting {wanted.name}: {exc}") from None
             lists.path_note = f"the GPU cannot post this list: {exc}"
             return
-        end.on_release(plan.release)  # before the pools are unmapped (releases run last first)
         lists.plan = plan
         if wanted.steps is not None:  # the GPU's side posts the list (auto: where it can)
-            lists.steps, lists.path, lists.posted_by = wanted.steps, wanted.steps.path(self.operation), wanted.posts
+            lists.steps, lists.device = wanted.steps, found
+            lists.path, lists.posted_by = wanted.steps.path(self.operation), wanted.posts
             lists.sms = self._budget(end, plan) if wanted.steps.budget else {"mode": wanted.who}
 
     def _budget(self, end: RoundEnd, plan: devapi.DevicePlan) -> dict[str, Any]:
@@ -284,8 +295,10 @@ class BlocksProtocol(StepProtocol):
         """The sender's payloads of step `index`; and, on the initiator of a path the GPU's side posts,
         what it does ahead of the step (DeviceSteps.arm), both outside the clock."""
         lists = _lists(end)
-        if lists.steps is not None and lists.plan is not None:
-            lists.steps.arm(lists.plan, self.operation, end.spec.size)
+        if lists.steps is not None and lists.device is not None:
+            seconds = lists.steps.arm(lists.device)
+            if seconds is not None and index >= end.spec.plan.warmup:
+                lists.armed.append(seconds)
         payload = lists.payload
         if payload is None or not end.targets:
             return
@@ -333,9 +346,9 @@ class BlocksProtocol(StepProtocol):
 
     def _gpu_step(self, end: RoundEnd, lists: _Lists) -> tuple[float, list[float], list[float]]:
         """The initiator's step posted from the GPU's side, inside the same READY and DONE as the CPU's."""
-        assert lists.steps is not None and lists.plan is not None
+        assert lists.steps is not None and lists.device is not None
         lists.loop.blocks_ready(lists.link, int(lists.scratch.ctypes.data))
-        found = lists.steps.post(lists.plan, self.operation, end.spec.size)
+        found = lists.steps.post(lists.device)
         lists.loop.blocks_done(lists.link, lists.signal_at)
         return found
 

@@ -5,27 +5,61 @@ help, the run's agreement on what every rank can run (job/lists.py), the step pr
 record here, its wrapper in wire/devapi.py and its native code, and nothing else.
 
 A path the GPU's side posts (`device`: a one-sided list of device memory at both ends) goes through
-`devapi.DevicePlan`, the list as the GPU sees it, with a `DeviceSteps` strategy: the operation it runs
-for a put or a get, `arm` (work outside the clock before each step: nothing for the paths here) and
-`post` (the timed step). The CPU's path is the native loop's own step (`steps` None).
+`devapi.DevicePlan`, the list as the GPU sees it, with a `DeviceSteps` strategy over the round's list
+(`DeviceList`): `open` and `close` once a round, `arm` (work outside the clock before each step: copies
+armed ahead of the data) and `post` (the timed step). The CPU's path is the native loop's own step
+(`steps` None).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
-from ..errors import ConfigError
+import numpy as np
+
+from ..errors import ConfigError, TransportError
 from ..wire import devapi
 from ..wire.native import RMA_GET, RMA_PUT
 
 
+@dataclass
+class DeviceList:
+    """A round's block list as the GPU's side posts it: the plan (UCX's view of both pools), the
+    operation (RMA_PUT or RMA_GET), the block size, this end's pool and every block's offset in a step
+    at both ends, and what a path keeps between steps (`kept`)."""
+
+    plan: devapi.DevicePlan
+    operation: int
+    size: int
+    pool: int  # this end's pool address
+    offsets: np.ndarray  # a step's blocks, in bytes from this end's pool
+    remote_offsets: np.ndarray  # and from the peer's
+    batch: int  # transfers a step
+    timeout: float
+    where: str
+    kept: Any = None  # ce-armed: its devapi.ArmedPlan
+
+
+@dataclass(frozen=True)
+class Arming:
+    """What a path that arms its list ahead of the data spent on it, outside the clock: the host's
+    seconds arming each timed step, the copies armed each time, the lists armed whole at once and the
+    most copies armed at once (the bound)."""
+
+    seconds: list[float]
+    copies: int
+    lists: int
+    bound: int
+
+
 @dataclass(frozen=True)
 class DeviceSteps:
-    """How a path posts a list from the GPU's side through a `devapi.DevicePlan`: the plan's operation
-    for a put and a get, what the protocol row says ran it, and the step in two parts: `arm`, before
-    the clock, and `post`, timed. A path with work to do ahead of its data (arming copies) subclasses
-    it and overrides `arm` and `post`."""
+    """How a path posts a list from the GPU's side: the plan's operation for a put and a get, what the
+    protocol row says ran it, and the step in parts: `open` and `close` once a round, `arm` before
+    each step, outside the clock, and `post`, timed. A path with work to do ahead of its data (arming
+    copies) subclasses it and overrides them."""
 
     operations: Mapping[int, int]  # RMA_PUT / RMA_GET -> the plan's operation
     how: str  # UCX's protocol report has no row for it: the row's words
@@ -36,12 +70,62 @@ class DeviceSteps:
         """What runs the list, for the results (the entry's `path`)."""
         return devapi.PATHS[self.operations[operation]]
 
-    def arm(self, plan: devapi.DevicePlan, operation: int, size: int) -> None:
-        """Work done outside the clock before each step (none here)."""
+    def open(self, found: DeviceList) -> None:
+        """Prepare the round's list (TransportError in one line where it cannot): nothing here."""
 
-    def post(self, plan: devapi.DevicePlan, operation: int, size: int) -> tuple[float, list[float], list[float]]:
+    def close(self, found: DeviceList) -> None:
+        """Release what `open` made, before the plan and the pools: nothing here."""
+
+    def arm(self, found: DeviceList) -> float | None:
+        """Work done outside the clock before each step: the host's seconds on it (None: no work)."""
+        return None
+
+    def post(self, found: DeviceList) -> tuple[float, list[float], list[float]]:
         """The timed step: (its seconds, each transfer's, each transfer's posting)."""
-        return plan.step(self.operations[operation], size)
+        return found.plan.step(self.operations[found.operation], found.size)
+
+    def arming(self, found: DeviceList, seconds: list[float]) -> Arming | None:
+        """What arming cost, from each timed step's `arm` seconds (None: the path arms nothing)."""
+        return None
+
+
+class ArmedSteps(DeviceSteps):
+    """ce-armed: each step's lists armed on the copy engines before the step, outside the clock (one
+    cudaMemcpyBatchAsync a list behind cuStreamWaitValue32 on a flag, at most devapi.ARM_BOUND copies
+    at once, the rest submitted behind the release), then released inside it and timed from the
+    release to the last copy landed (devapi.ArmedPlan). Each transfer is a list."""
+
+    def path(self, operation: int) -> str:
+        return devapi.ARMED_PATH
+
+    def open(self, found: DeviceList) -> None:
+        peer = found.plan.mapped  # the peer's pool as UCX maps it into this process
+        if not peer:
+            raise TransportError(f"the peer's pool is not mapped into this process ({found.where})")
+        local = found.pool + found.offsets.astype(np.int64)
+        remote = peer + found.remote_offsets.astype(np.int64)
+        put = found.operation == RMA_PUT
+        src, dst = (local, remote) if put else (remote, local)
+        sizes = np.full(len(local), found.size, dtype=np.int64)
+        found.kept = devapi.ArmedPlan(
+            src, dst, sizes, found.batch, "put" if put else "get", timeout=found.timeout, where=found.where
+        )
+
+    def close(self, found: DeviceList) -> None:
+        if found.kept is not None:
+            found.kept.close()
+
+    def arm(self, found: DeviceList) -> float | None:
+        return float(found.kept.arm())
+
+    def post(self, found: DeviceList) -> tuple[float, list[float], list[float]]:
+        released = found.kept.release()
+        late = released.late_seconds / found.batch  # the host's submitting behind the release, in the clock
+        return released.wall_seconds, list(released.list_seconds), [late] * found.batch
+
+    def arming(self, found: DeviceList, seconds: list[float]) -> Arming | None:
+        layout = found.kept.layout
+        return Arming(seconds, layout.armed_copies, layout.armed_lists, layout.bound)
 
 
 @dataclass(frozen=True)
@@ -52,9 +136,9 @@ class Posting:
     meaning: str  # --posting's help
     who: str  # who posts the list: "gpu", "copy engines", "cpu"
     needs: tuple[str, ...] = ()  # what it needs, in words
-    # Posted from the GPU's side: device lists only (one-sided, device memory at both ends), and each a
-    # contiguous reference of such a list (the fastest contiguous transfer of its bytes).
-    device: bool = False
+    device: bool = False  # posted from the GPU's side: device lists only (one-sided, device memory at both ends)
+    # A contiguous reference of such a list (the fastest contiguous transfer of its bytes), run before it.
+    reference: bool = False
     said: str = ""  # what a list's settings add for it (results/files/entries.py): "" for the CPU's
     words: str = ""  # what tables say of it under "by"
     steps: DeviceSteps | None = None  # how the GPU's side posts it; None: the CPU's native loop
@@ -79,6 +163,10 @@ def _copy_engines_problem() -> str | None:
     return _library_problem() or devapi.copy_engines_problem(devapi.load().library)
 
 
+def _armed_problem() -> str | None:
+    return _library_problem() or devapi.armed_why_not()  # the peer's pool is mapped through UCX's plan
+
+
 _GPU = DeviceSteps(
     {RMA_PUT: devapi.PUT, RMA_GET: devapi.GET},
     "gpu-initiated (device API)",
@@ -90,6 +178,11 @@ _COPY_ENGINES = DeviceSteps(
     "copy engines (cudaMemcpyBatchAsync)",
     dict.fromkeys((RMA_PUT, RMA_GET), "cudaMemcpyBatchAsync"),
 )
+_ARMED = ArmedSteps(
+    {},
+    "copy engines armed ahead (cudaMemcpyBatchAsync behind a flag)",
+    dict.fromkeys((RMA_PUT, RMA_GET), "cudaMemcpyBatchAsync"),
+)
 
 _RECORDS = (
     Posting(
@@ -98,14 +191,22 @@ _RECORDS = (
     ),
     Posting(
         "gpu", "one kernel a transfer posts every block (UCX's device API)", "gpu",
-        ("device memory at both ends", "one-sided", "nvcc", "UCX's device API"), device=True,
+        ("device memory at both ends", "one-sided", "nvcc", "UCX's device API"), device=True, reference=True,
         said=", posted by the GPU", words="UCX's device API", steps=_GPU, problem=_library_problem,
     ),
     Posting(
         "ce-batch", "the copy engines: one cudaMemcpyBatchAsync a transfer, posted by the CPU", "copy engines",
         ("device memory at both ends", "one-sided", "nvcc", "cudaMemcpyBatchAsync (CUDA 12.8)"), device=True,
-        said=", posted to the copy engines", words="the copy engines, one batched call a transfer",
+        reference=True, said=", posted to the copy engines", words="the copy engines, one batched call a transfer",
         steps=_COPY_ENGINES, problem=_copy_engines_problem,
+    ),
+    Posting(
+        "ce-armed", "the copy engines armed ahead of the data: each transfer's cudaMemcpyBatchAsync held on the "
+        "GPU behind a flag, released inside the step (arming, outside the clock, is recorded)", "copy engines",
+        ("device memory at both ends", "one-sided", "nvcc", "UCX's device API (the peer's pool mapped)",
+         "cudaMemcpyBatchAsync and stream memory operations"), device=True,
+        said=", armed on the copy engines", words="the copy engines armed ahead, released in the step",
+        steps=_ARMED, problem=_armed_problem,
     ),
     Posting(
         "cpu", "one ucp_put_nbx/ucp_get_nbx a block from the CPU", "cpu",
@@ -115,6 +216,7 @@ _RECORDS = (
 POSTINGS: dict[str, Posting] = {record.name: record for record in _RECORDS}
 PATHS = tuple(name for name, record in POSTINGS.items() if record.in_all)  # what `all` runs, in this order
 DEVICE_PATHS = tuple(name for name, record in POSTINGS.items() if record.device)
+REFERENCE_PATHS = tuple(name for name, record in POSTINGS.items() if record.reference)
 CPU = "cpu"  # the path every list can take
 
 
@@ -146,6 +248,7 @@ def by_words() -> str:
     return "; ".join(f"{name}: {record.words}" for name, record in POSTINGS.items() if record.words)
 
 
-def problems() -> dict[str, str]:
-    """Why this rank cannot run each device path, by path (the one check of availability)."""
-    return {name: why for name in DEVICE_PATHS if (why := POSTINGS[name].problem()) is not None}
+def problems(names: Iterable[str]) -> dict[str, str]:
+    """Why this rank cannot run each device path of `names`, by path (the one check of availability:
+    a path's library is built here, before anything is measured)."""
+    return {name: why for name in DEVICE_PATHS if name in names and (why := POSTINGS[name].problem()) is not None}
