@@ -127,7 +127,8 @@ def test_beside_compute_without_a_gpu_is_one_line(tmp_path: Path) -> None:
 
 
 def _row(path: str, size: int, gbps: float, beside: tuple[float, float] | None, load: str = "beside gemm:8192") -> Row:
-    """A generated report row of a 1,024-block list (its settings as settings_of writes them)."""
+    """A generated report row of a 1,024-block list (its settings as settings_of writes them, its posting
+    as entries.posting_of reads it)."""
     posted = {"gpu": ", posted by the GPU", "ce-batch": ", posted to the copy engines", "cpu": ""}[path]
     shape = f"1024 x random, 1 in flight{posted}"
     row = Row("put", "device", "device", size, "h:gpu0 -> h:gpu1", "intra-node", "h", "h", "GB/s", load)
@@ -195,7 +196,7 @@ def test_every_path_validates_every_block_beside_a_gemm(results_path: Path) -> N
     args = [*DEVICE_PUT, "--blocks", "64", "--block-size", "16KiB", "--layout", "random", "--posting", "all"]
     results = _run([*args, "--beside", "gemm:2048"], results_path)["results"]
     lists = [entry for entry in results if entry["blocks"]["count"] == 64]
-    assert [entry["blocks"]["posted_by"] for entry in lists] == ["gpu", "ce-batch", "cpu"]
+    assert [entry["blocks"]["posted_by"] for entry in lists] == ["gpu", "ce-batch", "ce-armed", "cpu"]
     for entry in lists:
         beside = entry["beside"]
         assert entry["validated"] and beside["load"] == "gemm:2048" and beside["transfer_alone"] > 0

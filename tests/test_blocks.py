@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from rdmabench.errors import ConfigError
+from rdmabench.measure.blockrecord import BlockList
 from rdmabench.measure.blocks import BlockShape
 from rdmabench.memory.buffers import allocate
 from rdmabench.memory.payload import BlockPayload, block_keys
@@ -230,7 +231,7 @@ def test_a_shape_gives_its_protocols_and_a_list_its_contiguous_references_as_com
     shape = config.shape
     assert shape is config.shape and shape.form == "block list" and shape.device
     steps = config.kind.protocols(shape)
-    assert [step.shape.posting for step in steps] == ["gpu", "ce-batch", "cpu"]  # type: ignore[attr-defined]
+    assert [step.shape.posting for step in steps] == ["gpu", "ce-batch", "ce-armed", "cpu"]  # type: ignore[attr-defined]
     assert [step.shape.posting for step in config.kind.protocols(shape, ("cpu",))] == ["cpu"]  # type: ignore[attr-defined]
     posted = [
         [(found.protocol.shape.posting, found.size) for found in steps[0].companions(4096, refused)]  # type: ignore[attr-defined]
@@ -242,15 +243,16 @@ def test_a_shape_gives_its_protocols_and_a_list_its_contiguous_references_as_com
     assert [found.protocol.shape.posting for found in step.companions(4096, ())] == ["cpu"]  # type: ignore[attr-defined]
 
     def entry(count: int, value: float, posted_by: str = "cpu") -> Any:
-        blocks = {"count": count, "layout": "contiguous" if count == 1 else "random", "posted_by": posted_by}
-        return SimpleNamespace(size_bytes=4096, value=value, blocks=blocks)
+        layout = "contiguous" if count == 1 else "random"
+        blocks = {"count": count, "block_bytes": 4096, "layout": layout, "posted_by": posted_by}
+        return SimpleNamespace(size_bytes=4096, value=value, step=BlockList.from_json(blocks))
 
     references = {"contiguous": [entry(1, 30.0, "gpu"), entry(1, 40.0, "ce-batch")]}
     listed = entry(4, 10.0)
     steps[0].relate(listed, references)
-    assert (listed.blocks["contiguous_gbps"], listed.blocks["contiguous_posted_by"]) == (40.0, "ce-batch")
-    assert listed.blocks["share_of_contiguous"] == 0.25
+    assert (listed.step.contiguous_gbps, listed.step.contiguous_posted_by) == (40.0, "ce-batch")
+    assert listed.step.to_json()["share_of_contiguous"] == 0.25
     reference = entry(1, 30.0)
     steps[0].relate(reference, references)  # a contiguous message is no list to read against one
-    assert "contiguous_gbps" not in reference.blocks
+    assert "contiguous_gbps" not in reference.step.to_json()
     assert RunConfig.from_options({"test": "bw", "model": "llama-3.1-8b", "prompt": 64}).shape.form == "handoff"

@@ -19,7 +19,7 @@ import pytest
 
 from rdmabench import escape
 from rdmabench.measure import registry
-from rdmabench.measure.entry import Entry
+from rdmabench.measure.entryrecord import Ends, Entry, Limit, Steps, UcxPath
 from rdmabench.results.files.document import load
 from rdmabench.results.files.rows import Row, aggregate
 from rdmabench.results.reports import html
@@ -183,17 +183,15 @@ def test_one_line_messages_stay_one_line(tmp_path: Path) -> None:
     assert lines[0].startswith("rdmabench: warning: skipped") and "x\\x1b[31m\\nrdmabench" in lines[0]
 
 
-def _entry(**more: Any) -> Entry:
-    fields: dict[str, Any] = {
-        "test": "bw", "src_rank": 0, "dst_rank": 1, "src_mode": "pinned", "dst_mode": "pinned",
-        "size_bytes": 4096, "figure_field": "bandwidth_gbps", "value": 9.0, "unit": "GB/s",
-        "scope": "unidirectional", "stats": {"median": 9.0, "min": 8.0, "max": 10.0, "p95": 10.0}, "samples": [9.0],
-        "window": 4, "iterations": 10, "warmup": 2, "messages_per_sample": 40, "validated": True,
-        "wrong_bytes": 0, "staging": None, "engine": "native", "ucx_memory_type_declared": True,
-        "share_of_limit": 0.5, "link": "same host",
-    }  # fmt: skip
-    fields.update(more)
-    return Entry(**fields)
+def _entry(transport: str, protocol: str, warnings: list[str], link_limit: dict[str, Any]) -> Entry:
+    return Entry(
+        test="bw", src_rank=0, dst_rank=1, src_mode="pinned", dst_mode="pinned", size_bytes=4096,
+        figure_field="bandwidth_gbps", value=9.0, unit="GB/s", scope="unidirectional",
+        stats={"median": 9.0, "min": 8.0, "max": 10.0, "p95": 10.0}, samples=[9.0],
+        steps=Steps(4, 10, 2, 40, "native", True), validated=True, wrong_bytes=0, staging=None,
+        path=UcxPath(transport, protocol), ends=Ends(link="same host"), warnings=warnings,
+        limit=Limit(link_limit, 0.5),
+    )  # fmt: skip
 
 
 def test_the_live_table_shows_control_characters() -> None:

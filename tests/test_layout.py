@@ -26,9 +26,10 @@ WINGS = {"anchor", "copy", "storage"}  # the user commands of their own, on one 
 # reports print the verdicts' suspects.
 ROOMS = ["files", "verdicts", "reports"]
 # What a step protocol (a module with a class that has a native_step) may import from measure/: the
-# contract and the need it returns, the planted faults, the block-list shape. Memory, wire and the base
+# contract and the need it returns, the planted faults, the block-list shape, the posting paths and the
+# block-list record. Memory, wire and the base
 # are open to it; the engine (round, entry, plan, registry, the kinds) and the other protocols are not.
-PROTOCOL_MAY = {"contract", "need", "faults", "blocks"}
+PROTOCOL_MAY = {"contract", "need", "faults", "blocks", "postings", "blockrecord"}
 # Imports between protocols that exist and are needed, each with why.
 PROTOCOL_EXCEPTIONS = {
     ("blocksteps", "onesided"): "block lists posted as puts and gets lend and borrow memory as the one-sided "

@@ -229,7 +229,7 @@ def test_the_nixl_anchor_beside_a_gemm_gives_both_sides_slowdowns() -> None:
     rows = nixl.compare(plan)
     paths = list(dict.fromkeys(row["rdmabench_posted_by"] for row in rows))
     skipped = set(rows[0].get("rdmabench_skipped") or {})
-    assert set(paths) | skipped == {"gpu", "ce-batch", "cpu"} and not set(paths) & skipped, (paths, skipped)
+    assert set(paths) | skipped == {"gpu", "ce-batch", "ce-armed", "cpu"} and not set(paths) & skipped, (paths, skipped)
     assert [(row["rdmabench_posted_by"], row["nixl_variant"]) for row in rows] == [
         (path, variant) for path in paths for variant in plan.variants
     ]

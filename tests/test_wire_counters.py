@@ -124,14 +124,14 @@ def _measured(src: int, dst: int, timer: int, before: counters.Counters, after: 
 
 
 def _entry(src: int, dst: int, transport: str, **known: Any) -> Any:
-    from rdmabench.measure.entry import Entry
+    from rdmabench.measure.entryrecord import Ends, Entry, Limit, Steps, UcxPath
 
     entry = Entry(
-        "bw", src, dst, "device", "device", _SIZE, "bandwidth_gbps", 1.0, "GB/s", "link", {}, [], 1, 4, 1, 4,
-        False, None, None, "native", True, transport=transport,
+        "bw", src, dst, "device", "device", _SIZE, "bandwidth_gbps", 1.0, "GB/s", "link", {}, [],
+        Steps(1, 4, 1, 4, "native", True), False, None, None, path=UcxPath(transport),
     )  # fmt: skip
-    for name, value in known.items():
-        setattr(entry, name, value)
+    limit = {name: known.pop(name) for name in ("link_limit",) if name in known}
+    entry.ends, entry.limit = Ends(**known), Limit(**limit)
     return entry
 
 
@@ -146,9 +146,9 @@ def _placement(hosts: list[str], bus_ids: list[str | None]) -> Any:
 
 
 def _check(entries: list[Any], measured: list[Any], placement: Any) -> None:
-    from rdmabench.measure.entry import _wire
+    from rdmabench.measure.costs import wire_check
 
-    _wire(entries, measured, SimpleNamespace(size=_SIZE), placement)  # type: ignore[arg-type]
+    wire_check(entries, measured, SimpleNamespace(size=_SIZE), placement)  # type: ignore[arg-type]
 
 
 def test_gpus_that_all_are_cuda_device_0_keep_their_own_nvlink_counters() -> None:

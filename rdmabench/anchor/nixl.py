@@ -31,8 +31,11 @@ from .. import privatedirs
 from ..errors import ConfigError, LaunchError, RdmabenchError, ValidationError
 from ..hardware.gpu import gpu_unavailable_reason, visible_gpu_count
 from ..measure.beside import Beside, worse_pairs
-from ..measure.blocks import BlockShape, parse_layout, parse_postings
+from ..measure.blockrecord import KEY as BLOCKS
+from ..measure.blockrecord import BlockList
+from ..measure.blocks import BlockShape, parse_layout
 from ..measure.kvhandoff import Handoff
+from ..measure.postings import parse_postings
 from ..pystart import python_module
 from ..stats import median
 from ..units import format_size
@@ -343,7 +346,7 @@ def transport_of(log: str, test: str, size: int) -> str | None:
 
 def run_blocks(case: _Case, plan: NixlPlan, validate: bool) -> dict[int, dict[str, dict[str, Any]]]:
     """rdmabench's block-list entries of one `rdmabench run` of the case's list: by size, then by who
-    posted the list (gpu, ce-batch, cpu), in the run's order."""
+    posted the list (measure/postings.py), in the run's order."""
     options = ["--test", case.test, "--mode", MEMORY[plan.mode][1], "--layout", case.shape.layout]
     if case.handoff is not None and case.model_file is not None:
         handoff = case.handoff
@@ -360,10 +363,10 @@ def run_blocks(case: _Case, plan: NixlPlan, validate: bool) -> dict[int, dict[st
     ran = run_document(options, samples=plan.samples, sample_time=plan.sample_time)
     case.skipped = dict((ran.get("metadata") or {}).get("skipped_postings") or {})  # a path the run left out, why
     for entry in ran["results"]:
-        blocks = entry.get("blocks") or {}
-        if blocks.get("count") == case.shape.count and entry["size_bytes"] in case.sizes:
+        blocks = BlockList.from_json(entry.get(BLOCKS))
+        if blocks is not None and blocks.count == case.shape.count and entry["size_bytes"] in case.sizes:
             if plan.beside is None or entry.get("beside"):  # (a list of one contiguous block is its own reference)
-                found.setdefault(entry["size_bytes"], {})[str(blocks.get("posted_by") or "cpu")] = entry
+                found.setdefault(entry["size_bytes"], {})[blocks.posted] = entry
     missing_sizes = [size for size in case.sizes if size not in found]
     if missing_sizes:
         raise LaunchError(f"rdmabench run measured no block list of {case.label} at {missing_sizes}")
@@ -408,8 +411,8 @@ def _row(
     row |= _nixl_figures(before, after, part) | _rdmabench_figures(unchecked, case.test)
     if plan.beside is not None:
         row |= _beside_figures(plan.beside, before, after, unchecked)
-    record = checked["blocks"]
-    row["checked_gbps"], row["checked_p99_us"] = record["transfer_gbps_p50"], record["transfer_us"]["p99"]
+    record = _record(checked)
+    row["checked_gbps"], row["checked_p99_us"] = record.transfer_gbps_p50, record.transfer_us["p99"]
     row["ratio_gbps"] = row["rdmabench_gbps"] / row["nixl_gbps"]
     row["ratio_p99"] = row["rdmabench_p99_us"] / row["nixl_p99_us"]
     row["validation_share"] = row["checked_gbps"] / row["rdmabench_gbps"]  # of the unchecked GB/s, kept checked
@@ -499,21 +502,28 @@ def _load_alone(gpus: list[dict[str, Any]]) -> float | None:
     return min(rates) if rates else None
 
 
+def _record(entry: dict[str, Any]) -> BlockList:
+    """An rdmabench entry's block-list record (run_blocks kept only entries that have one)."""
+    record = BlockList.from_json(entry.get(BLOCKS))
+    assert record is not None
+    return record
+
+
 def _rdmabench_figures(entry: dict[str, Any], test: str) -> dict[str, Any]:
     """rdmabench's figures of one run (validation off): its block record's, and the initiator's CPU."""
-    record = entry["blocks"]
-    out: dict[str, Any] = {f"rdmabench_{suffix}": record[name] for name, suffix in _PER_TRANSFER.items()}
-    out |= {f"rdmabench_{suffix}": record["transfer_us"][quantile] for quantile, suffix in _PERCENTILES.items()}
+    record = _record(entry)
+    out: dict[str, Any] = {f"rdmabench_{suffix}": getattr(record, name) for name, suffix in _PER_TRANSFER.items()}
+    out |= {f"rdmabench_{suffix}": record.transfer_us[quantile] for quantile, suffix in _PERCENTILES.items()}
     out["rdmabench_step_gbps"] = entry["bandwidth_gbps"]  # all bytes over the step's time, samples' median
     cpu = entry.get("cpu_s_per_gb") or {}
     out["rdmabench_cpu_s_per_gb"] = cpu.get("src" if test == "put" else "dst")
-    out["rdmabench_vs_one"] = record.get("share_of_contiguous")
-    out["rdmabench_posted_by"] = record.get("posted_by", "cpu")
-    if record.get("posted_descriptors") is not None:  # a request per descriptor, adjacent blocks merged
-        out["rdmabench_descriptors_posted"] = record["posted_descriptors"]
-    if record.get("ceiling_gbps"):  # the GPU's own copy of the list: each side's per-transfer GB/s against it
-        out["ceiling_gbps"] = record["ceiling_gbps"]
-    for name, seconds in (record.get("cold_s") or {}).items():
+    out["rdmabench_vs_one"] = record.share_of_contiguous
+    out["rdmabench_posted_by"] = record.posted
+    if record.posted_descriptors is not None:  # a request per descriptor, adjacent blocks merged
+        out["rdmabench_descriptors_posted"] = record.posted_descriptors
+    if record.ceiling_gbps:  # the GPU's own copy of the list: each side's per-transfer GB/s against it
+        out["ceiling_gbps"] = record.ceiling_gbps
+    for name, seconds in (record.cold_s or {}).items():
         out[f"rdmabench_cold_{name}_s"] = seconds
     return out
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..measure.postings import by_words
 from ..units import format_size
 from .rounds import DRIFT_LIMIT, round_lines, spread
 
@@ -27,8 +28,7 @@ def format_rows(rows: list[dict[str, Any]]) -> str:
         "# post = the median transfer's share spent posting; desc/s = descriptors a second; CPU = the initiator's "
         "CPU s/GB; vs one = GB/s against one contiguous message of the same bytes (N = NIXL, R = rdmabench); "
         "of ceil = GB/s against the GPU's own copy of the same list (device memory); by = who posted rdmabench's "
-        "list (gpu: UCX's device API; ce-batch: the copy engines, one batched call a transfer; cpu: a request "
-        "per block, as NIXL); NIXL = how NIXL posted (default: every descriptor on its own; sgl: "
+        f"list ({by_words()}); NIXL = how NIXL posted (default: every descriptor on its own; sgl: "
         "NIXL_UCX_SGL_ENABLE=1, one scatter-gather list a transfer)",
         *_beside_heading(rows),
         f"{'test':<4} {'mode':<6} {'list':<26} {'block':>7} {'NIXL':>7} {'NIXL GB/s':>9} {'GB/s':>8} {'ratio':>6} "

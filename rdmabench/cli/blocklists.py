@@ -8,8 +8,9 @@ from __future__ import annotations
 import click
 
 from ..measure import kvmodels
-from ..measure.blocks import LAYOUTS, POSTINGS, layout_help
+from ..measure.blocks import LAYOUTS, layout_help
 from ..measure.kvhandoff import KV_LAYOUTS
+from ..measure.postings import posting_help
 from .group import count, names
 from .options import SIZE, SIZES, Decorator, choices, group, parsed
 
@@ -55,7 +56,7 @@ posting_option = click.option(
     default="auto",
     metavar="PATH[,PATH...]|all",
     help="With --blocks, put or get of device memory: who posts the list; a list (or all) measures each path "
-    "in turn. " + "; ".join(f"{name}: {what}" for name, what in POSTINGS.items()) + ". Results name the path "
+    "in turn. " + posting_help() + ". Results name the path "
     "that ran, and why where auto fell back or a path of a list could not run.",
 )
 

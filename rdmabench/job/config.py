@@ -20,8 +20,9 @@ from typing import Any, TypeVar
 from ..errors import ConfigError
 from ..measure import blocktable, kvhandoff, plan, registry
 from ..measure.beside import Beside
-from ..measure.blocks import DEVICE_PATHS, TABLE, BlockShape, SmBudget, parse_postings
+from ..measure.blocks import TABLE, BlockShape, SmBudget
 from ..measure.kvhandoff import KV_LAYOUTS
+from ..measure.postings import DEVICE_PATHS, parse_postings
 from ..measure.shape import Shape
 from ..modes import MemoryMode
 from ..units import DISPLAY_UNITS, parse_sizes
@@ -156,7 +157,7 @@ class BlockLists:
     layout: str = "contiguous"
     batch: int = 1
     pool: int | None = None
-    posting: str = "auto"  # blocks.POSTINGS, a list of them, or all: each path in turn
+    posting: str = "auto"  # postings.POSTINGS, a list of them, or all: each path in turn
     posting_sms: str | None = None  # the SMs the GPU's posting kernel may take: blocks.SmBudget
     merge: bool = True  # CPU-posted lists: blocks adjacent at both ends in one request (--no-merge: one a block)
     # A block table replayed from a file (--blocks-from): its absolute path and the digest the launcher

@@ -7,13 +7,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..errors import ConfigError
-from ..measure.blocks import DEVICE_PATHS
+from ..measure.postings import REFERENCE_PATHS, problems
 from ..wire.mpi import World
 from .config import RunConfig
 
 
 def posting_problems(config: RunConfig) -> dict[str, str]:
-    """Why this rank cannot run a posting path of this run's device lists (gpu, ce-batch), by path.
+    """Why this rank cannot run a posting path of this run's device lists (measure/postings.py), by path.
     Built here, before anything is measured, so no list's cold costs include the one-time build; the
     compute load beside them too."""
     found: dict[str, str] = {}
@@ -25,15 +25,7 @@ def posting_problems(config: RunConfig) -> dict[str, str]:
             return {path: f"--beside: {loaded.note}" for path in (*config.postings, "beside")}
     if not config.shape.device:
         return found
-    from ..wire import devapi
-
-    available = devapi.load()
-    if available.library is None:
-        return dict.fromkeys(DEVICE_PATHS, available.note)
-    problem = devapi.copy_engines_problem(available.library)
-    if problem:
-        found["ce-batch"] = problem
-    return found
+    return problems({*config.postings, *REFERENCE_PATHS})
 
 
 @dataclass
@@ -47,7 +39,7 @@ class Lists:
 
     @classmethod
     def agreed(cls, config: RunConfig, problems: list[dict[str, str]]) -> Lists:
-        """From every rank's `posting_problems`. A path asked for alone (gpu, ce-batch) that a rank
+        """From every rank's `posting_problems`. A path asked for alone (not auto) that a rank
         cannot run is one line before any transfer; auto falls back per list; a list leaves such a path
         out and says why."""
         broken: dict[str, str] = {}

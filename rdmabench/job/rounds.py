@@ -89,14 +89,14 @@ def slow_links(entries: list[Entry], below: float, higher_is_better: bool = True
     inter-node), worst first: what a screen measures again, alone."""
     classes: dict[str, list[float]] = {}
     for entry in entries:
-        classes.setdefault(entry.link, []).append(entry.value)
+        classes.setdefault(entry.ends.link, []).append(entry.value)
     medians = {link_class: median(values) for link_class, values in classes.items()}
 
     def shortfall(entry: Entry) -> float:
-        median = medians[entry.link]
+        median = medians[entry.ends.link]
         if higher_is_better:
             return entry.value / median
         return median / entry.value if entry.value > 0 else 1.0
 
-    slow = [e for e in entries if medians[e.link] > 0 and shortfall(e) < below]
+    slow = [e for e in entries if medians[e.ends.link] > 0 and shortfall(e) < below]
     return [(e.src_rank, e.dst_rank) for e in sorted(slow, key=shortfall)]

@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError
+from .postings import POSTINGS
 
 # The layouts --layout takes, with what each means (the option's help is built from these).
 LAYOUTS = {
@@ -44,37 +45,11 @@ LAYOUTS = {
     "churn), placed at random in a pool four times larger (or --pool)",
 }
 TABLE = "table"  # the layout of a list read from a file (--blocks-from)
-# Who posts a one-sided list of device memory: the GPU (UCX's device API, wire/devapi.py), the copy
-# engines (one cudaMemcpyBatchAsync a transfer, posted by the CPU), the CPU (one request per block),
-# or auto: the GPU where it can, else the CPU, and the entry says why.
-POSTINGS = {
-    "auto": "the GPU where it can, else the CPU (the entry says why)",
-    "gpu": "one kernel a transfer posts every block (UCX's device API)",
-    "ce-batch": "the copy engines: one cudaMemcpyBatchAsync a transfer, posted by the CPU",
-    "cpu": "one ucp_put_nbx/ucp_get_nbx a block from the CPU",
-}
-PATHS = ("gpu", "ce-batch", "cpu")  # what `all` runs, in this order
-# The paths posted from the GPU's side: device lists only (one-sided, device memory at both ends), and
-# each a contiguous reference of such a list (the fastest contiguous transfer of its bytes).
-DEVICE_PATHS = ("gpu", "ce-batch")
 MAX_BLOCKS = 1 << 20  # per step (blocks x batch): a tag's slot bits and the tables' size
 _SEED = 0x6B76  # "kv"
 
 
 _SPREAD = {"contiguous": 1, "strided": 2, "random": 4, "runs": 4}  # pool slots per block moved, by default
-
-
-def parse_postings(text: str) -> tuple[str, ...]:
-    """--posting's paths, in order: a path, a comma-separated list, `all` (every path, PATHS)."""
-    names = [name.strip() for name in text.split(",") if name.strip()]
-    found = [path for name in names for path in (PATHS if name == "all" else (name,))]
-    for name in found:
-        if name not in POSTINGS:
-            raise ConfigError(f"unknown --posting {name!r}: choose {', '.join(POSTINGS)}, all, or a list of them")
-    found = list(dict.fromkeys(found))
-    if "auto" in found and len(found) > 1:  # auto may choose a path the list names too: one entry for two
-        raise ConfigError("--posting auto chooses a path itself: name the paths of a list (or all)")
-    return tuple(found) or ("auto",)
 
 
 def layout_help() -> str:
@@ -148,7 +123,7 @@ class BlockShape:
     batch: int = 1  # transfers in flight per step
     pool_bytes: int | None = None  # each end's pool (default: enough for the layout; 4x for random)
     regions: int = 1  # the pool's regions (layers x K/V); count is a multiple of it
-    posting: str = "auto"  # POSTINGS
+    posting: str = "auto"  # postings.POSTINGS
     merge: bool = True  # CPU-posted: blocks adjacent at both ends in one request
     # A table read from a file (layout TABLE): each end's slots, a step's blocks transfer by transfer.
     table: Any = field(default=None, compare=False, repr=False)

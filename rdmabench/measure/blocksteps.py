@@ -13,6 +13,7 @@ from __future__ import annotations
 import ctypes
 import time
 from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -24,21 +25,51 @@ from ..wire import devapi
 from ..wire.native import RMA_GET, RMA_PUT, TAGGED, BlocksLinkEnd, HotLoop, memory_type
 from ..wire.protoinfo import ProtoRow
 from . import faults
-from .blocks import CTAS_PER_SM, DEVICE_PATHS, BlockShape
+from .blockrecord import BlockList, BlockSteps
+from .blocks import CTAS_PER_SM, BlockShape
 from .contract import ACK, DATA, READY, Companion, Figure, RoundEnd, RoundShape, Side, StepProtocol, tag
 from .need import PER_BLOCK_PYTHON, PER_MESSAGE, Need, beside, in_memory
 from .onesided import OPERATIONS, lend_and_borrow, native_loop
+from .postings import CPU, POSTINGS, REFERENCE_PATHS, DeviceList, DeviceSteps
 
 NAMES = {RMA_PUT: "put", RMA_GET: "get", TAGGED: "tagged"}
-# The GPU side's operation for each posting path of a put or a get, and the list's ceiling.
-_DEVICE_OPERATIONS = {
-    "gpu": {RMA_PUT: devapi.PUT, RMA_GET: devapi.GET},
-    "ce-batch": {RMA_PUT: devapi.CE_PUT, RMA_GET: devapi.CE_GET},
-}
-_DEVICE_OPERATIONS["auto"] = _DEVICE_OPERATIONS["gpu"]
 _CEILINGS = {RMA_PUT: devapi.CEILING_PUT, RMA_GET: devapi.CEILING_GET}
 CONTIGUOUS = "contiguous"  # the companion: each transfer's bytes as one contiguous message
 _CEILING_STEPS = 7  # timed runs of the list's ceiling (after one to warm up): their median
+_STATE = "lists"  # the key of this protocol's state (_Lists) in RoundEnd.state
+
+
+@dataclass
+class _Lists:
+    """What a block list's end keeps between steps."""
+
+    loop: HotLoop
+    pool: Buffer
+    initiator: bool
+    cold: dict[str, float]  # what the list cost before its warm transfers, seconds
+    slow_every: int | None  # the planted slow transfer's period (faults), 0: none
+    transfers: list[float] = field(default_factory=list)
+    posting: list[float] = field(default_factory=list)
+    link: Any = None  # the native loop's BlocksLinkEnd
+    keep: tuple[np.ndarray, ...] = ()  # the arrays the link points into
+    posted: int = 0  # the requests the CPU posts a step
+    path: str = devapi.HOST_POSTED
+    posted_by: str = CPU
+    path_note: str | None = None  # why not the GPU, where auto fell back
+    plan: devapi.DevicePlan | None = None  # the list as the GPU sees it (device memory at both ends)
+    steps: DeviceSteps | None = None  # how the GPU's side posts the list; None: the CPU's native loop
+    device: DeviceList | None = None  # the list as that path posts it
+    armed: list[float] = field(default_factory=list)  # the host's seconds arming each timed step (DeviceSteps.arm)
+    sms: dict[str, Any] | None = None
+    ceiling: list[float] | None = None
+    payload: BlockPayload | None = None
+    scratch: np.ndarray = field(default_factory=lambda: np.zeros(8, dtype=np.uint8))
+    signal_at: int = 0
+
+
+def _lists(end: RoundEnd) -> _Lists:
+    found: _Lists = end.state[_STATE]
+    return found
 
 
 class BlocksProtocol(StepProtocol):
@@ -60,7 +91,7 @@ class BlocksProtocol(StepProtocol):
         device list's posted by each of the GPU's paths every rank can run (else by the CPU), so that
         it is the fastest contiguous transfer of those bytes; another list's posted as the list."""
         if self.device:
-            paths = [path for path in DEVICE_PATHS if path not in refused] or ["cpu"]
+            paths = [path for path in REFERENCE_PATHS if path not in refused] or [CPU]
         else:
             paths = [self.shape.posting]
         found = []
@@ -72,22 +103,11 @@ class BlocksProtocol(StepProtocol):
     def relate(self, entry: Figure, companions: Mapping[str, Sequence[Figure]]) -> None:
         """The model's handoff the list is; its share of its ceiling; and, but for a list that is itself
         one contiguous message, the fastest of its link's contiguous references and its share of it."""
-        blocks = entry.blocks
-        if blocks is None:
-            return
-        handoff = self.shape.handoff
-        if handoff is not None and blocks["count"] == handoff.count and entry.size_bytes == handoff.block_bytes:
-            blocks["handoff"] = handoff.record()
-        if blocks.get("ceiling_gbps"):
-            blocks["share_of_ceiling"] = entry.value / blocks["ceiling_gbps"]
-        if blocks["count"] == 1 and blocks["layout"] == "contiguous":
+        if not isinstance(entry.step, BlockList):
             return
         whole = companions.get(CONTIGUOUS, [])
-        found = [(c.value, c.blocks.get("posted_by") or "cpu") for c in whole if c.blocks is not None]
-        if found:
-            reference = max(found)
-            blocks["contiguous_gbps"], blocks["contiguous_posted_by"] = reference
-            blocks["share_of_contiguous"] = entry.value / reference[0]
+        references = [(c.value, c.step.posted) for c in whole if isinstance(c.step, BlockList)]
+        entry.step = entry.step.related(entry.value, self.shape.handoff, references)
 
     def need(self, spec: RoundShape, rank: int) -> Need:
         """The pool; a step's blocks copied out and compared by a check (validated); each block's
@@ -119,26 +139,22 @@ class BlocksProtocol(StepProtocol):
     def rows(self, end: RoundEnd, side: Side) -> dict[str, Any]:
         if self.operation == TAGGED:
             return end.tag_rows(side)
-        if end.state.get("path") in devapi.PATHS.values():
+        steps = _lists(end).steps
+        if steps is not None:
             # No ucp_put_nbx ran, so UCX's protocol report has no row: the lane that mapped the peer's
             # pool for the kernel or the copy engines is cuda_ipc's (the only one UCX maps pointers with).
-            engines = end.state["posted_by"] == "ce-batch"
-            how = "copy engines (cudaMemcpyBatchAsync)" if engines else "gpu-initiated (device API)"
-            call = "cudaMemcpyBatchAsync" if engines else devapi.API_CALLS[self.operation == RMA_GET]
-            row = ProtoRow(0, float("inf"), how, "cuda_ipc/cuda")
-            return {"rma": row, "operation": call, "locality": "intra-node"}
+            row = ProtoRow(0, float("inf"), steps.how, "cuda_ipc/cuda")
+            return {"rma": row, "operation": steps.calls[self.operation], "locality": "intra-node"}
         return end.rma_rows(side, OPERATIONS[self.operation])
 
-    def details(self, end: RoundEnd, side: Side) -> dict[str, Any]:
-        """Every timed transfer, and the shape and operation that moved them (for the entry's record)."""
-        state = end.state
-        return {
-            "shape": self.shape, "operation": self.name,
-            "transfer_seconds": state["transfers"], "post_seconds": state["posting"], "cold": dict(state["cold"]),
-            "path": state["path"], "path_note": state.get("path_note"), "ceiling_seconds": state.get("ceiling"),
-            "posted_by": state["posted_by"], "sms": state.get("sms"),
-            "posted_descriptors": state.get("posted"),
-        }  # fmt: skip
+    def record(self, end: RoundEnd, side: Side) -> BlockSteps:
+        """Every timed transfer, and the shape, operation and path that moved them (for the entry)."""
+        lists = _lists(end)
+        arming = lists.steps.arming(lists.device, lists.armed) if lists.steps and lists.device else None
+        return BlockSteps(
+            self.shape, self.name, lists.transfers, lists.posting, dict(lists.cold), lists.path, lists.posted_by,
+            lists.path_note, lists.ceiling, lists.sms, lists.posted, arming,
+        )  # fmt: skip
 
     def setup(self, end: RoundEnd) -> None:
         """The pool, the block lists and (one-sided) the peer's keys. The initiator keeps what each
@@ -146,7 +162,7 @@ class BlocksProtocol(StepProtocol):
         offsets, the native link), and later its first transfer."""
         if len(end.targets) + len(end.sources) != 1:
             raise TransportError(f"block lists move one link per rank at a time ({end.where})")
-        shape, size, state = self.shape, end.spec.size, end.state
+        shape, size = self.shape, end.spec.size
         outgoing = bool(end.targets)
         side = (end.targets + end.sources)[0]
         loop = native_loop(end)  # first: it provides the memory UCX allocates (MemoryMode.UCX)
@@ -157,30 +173,27 @@ class BlocksProtocol(StepProtocol):
         slots = shape.slots(mine, size)  # a random table costs a permutation of the pool: drawn once
         other = shape.slots(theirs, size) * size  # the peer's offsets: its pool's, and what merges
         clock: dict[str, float] = {}
-        state.update(transfers=[], posting=[], pool=pool, loop=loop, initiator=self._initiator(end), cold=clock)
-        state["slow_every"] = faults.slow_every()
+        lists = end.state[_STATE] = _Lists(loop, pool, self._initiator(end), clock, faults.slow_every())
         remote: tuple[Any, Any, Any] = (0, None, None)
         if self.operation != TAGGED:
-            lent = [] if state["initiator"] else [(side, [pool])]
-            borrowed = lend_and_borrow(end, lent, [side] if state["initiator"] else [], pool_bytes, clock)
-            if state["initiator"]:
+            lent = [] if lists.initiator else [(side, [pool])]
+            borrowed = lend_and_borrow(end, lent, [side] if lists.initiator else [], pool_bytes, clock)
+            if lists.initiator:
                 addresses, rkeys = borrowed[id(side)]
                 remote = (addresses[0], rkeys[0], other)
-        state["link"] = self._link(end, side, pool, slots * size, remote, other)
-        state["path"] = (
-            "tagged: one ucp_tag_send_nbx per descriptor" if self.operation == TAGGED else devapi.HOST_POSTED
-        )
-        state["posted_by"] = "cpu"
-        if self.operation != TAGGED and state["initiator"]:
+        lists.link = self._link(end, side, pool, slots * size, remote, other)
+        if self.operation == TAGGED:
+            lists.path = "tagged: one ucp_tag_send_nbx per descriptor"
+        if self.operation != TAGGED and lists.initiator:
             self._gpu_plan(end, side, (pool, pool_bytes), slots * size, remote)
         clock["prepare_s"] = time.perf_counter() - began - clock.get("keys_s", 0.0)
-        if state.get("plan") is not None:  # after the costs: the GPU's own time for the same list
-            state["ceiling"] = self._ceiling(state["plan"], size)
+        if lists.plan is not None:  # after the costs: the GPU's own time for the same list
+            lists.ceiling = self._ceiling(lists.plan, size)
         if end.spec.validate:  # outside the costs: what checking every block adds, not what moving them does
             sender = end.rank if outgoing else side.peer
-            state["payload"] = BlockPayload(pool, size, slots, sender)
-        state["scratch"] = np.zeros(8 * (shape.batch + 2), dtype=np.uint8)
-        state["signal_at"] = end.signal()[1]
+            lists.payload = BlockPayload(pool, size, slots, sender)
+        lists.scratch = np.zeros(8 * (shape.batch + 2), dtype=np.uint8)
+        lists.signal_at = end.signal()[1]
 
     def _link(
         self, end: RoundEnd, side: Side, pool: Buffer, offsets: np.ndarray, remote: tuple[Any, ...], other: np.ndarray
@@ -191,8 +204,8 @@ class BlocksProtocol(StepProtocol):
         first, mine, theirs, lengths = self.shape.descriptors(offsets, other, end.spec.size)
         first = np.ascontiguousarray(first, dtype=np.int32)
         local, far, lengths = (np.ascontiguousarray(found, dtype=np.uint64) for found in (mine, theirs, lengths))
-        end.state["_keep"] = (first, local, far, lengths)
-        end.state["posted"] = int(first[-1])
+        lists = _lists(end)
+        lists.keep, lists.posted = (first, local, far, lengths), int(first[-1])
         src, dst = side.link.src, side.link.dst
         initiator = dst if self.operation == RMA_GET else src
         peer = src if initiator == dst else dst
@@ -212,39 +225,43 @@ class BlocksProtocol(StepProtocol):
         self, end: RoundEnd, side: Side, pool: tuple[Buffer, int], offsets: np.ndarray, remote: tuple[Any, ...]
     ) -> None:
         """The list on the GPU's side (devapi.DevicePlan), where both ends hold device memory: the
-        step's path for --posting gpu, ce-batch and auto, and the list's ceiling for every posting.
-        Where the GPU cannot, auto keeps the CPU's path and the reason; gpu and ce-batch fail with it."""
-        state, wanted = end.state, self.shape.posting
+        step's path for a path the GPU's side posts (postings.Posting.steps), and the list's ceiling
+        for every posting. Where the GPU cannot, auto keeps the CPU's path and the reason; a device
+        path fails with it. (Whether a path can run on this rank was checked once, before the run:
+        job/lists.py.)"""
+        lists, wanted = _lists(end), POSTINGS[self.shape.posting]
         if any(mode.ucx_memory != "cuda" for mode in (side.link.src_mode, side.link.dst_mode)):
             return
         available = devapi.load()
         try:
             if available.library is None:
                 raise TransportError(available.note)
-            regs, loop = state["regs"], state["loop"]
             buffer, pool_bytes = pool
-            memh = regs.memory_handle(buffer.address, pool_bytes, memory_type(side.mode.ucx_memory))
+            memh = end.state["regs"].memory_handle(buffer.address, pool_bytes, memory_type(side.mode.ucx_memory))
             address, rkey, remote_offsets = remote
-            handles = (loop.worker, end.transport.endpoint_handle(side.peer), memh)
+            handles = (lists.loop.worker, end.transport.endpoint_handle(side.peer), memh)
             plan = devapi.DevicePlan(
                 available.library, end.where, handles, (buffer.address, pool_bytes), (int(address), int(rkey or 0)),
-                offsets, remote_offsets, self.shape.batch, loop.timeout,
+                offsets, remote_offsets, self.shape.batch, lists.loop.timeout,
             )  # fmt: skip
-            problem = plan.copy_engines_problem() if wanted == "ce-batch" else None
-            if problem:
-                plan.release()
-                raise TransportError(problem)
+            end.on_release(plan.release)  # before the pools are unmapped (releases run last first)
+            found = DeviceList(
+                plan, self.operation, end.spec.size, buffer.address, offsets, remote_offsets, self.shape.batch,
+                lists.loop.timeout, end.where,
+            )  # fmt: skip
+            if wanted.steps is not None:
+                wanted.steps.open(found)
+                end.on_release(lambda: wanted.steps.close(found) if wanted.steps else None)  # before the plan's
         except TransportError as exc:
-            if wanted in DEVICE_PATHS:
-                raise TransportError(f"--posting {wanted}: {exc}") from None
-            state["path_note"] = f"the GPU cannot post this list: {exc}"
+            if wanted.device:
+                raise TransportError(f"--posting {wanted.name}: {exc}") from None
+            lists.path_note = f"the GPU cannot post this list: {exc}"
             return
-        end.on_release(plan.release)  # before the pools are unmapped (releases run last first)
-        state["plan"] = plan
-        if wanted in _DEVICE_OPERATIONS:  # the GPU's side posts the list (auto: where it can)
-            state["operation"] = _DEVICE_OPERATIONS[wanted][self.operation]
-            state["path"], state["posted_by"] = devapi.PATHS[state["operation"]], "gpu" if wanted == "auto" else wanted
-            state["sms"] = self._budget(end, plan) if state["posted_by"] == "gpu" else {"mode": "copy engines"}
+        lists.plan = plan
+        if wanted.steps is not None:  # the GPU's side posts the list (auto: where it can)
+            lists.steps, lists.device = wanted.steps, found
+            lists.path, lists.posted_by = wanted.steps.path(self.operation), wanted.posts
+            lists.sms = self._budget(end, plan) if wanted.steps.budget else {"mode": wanted.who}
 
     def _budget(self, end: RoundEnd, plan: devapi.DevicePlan) -> dict[str, Any]:
         """Hold the posting kernel to --posting-sms: a grid of N CUDA blocks, or a green context of N SMs
@@ -260,12 +277,11 @@ class BlocksProtocol(StepProtocol):
         if not budget.green:
             plan.configure(budget.sms)
             return {"mode": "budget", "transfer": budget.sms}
-        load = end.state.get("load")
-        if load is None:
+        if end.load is None:
             raise TransportError("--posting-sms green:N splits the GPU with --beside's load: give --beside")
-        partition = load.split(budget.sms)
+        partition = end.load.split(budget.sms)
         plan.configure(0, partition.stream, partition.context)
-        end.state["partitioned"] = True
+        end.partitioned = True
         return {"mode": "green", "transfer": partition.transfer_sms, "load": partition.load_sms}
 
     def _ceiling(self, plan: devapi.DevicePlan, size: int) -> list[float]:
@@ -276,7 +292,14 @@ class BlocksProtocol(StepProtocol):
         return [plan.step(operation, size)[0] for _ in range(_CEILING_STEPS)]
 
     def fill(self, end: RoundEnd, index: int) -> None:
-        payload: BlockPayload | None = end.state.get("payload")
+        """The sender's payloads of step `index`; and, on the initiator of a path the GPU's side posts,
+        what it does ahead of the step (DeviceSteps.arm), both outside the clock."""
+        lists = _lists(end)
+        if lists.steps is not None and lists.device is not None:
+            seconds = lists.steps.arm(lists.device)
+            if seconds is not None and index >= end.spec.plan.warmup:
+                lists.armed.append(seconds)
+        payload = lists.payload
         if payload is None or not end.targets:
             return
         payload.fill(block_keys(payload.xp, index, self.shape.per_step, end.targets[0].link.dst))
@@ -286,7 +309,7 @@ class BlocksProtocol(StepProtocol):
         synchronize(end.targets[0].mode)
 
     def check(self, end: RoundEnd, index: int) -> None:
-        payload: BlockPayload | None = end.state.get("payload")
+        payload = _lists(end).payload
         if payload is None or not end.sources:
             return
         side = end.sources[0]
@@ -299,37 +322,34 @@ class BlocksProtocol(StepProtocol):
             )
 
     def native_step(self, end: RoundEnd, index: int) -> list[float]:
-        state = end.state
-        loop: HotLoop = state["loop"]
-        if state["initiator"] and state["path"] in devapi.PATHS.values():
-            step, seconds, posting = self._gpu_step(end)
+        lists = _lists(end)
+        if lists.initiator and lists.steps is not None:
+            step, seconds, posting = self._gpu_step(end, lists)
         else:
-            step, seconds, posting = loop.blocks(
+            step, seconds, posting = lists.loop.blocks(
                 self.operation,
-                state["initiator"],
-                state["link"],
-                state["signal_at"],
-                int(state["scratch"].ctypes.data),
+                lists.initiator,
+                lists.link,
+                lists.signal_at,
+                int(lists.scratch.ctypes.data),
                 self.shape.batch,
-                faults.SLOW_SECONDS if state["slow_every"] and index % state["slow_every"] == 0 else 0.0,
+                faults.SLOW_SECONDS if lists.slow_every and index % lists.slow_every == 0 else 0.0,
             )
-        if not state["initiator"]:
+        if not lists.initiator:
             return []
         if index == 0:  # the first transfer of the list: what a cold request pays beyond a warm one
-            state["cold"]["first_transfer_s"] = step
+            lists.cold["first_transfer_s"] = step
         if index >= end.spec.plan.warmup:
-            state["transfers"].extend(seconds)
-            state["posting"].extend(posting)
+            lists.transfers.extend(seconds)
+            lists.posting.extend(posting)
         return [step]
 
-    def _gpu_step(self, end: RoundEnd) -> tuple[float, list[float], list[float]]:
-        """The initiator's step posted by the GPU, inside the same READY and DONE as the CPU's."""
-        state = end.state
-        loop: HotLoop = state["loop"]
-        loop.blocks_ready(state["link"], int(state["scratch"].ctypes.data))
-        plan: devapi.DevicePlan = state["plan"]
-        found = plan.step(state["operation"], end.spec.size)
-        loop.blocks_done(state["link"], state["signal_at"])
+    def _gpu_step(self, end: RoundEnd, lists: _Lists) -> tuple[float, list[float], list[float]]:
+        """The initiator's step posted from the GPU's side, inside the same READY and DONE as the CPU's."""
+        assert lists.steps is not None and lists.device is not None
+        lists.loop.blocks_ready(lists.link, int(lists.scratch.ctypes.data))
+        found = lists.steps.post(lists.device)
+        lists.loop.blocks_done(lists.link, lists.signal_at)
         return found
 
     python_step = native_step  # native_loop() refused a rank without the native loop

@@ -5,8 +5,9 @@ measure/ only need, faults and the block shapes: tests/test_layout.py) to know a
 beside the others and its registry line, and the engine never names one.
 
 Holds: the message tags, a link and one end of it on a rank (`Side`), the round as a protocol sees
-it (`RoundShape`), this rank's part of a round (`RoundEnd`), the protocol itself (`StepProtocol`), and
-what a protocol's entries are read against (`Companion`, `Figure`).
+it (`RoundShape`), this rank's part of a round (`RoundEnd`), the protocol itself (`StepProtocol`),
+its own record of a link (`StepRecord`, `StepFigure`), and what a protocol's entries are read against
+(`Companion`, `Figure`).
 """
 
 from __future__ import annotations
@@ -99,7 +100,9 @@ class RoundEnd(Protocol):
     passes: int
     where: str  # how errors name the round
     native: Any  # the native loop's library, or None where the round runs in Python
-    state: dict[str, Any]  # what the protocol keeps between steps
+    state: dict[str, Any]  # what the protocol keeps between steps (its own typed record under a key, where it has one)
+    load: Any  # the compute load on this rank's GPU (measure.beside, --beside), or None
+    partitioned: bool  # the protocol took a green context's SMs from the load (the load runs in the rest)
     ucx_allocator: Callable[[int], Buffer] | None  # memory UCX allocates, provided by a one-sided protocol
     corrupt_at: int | None  # the planted fault's step (RDMABENCH_FAULT), on the round's first sender
 
@@ -121,12 +124,34 @@ class RoundEnd(Protocol):
     def rma_rows(self, side: Side, operation: str) -> dict[str, Any]: ...
 
 
+class StepFigure(Protocol):
+    """What an entry carries of its protocol's own record (a block list's: blockrecord.BlockList),
+    written under `key` as `to_json()` gives it."""
+
+    @property
+    def key(self) -> str: ...
+    def to_json(self) -> dict[str, Any]: ...
+
+
+class StepRecord(Protocol):
+    """What a protocol keeps of a link it times beyond its step times (a block list's:
+    blockrecord.BlockSteps), sent to rank 0; the engine passes it through without reading it."""
+
+    def figure(self, size: int) -> StepFigure | None:
+        """The entry's record at message size `size` (None: nothing to write)."""
+        ...
+
+    def end_bytes(self, size: int) -> int | None:
+        """The bytes each end keeps in flight (a block list: its pool); None: the window's buffers."""
+        ...
+
+
 class Figure(Protocol):
     """An entry as a protocol reads it against its companions' (measure.entry.Entry)."""
 
     size_bytes: int
     value: float
-    blocks: dict[str, Any] | None
+    step: StepFigure | None  # the protocol's own record of the entry (StepRecord.figure)
 
 
 class StepProtocol(Protocol):
@@ -168,10 +193,10 @@ class StepProtocol(Protocol):
         """What this rank's UCX reported for a link it times (RoundEnd.tag_rows for tagged messages)."""
         ...
 
-    def details(self, end: RoundEnd, side: Side) -> dict[str, Any]:
+    def record(self, end: RoundEnd, side: Side) -> StepRecord | None:
         """What the protocol keeps of a link it times beyond its step times, for the entry (block lists:
-        every transfer's time, the path that posted them, the list's ceiling); {} where nothing."""
-        ...
+        every transfer's time, the path that posted them, the list's ceiling); None by default."""
+        return None
 
     def setup(self, end: RoundEnd) -> None:
         """Allocate this rank's buffers and everything its steps reuse."""

@@ -153,9 +153,6 @@ class OneSidedProtocol(StepProtocol):
     def rows(self, end: RoundEnd, side: Side) -> dict[str, Any]:
         return end.rma_rows(side, OPERATIONS[self.operation])
 
-    def details(self, end: RoundEnd, side: Side) -> dict[str, Any]:
-        return {}
-
     def setup(self, end: RoundEnd) -> None:
         count = self._count(end)
         loop = native_loop(end)  # first: it provides the memory UCX allocates (MemoryMode.UCX)
@@ -220,9 +217,6 @@ class PutPingPongProtocol(StepProtocol):
 
     def rows(self, end: RoundEnd, side: Side) -> dict[str, Any]:
         return end.rma_rows(side, protoinfo.RMA_PUT)
-
-    def details(self, end: RoundEnd, side: Side) -> dict[str, Any]:
-        return {}
 
     def setup(self, end: RoundEnd) -> None:
         side = (end.targets + end.sources)[0]

@@ -27,9 +27,6 @@ class PingPongProtocol(StepProtocol):
     def rows(self, end: RoundEnd, side: Side) -> dict[str, Any]:
         return end.tag_rows(side)
 
-    def details(self, end: RoundEnd, side: Side) -> dict[str, Any]:
-        return {}
-
     def setup(self, end: RoundEnd) -> None:
         # The pinging end (src) keeps its link in `targets`, the echoing end in `sources`; each has
         # one outgoing and one incoming buffer, in its own memory.

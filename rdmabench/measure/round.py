@@ -33,7 +33,7 @@ from ..wire.staging import Carrier, Staging, make_carrier, pieces, staging_buffe
 from ..wire.ucx import Transport
 from . import faults
 from .beside import DRIFT_LIMIT, RETAKES, Beside, Pairs, load_on_this_gpu
-from .contract import Link, Side, StepProtocol
+from .contract import Link, Side, StepProtocol, StepRecord
 from .need import Need, message_end
 from .plan import Plan, calibrated_iterations, passes_for
 from .registry import TestKind
@@ -110,11 +110,13 @@ class LinkMeasurement:
     engine: str  # "native" or "python": who timed the steps
     memory_type_declared: bool  # UCX was told the buffers' memory type (native) or looked it up
     sender_rows: dict[str, Any] = field(default_factory=dict)  # the timing rank's UCX report rows
-    details: dict[str, Any] = field(default_factory=dict)  # what the protocol keeps beyond step times
+    record: StepRecord | None = None  # what the protocol keeps beyond step times (StepProtocol.record)
     passes: int = 1  # windows (round trips) per step
     # The timing rank's link counters read before and after the sampled steps (the wire check).
     wire: counters.Window = field(default_factory=lambda: counters.Window({}, {}))
     timer: int = -1  # the rank that timed the link (its src, or a get's dst)
+    # Beside compute: every GPU's load figures and the link's alone halves (round._beside_details).
+    beside: dict[str, Any] | None = None
 
     @property
     def per_step(self) -> int:
@@ -148,6 +150,9 @@ class EngineEnd:
         self.where = spec.describe()
         self.native = native if native is not None and not spec.staged else None
         self.state: dict[str, Any] = {}  # what the protocol keeps between steps
+        self.load: Any = None  # the compute load on this rank's GPU (--beside)
+        self.partitioned = False  # the protocol took a green context's SMs from the load
+        self.alone_steps: list[list[list[float]]] = []  # beside compute: per timed link, each pair's alone half
         self._allocated: list[Buffer] = []
         self._carriers: list[Carrier] = []
         self._signals: list[Any] = []
@@ -296,16 +301,15 @@ def run_round(
         for peer in end.peers:
             transport.endpoint(peer)
         if spec.beside is not None:  # before the protocol: an SM partition's transfer stream is the load's
-            end.state["load"] = load_on_this_gpu(spec.beside)
+            end.load = load_on_this_gpu(spec.beside)
         protocol.setup(end)
         step = protocol.native_step if end.native is not None else protocol.python_step
         timed = protocol.timed(end)
         pairs = _pairs(end) if spec.beside is not None else None
         samples, iterations, cpu, wire = _sample(end, comm, step, len(timed), pairs)
         rows = [protocol.rows(end, side) for side in timed]
-        kept = [protocol.details(end, side) for side in timed]
-        if pairs is not None:
-            _beside_details(end, comm, pairs, kept)
+        kept = [protocol.record(end, side) for side in timed]
+        besides = _beside_details(end, comm, pairs, len(timed)) if pairs is not None else [None] * len(timed)
     finally:
         end.release()
     engine = "native" if end.native is not None else "python"
@@ -326,6 +330,7 @@ def run_round(
                 end.passes,
                 wire,
                 end.rank,
+                besides[position],
             )
         )
     return measured, cpu
@@ -348,20 +353,19 @@ def _pairs(end: EngineEnd) -> Pairs:
     protocol's posting kernel took a green context's (blocksteps: SmBudget.green)."""
     spec = end.spec
     assert spec.beside is not None
-    return Pairs(spec.beside, end.state["load"], bool(end.state.get("partitioned")))
+    return Pairs(spec.beside, end.load, end.partitioned)
 
 
 _TAG_BESIDE = 14  # MPI tag of the round's exchange of what each GPU's load measured
 
 
-def _beside_details(end: EngineEnd, comm: Any, pairs: Pairs, kept: list[dict[str, Any]]) -> None:
+def _beside_details(end: EngineEnd, comm: Any, pairs: Pairs, links: int) -> list[dict[str, Any] | None]:
     """Each timed link's compute figures: this rank's GPU and the round's other ranks' (pair rounds)."""
     mine = pairs.summary()
     gpus = {end.rank: mine}
     for peer in sorted(set(end.spec.ranks) - {end.rank}):
         gpus[peer] = comm.sendrecv(mine, dest=peer, sendtag=_TAG_BESIDE, source=peer, recvtag=_TAG_BESIDE)
-    for details in kept:
-        details["beside"] = {"compute": gpus, "alone_step_times": end.state["alone_steps"].pop(0)}
+    return [{"compute": gpus, "alone_step_times": end.alone_steps.pop(0)} for _ in range(links)]
 
 
 class _Steps:
@@ -443,7 +447,7 @@ def _sample(
     its link counters read around them (its GPU's NVLinks only where both ends of one of its links
     are in GPU memory: NVML's reads are not free). Beside compute (`pairs`), each sample is a pair
     (_pair): the steps alone, then as many as the load's shared window takes (the alone halves go to
-    end.state["alone_steps"])."""
+    end.alone_steps)."""
     plan = end.spec.plan
     steps = _Steps(end, step)
     if plan.auto_passes and end.passes > 1:
@@ -475,7 +479,7 @@ def _sample(
         alone.append(first)
         samples.append(shared)
     if pairs is not None:  # per timed link, the alone halves of its samples (run_round files them)
-        end.state["alone_steps"] = [[per_link[position] for per_link in alone] for position in range(links)]
+        end.alone_steps = [[per_link[position] for per_link in alone] for position in range(links)]
     return samples, iterations, steps.cpu, counters.Window(before, counters.read(nvlink))
 
 

@@ -48,9 +48,6 @@ class WindowProtocol(StepProtocol):
     def rows(self, end: RoundEnd, side: Side) -> dict[str, Any]:
         return end.tag_rows(side)
 
-    def details(self, end: RoundEnd, side: Side) -> dict[str, Any]:
-        return {}
-
     def setup(self, end: RoundEnd) -> None:
         for side in end.targets:
             end.allocate(side, end.window, outgoing=True)

@@ -6,6 +6,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ...measure.blockrecord import KEY as BLOCKS
+from ...measure.blockrecord import BlockList
+from ...measure.postings import posting
 from ...modes import mode_named
 from ...units import format_size
 from .contents import figure_field
@@ -75,11 +78,6 @@ def finite_number(value: Any) -> float | None:
 _UCX_BOOKKEEPING = ("UCX_LOG_", "UCX_PROTO_INFO", "UCX_WARN_", "UCX_ERROR_", "UCX_HANDLE_ERRORS", "UCX_MEMTYPE_CACHE")
 
 
-# What a block list's settings say of who posted it; a request per block from the CPU adds nothing, as
-# before other paths existed. The report's answer reads the path from posting_of, never from these words.
-POSTED = {"gpu": ", posted by the GPU", "ce-batch": ", posted to the copy engines"}
-
-
 def settings_of(entry: dict[str, Any], metadata: dict[str, Any]) -> tuple[tuple[str, str], ...]:
     """The settings that must match before two runs of a link are merged: who timed the steps,
     whether payloads were checked, the window, and the UCX settings in force. (Load, memory modes
@@ -104,31 +102,35 @@ def settings_of(entry: dict[str, Any], metadata: dict[str, Any]) -> tuple[tuple[
     carveout = beside.get("carveout") if isinstance(beside, dict) else None
     if isinstance(carveout, int) and carveout > 0:  # the model's SMs carved out: another setting, never merged
         settings = (*settings, ("carveout", str(carveout)))
-    blocks = entry.get("blocks")
-    if isinstance(blocks, dict):  # block lists (--blocks): never merged with plain messages or other shapes
-        head, table = _list_words(blocks)
-        return (*settings, ("blocks", head + _posting_words(blocks) + table))
+    record = BlockList.from_json(entry.get(BLOCKS))
+    if record is not None:  # block lists (--blocks): never merged with plain messages or other shapes
+        head, table = _list_words(record)
+        return (*settings, ("blocks", head + _posting_words(record) + table))
     return settings
 
 
-def _list_words(blocks: dict[str, Any]) -> tuple[str, str]:
+def _list_words(record: BlockList) -> tuple[str, str]:
     """A block list's words apart from who posted it: its shape (with a model's handoff) and its table."""
-    shape = f"{blocks.get('count')} x {blocks.get('layout')}, {blocks.get('batch')} in flight"
-    handoff = blocks.get("handoff")
+    shape = f"{record.count} x {record.layout}, {record.batch} in flight"
+    handoff = record.handoff
     if isinstance(handoff, dict) and isinstance(handoff.get("model"), dict):  # --model: whose cache, how laid out
         shape += f", {handoff['model'].get('name')} {handoff.get('kv_layout')} {handoff.get('prompt_tokens')} tokens"
-    table = blocks.get("table")
+    table = record.table
     # --blocks-from: lists of their own, known by the file's digest
     return shape, f", table {str(table.get('sha256'))[:12]}" if isinstance(table, dict) else ""
 
 
-def _posting_words(blocks: dict[str, Any]) -> str:
-    """What a block list's settings say of how it was posted (the path, its SMs, unmerged requests)."""
-    words = POSTED.get(str(blocks.get("posted_by")), "")  # the GPU's kernel, the copy engines: paths apart
-    sms = blocks.get("sms")
+def _posting_words(record: BlockList) -> str:
+    """What a block list's settings say of how it was posted (the path's words, measure/postings.py: the
+    GPU's kernel, the copy engines: paths apart; a request per block from the CPU adds nothing, as before
+    other paths existed; its SMs, unmerged requests). The answer reads the path from posting_of, never
+    from these words."""
+    found = posting(record.posted_by if isinstance(record.posted_by, str) else None)
+    words = found.said if found is not None else ""
+    sms = record.sms
     if isinstance(sms, dict) and sms.get("mode") in ("budget", "green"):  # the posting kernel held to few SMs
         words += f", {sms.get('transfer')} SMs" + (" (green context)" if sms["mode"] == "green" else "")
-    if blocks.get("merged") is False:  # --no-merge: a request per block, where merging would post fewer
+    if record.merged is False:  # --no-merge: a request per block, where merging would post fewer
         words += ", unmerged"
     return words
 
@@ -136,37 +138,38 @@ def _posting_words(blocks: dict[str, Any]) -> str:
 def record_key(blocks: Any, beside: Any) -> str | None:
     """What a results record's own block list and load beside it add to its profile's settings and load
     (None: neither): records of one profile by other paths, SM budgets or carve-outs are other rows."""
-    if not isinstance(blocks, dict) and not isinstance(beside, dict):
+    record = BlockList.from_json(blocks)
+    if record is None and not isinstance(beside, dict):
         return None
-    words = "".join(_list_words(blocks)) + _posting_words(blocks) if isinstance(blocks, dict) else ""
+    words = "".join(_list_words(record)) + _posting_words(record) if record is not None else ""
     return words + (f" | {beside.get('load')} | {beside.get('carveout')}" if isinstance(beside, dict) else "")
 
 
 def posting_of(entry: dict[str, Any]) -> tuple[str | None, int | None, bool]:
-    """Who posted an entry's block list: the posting path's name (None: not a block list; "cpu" where
-    the entry names none, as before other paths existed), the SMs the posting kernel was held to
-    (None: no budget) and whether a green context held it there."""
-    blocks = entry.get("blocks")
-    if not isinstance(blocks, dict):
+    """Who posted an entry's block list: the posting path's name (measure/postings.py; None: not a block
+    list; "cpu" where the entry names none, as before other paths existed), the SMs the posting kernel
+    was held to (None: no budget) and whether a green context held it there."""
+    record = BlockList.from_json(entry.get(BLOCKS))
+    if record is None:
         return None, None, False
-    sms = blocks.get("sms")
+    sms = record.sms
     if (
         not isinstance(sms, dict)
         or sms.get("mode") not in ("budget", "green")
         or not isinstance(sms.get("transfer"), int)
     ):
-        return str(blocks.get("posted_by") or "cpu"), None, False
-    return str(blocks.get("posted_by") or "cpu"), int(sms["transfer"]), sms["mode"] == "green"
+        return record.posted, None, False
+    return record.posted, int(sms["transfer"]), sms["mode"] == "green"
 
 
 def block_list_of(entry: dict[str, Any]) -> str | None:
     """The block list an entry moved, apart from who posted it: entries of one list by different paths
     (and carve-outs) are candidates for one answer. None for plain messages and for a list's one-message
     reference (a single contiguous block)."""
-    blocks = entry.get("blocks")
-    if not isinstance(blocks, dict) or (blocks.get("count") == 1 and blocks.get("layout") == "contiguous"):
+    record = BlockList.from_json(entry.get(BLOCKS))
+    if record is None or record.one_message:
         return None
-    head, table = _list_words(blocks)
+    head, table = _list_words(record)
     return head + table
 
 

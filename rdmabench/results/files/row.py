@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any
 
+from ...measure.blockrecord import BlockList
 from ...stats import median
 from .entries import block_list_of, carveout_of, finite_number, posting_of
 
@@ -123,10 +124,11 @@ class Row:
     def add_tail(self, blocks: Any) -> None:
         """A block-list run's p99 and p99.9 of transfer times and its list's ceiling (its entry's
         `blocks`), where it has them."""
-        ceiling = finite_number(blocks.get("ceiling_gbps")) if isinstance(blocks, dict) else None
+        record = BlockList.from_json(blocks)
+        ceiling = finite_number(record.ceiling_gbps) if record is not None else None
         if ceiling is not None:
             self.ceilings = [*(self.ceilings or ()), ceiling]
-        us = blocks.get("transfer_us") if isinstance(blocks, dict) else None
+        us = record.transfer_us if record is not None else None
         if not isinstance(us, dict):
             return
         p99, p999 = finite_number(us.get("p99")), finite_number(us.get("p99.9"))
@@ -152,10 +154,11 @@ class Row:
         if first:
             self.posting, self.posting_sms, self.posting_green = posting_of(entry)
             self.block_list, self.carveout = block_list_of(entry), carveout_of(entry)
-        cpu = finite_number(blocks.get("cpu_us_per_descriptor"))
+        record = BlockList.from_json(blocks)
+        cpu = finite_number(record.cpu_us_per_descriptor) if record is not None else None
         if cpu is not None:
             self.cpu_us = [*(self.cpu_us or ()), cpu]
-        contiguous = finite_number(blocks.get("contiguous_gbps"))
+        contiguous = finite_number(record.contiguous_gbps) if record is not None else None
         if contiguous is not None:
             self.contiguous = [*(self.contiguous or ()), contiguous]
         found = beside.get("slowdown_range") if isinstance(beside, dict) else None

@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from ...escape import visible, visible_lines
 from ...hardware.limits import CACHE_REGIME
+from ...measure.blockrecord import BlockList
+from ...measure.postings import by_words
 from ...stats import median
 from ...units import DISPLAY_UNITS, format_size
 
@@ -17,8 +19,8 @@ if TYPE_CHECKING:
 
 
 def _transport(entry: Entry) -> str:
-    transport = visible(entry.transport or "unreported")
-    return f"{transport} ({visible(entry.protocol)})" if entry.protocol else transport
+    transport = visible(entry.path.transport or "unreported")
+    return f"{transport} ({visible(entry.path.protocol)})" if entry.path.protocol else transport
 
 
 _SHORT_KIND = {"host memory copy": "host copy"}
@@ -42,8 +44,8 @@ _COST_HEADER = f"{'CPU s/GB':>13} {'wire':>5}"
 
 
 def _share(entry: Entry) -> str:
-    share, limit = entry.share_of_limit, entry.link_limit
-    if (entry.link_limit_unknown or "").startswith(CACHE_REGIME):  # a copy that may run from a cache: no bound
+    share, limit = entry.limit.share_of_limit, entry.limit.link_limit
+    if (entry.limit.link_limit_unknown or "").startswith(CACHE_REGIME):  # a copy that may run from a cache: no bound
         return "in cache"
     if share is None or limit is None:
         return "-"
@@ -123,36 +125,36 @@ class ProgressTable:
         first = entries[0]
         size = format_size(first.size_bytes)
         s = first.stats
-        if first.blocks is not None:
-            line = self._block_row(first)
+        blocks = first.step if isinstance(first.step, BlockList) else None
+        if blocks is not None:
+            line = self._block_row(first, blocks)
         elif self.kind.unit == "us":
-            line = f"{size:>8} {first.iterations:>8} {s['median']:>10.2f} {s['min']:>9.2f} {s['p95']:>9.2f}  {_transport(first)}"
+            line = f"{size:>8} {first.steps.iterations:>8} {s['median']:>10.2f} {s['min']:>9.2f} {s['p95']:>9.2f}  {_transport(first)}"
         elif self.two_way and len(entries) > 1:
             forward, backward = entries[0], entries[1]
-            aggregate = self._figure(forward.aggregate_gbps or 0.0)
+            aggregate = self._figure(forward.together.aggregate_gbps or 0.0)
             line = (
-                f"{size:>8} {forward.window:>6} {forward.iterations:>7} {self._figure(forward.value):>13.3f} "
+                f"{size:>8} {forward.steps.window:>6} {forward.steps.iterations:>7} {self._figure(forward.value):>13.3f} "
                 f"{self._figure(backward.value):>13.3f} {aggregate:>10.3f} {_share(forward):>14} {_cost(forward)}  "
                 f"{_transport(forward)}"
             )
         else:
             cost = f" {_cost(first)}" if self.bandwidth else ""
             line = (
-                f"{size:>8} {first.window or 1:>6} {first.iterations:>7} {self._figure(s['median']):>12.3f} "
+                f"{size:>8} {first.steps.window or 1:>6} {first.steps.iterations:>7} {self._figure(s['median']):>12.3f} "
                 f"{self._figure(s['min']):>8.3f} {self._figure(s['max']):>8.3f} {_share(first):>14}{cost}"
                 f"{self._beside_cells(first)}  {_transport(first)}"
             )
         self._emit(line)
         for warning in sorted({w for e in entries for w in e.warnings}):
             self._emit(f"#   warning: {visible(warning)}")
-        note = (first.blocks or {}).get("path_note")
+        note = blocks.path_note if blocks is not None else None
         if note and note != self._path_note:  # auto posted from the CPU: why, once while it holds
             self._path_note = note
             self._emit(f"#   posted by the CPU: {visible(note)}")
 
-    def _block_row(self, entry: Entry) -> str:
+    def _block_row(self, entry: Entry, blocks: BlockList) -> str:
         """A block-list row: the figure, every transfer's percentiles, and the contiguous reference."""
-        blocks = entry.blocks or {}
         if not self._block_header:
             self._block_header = True
             self._emit(
@@ -160,8 +162,9 @@ class ProgressTable:
                 "step time (median of samples); transfer us = each transfer's time, posting its blocks included "
                 "(p50, p99, p99.9 of every transfer); post = posting alone (p50); vs one = against the same bytes "
                 "as one contiguous message, measured just before; vs ceil = against the GPU's own copy of the same "
-                "list (device memory); by = who posted the list (gpu: UCX's device API, ce-batch: the copy engines, "
-                "cpu: a request per block, blocks adjacent at both ends merged into one unless --no-merge)"
+                "list (device memory); by = who posted the list ("
+                + by_words()
+                + ")"
                 + (
                     f"; alone = the same list with no compute beside it (the first half of each pair); model = "
                     f"the slowdown of {self.beside} beside it (its work lost over the shared window: median [range] of "
@@ -175,14 +178,14 @@ class ProgressTable:
                 + (f" {'alone':>9} {'model [range]':<20}" if self.beside else "")
                 + "  transport (UCX protocol)"
             )
-        us = blocks["transfer_us"]
-        layout = "one msg" if blocks["count"] == 1 and blocks["layout"] == "contiguous" else blocks["layout"]
-        share, ceiling = blocks.get("share_of_contiguous"), blocks.get("share_of_ceiling")
+        us = blocks.transfer_us
+        layout = "one msg" if blocks.one_message else blocks.layout
+        share, ceiling = blocks.share_of_contiguous, blocks.share_of_ceiling
         return (
-            f"{format_size(entry.size_bytes):>8} {blocks['count']:>7} {layout:<10} {self._figure(entry.value):>9.3f} "
-            f"{us['p50']:>9.1f} {us['p99']:>9.1f} {us['p99.9']:>9.1f} {blocks['post_us_p50']:>8.1f} "
+            f"{format_size(entry.size_bytes):>8} {blocks.count:>7} {layout:<10} {self._figure(entry.value):>9.3f} "
+            f"{us['p50']:>9.1f} {us['p99']:>9.1f} {us['p99.9']:>9.1f} {blocks.post_us_p50:>8.1f} "
             f"{'-' if share is None else f'{share:.2f}':>7} {'-' if ceiling is None else f'{ceiling:.2f}':>7} "
-            f"{blocks.get('posted_by', '-'):>8}{self._beside_cells(entry)}  {_transport(entry)}"
+            f"{blocks.posted_by or '-':>8}{self._beside_cells(entry)}  {_transport(entry)}"
         )
 
     def _beside_cells(self, entry: Entry) -> str:
@@ -220,11 +223,11 @@ class ProgressTable:
             cost = f" {_cost(entry)}" if self.bandwidth else ""
             self._emit(
                 f"{format_size(entry.size_bytes):>8}  {entry.src_rank:>4} -> {entry.dst_rank:<4} {figure} "
-                f"{_share(entry):>14}{cost}  {entry.link:<10} {_transport(entry)}"
+                f"{_share(entry):>14}{cost}  {entry.ends.link:<10} {_transport(entry)}"
             )
             for warning in entry.warnings:
                 self._emit(f"#   warning: {visible(warning)}")
-        aggregate = entries[0].pattern_aggregate_gbps
+        aggregate = entries[0].together.pattern_aggregate_gbps
         if aggregate is not None:
             self._emit(
                 f"#   all {len(entries)} links together: {aggregate * self.factor:.3f} {self.units} aggregate"
@@ -237,7 +240,7 @@ class ProgressTable:
         unit = self.units if self.bandwidth else self.kind.unit
         ordered = sorted(entries, key=lambda e: e.value, reverse=not self.kind.higher_is_better)
         worst, middle = ordered[0], median([e.value for e in entries])
-        aggregate = entries[0].pattern_aggregate_gbps
+        aggregate = entries[0].together.pattern_aggregate_gbps
         together = (
             f", {aggregate * self.factor:.3f} {self.units} together{_pattern_share(entries[0])}"
             if aggregate is not None
@@ -279,7 +282,7 @@ class ProgressTable:
 
 def _pattern_share(entry: Entry) -> str:
     """' (41% of NVLink egress of GPU 0 ..., shared by 3 of the 3 links)', or '' without a limit."""
-    limit, share = entry.pattern_limit, entry.pattern_share_of_limit
+    limit, share = entry.together.pattern_limit, entry.together.pattern_share_of_limit
     if not limit or share is None:
         return ""
     return f" ({share:.0%} of {limit['gbps']:.1f} GB/s: {visible(str(limit['detail']))})"

@@ -1,0 +1,172 @@
+"""A block list's record, the one place its keys are named: what the timing rank kept of a list's
+steps (`BlockSteps`, the step protocol's record, sent to rank 0), and the entry's block-list record it
+makes (`BlockList`, written as the entry's "blocks"), with its JSON both ways: `to_json` for the
+results file, `from_json` for what reads one back (rows, reports, the NIXL anchor).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+from ..stats import median, percentile
+from ..units import gbps
+from .blocks import BlockShape
+from .postings import Arming, posting
+
+KEY = "blocks"  # the entry's field the record is written under
+
+
+def _us(seconds: float) -> float:
+    return round(seconds * 1e6, 3)  # to the nanosecond: the clock's own resolution
+
+
+@dataclass(frozen=True)
+class BlockList:
+    """A block-list entry's shape and its transfers (docs/results-format.md, "blocks"): GB/s and
+    latency percentiles from every timed transfer (not sample means), how the time split into posting
+    and completion, descriptors a second, what the list cost before its warm transfers (`cold_s`), who
+    posted it and its ceiling, and (StepProtocol.relate) its references. Fields left None are not
+    written. Read back (`from_json`), a field holds what the file held: its readers check it."""
+
+    count: int
+    block_bytes: int
+    transfer_bytes: int
+    layout: str
+    batch: int
+    regions: int
+    pool_bytes: int
+    operation: str
+    transfers: int
+    transfer_us: dict[str, float]  # p50, p99, p99.9, max
+    transfer_gbps_p50: float
+    descriptors_per_second_p50: float
+    post_us_p50: float
+    post_share_p50: float
+    completion_us_p50: float
+    cold_s: dict[str, float] | None = None
+    posted_by: str | None = None  # measure/postings.py: who posted the list
+    path: str | None = None  # what ran it
+    path_note: str | None = None  # why not the GPU, where auto fell back
+    sms: dict[str, Any] | None = None  # the SMs the posting kernel took
+    ceiling_gbps: float | None = None  # a plain copy kernel over the same step's list, median
+    ceiling_runs_gbps: list[float] | None = None
+    posted_descriptors: int | None = None  # the requests the CPU posted a step
+    merged: bool | None = None
+    table: dict[str, Any] | None = None  # --blocks-from
+    # What StepProtocol.relate reads against the list: its handoff, its ceiling, its contiguous reference.
+    handoff: dict[str, Any] | None = None
+    share_of_ceiling: float | None = None
+    contiguous_gbps: float | None = None
+    contiguous_posted_by: str | None = None
+    share_of_contiguous: float | None = None
+    # A path that arms its list ahead of the data (postings.Arming): the host's time arming a step (median)
+    # and per descriptor armed, the lists armed whole at once, the most copies armed at once.
+    cpu_us_per_descriptor: float | None = None
+    arm_us: float | None = None
+    armed_lists: int | None = None
+    arm_bound: int | None = None
+
+    key = KEY  # StepFigure: the entry's field it is written under
+
+    def to_json(self) -> dict[str, Any]:
+        return {item.name: value for item in fields(self) if (value := getattr(self, item.name)) is not None}
+
+    @classmethod
+    def from_json(cls, data: Any) -> BlockList | None:
+        """A record as a file holds it (None where it is not one); unknown keys are left out."""
+        if not isinstance(data, dict):
+            return None
+        found: dict[str, Any] = {item.name: data.get(item.name) for item in fields(cls)}
+        return cls(**found)
+
+    @property
+    def one_message(self) -> bool:
+        """A list of one contiguous block: itself a contiguous reference."""
+        return self.count == 1 and self.layout == "contiguous"
+
+    @property
+    def posted(self) -> str:
+        """Who posted it: a record without a path was posted by the CPU."""
+        return str(self.posted_by or "cpu")
+
+    def related(self, value: float, handoff: Any, references: list[tuple[float, str]]) -> BlockList:
+        """The record read against what it is a part of: the model's `handoff` it is (or None), its
+        ceiling, and the fastest of its link's contiguous references (value, who posted it)."""
+        found: dict[str, Any] = {}
+        if handoff is not None and self.count == handoff.count and self.block_bytes == handoff.block_bytes:
+            found["handoff"] = handoff.record()
+        if self.ceiling_gbps:
+            found["share_of_ceiling"] = value / self.ceiling_gbps
+        if references and not self.one_message:
+            best = max(references)
+            found.update(contiguous_gbps=best[0], contiguous_posted_by=best[1], share_of_contiguous=value / best[0])
+        return replace(self, **found)
+
+
+@dataclass(frozen=True)
+class BlockSteps:
+    """What the rank that timed a block list kept of its steps (the step protocol's record): every
+    timed transfer and its posting, what the list cost cold, who posted it and how, and the ceiling's
+    runs."""
+
+    shape: BlockShape
+    operation: str
+    transfer_seconds: list[float]
+    post_seconds: list[float]
+    cold: dict[str, float] = field(default_factory=dict)
+    path: str | None = None
+    posted_by: str = "cpu"
+    path_note: str | None = None
+    ceiling_seconds: list[float] | None = None
+    sms: dict[str, Any] | None = None
+    posted_descriptors: int | None = None
+    arming: Arming | None = None  # a path that arms its list ahead of the data (ce-armed)
+
+    def end_bytes(self, size: int) -> int:
+        """What each end keeps in flight: its pool."""
+        return self.shape.pool_slots(size) * size
+
+    def figure(self, size: int) -> BlockList | None:
+        """The entry's block-list record at block size `size` (None: no transfer was timed)."""
+        times, posting_s, shape = self.transfer_seconds, self.post_seconds, self.shape
+        if not times:
+            return None
+        moved = size * shape.count
+        completion = [t - p for t, p in zip(times, posting_s, strict=True)]
+        middle = percentile(times, 50)
+        record = BlockList(
+            count=shape.count, block_bytes=size, transfer_bytes=moved, layout=shape.layout, batch=shape.batch,
+            regions=shape.regions, pool_bytes=self.end_bytes(size), operation=self.operation, transfers=len(times),
+            transfer_us={f"p{q:g}": _us(percentile(times, q)) for q in (50, 99, 99.9)} | {"max": _us(max(times))},
+            transfer_gbps_p50=round(gbps(moved, middle), 6),
+            descriptors_per_second_p50=round(shape.count / middle, 3),
+            post_us_p50=_us(percentile(posting_s, 50)),
+            post_share_p50=round(percentile([p / t for p, t in zip(posting_s, times, strict=True)], 50), 6),
+            completion_us_p50=_us(percentile(completion, 50)),
+            cold_s={key.removesuffix("_s"): round(value, 9) for key, value in self.cold.items()} or None,
+            table=shape.table.record() if shape.table is not None else None,
+        )  # fmt: skip
+        return replace(record, **self._path(moved * shape.batch))
+
+    def _path(self, step_bytes: int) -> dict[str, Any]:
+        """Who posted the list (`path_note`: why not the GPU, where auto fell back), its ceiling: a plain
+        copy kernel's GB/s over the same step's list (median and runs), and the requests the CPU posted a
+        step (count x batch blocks: adjacent blocks merged, unless --no-merge)."""
+        if self.path is None:
+            return {}
+        found: dict[str, Any] = {"posted_by": self.posted_by or "cpu", "path": self.path}
+        found["path_note"] = self.path_note or None
+        found["sms"] = self.sms or None
+        if self.ceiling_seconds:
+            found["ceiling_gbps"] = round(gbps(step_bytes, median(self.ceiling_seconds)), 6)
+            found["ceiling_runs_gbps"] = [round(gbps(step_bytes, s), 6) for s in self.ceiling_seconds]
+        record = posting(found["posted_by"])
+        if not (record is not None and record.device) and self.posted_descriptors is not None:
+            found.update(posted_descriptors=self.posted_descriptors, merged=self.shape.merge)
+        arming = self.arming
+        if arming is not None and arming.seconds:  # the host's time arming a step, outside the clock
+            middle = median(arming.seconds)
+            found.update(arm_us=_us(middle), cpu_us_per_descriptor=round(middle / arming.copies * 1e6, 6))
+            found.update(armed_lists=arming.lists, arm_bound=arming.bound)
+        return found

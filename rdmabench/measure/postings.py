@@ -1,0 +1,254 @@
+"""Who posts a block list: one registry of posting paths (`POSTINGS`), each a record of its name, who
+posts it, what it needs, why it cannot run here, its words for humans and how it posts. The option's
+help, the run's agreement on what every rank can run (job/lists.py), the step protocol
+(blocksteps.py), the results' settings and the reports all read these records, so a new path is its
+record here, its wrapper in wire/devapi.py and its native code, and nothing else.
+
+A path the GPU's side posts (`device`: a one-sided list of device memory at both ends) goes through
+`devapi.DevicePlan`, the list as the GPU sees it, with a `DeviceSteps` strategy over the round's list
+(`DeviceList`): `open` and `close` once a round, `arm` (work outside the clock before each step: copies
+armed ahead of the data) and `post` (the timed step). The CPU's path is the native loop's own step
+(`steps` None).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..errors import ConfigError, TransportError
+from ..wire import devapi
+from ..wire.native import RMA_GET, RMA_PUT
+
+
+@dataclass
+class DeviceList:
+    """A round's block list as the GPU's side posts it: the plan (UCX's view of both pools), the
+    operation (RMA_PUT or RMA_GET), the block size, this end's pool and every block's offset in a step
+    at both ends, and what a path keeps between steps (`kept`)."""
+
+    plan: devapi.DevicePlan
+    operation: int
+    size: int
+    pool: int  # this end's pool address
+    offsets: np.ndarray  # a step's blocks, in bytes from this end's pool
+    remote_offsets: np.ndarray  # and from the peer's
+    batch: int  # transfers a step
+    timeout: float
+    where: str
+    kept: Any = None  # ce-armed: its devapi.ArmedPlan
+
+
+@dataclass(frozen=True)
+class Arming:
+    """What a path that arms its list ahead of the data spent on it, outside the clock: the host's
+    seconds arming each timed step, the copies armed each time, the lists armed whole at once and the
+    most copies armed at once (the bound)."""
+
+    seconds: list[float]
+    copies: int
+    lists: int
+    bound: int
+
+
+@dataclass(frozen=True)
+class DeviceSteps:
+    """How a path posts a list from the GPU's side: the plan's operation for a put and a get, what the
+    protocol row says ran it, and the step in parts: `open` and `close` once a round, `arm` before
+    each step, outside the clock, and `post`, timed. A path with work to do ahead of its data (arming
+    copies) subclasses it and overrides them."""
+
+    operations: Mapping[int, int]  # RMA_PUT / RMA_GET -> the plan's operation
+    how: str  # UCX's protocol report has no row for it: the row's words
+    calls: Mapping[int, str]  # RMA_PUT / RMA_GET -> what the row names as the operation
+    budget: bool = False  # the posting kernel holds --posting-sms (a grid, or a green context's SMs)
+
+    def path(self, operation: int) -> str:
+        """What runs the list, for the results (the entry's `path`)."""
+        return devapi.PATHS[self.operations[operation]]
+
+    def open(self, found: DeviceList) -> None:
+        """Prepare the round's list (TransportError in one line where it cannot): nothing here."""
+
+    def close(self, found: DeviceList) -> None:
+        """Release what `open` made, before the plan and the pools: nothing here."""
+
+    def arm(self, found: DeviceList) -> float | None:
+        """Work done outside the clock before each step: the host's seconds on it (None: no work)."""
+        return None
+
+    def post(self, found: DeviceList) -> tuple[float, list[float], list[float]]:
+        """The timed step: (its seconds, each transfer's, each transfer's posting)."""
+        return found.plan.step(self.operations[found.operation], found.size)
+
+    def arming(self, found: DeviceList, seconds: list[float]) -> Arming | None:
+        """What arming cost, from each timed step's `arm` seconds (None: the path arms nothing)."""
+        return None
+
+
+class ArmedSteps(DeviceSteps):
+    """ce-armed: each step's lists armed on the copy engines before the step, outside the clock (one
+    cudaMemcpyBatchAsync a list behind cuStreamWaitValue32 on a flag, at most devapi.ARM_BOUND copies
+    at once, the rest submitted behind the release), then released inside it and timed from the
+    release to the last copy landed (devapi.ArmedPlan). Each transfer is a list."""
+
+    def path(self, operation: int) -> str:
+        return devapi.ARMED_PATH
+
+    def open(self, found: DeviceList) -> None:
+        peer = found.plan.mapped  # the peer's pool as UCX maps it into this process
+        if not peer:
+            raise TransportError(f"the peer's pool is not mapped into this process ({found.where})")
+        local = found.pool + found.offsets.astype(np.int64)
+        remote = peer + found.remote_offsets.astype(np.int64)
+        put = found.operation == RMA_PUT
+        src, dst = (local, remote) if put else (remote, local)
+        sizes = np.full(len(local), found.size, dtype=np.int64)
+        found.kept = devapi.ArmedPlan(
+            src, dst, sizes, found.batch, "put" if put else "get", timeout=found.timeout, where=found.where
+        )
+
+    def close(self, found: DeviceList) -> None:
+        if found.kept is not None:
+            found.kept.close()
+
+    def arm(self, found: DeviceList) -> float | None:
+        return float(found.kept.arm())
+
+    def post(self, found: DeviceList) -> tuple[float, list[float], list[float]]:
+        released = found.kept.release()
+        late = released.late_seconds / found.batch  # the host's submitting behind the release, in the clock
+        return released.wall_seconds, list(released.list_seconds), [late] * found.batch
+
+    def arming(self, found: DeviceList, seconds: list[float]) -> Arming | None:
+        layout = found.kept.layout
+        return Arming(seconds, layout.armed_copies, layout.armed_lists, layout.bound)
+
+
+@dataclass(frozen=True)
+class Posting:
+    """One posting path of a block list."""
+
+    name: str  # --posting's word, and the entry's `posted_by`
+    meaning: str  # --posting's help
+    who: str  # who posts the list: "gpu", "copy engines", "cpu"
+    needs: tuple[str, ...] = ()  # what it needs, in words
+    device: bool = False  # posted from the GPU's side: device lists only (one-sided, device memory at both ends)
+    # A contiguous reference of such a list (the fastest contiguous transfer of its bytes), run before it.
+    reference: bool = False
+    said: str = ""  # what a list's settings add for it (results/files/entries.py): "" for the CPU's
+    words: str = ""  # what tables say of it under "by"
+    steps: DeviceSteps | None = None  # how the GPU's side posts it; None: the CPU's native loop
+    # Why this rank cannot run it (None: it can), as a one-line reason; checked once, before a run.
+    problem: Callable[[], str | None] = field(default=lambda: None, compare=False, repr=False)
+    in_all: bool = True  # one of the paths `all` runs
+    falls_back: bool = False  # the GPU's path where it can, else the CPU's, and the entry says why
+    posts_as: str | None = None  # the path the entry names where it posts (auto: gpu); None: its own name
+
+    @property
+    def posts(self) -> str:
+        """What the entry's `posted_by` says where this path posted the list."""
+        return self.posts_as or self.name
+
+
+def _library_problem() -> str | None:
+    available = devapi.load()
+    return None if available.library is not None else available.note
+
+
+def _copy_engines_problem() -> str | None:
+    return _library_problem() or devapi.copy_engines_problem(devapi.load().library)
+
+
+def _armed_problem() -> str | None:
+    return _library_problem() or devapi.armed_why_not()  # the peer's pool is mapped through UCX's plan
+
+
+_GPU = DeviceSteps(
+    {RMA_PUT: devapi.PUT, RMA_GET: devapi.GET},
+    "gpu-initiated (device API)",
+    dict(zip((RMA_PUT, RMA_GET), devapi.API_CALLS, strict=True)),
+    budget=True,
+)
+_COPY_ENGINES = DeviceSteps(
+    {RMA_PUT: devapi.CE_PUT, RMA_GET: devapi.CE_GET},
+    "copy engines (cudaMemcpyBatchAsync)",
+    dict.fromkeys((RMA_PUT, RMA_GET), "cudaMemcpyBatchAsync"),
+)
+_ARMED = ArmedSteps(
+    {},
+    "copy engines armed ahead (cudaMemcpyBatchAsync behind a flag)",
+    dict.fromkeys((RMA_PUT, RMA_GET), "cudaMemcpyBatchAsync"),
+)
+
+_RECORDS = (
+    Posting(
+        "auto", "the GPU where it can, else the CPU (the entry says why)", "gpu", steps=_GPU, in_all=False,
+        falls_back=True, posts_as="gpu",
+    ),
+    Posting(
+        "gpu", "one kernel a transfer posts every block (UCX's device API)", "gpu",
+        ("device memory at both ends", "one-sided", "nvcc", "UCX's device API"), device=True, reference=True,
+        said=", posted by the GPU", words="UCX's device API", steps=_GPU, problem=_library_problem,
+    ),
+    Posting(
+        "ce-batch", "the copy engines: one cudaMemcpyBatchAsync a transfer, posted by the CPU", "copy engines",
+        ("device memory at both ends", "one-sided", "nvcc", "cudaMemcpyBatchAsync (CUDA 12.8)"), device=True,
+        reference=True, said=", posted to the copy engines", words="the copy engines, one batched call a transfer",
+        steps=_COPY_ENGINES, problem=_copy_engines_problem,
+    ),
+    Posting(
+        "ce-armed", "the copy engines armed ahead of the data: each transfer's cudaMemcpyBatchAsync held on the "
+        "GPU behind a flag, released inside the step (arming, outside the clock, is recorded)", "copy engines",
+        ("device memory at both ends", "one-sided", "nvcc", "UCX's device API (the peer's pool mapped)",
+         "cudaMemcpyBatchAsync and stream memory operations"), device=True,
+        said=", armed on the copy engines", words="the copy engines armed ahead, released in the step",
+        steps=_ARMED, problem=_armed_problem,
+    ),
+    Posting(
+        "cpu", "one ucp_put_nbx/ucp_get_nbx a block from the CPU", "cpu",
+        words="a request per block, blocks adjacent at both ends merged into one unless --no-merge",
+    ),
+)  # fmt: skip
+POSTINGS: dict[str, Posting] = {record.name: record for record in _RECORDS}
+PATHS = tuple(name for name, record in POSTINGS.items() if record.in_all)  # what `all` runs, in this order
+DEVICE_PATHS = tuple(name for name, record in POSTINGS.items() if record.device)
+REFERENCE_PATHS = tuple(name for name, record in POSTINGS.items() if record.reference)
+CPU = "cpu"  # the path every list can take
+
+
+def posting(name: str | None) -> Posting | None:
+    """The record of a path by name (None, or a name of an older or newer version: None)."""
+    return POSTINGS.get(name) if name else None
+
+
+def parse_postings(text: str) -> tuple[str, ...]:
+    """--posting's paths, in order: a path, a comma-separated list, `all` (every path, PATHS)."""
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    found = [path for name in names for path in (PATHS if name == "all" else (name,))]
+    for name in found:
+        if name not in POSTINGS:
+            raise ConfigError(f"unknown --posting {name!r}: choose {', '.join(POSTINGS)}, all, or a list of them")
+    found = list(dict.fromkeys(found))
+    if "auto" in found and len(found) > 1:  # auto may choose a path the list names too: one entry for two
+        raise ConfigError("--posting auto chooses a path itself: name the paths of a list (or all)")
+    return tuple(found) or ("auto",)
+
+
+def posting_help() -> str:
+    """--posting's help: each path and what it means."""
+    return "; ".join(f"{name}: {record.meaning}" for name, record in POSTINGS.items())
+
+
+def by_words() -> str:
+    """What tables say under "by": each path that posts a list and how (gpu: UCX's device API, ...)."""
+    return "; ".join(f"{name}: {record.words}" for name, record in POSTINGS.items() if record.words)
+
+
+def problems(names: Iterable[str]) -> dict[str, str]:
+    """Why this rank cannot run each device path of `names`, by path (the one check of availability:
+    a path's library is built here, before anything is measured)."""
+    return {name: why for name in DEVICE_PATHS if name in names and (why := POSTINGS[name].problem()) is not None}

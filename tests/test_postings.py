@@ -1,0 +1,113 @@
+"""Posting paths as records (measure/postings.py) and a block list's record in one file
+(measure/blockrecord.py): a new path is its record, the reports read the record, never a label."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from rdmabench.errors import ConfigError
+from rdmabench.hardware.gpu import visible_gpu_count
+from rdmabench.measure import postings
+from rdmabench.measure.blockrecord import BlockList
+from rdmabench.measure.postings import POSTINGS, Posting, parse_postings
+from rdmabench.results.files import document
+from rdmabench.results.files.entries import posting_of, settings_of
+from rdmabench.results.files.row import Row
+from rdmabench.wire import devapi
+
+from .conftest import QUICK, run_cli
+
+_RECORD = {
+    "count": 8, "block_bytes": 4096, "transfer_bytes": 32768, "layout": "random", "batch": 1, "regions": 1,
+    "pool_bytes": 131072, "operation": "blocks-put", "transfers": 40,
+    "transfer_us": {"p50": 10.0, "p99": 12.0, "p99.9": 13.0, "max": 14.0}, "transfer_gbps_p50": 3.2,
+    "descriptors_per_second_p50": 8e5, "post_us_p50": 2.0, "post_share_p50": 0.2, "completion_us_p50": 8.0,
+    "cold_s": {"prepare": 0.001}, "posted_by": "gpu", "path": "gpu-initiated", "sms": {"mode": "green", "transfer": 16, "load": 116},
+    "ceiling_gbps": 300.0, "ceiling_runs_gbps": [299.0, 301.0], "share_of_ceiling": 0.01,
+}  # fmt: skip
+
+
+def test_the_record_reads_back_what_it_writes_in_its_order() -> None:
+    record = BlockList.from_json(_RECORD)
+    assert record is not None and record.to_json() == _RECORD
+    assert list(record.to_json()) == list(_RECORD)  # the file's order
+    assert BlockList.from_json(dict(_RECORD, unknown=1)) == record  # a newer file's key is left out
+    assert BlockList.from_json([1, 2]) is None and BlockList.from_json(None) is None
+
+
+def test_posting_of_reads_the_record_not_the_label() -> None:
+    entry = {"blocks": _RECORD}
+    assert posting_of(entry) == ("gpu", 16, True)
+    assert posting_of({"blocks": dict(_RECORD, sms={"mode": "whole GPU"})}) == ("gpu", None, False)
+    assert posting_of({"blocks": {k: v for k, v in _RECORD.items() if k not in ("posted_by", "path")}})[0] == "cpu"
+    assert posting_of({"bandwidth_gbps": 1.0}) == (None, None, False)
+    row = Row("put", "device", "device", 4096, "h:gpu0 -> h:gpu1", "intra-node", "h", "h", "GB/s")
+    row.settings = (("blocks", "8 x random, 1 in flight, posted by the GPU, 16 SMs (green context)"),)
+    row.add_list(dict(_RECORD, posted_by="ce-batch", sms={"mode": "copy engines"}), None, [1.0], first=True)
+    assert (row.posting, row.posting_sms, row.block_list) == ("ce-batch", None, "8 x random, 1 in flight")
+    row.add_list(dict(_RECORD, cpu_us_per_descriptor=0.5, contiguous_gbps=9.0), None, [1.0], first=True)
+    assert (row.posting, row.posting_sms, row.posting_green) == ("gpu", 16, True)
+    assert (row.cpu_us_per_descriptor, row.contiguous) == (0.5, [9.0])
+
+
+def test_a_new_path_is_its_record(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A path registered beside the others: `all` runs it, the option's help and the tables' words name it,
+    a results entry's settings keep it apart, and posting_of names it, with no other change."""
+    armed = Posting(
+        "ce-test", "copy engines armed ahead", "copy engines", ("device memory at both ends",), device=True,
+        said=", armed on the copy engines", words="copies armed ahead of the data",
+        steps=POSTINGS["ce-batch"].steps, problem=lambda: "no stream memory operations here",
+    )  # fmt: skip
+    monkeypatch.setitem(POSTINGS, armed.name, armed)
+    monkeypatch.setattr(postings, "PATHS", (*postings.PATHS, armed.name))
+    monkeypatch.setattr(postings, "DEVICE_PATHS", (*postings.DEVICE_PATHS, armed.name))
+    assert parse_postings("all")[-1] == "ce-test" and parse_postings("cpu,ce-test") == ("cpu", "ce-test")
+    assert "ce-test: copy engines armed ahead" in postings.posting_help()
+    assert "ce-test: copies armed ahead of the data" in postings.by_words()
+    assert postings.problems({"cpu", "ce-test"}) == {"ce-test": "no stream memory operations here"}  # the one check
+    entry = {"test": "put", "blocks": dict(_RECORD, posted_by="ce-test", sms={"mode": "copy engines"})}
+    assert dict(settings_of(entry, {}))["blocks"] == "8 x random, 1 in flight, armed on the copy engines"
+    assert posting_of(entry) == ("ce-test", None, False)
+
+
+def test_parse_postings_keeps_its_words() -> None:
+    assert parse_postings("all") == ("gpu", "ce-batch", "ce-armed", "cpu") and parse_postings("") == ("auto",)
+    with pytest.raises(ConfigError, match=r"unknown --posting 'nope': choose auto, gpu, ce-batch, ce-armed, cpu, all"):
+        parse_postings("gpu,nope")
+    with pytest.raises(ConfigError, match="auto chooses a path itself"):
+        parse_postings("auto,gpu")
+    assert POSTINGS["auto"].posts == "gpu" and POSTINGS["cpu"].steps is None
+    assert [name for name, record in POSTINGS.items() if record.device] == ["gpu", "ce-batch", "ce-armed"]
+    assert postings.REFERENCE_PATHS == ("gpu", "ce-batch")  # an armed copy of one block is ce-batch's copy
+
+
+def test_related_reads_the_fastest_reference_and_leaves_a_contiguous_message_alone() -> None:
+    record = BlockList.from_json(_RECORD)
+    assert record is not None
+    found = record.related(3.0, None, [(30.0, "gpu"), (40.0, "ce-batch")])
+    assert (found.contiguous_gbps, found.contiguous_posted_by, found.share_of_contiguous) == (40.0, "ce-batch", 0.075)
+    one = replace(record, count=1, layout="contiguous", share_of_ceiling=None)
+    assert one.related(3.0, None, [(40.0, "gpu")]).contiguous_gbps is None
+    assert one.related(3.0, None, [(40.0, "gpu")]).share_of_ceiling == 0.01
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(visible_gpu_count() < 2, reason="ce-armed between two ranks: a GPU each")
+@pytest.mark.parametrize("test", ["put", "get"])
+def test_ce_armed_moves_and_validates_every_block_and_records_its_arming(test: str, tmp_path: Path) -> None:
+    """The registry's ce-armed through the block-list protocol: every block checked, the entry says who
+    posted it and what arming cost (outside the clock), and its reference is the GPU's contiguous one."""
+    out = tmp_path / "r.json"
+    args = ["run", "--np", "2", "--test", test, "--mode", "device", "--blocks", "64", "--block-size", "4KiB"]
+    proc = run_cli([*args, "--layout", "random", "--posting", "ce-armed", "-o", str(out), *QUICK])
+    assert proc.returncode == 0, proc.stderr
+    lists = [entry for entry in document.load(str(out))["results"] if entry["blocks"]["count"] == 64]
+    assert lists and all(entry["validated"] and entry["wrong_bytes"] == 0 for entry in lists)
+    record = BlockList.from_json(lists[0]["blocks"])
+    assert record is not None and record.posted_by == "ce-armed" and record.path == devapi.ARMED_PATH
+    assert record.arm_us is not None and record.arm_us > 0 and record.cpu_us_per_descriptor is not None
+    assert (record.armed_lists, record.arm_bound) == (1, devapi.ARM_BOUND)
+    assert record.contiguous_posted_by in postings.REFERENCE_PATHS
