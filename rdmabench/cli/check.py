@@ -69,9 +69,9 @@ def check(
         fail(ConfigError(f"cannot write the verdict: {exc}"))
     click.echo(checked.text())
     if drained is not None:
-        drain, hosts = drained
+        drain, hosts, refused = drained
         named = compress(d.host for d in drain) if drain else "no host"
-        click.echo(f"drain list: {visible(files['drain_path'])} ({named}: {share(drain, hosts)})")
+        click.echo(f"drain list: {visible(files['drain_path'])} ({named}: {share(drain, hosts, refused)})")
     sys.exit(checked.exit_code)
 
 
@@ -85,7 +85,7 @@ def _check(
 ) -> tuple[Any, Any]:
     """The verdict and the drain list (None without --drain), their files written."""
     from ..results.verdicts.attribution import attribute
-    from ..results.verdicts.drain import ran_on, write_drain_list
+    from ..results.verdicts.drain import ran_on, refusals, write_drain_list
     from ..results.verdicts.outcome import conclude, no_verdict
 
     chosen = reading.filters(**selection)
@@ -107,4 +107,5 @@ def _check(
     if drain_path is None:
         return checked, None
     hosts = ran_on(documents)  # a drain list names only hosts the results' own ranks ran on
-    return checked, (write_drain_list(drain_path, found, hosts, force=files["force"]), hosts)
+    drain = write_drain_list(drain_path, found, hosts, force=files["force"])
+    return checked, (drain, hosts, refusals(found, hosts))  # a refused host costs only its own line

@@ -10,8 +10,10 @@ letters, digits and ` ._:%/,()=+-`, so nothing in it can end the quotes or reach
 A results file is someone's text, and a host name in it becomes a Slurm node expression: `ALL` is
 every node, `node[1-100]` or `a,b` a set. So every host a drain list names passes one check
 (drainable): a hostname (hostlist.check_hostname: no brackets, commas or spaces), not a word Slurm
-reserves, and one the results files' own ranks ran on (their metadata: `hosts`, the rank table). The
-list says how many hosts it drains out of how many there were.
+reserves, and one the results files' own ranks ran on (their metadata: `hosts`, the rank table). A
+host that fails it is left out of the list with a comment saying why (`refusals`): one crafted file
+costs only its own hosts, never the verdict nor the other hosts' lines. The list says how many hosts
+it drains out of how many there were.
 """
 
 from __future__ import annotations
@@ -24,11 +26,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...errors import ConfigError, FileRefusedError, OutputWriteError
+from ...escape import visible
 from .attribution import Attribution, Suspect
 from .hostlist import check_hostname, compress
 
 DRAINED_KINDS = ("gpu", "rank", "nic", "host")
 MIN_CONFIDENCE = 0.5
+SHOWN_REFUSED = 5  # refused hosts named on check's drain line (the file names them all)
 REASON_LENGTH = 200  # characters of a reason (Slurm keeps it in its state files)
 _UNSAFE = re.compile(r"[^A-Za-z0-9 ._:%/,()=+-]")
 
@@ -86,23 +90,47 @@ def _why(suspect: Suspect) -> str:
     return f"{part} {suspect.direction} at {suspect.ratio:.0%} of class median ({suspect.explained} links)"
 
 
-def drains(found: Attribution, hosts: frozenset[str], min_confidence: float = MIN_CONFIDENCE) -> list[Drain]:
-    """One Drain per host holding a suspect part of at least `min_confidence`, by host name; each
-    host checked (drainable) against `hosts`, those the run's ranks ran on (ran_on)."""
+def _sorted_out(
+    found: Attribution, hosts: frozenset[str], min_confidence: float
+) -> tuple[dict[str, list[str]], dict[str, str]]:
+    """The drainable hosts with why each is drained, and the refused ones with why not (drainable)."""
     why: dict[str, list[str]] = {}
+    refused: dict[str, str] = {}
     for suspect in found.suspects:
         if suspect.kind in DRAINED_KINDS and suspect.confidence >= min_confidence:
-            why.setdefault(drainable(suspect.host, hosts), []).append(_why(suspect))
+            try:
+                why.setdefault(drainable(suspect.host, hosts), []).append(_why(suspect))
+            except ConfigError as exc:
+                refused[suspect.host] = str(exc).removesuffix(": refused in a drain list")
+    return why, refused
+
+
+def drains(found: Attribution, hosts: frozenset[str], min_confidence: float = MIN_CONFIDENCE) -> list[Drain]:
+    """One Drain per host holding a suspect part of at least `min_confidence`, by host name; each
+    host checked (drainable) against `hosts`, those the run's ranks ran on (ran_on): one refused is
+    left out (refusals)."""
+    why, _refused = _sorted_out(found, hosts, min_confidence)
     return [Drain(host, reason("rdmabench: " + "; ".join(parts))) for host, parts in sorted(why.items())]
+
+
+def refusals(found: Attribution, hosts: frozenset[str], min_confidence: float = MIN_CONFIDENCE) -> dict[str, str]:
+    """The hosts of suspect parts a drain list must not name (drainable), each with why."""
+    return _sorted_out(found, hosts, min_confidence)[1]
 
 
 def drained_hosts(found: Attribution, hosts: frozenset[str], min_confidence: float = MIN_CONFIDENCE) -> list[str]:
     return [drain.host for drain in drains(found, hosts, min_confidence)]
 
 
-def share(chosen: list[Drain], hosts: frozenset[str]) -> str:
-    """How many hosts a drain list drains of how many the run had: '1 of 16 hosts'."""
-    return f"{len(chosen)} of {len(hosts)} host{'s' if len(hosts) != 1 else ''}"
+def share(chosen: list[Drain], hosts: frozenset[str], refused: Iterable[str] = ()) -> str:
+    """How many hosts a drain list drains of how many the run had, and those it refused by name
+    (the first few, escaped): '1 of 16 hosts', '1 of 32 hosts; 1 refused: ALL'."""
+    text = f"{len(chosen)} of {len(hosts)} host{'s' if len(hosts) != 1 else ''}"
+    names = sorted(refused)
+    if names:
+        shown = ", ".join(visible(name) for name in names[:SHOWN_REFUSED])
+        text += f"; {len(names)} refused: {shown}{', ...' if len(names) > SHOWN_REFUSED else ''}"
+    return text
 
 
 def drain_text(found: Attribution, hosts: frozenset[str], min_confidence: float = MIN_CONFIDENCE) -> str:
@@ -119,6 +147,10 @@ def drain_text(found: Attribution, hosts: frozenset[str], min_confidence: float 
             lines.append(f"# not drained, a path between hosts: {_comment(suspect.describe())}")
         elif suspect.confidence < min_confidence:
             lines.append(f"# not drained, confidence {suspect.confidence:.2f}: {_comment(suspect.describe())}")
+    lines += [
+        f"# not drained, refused: {_comment(why)}"
+        for _host, why in sorted(refusals(found, hosts, min_confidence).items())
+    ]
     lines += [f'scontrol update NodeName={d.host} State=DRAIN Reason="{d.reason}"' for d in chosen]
     return "\n".join(lines) + "\n"
 
