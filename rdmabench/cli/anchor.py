@@ -16,7 +16,7 @@ from ..measure.beside import Beside
 from ..measure.blocks import LAYOUTS, POSTINGS
 from ..measure.kvhandoff import KV_LAYOUTS
 from ..units import parse_sizes
-from .group import SETTINGS, Written, count, fail, main, names, say, writes
+from .group import SETTINGS, Written, count, fail, main, names, say, seconds_within, writes
 from .options import choices, group, renamed, sizes_option
 
 ANCHORS = ("perftest", "nixl")
@@ -55,6 +55,7 @@ nixl_options = group(
     click.option(
         "--nixl-seconds",
         type=click.FloatRange(min=0.01, max=600),
+        callback=seconds_within(600),
         default=1.0,
         metavar="S",
         help="With --against nixl: seconds of NIXL's timed transfers per list and run (at least 5 transfers), "
