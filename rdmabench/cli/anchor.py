@@ -62,6 +62,15 @@ nixl_options = group(
         "and as many of its contiguous reference.",
         show_default=True,
     ),
+    click.option(
+        "--nixl-timeout",
+        type=float,
+        default=600.0,
+        callback=seconds_within(86400),
+        metavar="S",
+        help="With --against nixl: seconds the anchor waits for a pair of NIXL's ends before it stops them as frozen.",
+        show_default=True,
+    ),
     click.option("--kv-layout", default=KV_LAYOUTS[0], metavar=choices(KV_LAYOUTS), help="With --model, as run's."),
     click.option("--prompt", type=int, default=None, metavar="TOKENS", help="With --model, as run's. [default: 4096]"),
     click.option(
@@ -93,7 +102,7 @@ nixl_options = group(
 )
 _NIXL_ONLY = {
     "counts": None, "layouts": None, "model": None, "kv_layout": "vllm", "prompt": None, "nixl_threads": 0,
-    "nixl_seconds": 1.0, "posting": "auto", "variants": ",".join(NIXL_VARIANTS), "beside": "none",
+    "nixl_seconds": 1.0, "nixl_timeout": 600.0, "posting": "auto", "variants": ",".join(NIXL_VARIANTS), "beside": "none",
 }  # fmt: skip
 _OPTION_NAMES = {
     "counts": "--blocks",
@@ -219,6 +228,7 @@ def _nixl_anchor(
         handoff=handoff,
         threads=options["nixl_threads"],
         seconds=options["nixl_seconds"],
+        timeout=options["nixl_timeout"],
         posting=options["posting"],
         variants=tuple(dict.fromkeys(names(options["variants"]))),
         beside=Beside.parse(options["beside"]),
