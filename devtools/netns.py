@@ -39,6 +39,7 @@ from typing import IO
 
 from rdmabench.errors import ConfigError, LaunchError
 from rdmabench.pystart import python_code, python_module
+from rdmabench.units import is_digits
 
 SCRIPT = Path(__file__).resolve().parents[1] / "launch" / "netns-cluster.sh"
 DIRECTIONS = {"host": ("send", "receive", "both"), "nic": ("send", "receive"), "pair": ("both",)}
@@ -170,7 +171,7 @@ class NamespaceCluster:
 
     def pids(self, host: int) -> list[int]:
         shown = subprocess.run(["ip", "netns", "pids", self.namespace(host)], capture_output=True, text=True)
-        return [int(word) for word in shown.stdout.split() if word.isdigit()]
+        return [int(word) for word in shown.stdout.split() if is_digits(word)]
 
     # --- pacing -------------------------------------------------------------------------------------
 

@@ -31,6 +31,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from .errors import UnsafePathError
+from .units import is_digits
 
 _OTHERS_WRITE = stat.S_IWGRP | stat.S_IWOTH
 
@@ -201,7 +202,7 @@ def _marked_namespace(directory: str, pid: str) -> str:
 def _gone(pid: str, namespace: str, ours: str) -> bool:
     """Whether the process that named a directory (its pid, and the namespace.boot it ran in) is
     gone: from an earlier boot, or dead here and of our pid namespace on this boot."""
-    if not ours or not namespace or not pid.isdigit():
+    if not ours or not namespace or not is_digits(pid):
         return False  # an unknown namespace, ours or its: its pid means nothing here
     inode, _, boot = namespace.partition(".")
     if boot != ours.partition(".")[2]:
@@ -221,7 +222,7 @@ def stale_dirs(prefix: str, base: str | Path) -> list[Path]:
     for entry in entries:
         pid, _, rest = entry.name.removeprefix(prefix).partition("@")
         host = rest.rpartition("-")[0]
-        if not entry.name.startswith(prefix) or not pid.isdigit() or host != _host():
+        if not entry.name.startswith(prefix) or not is_digits(pid) or host != _host():
             continue
         try:
             mine = why_not_trusted(entry.stat(follow_symlinks=False), directory=True) is None

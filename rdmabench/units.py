@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 from .errors import ConfigError
@@ -29,7 +30,7 @@ _SUFFIXES = {
     "MB": 10**6,
     "GB": 10**9,
 }
-_SIZE_RE = re.compile(r"^\s*(\d+)\s*([A-Za-z]*)\s*$")
+_SIZE_RE = re.compile(r"^\s*(\d+)\s*([A-Za-z]*)\s*$", re.ASCII)  # 0-9 only, never another script's digits
 
 # Larger messages than this are not a transfer benchmark any more, they are a memory test.
 MAX_MESSAGE_BYTES = 16 << 30
@@ -38,6 +39,27 @@ MAX_MESSAGE_BYTES = 16 << 30
 # measurement. The fastest links rdmabench meets are NVLink 5 (1.8 TB/s a GPU, both ways) and a node's
 # memory bus (a few TB/s): fifty times headroom, and still far below what a zero or tiny time gives.
 MAX_BANDWIDTH_GBPS = 1e5
+
+
+def is_digits(text: str) -> bool:
+    """Whether `text` is a whole number written in ASCII digits, 0-9, and nothing else. The one test
+    for digits a user typed: `str.isdigit()` also takes `²` and `٣`, which `int()` refuses or reads."""
+    return text.isascii() and text.isdigit()
+
+
+def whole_number(text: str, option: str) -> int:
+    """`text` as a whole number (is_digits), or a ConfigError naming `option`."""
+    if not is_digits(text):
+        raise ConfigError(f"{option} takes whole numbers (0-9), not {text!r}")
+    return int(text)
+
+
+def check_seconds(value: float, option: str, most: float) -> float:
+    """`value`, seconds an option sets, when above 0 and at most `most`: NaN and infinities never are
+    (every comparison with NaN is false, so it is refused by asking for what holds, not what fails)."""
+    if not (math.isfinite(value) and 0 < value <= most):
+        raise ConfigError(f"{option} must be above 0 and at most {most:g} seconds, not {value}")
+    return value
 
 
 def parse_size(text: str) -> int:
@@ -80,7 +102,7 @@ def _parse_range(part: str) -> list[int]:
     factor = 2
     if len(fields) == 3:
         step = fields[2].strip().lower().lstrip("x")
-        if not step.isdigit() or int(step) < 2:
+        if not is_digits(step) or int(step) < 2:
             raise ConfigError(f"bad size range {part!r}: the step must be x2 or more, like x4")
         factor = int(step)
     if low > high:

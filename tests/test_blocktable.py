@@ -95,6 +95,11 @@ def _refused(tmp_path: Path, document: Any, message: str, *args: str) -> None:
         ),
         ({"block_size": 4096, "transfers": [{"local": [[100, 4096]], "remote": [3]}]}, "not whole blocks of 4096"),
         ({"block_size": 4096, "transfers": [{"local": [-1], "remote": [3]}]}, "slot -1 is not within 0 to"),
+        (
+            {"block_size": 4096, "transfers": [{"local": [1 << 64], "remote": [3]}]},
+            f"slot {1 << 64} is not within 0 to",
+        ),
+        ({"block_size": 4096, "transfers": [{"local": [1], "remote": [-(1 << 70)]}]}, "is not within 0 to"),
         ({"block_size": 4096, "transfers": [{"local": ["a"], "remote": [3]}]}, "'a' is neither a slot nor"),
         ({"block_size": 4096, "transfers": [{"local": [1, 1], "remote": [3, 4]}]}, "local slot 1 is named twice"),
         (

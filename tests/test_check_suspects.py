@@ -153,18 +153,54 @@ def test_the_drain_list_goes_through_the_output_checks(tmp_path: Path) -> None:
     assert proc.returncode == 1 and "NodeName=node005" in drain.read_text()
 
 
-def test_a_crafted_results_file_cannot_drain_the_cluster(tmp_path: Path) -> None:
-    """Its slow host named `ALL` (Slurm: every node) in its links and ranks: one line, exit 2, no list."""
-    doc = generated(CLUSTER, "screen", Fault("host", 5, direction="both", factor=0.5), seed=3)
+def _all_for(doc: dict[str, Any], host: str, prefix: str = "") -> dict[str, Any]:
+    """A crafted file: `host` renamed `ALL` (Slurm: every node) in its links and ranks, the others `prefix`ed."""
+
+    def renamed(name: str) -> str:
+        return "ALL" if name == host else prefix + name
+
     for entry in doc["results"]:
         for end in ("src", "dst"):
-            entry[f"{end}_host"] = "ALL" if entry[f"{end}_host"] == "node005" else entry[f"{end}_host"]
-    doc["metadata"]["hosts"] = ["ALL" if h == "node005" else h for h in doc["metadata"]["hosts"]]
+            entry[f"{end}_host"] = renamed(entry[f"{end}_host"])
+    doc["metadata"]["hosts"] = [renamed(h) for h in doc["metadata"]["hosts"]]
+    for rank in doc["metadata"]["ranks"]:
+        rank["host"] = renamed(rank["host"])
+    return doc
+
+
+def test_a_crafted_results_file_cannot_drain_the_cluster(tmp_path: Path) -> None:
+    """Its slow host named `ALL` in its links and ranks: the verdict stands, the host is left out of
+    the drain list with a comment saying why."""
+    doc = _all_for(generated(CLUSTER, "screen", Fault("host", 5, direction="both", factor=0.5), seed=3), "node005")
     drain = tmp_path / "drain.txt"
     proc = run_cli(["check", str(_write(tmp_path / "crafted.json", doc)), "--expect", "default", "--drain", str(drain)])
-    lines = proc.stderr.splitlines()
-    assert proc.returncode == 2 and len(lines) == 1 and "host 'ALL' is a word Slurm reads" in lines[0], proc.stderr
-    assert not drain.exists()
+    assert proc.returncode == 1 and proc.stdout.splitlines()[-2] == "verdict: FAIL", proc.stderr
+    assert proc.stdout.splitlines()[-1] == f"drain list: {drain} (no host: 0 of 16 hosts; 1 refused: ALL)"
+    text = drain.read_text()
+    assert "# not drained, refused: host 'ALL' is a word Slurm reads as a set of nodes" in text
+    assert "NodeName=ALL" not in text and "\nscontrol " not in text
+
+
+def test_one_crafted_file_costs_only_its_own_hosts_not_the_fleets_fail(tmp_path: Path) -> None:
+    """A shared results folder: a fleet's run with a failing NIC, and beside it one crafted file whose
+    slow host is `ALL`. The fleet's FAIL is printed, its exit code kept, its host drained; the JSON
+    verdict says the same; only `ALL` is left out."""
+    folder = tmp_path / "shared"
+    folder.mkdir()
+    _write(folder / "fleet.json", generated(CLUSTER, "screen", Fault("nic", 5, 1, "send", factor=0.8), seed=3))
+    crafted = generated(CLUSTER, "screen", Fault("host", 2, direction="both", factor=0.5), seed=4)
+    _write(folder / "crafted.json", _all_for(crafted, "node002", prefix="b-"))
+    summary, drain = tmp_path / "v.json", tmp_path / "drain.txt"
+    proc = run_cli(["check", str(folder), "--expect", "default", "--json", str(summary), "--drain", str(drain)])
+    lines = proc.stdout.splitlines()
+    assert proc.returncode == 1 and lines[-2] == "verdict: FAIL", proc.stderr
+    assert lines[-1] == f"drain list: {drain} (node005: 1 of 32 hosts; 1 refused: ALL)"
+    text = drain.read_text()
+    assert 'scontrol update NodeName=node005 State=DRAIN Reason="rdmabench: nic mlx5_1:1 send' in text
+    assert len(re.findall("^scontrol ", text, re.M)) == 1 and "NodeName=ALL" not in text
+    assert "# not drained, refused: host 'ALL' is a word Slurm reads as a set of nodes" in text
+    verdict = json.loads(summary.read_text())
+    assert verdict["outcome"] == "FAIL" and verdict["passed"] is False
 
 
 HOSTILE = "evil|<b>x</b>"

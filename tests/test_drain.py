@@ -14,7 +14,15 @@ from devtools.diagnose import Cluster, Fault, generated
 from rdmabench.errors import ConfigError, ResultsFileError
 from rdmabench.results.files.rows import aggregate
 from rdmabench.results.verdicts.attribution import Attribution, attribute
-from rdmabench.results.verdicts.drain import drain_text, drained_hosts, drains, ran_on, reason, write_drain_list
+from rdmabench.results.verdicts.drain import (
+    drain_text,
+    drained_hosts,
+    drains,
+    ran_on,
+    reason,
+    refusals,
+    write_drain_list,
+)
 from rdmabench.results.verdicts.hostlist import compress, expand, is_hostname
 
 
@@ -144,21 +152,25 @@ def _renamed(fault: Fault, old: str, new: str, in_metadata: bool) -> tuple[Attri
 @pytest.mark.parametrize("word", ["ALL", "all", "Default"])
 def test_a_host_named_as_slurm_reads_every_node_is_never_drained(word: str) -> None:
     """`NodeName=ALL` is the whole cluster: a crafted file whose slow host is `ALL`, in its links and
-    its ranks' hosts alike, gives no drain list."""
+    its ranks' hosts alike, is left out of the drain list, with a comment saying why."""
     found, hosts = _renamed(Fault("host", 5, direction="both", factor=0.5), "node005", word, in_metadata=True)
     assert word in hosts and found.suspects[0].host == word
-    with pytest.raises(ConfigError, match=f"host '{word}' is a word Slurm reads as a set of nodes"):
-        drains(found, hosts)
+    assert drains(found, hosts) == []
+    assert refusals(found, hosts) == {word: f"host '{word}' is a word Slurm reads as a set of nodes"}
+    text = drain_text(found, hosts)
+    assert f"\n# not drained, refused: host '{word}' is a word Slurm reads as a set of nodes\n" in text
+    assert "scontrol update" not in text and "# hostlist: (none)" in text
 
 
 def test_a_host_the_runs_ranks_never_ran_on_is_never_drained() -> None:
     """A name in the links only (`gpu`: a Slurm node set drains the set) is not a host of the run."""
     found, hosts = _renamed(Fault("host", 5, direction="both", factor=0.5), "node005", "gpu", in_metadata=False)
     assert found.suspects[0].host == "gpu" and "gpu" not in hosts
-    with pytest.raises(ConfigError, match="host 'gpu' is not one the results' ranks ran on"):
-        drain_text(found, hosts)
-    with pytest.raises(ConfigError, match="not one the results' ranks ran on"):
-        drains(_found(Fault("host", 5, direction="both", factor=0.5)), frozenset())  # no hosts recorded
+    assert drains(found, hosts) == [] and "scontrol update" not in drain_text(found, hosts)
+    assert "# not drained, refused: host 'gpu' is not one the results' ranks ran on" in drain_text(found, hosts)
+    nothing_recorded = _found(Fault("host", 5, direction="both", factor=0.5))
+    assert drains(nothing_recorded, frozenset()) == []
+    assert "not one the results' ranks ran on" in refusals(nothing_recorded, frozenset())["node005"]
 
 
 def test_the_drain_list_says_how_many_hosts_it_drains_of_how_many() -> None:

@@ -123,3 +123,31 @@ def test_no_process_is_started_around_the_helper() -> None:
         if starts.search(line)
     ]
     assert found == []
+
+
+CONSOLE_SCRIPT = Path(sys.executable).with_name("rdmabench")
+
+
+@pytest.mark.skipif(not CONSOLE_SCRIPT.exists(), reason="no installed console script beside this Python")
+def test_the_console_script_leaves_out_the_folder_an_empty_pythonpath_entry_adds(tmp_path: Path) -> None:
+    """The user's own `rdmabench` (the installed command) in a folder holding `numpy.py`, with
+    `PYTHONPATH=:/x`: the planted module never runs, and one line says why the folder was left out."""
+    marker = tmp_path / "planted-code-ran"
+    (tmp_path / "numpy.py").write_text(f"open({str(marker)!r}, 'a').write(__name__ + '\\n')\n")
+    env = rdmabench_env(PYTHONPATH=f"{os.pathsep}{tmp_path / 'elsewhere'}")
+    report = tmp_path / "r.json"
+    report.write_text("{}")
+    proc = subprocess.run(
+        [str(CONSOLE_SCRIPT), "report", str(report)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert not marker.exists(), marker.read_text()
+    warnings = [line for line in proc.stderr.splitlines() if "PYTHONPATH" in line]
+    assert warnings == [
+        f"rdmabench: warning: PYTHONPATH has an empty entry, which puts the current folder {tmp_path} on the "
+        "import path: left out (name it in PYTHONPATH to keep it)"
+    ], proc.stderr
+    named = subprocess.run(  # a folder PYTHONPATH names is the user's choice: kept, and nothing said
+        [str(CONSOLE_SCRIPT), "--version"], cwd=tmp_path / "..", env=rdmabench_env(PYTHONPATH=str(tmp_path / "x")),
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert named.returncode == 0 and "PYTHONPATH" not in named.stderr

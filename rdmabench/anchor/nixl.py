@@ -20,6 +20,7 @@ import importlib.util
 import json
 import os
 import shutil
+import signal
 import subprocess
 import time
 from collections.abc import Callable
@@ -106,7 +107,7 @@ class NixlPlan:
     seconds: float = 1.0  # of NIXL's timed transfers per list (and as many of its contiguous reference)
     samples: int = 5  # rdmabench's: samples of sample_time seconds, about as many transfers' time
     sample_time: float = 0.2
-    timeout: float = 600.0  # one NIXL pair, start to end
+    timeout: float = 600.0  # one NIXL pair, start to end (--nixl-timeout)
 
     def check(self) -> NixlPlan:
         reason = missing()
@@ -300,19 +301,34 @@ def _start(role: str, folder: Path, mode: str, test: str, variant: str) -> subpr
 
 
 def _wait(processes: dict[str, subprocess.Popen[bytes]], folder: Path, timeout: float) -> None:
-    """Until both ends exit; LaunchError with the failing end's own line as soon as one fails."""
+    """Until both ends exit; LaunchError as soon as one fails: the signal that killed it (its last
+    line is then not why it ended), else its exit code and its own last line."""
     deadline = time.monotonic() + timeout
     while True:
         codes = {role: process.poll() for role, process in processes.items()}
         for role, code in codes.items():
+            if code is not None and code < 0:
+                raise LaunchError(
+                    f"NIXL's {role} was killed by signal {_signal_name(-code)} ({-code}); "
+                    f"its last line: {_last_line(folder / f'{role}.out')}"
+                )
             if code not in (None, 0):
-                raise LaunchError(f"NIXL's {role} failed: {_last_line(folder / f'{role}.out')}")
+                raise LaunchError(f"NIXL's {role} failed (exit {code}): {_last_line(folder / f'{role}.out')}")
         if all(code == 0 for code in codes.values()):
             return
         if time.monotonic() > deadline:
             lines = "; ".join(f"{role}: {_last_line(folder / f'{role}.out')}" for role in processes)
-            raise LaunchError(f"NIXL's target and initiator did not finish in {timeout:.0f} s ({lines})")
+            raise LaunchError(
+                f"NIXL's target and initiator did not finish in {timeout:g} s (--nixl-timeout sets this wait): {lines}"
+            )
         time.sleep(0.02)
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
 
 
 def _text(path: Path) -> str:

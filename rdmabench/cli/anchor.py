@@ -16,7 +16,7 @@ from ..measure.beside import Beside
 from ..measure.kvhandoff import KV_LAYOUTS
 from ..units import parse_sizes
 from .blocklists import blocks_option, layout_option, model_options, posting_option
-from .group import SETTINGS, Written, fail, main, names, say, writes
+from .group import SETTINGS, Written, fail, main, names, say, seconds_within, writes
 from .options import beside_option, choices, group, renamed, sizes_option
 
 ANCHORS = ("perftest", "nixl")
@@ -39,6 +39,7 @@ nixl_options = group(
     click.option(
         "--nixl-seconds",
         type=click.FloatRange(min=0.01, max=600),
+        callback=seconds_within(600),
         default=1.0,
         metavar="S",
         help="With --against nixl: seconds of NIXL's timed transfers per list and run (at least 5 transfers), "
@@ -46,6 +47,15 @@ nixl_options = group(
         show_default=True,
     ),
     posting_option,
+    click.option(
+        "--nixl-timeout",
+        type=float,
+        default=600.0,
+        callback=seconds_within(86400),
+        metavar="S",
+        help="With --against nixl: seconds the anchor waits for a pair of NIXL's ends before it stops them as frozen.",
+        show_default=True,
+    ),
     click.option(
         "--nixl",
         "variants",
@@ -63,7 +73,7 @@ nixl_options = group(
 )
 _NIXL_ONLY = {
     "counts": None, "layouts": None, "model": None, "kv_layout": KV_LAYOUTS[0], "prompt": None, "nixl_threads": 0,
-    "nixl_seconds": 1.0, "posting": "auto", "variants": ",".join(NIXL_VARIANTS), "beside": "none",
+    "nixl_seconds": 1.0, "nixl_timeout": 600.0, "posting": "auto", "variants": ",".join(NIXL_VARIANTS), "beside": "none",
 }  # fmt: skip
 _OPTION_NAMES = {
     "counts": "--blocks",
@@ -184,6 +194,7 @@ def _nixl_anchor(
         handoff=handoff,
         threads=options["nixl_threads"],
         seconds=options["nixl_seconds"],
+        timeout=options["nixl_timeout"],
         posting=options["posting"],
         variants=tuple(dict.fromkeys(names(options["variants"]))),
         beside=Beside.parse(options["beside"]),

@@ -25,6 +25,23 @@ FLOOR_HELP = (
 )
 
 
+def _node_options(command: Any) -> Any:
+    """--nodes FILE and --nodes-from-slurm: the cluster's real nodes, the drain list's allow-list."""
+    slurm = click.option(
+        "--nodes-from-slurm",
+        is_flag=True,
+        help="The drain list names only nodes Slurm lists (`sinfo -N -h -o %N`, else `scontrol show hostnames`).",
+    )
+    named = click.option(
+        "--nodes",
+        "nodes_path",
+        default=None,
+        metavar="FILE",
+        help="The cluster's node names, one a line: the drain list names only these (with --drain).",
+    )
+    return named(slurm(command))
+
+
 @main.command(context_settings=SETTINGS)
 @click.argument("paths", nargs=-1, required=True)
 @expect_option(FLOOR_HELP)
@@ -41,6 +58,7 @@ FLOOR_HELP = (
         "update NodeName=... State=DRAIN` line each (never run: review, then run them yourself).",
     ),
 )
+@_node_options
 @selection_options
 def check(
     paths: tuple[str, ...], expect: dict[str, float], baseline: str | None, tolerance: float, **kwargs: Any
@@ -50,14 +68,15 @@ def check(
     against a floor (a share of its physical limit; with `default` also its class in the run) and/or
     a baseline run. Exit status 1 when a link fails or a part is suspect, 0 when all pass, 3
     (REMEASURE) when nothing failed but single slow figures, never measured again, are to measure
-    again (the command is printed), 2 for bad
-    input or when there is no verdict: nothing matched, no floor applied to any link, or no link was
-    in the baseline, and nothing is suspect (never a pass on nothing)."""
+    again (the command is printed), 2 for bad input or when there is no verdict: nothing matched, no
+    floor applied to any link, or no link was in the baseline, and nothing is suspect (never a pass on
+    nothing)."""
     from ..results.verdicts.drain import share
     from ..results.verdicts.hostlist import compress
 
     files = {name: kwargs.pop(name) for name in ("json_path", "junit_path", "drain_path", "force")}
     try:
+        files["nodes"] = _nodes(kwargs.pop("nodes_path"), kwargs.pop("nodes_from_slurm"), files["drain_path"])
         if not expect and baseline is None:
             raise ConfigError("give --expect (a floor per limit kind or link class) or --baseline, or both")
         if not 0 <= tolerance < 1:
@@ -69,10 +88,23 @@ def check(
         fail(ConfigError(f"cannot write the verdict: {exc}"))
     click.echo(checked.text())
     if drained is not None:
-        drain, hosts = drained
+        drain, hosts, refused = drained
         named = compress(d.host for d in drain) if drain else "no host"
-        click.echo(f"drain list: {visible(files['drain_path'])} ({named}: {share(drain, hosts)})")
+        click.echo(f"drain list: {visible(files['drain_path'])} ({named}: {share(drain, hosts, refused)})")
     sys.exit(checked.exit_code)
+
+
+def _nodes(path: str | None, from_slurm: bool, drain_path: str | None) -> Any:
+    """The cluster's nodes the drain list is checked against (results.verdicts.nodes), or None."""
+    from ..results.verdicts import nodes
+
+    if path is None and not from_slurm:
+        return None
+    if drain_path is None:
+        raise ConfigError("--nodes and --nodes-from-slurm only with --drain (they check the drain list's hosts)")
+    if path is not None and from_slurm:
+        raise ConfigError("give --nodes FILE or --nodes-from-slurm, not both")
+    return nodes.from_file(path) if path is not None else nodes.from_slurm()
 
 
 def _check(
@@ -85,7 +117,7 @@ def _check(
 ) -> tuple[Any, Any]:
     """The verdict and the drain list (None without --drain), their files written."""
     from ..results.verdicts.attribution import attribute
-    from ..results.verdicts.drain import ran_on, write_drain_list
+    from ..results.verdicts.drain import ran_on, refusals, write_drain_list
     from ..results.verdicts.outcome import conclude, no_verdict
 
     chosen = reading.filters(**selection)
@@ -107,4 +139,9 @@ def _check(
     if drain_path is None:
         return checked, None
     hosts = ran_on(documents)  # a drain list names only hosts the results' own ranks ran on
-    return checked, (write_drain_list(drain_path, found, hosts, force=files["force"]), hosts)
+    drain = write_drain_list(drain_path, found, hosts, force=files["force"], nodes=files["nodes"])
+    return checked, (
+        drain,
+        hosts,
+        refusals(found, hosts, nodes=files["nodes"]),
+    )  # a refused host costs only its own line

@@ -81,11 +81,12 @@ def _cupy_copy(
             raise ConfigError(f"unknown host memory {k!r}: choose from {', '.join(HOST_KINDS)}")
     if not 1 <= samples <= 1000:
         raise ConfigError(f"--samples must be between 1 and 1000, not {samples}")
+    chosen = None if gpus == "all" else [count(g, "--gpus") for g in names(gpus, "--gpus")]
     cupy = copy_module.require_gpu()
-    count = visible_gpu_count()
-    gpu_list = list(range(count)) if gpus == "all" else [int(g) for g in gpus.split(",") if g.strip().isdigit()]
-    if not gpu_list or any(g >= count for g in gpu_list):
-        raise ConfigError(f"--gpus {gpus!r}: this machine has GPUs 0..{count - 1}")
+    visible = visible_gpu_count()
+    gpu_list = list(range(visible)) if chosen is None else chosen
+    if not gpu_list or any(g >= visible for g in gpu_list):
+        raise ConfigError(f"--gpus {gpus!r}: this machine has GPUs 0..{visible - 1}")
     if output is None:
         output = document.default_output_path("copy", "host", "device", reserve_it=False)
     document.check_writable(output, force)

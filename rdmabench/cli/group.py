@@ -16,6 +16,7 @@ from .. import __version__, userfiles
 from ..errors import ConfigError, RdmabenchError, error_line
 from ..escape import visible_lines
 from ..measure import registry
+from ..units import check_seconds, whole_number
 
 # Every command: -h as --help, wide enough for the option tables, defaults shown.
 SETTINGS = {"show_default": True}
@@ -36,15 +37,39 @@ def command_line() -> str:
     return shlex.join(["rdmabench", *sys.argv[1:]])
 
 
-def names(text: str) -> list[str]:
-    """A comma-separated list of names."""
-    return [part.strip() for part in text.split(",") if part.strip()]
+def names(text: str, option: str | None = None) -> list[str]:
+    """A comma-separated list of names, at least one: a list of none (`,`) would measure nothing and
+    pass, so it is refused, naming its option (`option`, else the current command's option that holds
+    `text`)."""
+    found = [part.strip() for part in text.split(",") if part.strip()]
+    if not found:
+        raise ConfigError(f"{option or _holding(text)} names nothing: give at least one")
+    return found
+
+
+def _holding(text: str) -> str:
+    """The option of the command being run whose value is `text` (for its error line), else 'a list'."""
+    context = click.get_current_context(silent=True)
+    if context is not None:
+        for param in context.command.params:
+            if isinstance(param, click.Option) and context.params.get(param.name or "") == text:
+                return max(param.opts, key=len)
+    return f"the list {text!r}"
+
+
+def seconds_within(most: float) -> Callable[[click.Context, click.Parameter, Any], Any]:
+    """A click callback for an option of seconds: above 0, at most `most`, finite (units.check_seconds,
+    as run checks --sample-time and --timeout)."""
+
+    def checked(context: click.Context, param: click.Parameter, value: Any) -> Any:
+        return value if value is None else check_seconds(value, max(param.opts, key=len), most)
+
+    return checked
 
 
 def count(text: str, option: str) -> int:
-    if not text.isdigit():
-        raise ConfigError(f"{option} takes whole numbers, not {text!r}")
-    return int(text)
+    """A whole number an option takes (units.whole_number: ASCII digits only)."""
+    return whole_number(text, option)
 
 
 class Written(NamedTuple):

@@ -10,6 +10,8 @@ import math
 import os
 from dataclasses import dataclass
 
+from ..units import is_digits
+
 _UNLIMITED = 1 << 60  # cgroup v1 writes "no limit" as a page-rounded LONG_MAX
 
 
@@ -81,7 +83,7 @@ def _read(path: str) -> str | None:
 
 def _number(path: str) -> int | None:
     text = _read(path)
-    if text is None or not text.lstrip("-").isdigit():
+    if text is None or not is_digits(text.lstrip("-")):
         return None  # absent, or "max"
     return int(text)
 
@@ -89,7 +91,7 @@ def _number(path: str) -> int | None:
 def _stat(path: str, key: str) -> int:
     for line in (_read(path) or "").splitlines():
         name, _, value = line.partition(" ")
-        if name == key and value.strip().isdigit():
+        if name == key and is_digits(value.strip()):
             return int(value)
     return 0
 
@@ -111,7 +113,7 @@ def _cgroup_cpu_quota(folder: str, version: int) -> int | None:
     """Cores a cgroup's CPU quota allows, rounded up; None without a quota."""
     if version == 2:
         parts = (_read(f"{folder}/cpu.max") or "").split()
-        if len(parts) != 2 or not parts[0].isdigit() or not parts[1].isdigit():
+        if len(parts) != 2 or not is_digits(parts[0]) or not is_digits(parts[1]):
             return None  # "max 100000": no quota
         quota, period = int(parts[0]), int(parts[1])
     else:

@@ -19,6 +19,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from ..units import is_digits
 from .topology import nvml, read_text
 
 Counters = dict[str, tuple[int, int]]  # counter -> (received bytes, sent bytes)
@@ -55,7 +56,7 @@ def rdma_counters(root: str = SYSFS) -> Counters:
         for port in sorted(os.listdir(ports)) if os.path.isdir(ports) else []:
             here = os.path.join(ports, port, "counters")
             rx, tx = read_text(os.path.join(here, "port_rcv_data")), read_text(os.path.join(here, "port_xmit_data"))
-            if rx is not None and tx is not None and rx.isdigit() and tx.isdigit():
+            if rx is not None and tx is not None and is_digits(rx) and is_digits(tx):
                 found[f"{device}:{port}"] = (int(rx) * _IB_WORD, int(tx) * _IB_WORD)
     return found
 

@@ -13,6 +13,7 @@ import os
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from ..units import is_digits
 from .topology import normalize_bus_id, read_text
 
 SYSFS = "/sys"
@@ -38,7 +39,7 @@ class _Device:
 
 def _numa(path: str | None) -> int | None:
     text = read_text(os.path.join(path, "numa_node")) if path else None
-    return int(text) if text and text.lstrip("-").isdigit() and int(text) >= 0 else None
+    return int(text) if text and is_digits(text.lstrip("-")) and int(text) >= 0 else None
 
 
 def _pci_path(link: str) -> str | None:

@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from ..units import is_digits
+
 # Usable bandwidth of one PCIe lane per direction, GB/s, after line encoding (8b/10b up to Gen2,
 # 128b/130b from Gen3; Gen6 FLIT mode counted at its 242/256 payload share).
 PCIE_LANE_GBPS = {1: 0.25, 2: 0.5, 3: 0.9846, 4: 1.9692, 5: 3.9385, 6: 7.5636}
@@ -124,7 +126,7 @@ def _sysfs_pcie(bus_id: str) -> PcieLink | None:
         return None
     rate = re.match(r"([\d.]+)\s*GT/s", speed)
     by_rate = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
-    if not rate or not width.isdigit():
+    if not rate or not is_digits(width):
         return None
     generation = by_rate.get(float(rate.group(1)))
     return PcieLink(generation, int(width)) if generation else None
@@ -132,7 +134,7 @@ def _sysfs_pcie(bus_id: str) -> PcieLink | None:
 
 def numa_node_of(bus_id: str) -> int | None:
     value = read_text(os.path.join(_PCI_ROOT, normalize_bus_id(bus_id), "numa_node"))
-    if value is None or not value.lstrip("-").isdigit() or int(value) < 0:
+    if value is None or not is_digits(value.lstrip("-")) or int(value) < 0:
         return None
     return int(value)
 
@@ -266,7 +268,7 @@ def last_level_cache_bytes(root: str = _CPU_ROOT) -> int | None:
         for index in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
             kind, level = read_text(f"{folder}/{index}/type"), read_text(f"{folder}/{index}/level")
             size = _cache_size(read_text(f"{folder}/{index}/size") or "")
-            if kind in ("Data", "Unified") and level and level.isdigit() and size:
+            if kind in ("Data", "Unified") and level and is_digits(level) and size:
                 caches.append((int(level), size))
         if caches:
             return max(caches)[1]
@@ -360,16 +362,16 @@ def nic_ports() -> list[NicPort]:
             rate = read_text(f"{ib_root}/{device}/ports/{port}/rate") or ""
             match = re.match(r"([\d.]+)\s*Gb/sec", rate)
             if "ACTIVE" in state and match:
-                node = int(numa) if numa and numa.lstrip("-").isdigit() and int(numa) >= 0 else None
+                node = int(numa) if numa and is_digits(numa.lstrip("-")) and int(numa) >= 0 else None
                 ports.append(NicPort(f"{device}:{port}", "infiniband", float(match.group(1)) / 8, rate, node))
     net_root = "/sys/class/net"
     for name in sorted(os.listdir(net_root)) if os.path.isdir(net_root) else []:
         if name == "lo" or not os.path.exists(f"{net_root}/{name}/device"):
             continue  # virtual interfaces (bridges, veth) have no rate of their own
         speed = read_text(f"{net_root}/{name}/speed")
-        if speed and speed.lstrip("-").isdigit() and int(speed) > 0:
+        if speed and is_digits(speed.lstrip("-")) and int(speed) > 0:
             numa = read_text(f"{net_root}/{name}/device/numa_node")
-            node = int(numa) if numa and numa.lstrip("-").isdigit() and int(numa) >= 0 else None
+            node = int(numa) if numa and is_digits(numa.lstrip("-")) and int(numa) >= 0 else None
             ports.append(NicPort(name, "ethernet", int(speed) / 8000, f"{speed} Mb/s", node))
     return ports
 
@@ -415,6 +417,6 @@ def _parse_cpulist(text: str) -> set[int]:
         if "-" in part:
             low, high = part.split("-")
             cpus.update(range(int(low), int(high) + 1))
-        elif part.strip().isdigit():
+        elif is_digits(part.strip()):
             cpus.add(int(part))
     return cpus

@@ -25,7 +25,7 @@ from ..measure.kvhandoff import KV_LAYOUTS
 from ..measure.postings import DEVICE_PATHS, parse_postings
 from ..measure.shape import Shape
 from ..modes import MemoryMode
-from ..units import DISPLAY_UNITS, parse_sizes
+from ..units import DISPLAY_UNITS, check_seconds, parse_sizes
 from ..wire.native import RMA_GET
 from ..wire.staging import DEFAULT_BUFFERS, DEFAULT_CHUNK, Staging
 from .schedule import LINK_CLASSES, Pattern, pattern_named
@@ -134,10 +134,9 @@ class Steps:
             value = getattr(self, name)
             if value is not None and not low <= value <= high:
                 raise ConfigError(f"{option} must be between {low} and {high}, not {value}")
-        if not 0 < self.sample_time <= 3600:
-            raise ConfigError(f"--sample-time must be above 0 and at most 3600 seconds, not {self.sample_time}")
-        if self.timeout is not None and not 0 < self.timeout <= 86400:
-            raise ConfigError(f"--timeout must be above 0 and at most 86400 seconds, not {self.timeout}")
+        check_seconds(self.sample_time, "--sample-time", 3600)
+        if self.timeout is not None:
+            check_seconds(self.timeout, "--timeout", 86400)
         if not self.sizes:
             raise ConfigError("no message sizes given")
         if self.one_buffer and self.validate:

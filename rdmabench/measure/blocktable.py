@@ -29,6 +29,7 @@ from .. import privatedirs, userfiles
 from ..errors import ConfigError, FileRefusedError, UnsafePathError
 from ..escape import visible
 from .blocks import MAX_BLOCKS
+from .slow import Slow
 
 FILE_LIMIT = 64 << 20  # bytes: a million descriptors as [offset, length] pairs take about 40 MiB
 MAX_SLOT = (1 << 31) - 1  # slot ids as NIXL's and vLLM's tables hold them (int32)
@@ -89,7 +90,10 @@ def load(path: str, sha256: str | None = None) -> BlockTable:
         raise ConfigError(f"--blocks-from {visible(path)}: the file changed since the run was checked")
     found = _PARSED.get((path, digest))
     if found is None:
-        found = _parse(path, data, digest)
+        with Slow(f"--blocks-from {visible(path)}", sha256 is None).during(
+            "reading the table"
+        ):  # said once: the launcher's
+            found = _parse(path, data, digest)
         _PARSED.clear()
         _PARSED[(path, digest)] = found
     return found
@@ -140,51 +144,60 @@ def _parse(path: str, data: bytes, digest: str) -> BlockTable:
     transfers = document["transfers"]
     if not isinstance(transfers, list) or not transfers:
         raise ConfigError(f'{where}: transfers is a list of {{"local": [...], "remote": [...]}}, one a transfer')
-    ends: list[list[np.ndarray]] = [[], []]
-    for index, transfer in enumerate(transfers):
-        if not isinstance(transfer, dict) or set(transfer) != {"local", "remote"}:
-            raise ConfigError(f"{where}: transfer {index} is not an object of local and remote (and nothing else)")
-        for side, name in enumerate(("local", "remote")):
-            seen = sum(len(found) for found in ends[side])
-            ends[side].append(_slots(transfer[name], block, seen, f"{where}: transfer {index} {name}"))
-        moved = [len(ends[side][-1]) for side in (0, 1)]
-        if moved[0] != moved[1]:
-            raise ConfigError(f"{where}: transfer {index} moves {moved[0]} blocks from local and {moved[1]} to remote")
-        if moved[0] != len(ends[0][0]):
-            raise ConfigError(
-                f"{where}: transfer {index} moves {moved[0]} blocks, transfer 0 {len(ends[0][0])}: "
-                "a step's transfers move as many blocks each"
-            )
-    local, remote = (np.concatenate(found) for found in ends)
+    local, remote = _ends(transfers, block, where)
     for name, slots in (("local", local), ("remote", remote)):
         unique, counts = np.unique(slots, return_counts=True)
         if (counts > 1).any():
             raise ConfigError(f"{where}: {name} slot {int(unique[counts > 1][0])} is named twice in a step")
+    count = len(local) // len(transfers)
     items = (sum(len(t["local"]) for t in transfers), sum(len(t["remote"]) for t in transfers))
-    return BlockTable(visible(path), digest, block, len(transfers), len(ends[0][0]), items, local, remote)
+    return BlockTable(visible(path), digest, block, len(transfers), count, items, local, remote)
 
 
-def _slots(items: Any, block: int, seen: int, where: str) -> np.ndarray:
-    """The slots of one end of a transfer (`seen` blocks at this end before it): slots as given,
-    [offset, length] cut into blocks. Each item is a block at least: counted before it is made."""
+def _ends(transfers: list[Any], block: int, where: str) -> tuple[np.ndarray, np.ndarray]:
+    """Each end's slots, transfer by transfer, as one array each. Linear in the table: slots are
+    gathered into one list an end (counted as they come), made an array once."""
+    ends: tuple[list[int], list[int]] = ([], [])
+    first = 0  # blocks of transfer 0: every transfer moves as many
+    for index, transfer in enumerate(transfers):
+        if not isinstance(transfer, dict) or set(transfer) != {"local", "remote"}:
+            raise ConfigError(f"{where}: transfer {index} is not an object of local and remote (and nothing else)")
+        moved = [0, 0]
+        for side, name in enumerate(("local", "remote")):
+            before = len(ends[side])
+            _slots(transfer[name], block, ends[side], f"{where}: transfer {index} {name}")
+            moved[side] = len(ends[side]) - before
+        if moved[0] != moved[1]:
+            raise ConfigError(f"{where}: transfer {index} moves {moved[0]} blocks from local and {moved[1]} to remote")
+        first = first or moved[0]
+        if moved[0] != first:
+            raise ConfigError(
+                f"{where}: transfer {index} moves {moved[0]} blocks, transfer 0 {first}: "
+                "a step's transfers move as many blocks each"
+            )
+    return np.array(ends[0], dtype=np.int64), np.array(ends[1], dtype=np.int64)
+
+
+def _slots(items: Any, block: int, found: list[int], where: str) -> None:
+    """The slots of one end of a transfer, added to `found` (the blocks at this end so far): slots as
+    given, [offset, length] cut into blocks. Each item is a block at least: counted before it is made;
+    each slot checked against MAX_SLOT before it is stored (a slot beyond 64 bits is refused, not
+    overflowed)."""
     if not isinstance(items, list) or not items:
         raise ConfigError(f"{where}: not a list of slots or [offset, length] pairs")
-    if seen + len(items) > MAX_BLOCKS:
+    if len(found) + len(items) > MAX_BLOCKS:
         raise ConfigError(f"{where}: more than {MAX_BLOCKS} blocks in a step")
     if all(type(item) is int for item in items):  # the common table: block ids
-        slots = np.array(items, dtype=np.int64)
-        wrong = slots[(slots < 0) | (slots > MAX_SLOT)]
-        if len(wrong):
-            raise ConfigError(f"{where}: slot {int(wrong[0])} is not within 0 to {MAX_SLOT}")
-        return slots
-    found = []
+        wrong = [slot for slot in items if slot < 0 or slot > MAX_SLOT]
+        if wrong:
+            raise ConfigError(f"{where}: slot {str(wrong[0])[:40]} is not within 0 to {MAX_SLOT}")
+        found.extend(items)
+        return
     for index, item in enumerate(items):
         first, blocks = _item(item, block, f"{where} item {index}")
-        seen += blocks
-        if seen > MAX_BLOCKS:  # before the blocks are made: a length of a terabyte is refused, not allocated
+        if len(found) + blocks > MAX_BLOCKS:  # before the blocks are made: a terabyte's length is refused
             raise ConfigError(f"{where}: more than {MAX_BLOCKS} blocks in a step")
-        found.append(np.arange(first, first + blocks, dtype=np.int64))
-    return np.concatenate(found)
+        found.extend(range(first, first + blocks))
 
 
 def _item(item: Any, block: int, where: str) -> tuple[int, int]:

@@ -15,6 +15,7 @@ import os
 import time
 
 from ..errors import ConfigError
+from ..units import is_digits
 
 _KINDS = ("corrupt", "stall", "slow")
 SLOW_SECONDS = 0.005
@@ -25,7 +26,7 @@ def _planted(kind: str) -> int | None:
     if not spec:
         return None
     name, _, arg = spec.partition(":")
-    if name not in _KINDS or not arg.isdigit():
+    if name not in _KINDS or not is_digits(arg):
         raise ConfigError(f"bad RDMABENCH_FAULT {spec!r}: expected corrupt:N, stall:N or slow:N")
     return int(arg) if name == kind else None
 

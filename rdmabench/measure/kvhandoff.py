@@ -28,6 +28,7 @@ from typing import Any
 
 from .. import userfiles
 from ..errors import ConfigError
+from ..units import is_digits
 from .blocks import BlockShape, SmBudget
 from .kvmodels import MODELS
 
@@ -210,7 +211,7 @@ def _value(name: str, key: str, text: str) -> int | bool:
         if text.lower() not in ("true", "false", "1", "0", "yes", "no"):
             raise ConfigError(f"--model {name}: mla is true or false, not {text!r}")
         return text.lower() in ("true", "1", "yes")
-    if not text.isdigit():
+    if not is_digits(text):
         raise ConfigError(f"--model {name}: {key} takes a whole number, not {text!r}")
     return int(text)
 

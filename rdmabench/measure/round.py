@@ -37,6 +37,7 @@ from .contract import Link, Side, StepProtocol, StepRecord
 from .need import Need, message_end
 from .plan import Plan, calibrated_iterations, passes_for
 from .registry import TestKind
+from .slow import SLOW_S, Slow
 
 
 @dataclass(frozen=True)
@@ -302,7 +303,8 @@ def run_round(
             transport.endpoint(peer)
         if spec.beside is not None:  # before the protocol: an SM partition's transfer stream is the load's
             end.load = load_on_this_gpu(spec.beside)
-        protocol.setup(end)
+        with Slow(end.where, end.rank == spec.links[0].src).during("setting up the round"):
+            protocol.setup(end)
         step = protocol.native_step if end.native is not None else protocol.python_step
         timed = protocol.timed(end)
         pairs = _pairs(end) if spec.beside is not None else None
@@ -376,17 +378,21 @@ class _Steps:
         self.end, self.step = end, step
         self.index = 0
         self.cpu = 0.0
+        self.slow = Slow(end.where, end.rank == end.spec.links[0].src)  # a step of seconds is said
 
     def one(self) -> list[float]:
         end, protocol = self.end, self.end.spec.protocol
         if end.stall_at == self.index:
             faults.stall_forever()
+        wall = time.perf_counter()
         protocol.fill(end, self.index)
         began = time.process_time()
         times = self.step(end, self.index)
         self.cpu += time.process_time() - began
         protocol.check(end, self.index)
         self.index += 1
+        if (wall := time.perf_counter() - wall) >= SLOW_S:  # said on stderr: a long step is never silent
+            self.slow.after(f"step {self.index} (its fill, transfers and check)", wall)
         return times
 
     def warm_up(self, steps: int) -> tuple[float, float]:

@@ -10,8 +10,12 @@ letters, digits and ` ._:%/,()=+-`, so nothing in it can end the quotes or reach
 A results file is someone's text, and a host name in it becomes a Slurm node expression: `ALL` is
 every node, `node[1-100]` or `a,b` a set. So every host a drain list names passes one check
 (drainable): a hostname (hostlist.check_hostname: no brackets, commas or spaces), not a word Slurm
-reserves, and one the results files' own ranks ran on (their metadata: `hosts`, the rank table). The
-list says how many hosts it drains out of how many there were.
+reserves, one the results files' own ranks ran on (their metadata: `hosts`, the rank table), and,
+given the cluster's nodes (nodes.ClusterNodes: `check --nodes`, `--nodes-from-slurm`), one of them;
+without them the list says its names were not checked against the cluster. A
+host that fails it is left out of the list with a comment saying why (`refusals`): one crafted file
+costs only its own hosts, never the verdict nor the other hosts' lines. The list says how many hosts
+it drains out of how many there were.
 """
 
 from __future__ import annotations
@@ -24,11 +28,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...errors import ConfigError, FileRefusedError, OutputWriteError
+from ...escape import visible
 from .attribution import Attribution, Suspect
 from .hostlist import check_hostname, compress
+from .nodes import ClusterNodes
 
 DRAINED_KINDS = ("gpu", "rank", "nic", "host")
 MIN_CONFIDENCE = 0.5
+SHOWN_REFUSED = 5  # refused hosts named on check's drain line (the file names them all)
 REASON_LENGTH = 200  # characters of a reason (Slurm keeps it in its state files)
 _UNSAFE = re.compile(r"[^A-Za-z0-9 ._:%/,()=+-]")
 
@@ -58,9 +65,10 @@ def ran_on(documents: Iterable[tuple[str, dict[str, Any]]]) -> frozenset[str]:
     return frozenset(found)
 
 
-def drainable(host: str, hosts: frozenset[str]) -> str:
+def drainable(host: str, hosts: frozenset[str], nodes: ClusterNodes | None = None) -> str:
     """`host`, or a ConfigError saying why a drain list must not name it: not a hostname, a word
-    Slurm reads as a set of nodes, or no host the run's ranks (`hosts`) ran on."""
+    Slurm reads as a set of nodes, no host the run's ranks (`hosts`) ran on, or, given the cluster's
+    `nodes`, none of them."""
     check_hostname(host)
     if host.lower() in SLURM_RESERVED:
         raise ConfigError(f"host {host!r} is a word Slurm reads as a set of nodes: refused in a drain list")
@@ -68,6 +76,8 @@ def drainable(host: str, hosts: frozenset[str]) -> str:
         raise ConfigError(
             f"host {host!r} is not one the results' ranks ran on (their metadata): refused in a drain list"
         )
+    if nodes is not None and host not in nodes.names:
+        raise ConfigError(f"host {host!r} is not a node of the cluster ({nodes.source}): refused in a drain list")
     return host
 
 
@@ -86,49 +96,107 @@ def _why(suspect: Suspect) -> str:
     return f"{part} {suspect.direction} at {suspect.ratio:.0%} of class median ({suspect.explained} links)"
 
 
-def drains(found: Attribution, hosts: frozenset[str], min_confidence: float = MIN_CONFIDENCE) -> list[Drain]:
-    """One Drain per host holding a suspect part of at least `min_confidence`, by host name; each
-    host checked (drainable) against `hosts`, those the run's ranks ran on (ran_on)."""
+def _sorted_out(
+    found: Attribution, hosts: frozenset[str], min_confidence: float, nodes: ClusterNodes | None
+) -> tuple[dict[str, list[str]], dict[str, str]]:
+    """The drainable hosts with why each is drained, and the refused ones with why not (drainable)."""
     why: dict[str, list[str]] = {}
+    refused: dict[str, str] = {}
     for suspect in found.suspects:
         if suspect.kind in DRAINED_KINDS and suspect.confidence >= min_confidence:
-            why.setdefault(drainable(suspect.host, hosts), []).append(_why(suspect))
+            try:
+                why.setdefault(drainable(suspect.host, hosts, nodes), []).append(_why(suspect))
+            except ConfigError as exc:
+                refused[suspect.host] = str(exc).removesuffix(": refused in a drain list")
+    return why, refused
+
+
+def drains(
+    found: Attribution,
+    hosts: frozenset[str],
+    min_confidence: float = MIN_CONFIDENCE,
+    nodes: ClusterNodes | None = None,
+) -> list[Drain]:
+    """One Drain per host holding a suspect part of at least `min_confidence`, by host name; each
+    host checked (drainable) against `hosts`, those the run's ranks ran on (ran_on), and the cluster's
+    `nodes` where given: one refused is left out (refusals)."""
+    why, _refused = _sorted_out(found, hosts, min_confidence, nodes)
     return [Drain(host, reason("rdmabench: " + "; ".join(parts))) for host, parts in sorted(why.items())]
+
+
+def refusals(
+    found: Attribution,
+    hosts: frozenset[str],
+    min_confidence: float = MIN_CONFIDENCE,
+    nodes: ClusterNodes | None = None,
+) -> dict[str, str]:
+    """The hosts of suspect parts a drain list must not name (drainable), each with why."""
+    return _sorted_out(found, hosts, min_confidence, nodes)[1]
 
 
 def drained_hosts(found: Attribution, hosts: frozenset[str], min_confidence: float = MIN_CONFIDENCE) -> list[str]:
     return [drain.host for drain in drains(found, hosts, min_confidence)]
 
 
-def share(chosen: list[Drain], hosts: frozenset[str]) -> str:
-    """How many hosts a drain list drains of how many the run had: '1 of 16 hosts'."""
-    return f"{len(chosen)} of {len(hosts)} host{'s' if len(hosts) != 1 else ''}"
+def share(chosen: list[Drain], hosts: frozenset[str], refused: Iterable[str] = ()) -> str:
+    """How many hosts a drain list drains of how many the run had, and those it refused by name
+    (the first few, escaped): '1 of 16 hosts', '1 of 32 hosts; 1 refused: ALL'."""
+    text = f"{len(chosen)} of {len(hosts)} host{'s' if len(hosts) != 1 else ''}"
+    names = sorted(refused)
+    if names:
+        shown = ", ".join(visible(name) for name in names[:SHOWN_REFUSED])
+        text += f"; {len(names)} refused: {shown}{', ...' if len(names) > SHOWN_REFUSED else ''}"
+    return text
 
 
-def drain_text(found: Attribution, hosts: frozenset[str], min_confidence: float = MIN_CONFIDENCE) -> str:
+def _checked_against(nodes: ClusterNodes | None) -> str:
+    if nodes is None:
+        return (
+            "# host names NOT checked against the cluster's nodes (check --nodes FILE or --nodes-from-slurm): "
+            "a results file vouches for its own; review each name before you run its line"
+        )
+    return f"# host names checked against {len(nodes.names)} nodes of the cluster ({_comment(nodes.source)})"
+
+
+def drain_text(
+    found: Attribution,
+    hosts: frozenset[str],
+    min_confidence: float = MIN_CONFIDENCE,
+    nodes: ClusterNodes | None = None,
+) -> str:
     """The drain list file: comments, the hostlist, one scontrol line per host."""
-    chosen = drains(found, hosts, min_confidence)
+    chosen = drains(found, hosts, min_confidence, nodes)
     lines = [
         "# rdmabench drain list: review it, then run the scontrol lines (rdmabench never runs them)",
         f"# outcome: {found.outcome}; {len(found.suspects)} suspect(s), hosts drained at confidence >= {min_confidence}",
         f"# hostlist: {compress(d.host for d in chosen) if chosen else '(none)'}",
         f"# drains {share(chosen, hosts)} the results' ranks ran on",
+        _checked_against(nodes),
     ]
     for suspect in found.suspects:
         if suspect.kind not in DRAINED_KINDS:
             lines.append(f"# not drained, a path between hosts: {_comment(suspect.describe())}")
         elif suspect.confidence < min_confidence:
             lines.append(f"# not drained, confidence {suspect.confidence:.2f}: {_comment(suspect.describe())}")
+    lines += [
+        f"# not drained, refused: {_comment(why)}"
+        for _host, why in sorted(refusals(found, hosts, min_confidence, nodes).items())
+    ]
     lines += [f'scontrol update NodeName={d.host} State=DRAIN Reason="{d.reason}"' for d in chosen]
     return "\n".join(lines) + "\n"
 
 
 def write_drain_list(
-    path: str, found: Attribution, hosts: frozenset[str], min_confidence: float = MIN_CONFIDENCE, force: bool = False
+    path: str,
+    found: Attribution,
+    hosts: frozenset[str],
+    min_confidence: float = MIN_CONFIDENCE,
+    force: bool = False,
+    nodes: ClusterNodes | None = None,
 ) -> list[Drain]:
     """Write the drain list to `path` (a new file; an existing one only with `force`, replaced
     whole: never followed through a link, never half written); returns the hosts it drains."""
-    text = drain_text(found, hosts, min_confidence)
+    text = drain_text(found, hosts, min_confidence, nodes)
     if os.path.isdir(path):
         raise FileRefusedError(f"drain list {path} is a directory; give a file name")
     if os.path.lexists(path) and not force:
@@ -151,4 +219,4 @@ def write_drain_list(
         if os.path.exists(temporary):
             os.unlink(temporary)
         raise OutputWriteError(f"cannot write the drain list {path}: {exc.strerror or exc}") from None
-    return drains(found, hosts, min_confidence)
+    return drains(found, hosts, min_confidence, nodes)

@@ -19,8 +19,8 @@ from ...errors import ConfigError
 # hyphen (so no name reads as an option), at most 63 characters each and 253 in all.
 _LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
 _HOSTNAME = re.compile(rf"{_LABEL}(?:\.{_LABEL})*")
-_NUMBERED = re.compile(r"(.*?)(\d+)")
-_RANGE = re.compile(r"(\d+)(?:-(\d+))?")
+_NUMBERED = re.compile(r"(.*?)(\d+)", re.ASCII)
+_RANGE = re.compile(r"(\d+)(?:-(\d+))?", re.ASCII)
 EXPAND_UP_TO = 1_000_000  # names one hostlist may expand to: a typo like node[1-999999999] is refused
 
 

@@ -9,6 +9,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from ...units import is_digits
 from ..files.rows import Row
 from .fleet import ClassFloor, FloorParams, LinkTable
 
@@ -192,7 +193,7 @@ def remeasure_lines(rows: list[Row], ratios: list[float], listed: int) -> list[s
 
 def _natural(text: str) -> tuple[Any, ...]:
     """`node9` before `node10`: digit runs compared as numbers."""
-    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text))
+    return tuple(int(part) if is_digits(part) else part for part in re.split(r"(\d+)", text, flags=re.ASCII))
 
 
 def end_order(rows: list[Row]) -> list[str]:
