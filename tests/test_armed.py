@@ -3,7 +3,7 @@
 Where no GPU is: the library compiles for Hopper without a warning, its codes and bound agree with
 the wrapper's, its cut of a step into waves is the wrapper's, and what it refuses it refuses in one
 line. On the GPU machine (`-m gpu`): random 4 KiB blocks armed, held until the release, released,
-and every landed byte compared, for puts and gets, within one GPU and between two, and for lists
+and every landed byte compared, for puts and gets between two GPUs (refused within one), and for lists
 bigger than the bound (armed in waves).
 """
 
@@ -165,11 +165,9 @@ _needs_gpu = pytest.mark.skipif(visible_gpu_count() == 0, reason="needs a CUDA G
 
 
 def _pair(count: int) -> list[Any]:
-    """(local, other) GPU pairs to run on: within GPU 0 always, GPU 0 and 1 where there are two."""
-    return [
-        pytest.param((0, 0), id="one-gpu"),
-        pytest.param((0, 1), id="two-gpus", marks=pytest.mark.skipif(count < 2, reason="needs two GPUs")),
-    ]
+    """(local, other) GPU pairs to run on: GPU 0 and 1 where there are two (within one GPU the path is
+    refused: test_armed_within_one_gpu_is_refused_in_one_line)."""
+    return [pytest.param((0, 1), id="two-gpus", marks=pytest.mark.skipif(count < 2, reason="needs two GPUs"))]
 
 
 class _Pools:
@@ -279,6 +277,30 @@ def test_a_list_bigger_than_the_bound_is_armed_in_waves_and_all_lands(
 
 @pytest.mark.gpu
 @_needs_gpu
+def test_armed_within_one_gpu_is_refused_in_one_line() -> None:
+    """Both ends on GPU 0: refused when the plan is made (the first arm blocked there on an H100), and the
+    caller's current GPU is the one it had before."""
+    cupy = import_cupy()
+    pools = _Pools(cupy, (0, 0), "put", 64)
+    before = cupy.cuda.runtime.getDevice()
+    with pytest.raises(TransportError, match="another GPU"):
+        devapi.ArmedPlan(*pools.arguments())
+    assert cupy.cuda.runtime.getDevice() == before
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(visible_gpu_count() < 2, reason="needs two GPUs")
+def test_a_probe_of_another_gpu_leaves_the_callers_gpu_current() -> None:
+    """armed_why_not(0) from a process on GPU 1 probes GPU 0 and sets GPU 1 back (a rank that probed GPU
+    0 once allocated its next pools there)."""
+    cupy = import_cupy()
+    with cupy.cuda.Device(1):
+        assert devapi.armed_why_not(0) is None
+        assert cupy.cuda.runtime.getDevice() == 1
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(visible_gpu_count() < 2, reason="needs two GPUs")
 def test_the_armed_path_refuses_in_one_line_on_the_gpu() -> None:
     """Host memory, a release not armed, an arm twice, a GPU that is not there: each one line, and the
     plan still releases; a plan closed while armed neither hangs nor leaves its copies waiting."""
@@ -286,7 +308,7 @@ def test_the_armed_path_refuses_in_one_line_on_the_gpu() -> None:
     assert devapi.armed_why_not(0) is None
     missing = devapi.armed_why_not(visible_gpu_count())
     assert missing is not None and "no GPU" in missing
-    pools = _Pools(cupy, (0, 0), "put", 64)
+    pools = _Pools(cupy, (0, 1), "put", 64)
     src, dst, sizes = pools.arguments()
     host = np.zeros(64 * BLOCK, dtype=np.uint8)
     on_host = host.ctypes.data + np.arange(64, dtype=np.int64) * BLOCK

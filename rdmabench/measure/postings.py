@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError, TransportError
+from ..hardware.gpu import visible_gpu_count
 from ..wire import devapi
 from ..wire.native import RMA_GET, RMA_PUT
 
@@ -164,6 +165,8 @@ def _copy_engines_problem() -> str | None:
 
 
 def _armed_problem() -> str | None:
+    if visible_gpu_count() < 2:  # within one GPU the first arm blocked the arming thread (armed.cu says why)
+        return "the copy engines armed ahead need the other end on another GPU: this rank sees one GPU"
     return _library_problem() or devapi.armed_why_not()  # the peer's pool is mapped through UCX's plan
 
 

@@ -290,6 +290,25 @@ static int list_times(struct rb_arm_plan *p, double *seconds, char *why, size_t 
     return RB_ARM_OK;
 }
 
+/* The caller's current GPU, set back when an entry point returns: a rank's GPU is its own, and a probe
+ * of GPU 0 or a plan's GPU must not move the rank's later allocations (a rank on GPU 1 that probed GPU
+ * 0 allocated its next pools there, and UCX then found no device lane to its peer). */
+struct device_kept {
+    int before;
+    device_kept()
+    {
+        if (cudaGetDevice(&before) != cudaSuccess) {
+            before = -1;
+            cudaGetLastError();
+        }
+    }
+    ~device_kept()
+    {
+        if (before >= 0)
+            cudaSetDevice(before);
+    }
+};
+
 extern "C" {
 
 /* "name=value;" items: the codes and bounds as compiled (devapi.py checks them against its mirror). */
@@ -321,6 +340,7 @@ void rb_arm_layout(size_t total, int lists, size_t bound, size_t *waves, size_t 
  * calls, and a probe of them on that GPU (a flag written, then waited for). */
 int rb_arm_unsupported(int device, char *why, size_t len)
 {
+    device_kept kept;
     const char *found = missing();
     if (found != NULL) {
         snprintf(why, len, "%s", found);
@@ -347,6 +367,7 @@ int rb_arm_unsupported(int device, char *why, size_t len)
 
 void rb_arm_destroy(rb_arm_plan *p)
 {
+    device_kept kept;
     if (p == NULL)
         return;
     cudaSetDevice(p->device);
@@ -405,6 +426,7 @@ static int hold_list(rb_arm_plan *p, const uint64_t *src, const uint64_t *dst, c
 int rb_arm_create(int direction, const uint64_t *src, const uint64_t *dst, const uint64_t *sizes, size_t total,
                   int lists, size_t bound, rb_arm_plan **out, char *why, size_t len)
 {
+    device_kept kept;
     *out = NULL;
     if (direction != RB_ARM_PUT && direction != RB_ARM_GET) {
         snprintf(why, len, "direction %d is neither a put (%d) nor a get (%d)", direction, RB_ARM_PUT, RB_ARM_GET);
@@ -431,6 +453,14 @@ int rb_arm_create(int direction, const uint64_t *src, const uint64_t *dst, const
     int rc = hold_list(p, src, dst, sizes, why, len);
     if (rc != RB_ARM_OK || (rc = check_pointers(p, why, len)) != RB_ARM_OK)
         return rc;
+    if (p->device == p->peer) {
+        /* Seen on an H100 (2026-11-26): within one GPU the first arm blocked the arming thread for good.
+         * Likely cause, not measured: such copies run as a kernel, whose lazy load waits for every
+         * stream, the armed one too. Between two GPUs the copy engines take them. */
+        snprintf(why, len, "ce-armed needs the other end on another GPU (within GPU %d the arming blocked)",
+                 p->device);
+        return RB_ARM_UNSUPPORTED;
+    }
     if (cuda_failed(cudaSetDevice(p->device), "cudaSetDevice", why, len))
         return RB_ARM_CUDA;
     return make_streams(p, why, len);
@@ -440,6 +470,7 @@ int rb_arm_create(int direction, const uint64_t *src, const uint64_t *dst, const
  * GPU, nothing moves. `cpu_seconds`: the host's time in the arming calls. */
 int rb_arm_arm(rb_arm_plan *p, double *cpu_seconds, char *why, size_t len)
 {
+    device_kept kept;
     *cpu_seconds = 0.0;
     if (p->stuck || p->armed) {
         snprintf(why, len, p->stuck ? "this armed plan timed out before: make another"
@@ -468,6 +499,7 @@ int rb_arm_arm(rb_arm_plan *p, double *cpu_seconds, char *why, size_t len)
 int rb_arm_release(rb_arm_plan *p, double timeout, double *wall, double *seconds, double *late_seconds, char *why,
                    size_t len)
 {
+    device_kept kept;
     *wall = *late_seconds = 0.0;
     if (!p->armed) {
         snprintf(why, len, "the list is not armed: arm it before each release");
