@@ -165,8 +165,8 @@ _needs_gpu = pytest.mark.skipif(visible_gpu_count() == 0, reason="needs a CUDA G
 
 
 def _pair(count: int) -> list[Any]:
-    """(local, other) GPU pairs to run on: GPU 0 and 1 where there are two (within one GPU the path is
-    refused: test_armed_within_one_gpu_is_refused_in_one_line)."""
+    """(local, other) GPU pairs to run on: GPU 0 and 1 where there are two (within one GPU the first arm
+    blocked the arming thread on an H100: a rank that sees one GPU skips the path, test_postings)."""
     return [pytest.param((0, 1), id="two-gpus", marks=pytest.mark.skipif(count < 2, reason="needs two GPUs"))]
 
 
@@ -245,7 +245,7 @@ def test_armed_blocks_wait_for_the_release_and_all_land(gpus: tuple[int, int], d
                 assert not pools.target().any(), "an armed copy moved before the release"
             released = plan.release()
             pools.check()
-            assert len(released.list_seconds) == lists and released.late_seconds == 0.0
+            assert len(released.list_seconds) == lists and released.late_seconds < 1e-3  # no later wave: an empty loop
             assert all(0 < s <= released.wall_seconds + 1e-3 for s in released.list_seconds), released
 
 
@@ -273,19 +273,6 @@ def test_a_list_bigger_than_the_bound_is_armed_in_waves_and_all_lands(
             released = plan.release()
             pools.check()
             assert released.late_seconds > 0 and all(s > 0 for s in released.list_seconds)
-
-
-@pytest.mark.gpu
-@_needs_gpu
-def test_armed_within_one_gpu_is_refused_in_one_line() -> None:
-    """Both ends on GPU 0: refused when the plan is made (the first arm blocked there on an H100), and the
-    caller's current GPU is the one it had before."""
-    cupy = import_cupy()
-    pools = _Pools(cupy, (0, 0), "put", 64)
-    before = cupy.cuda.runtime.getDevice()
-    with pytest.raises(TransportError, match="another GPU"):
-        devapi.ArmedPlan(*pools.arguments())
-    assert cupy.cuda.runtime.getDevice() == before
 
 
 @pytest.mark.gpu

@@ -382,6 +382,8 @@ class _End:
         self.spec = self
         self.protocol = self
         self.ranks = [0]
+        self.where, self.rank, self.links = "here", 0, [self]  # what a slow step names (measure/slow.py)
+        self.src = 0
 
     def fill(self, end: object, index: int) -> None:
         self.clock[0] += 5.0  # untimed, before the shared half's clock starts
@@ -408,14 +410,38 @@ def test_the_duty_is_the_shared_halfs_time_in_steps(monkeypatch: pytest.MonkeyPa
             clock[0] += 3.0
             return [3.0]
 
-        def agree(over: bool) -> bool:
+        seen: list[float] = []
+
+        def agree(over: bool, step_seconds: float, batch: int = batch) -> tuple[bool, int]:
+            seen.append(step_seconds)  # each batch's seconds a step, the agreement's own left out
             clock[0] += 1.0
-            return not over
+            return not over, batch
 
         rounds = iter([False, False, True])
         steps = engine._Steps(end, step)  # type: ignore[arg-type]
         per_link, found = steps.shared(functools.partial(next, rounds), agree, 1, batch)
         assert found == pytest.approx(duty) and per_link == [[3.0] * 3 * batch] and end.checked == [0]
+        assert seen == [3.0, 3.0, 3.0]
+
+
+def test_the_shared_half_runs_the_batch_the_ranks_agree_on() -> None:
+    """Each batch's steps are the fewest any rank asked for from its last batch's seconds a step
+    (WINDOW_BATCH_SECONDS a batch), so every rank runs the same steps between agreements."""
+    from rdmabench.measure import round as engine
+
+    batches: list[int] = []
+    end = _End([0.0])
+    answers = iter([(True, 7), (True, 2), (False, 5)])
+
+    def agree(over: bool, step_seconds: float) -> tuple[bool, int]:
+        return next(answers)
+
+    def step(end: object, index: int) -> list[float]:
+        batches.append(index)
+        return [1e-3]
+
+    per_link, _ = engine._Steps(end, step).shared(lambda: False, agree, 1, 3)  # type: ignore[arg-type]
+    assert len(per_link[0]) == 3 + 7 + 2
 
 
 class _Comm:
@@ -460,19 +486,19 @@ def test_a_drifting_pair_is_taken_again_at_most_retakes_times(takes: int, kept_a
 
 
 def test_a_pair_below_the_duty_floor_is_kept_but_not_judged() -> None:
-    """Pair by pair over two GPUs: the worse slowdown, the lower duty; a pair below 0.9 is left out
-    of the judged figures; the model's time lost per GiB is prorated to the window's share of the
-    half's bytes."""
+    """Pair by pair over two GPUs: the worse slowdown, the higher duty (a transfer is in flight while
+    either end is in a step: the posting end's share); a pair below 0.9 is left out of the judged
+    figures; the model's time lost per GiB is prorated to the window's share of the half's bytes."""
     from rdmabench.measure.beside import judge_pairs, worse_pairs
 
     gpus = [
         {"slowdown_pairs": [1.5, 3.0, None], "duty_pairs": [0.95, 0.5, 0.99], "lost_s_pairs": [0.04, 0.2, None],
          "window_s_pairs": [0.12, 0.24, 0.1], "span_s_pairs": [0.15, 0.3, 0.1]},
-        {"slowdown_pairs": [1.2, 2.0, 1.1], "duty_pairs": [0.97, 0.96, None], "lost_s_pairs": [0.02, 0.1, 0.01],
+        {"slowdown_pairs": [1.2, 2.0, 1.1], "duty_pairs": [0.93, 0.6, None], "lost_s_pairs": [0.02, 0.1, 0.01],
          "window_s_pairs": [0.1, 0.2, 0.1], "span_s_pairs": [0.1, 0.2, 0.1]},
     ]  # fmt: skip
     found = judge_pairs(gpus, [1 << 30, 1 << 30, 1 << 29])
-    assert found.slowdowns == [1.5, 3.0, 1.1] and found.duties == [0.95, 0.5, 0.99] and found.judged == [0, 2]
+    assert found.slowdowns == [1.5, 3.0, 1.1] and found.duties == [0.95, 0.6, 0.99] and found.judged == [0, 2]
     # pair 0: GPU 0 lost 40 ms over 0.8 GiB in its window (50 ms/GiB), GPU 1 20 ms over 1 GiB: the worse
     assert found.lost_ms_per_gib == [pytest.approx(50.0), pytest.approx(20.0)]
     assert worse_pairs(gpus) == [1.5, 1.1]

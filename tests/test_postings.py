@@ -111,3 +111,11 @@ def test_ce_armed_moves_and_validates_every_block_and_records_its_arming(test: s
     assert record.arm_us is not None and record.arm_us > 0 and record.cpu_us_per_descriptor is not None
     assert (record.armed_lists, record.arm_bound) == (1, devapi.ARM_BOUND)
     assert record.contiguous_posted_by in postings.REFERENCE_PATHS
+
+
+def test_ce_armed_is_skipped_with_its_reason_where_a_rank_sees_one_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Within one GPU the first arm blocked the arming thread for good on an H100: a rank that sees one GPU
+    (or none) leaves the path out, saying why, before anything is armed."""
+    monkeypatch.setattr(postings, "visible_gpu_count", lambda: 1)
+    why = POSTINGS["ce-armed"].problem()
+    assert why is not None and "another GPU" in why and "\n" not in why

@@ -288,7 +288,10 @@ _TAG_START = 13  # and on when a concurrent round's samples start
 _TAG_PAIR = 15  # and on when a pair's shared half starts (every GPU's load running)
 _TAG_WINDOW = 16  # and on whether every GPU's shared window has ended (the transfers stop)
 _TAG_RETAKE = 17  # and on whether a pair is taken again (the worst drift of its GPUs' alone windows)
-WINDOW_BATCH_SECONDS = 0.002  # beside compute, steps between the ranks' agreements that a window is on
+# Beside compute, the steps between the ranks' agreements that a window is on: about this long, sized
+# from the shared half's own steps (an agreement waits on MPI; at 2 ms a batch, taken from the steps
+# alone, the posting rank spent 7-17% of the shared half outside a step on 2 x H100).
+WINDOW_BATCH_SECONDS = 0.01
 
 
 def run_round(
@@ -404,9 +407,11 @@ class _Steps:
             wall, timed = time.perf_counter() - began, max(times, default=0.0)
         return wall, timed
 
-    def shared(self, over: Callable[[], bool], agree: Callable[[bool], bool], links: int, batch: int) -> Any:
-        """A pair's shared half: steps back to back, `batch` at a time, until `agree(over())` says every
-        GPU's window has ended. Its payload is written before the first step and checked after the last
+    def shared(
+        self, over: Callable[[], bool], agree: Callable[[bool, float], tuple[bool, int]], links: int, batch: int
+    ) -> Any:
+        """A pair's shared half: steps back to back, `batch` at a time (then as many as the ranks agree from
+        the last batch's steps), until `agree(over(), seconds a step)` says every GPU's window has ended. Its payload is written before the first step and checked after the last
         (the steps between move the same bytes: writing and checking each would leave the window
         without a transfer for most of its time). Per link its step times, and the duty: the share of
         the half's wall time spent in steps."""
@@ -415,6 +420,7 @@ class _Steps:
         protocol.fill(end, self.index)
         busy, began, cpu = 0.0, time.perf_counter(), time.process_time()
         while True:
+            batch_began = time.perf_counter()
             for _ in range(batch):
                 if end.stall_at == self.index:
                     faults.stall_forever()
@@ -423,7 +429,8 @@ class _Steps:
                 busy += time.perf_counter() - started
                 for position, seconds in enumerate(times):
                     per_link[position].append(seconds)
-            if not agree(over()):
+            on, batch = agree(over(), (time.perf_counter() - batch_began) / batch)
+            if not on:
                 break
         span = time.perf_counter() - began
         self.cpu += time.process_time() - cpu
@@ -499,9 +506,12 @@ def _pair(
     iterations, links, batch = sizes
     ranks = end.spec.ranks
 
-    def agree(over: bool) -> bool:  # whether some GPU's window is still on
-        (on,) = agree_max(comm, ranks, (0.0 if over else 1.0,), _TAG_WINDOW)
-        return on > 0
+    def agree(over: bool, step_seconds: float) -> tuple[bool, int]:
+        """Whether some GPU's window is still on, and the next batch's steps: the fewest any rank asks
+        for (every rank runs the same steps: a step is collective)."""
+        wanted = max(1, round(WINDOW_BATCH_SECONDS / step_seconds)) if step_seconds > 0 else 1
+        on, fewest = agree_max(comm, ranks, (0.0 if over else 1.0, -float(wanted)), _TAG_WINDOW)
+        return on > 0, max(1, int(-fewest))
 
     for retake in range(RETAKES + 1):
         first = steps.sample(iterations, links)

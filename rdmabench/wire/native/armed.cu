@@ -453,14 +453,6 @@ int rb_arm_create(int direction, const uint64_t *src, const uint64_t *dst, const
     int rc = hold_list(p, src, dst, sizes, why, len);
     if (rc != RB_ARM_OK || (rc = check_pointers(p, why, len)) != RB_ARM_OK)
         return rc;
-    if (p->device == p->peer) {
-        /* Seen on an H100 (2026-11-26): within one GPU the first arm blocked the arming thread for good.
-         * Likely cause, not measured: such copies run as a kernel, whose lazy load waits for every
-         * stream, the armed one too. Between two GPUs the copy engines take them. */
-        snprintf(why, len, "ce-armed needs the other end on another GPU (within GPU %d the arming blocked)",
-                 p->device);
-        return RB_ARM_UNSUPPORTED;
-    }
     if (cuda_failed(cudaSetDevice(p->device), "cudaSetDevice", why, len))
         return RB_ARM_CUDA;
     return make_streams(p, why, len);
