@@ -391,6 +391,9 @@ class _End:
     def check(self, end: object, index: int) -> None:
         self.checked.append(index)
 
+    def ahead(self, end: object, index: int) -> None:
+        self.aheads = getattr(self, "aheads", 0) + 1
+
 
 def test_the_duty_is_the_shared_halfs_time_in_steps(monkeypatch: pytest.MonkeyPatch) -> None:
     """A clock of the test's own: each step takes 3 s and each agreement between batches 1 s, so a
@@ -412,7 +415,7 @@ def test_the_duty_is_the_shared_halfs_time_in_steps(monkeypatch: pytest.MonkeyPa
 
         seen: list[float] = []
 
-        def agree(over: bool, step_seconds: float, batch: int = batch) -> tuple[bool, int]:
+        def agree(over: bool, step_seconds: float, batch: int = batch, seen: list[float] = seen) -> tuple[bool, int]:
             seen.append(step_seconds)  # each batch's seconds a step, the agreement's own left out
             clock[0] += 1.0
             return not over, batch
@@ -422,6 +425,8 @@ def test_the_duty_is_the_shared_halfs_time_in_steps(monkeypatch: pytest.MonkeyPa
         per_link, found = steps.shared(functools.partial(next, rounds), agree, 1, batch)
         assert found == pytest.approx(duty) and per_link == [[3.0] * 3 * batch] and end.checked == [0]
         assert seen == [3.0, 3.0, 3.0]
+        # ce-armed's arming before every step but the first (the fill did it), outside the steps' time
+        assert end.aheads == 3 * batch - 1
 
 
 def test_the_shared_half_runs_the_batch_the_ranks_agree_on() -> None:

@@ -291,14 +291,20 @@ class BlocksProtocol(StepProtocol):
         plan.step(operation, size)
         return [plan.step(operation, size)[0] for _ in range(_CEILING_STEPS)]
 
-    def fill(self, end: RoundEnd, index: int) -> None:
-        """The sender's payloads of step `index`; and, on the initiator of a path the GPU's side posts,
-        what it does ahead of the step (DeviceSteps.arm), both outside the clock."""
+    def ahead(self, end: RoundEnd, index: int) -> None:
+        """On the initiator of a path the GPU's side posts, what it does ahead of step `index`
+        (DeviceSteps.arm: ce-armed arms its copies), outside the clock."""
         lists = _lists(end)
         if lists.steps is not None and lists.device is not None:
             seconds = lists.steps.arm(lists.device)
             if seconds is not None and index >= end.spec.plan.warmup:
                 lists.armed.append(seconds)
+
+    def fill(self, end: RoundEnd, index: int) -> None:
+        """The sender's payloads of step `index`, and what its path does ahead of it (`ahead`), both
+        outside the clock."""
+        self.ahead(end, index)
+        lists = _lists(end)
         payload = lists.payload
         if payload is None or not end.targets:
             return

@@ -212,6 +212,12 @@ class StepProtocol(Protocol):
         """Write step `index`'s payloads into this rank's outgoing buffers (untimed)."""
         ...
 
+    def ahead(self, end: RoundEnd, index: int) -> None:
+        """What step `index` needs done before it that `fill` does too, untimed (block lists: a path that
+        arms its copies ahead): called alone before each step after the first of a shared half beside
+        compute, which writes its payloads once; nothing by default."""
+        return None
+
     def check(self, end: RoundEnd, index: int) -> None:
         """Check every byte this rank received in step `index` (untimed)."""
         ...

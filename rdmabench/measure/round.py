@@ -419,11 +419,15 @@ class _Steps:
         per_link: list[list[float]] = [[] for _ in range(links)]
         protocol.fill(end, self.index)
         busy, began, cpu = 0.0, time.perf_counter(), time.process_time()
+        first = True
         while True:
             batch_began = time.perf_counter()
             for _ in range(batch):
                 if end.stall_at == self.index:
                     faults.stall_forever()
+                if not first:  # what the step needs ahead (ce-armed's arming): no transfer in flight
+                    protocol.ahead(end, self.index)
+                first = False
                 started = time.perf_counter()
                 times = self.step(end, self.index)
                 busy += time.perf_counter() - started
