@@ -1,6 +1,7 @@
-"""The build cache every native library shares (the hot loop, the GPU's device lists, the GPU load):
-a private cache directory per user, one build per node at a time, a cached copy loaded through the
-descriptor that was checked, and a stale or broken copy rebuilt in place."""
+"""The build cache every native library shares (the hot loop; through nvccbuild the GPU's device
+lists, the armed lists, the GPU load): a private cache directory per user, one build per node at a
+time, a cached copy loaded through the descriptor that was checked, and a stale or broken copy
+rebuilt in place."""
 
 from __future__ import annotations
 
