@@ -26,7 +26,7 @@ import shutil
 import socket
 import stat
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -131,6 +131,23 @@ def cache_dirs() -> list[Path]:
     if os.environ.get("XDG_RUNTIME_DIR"):
         found.append(Path(os.environ["XDG_RUNTIME_DIR"]) / "rdmabench")
     return [*found, Path(tempfile.gettempdir()) / f"rdmabench-{os.geteuid()}"]
+
+
+def first_ours(dirs: Iterable[Path], refused: Callable[[UnsafePathError], None]) -> Path | None:
+    """The first of `dirs` (cache_dirs, say) that is ours (made, mode 0700, if missing) and
+    writable, or None; each one that is not ours is given to `refused`, one that cannot be made is
+    passed over."""
+    for directory in dirs:
+        try:
+            private_dir(directory)
+        except UnsafePathError as exc:
+            refused(exc)
+            continue
+        except OSError:
+            continue
+        if os.access(directory, os.W_OK):
+            return directory
+    return None
 
 
 def _host() -> str:

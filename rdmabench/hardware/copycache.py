@@ -124,18 +124,10 @@ def _code_version() -> str:
 
 def _directory(dirs: list[Path], notes: list[str]) -> Path | None:
     """The first of `dirs` that is ours (made, mode 0700, if missing) and writable; refusals noted."""
-    for directory in dirs:
-        try:
-            privatedirs.private_dir(directory)
-        except UnsafePathError as exc:
-            notes.append(f"{exc}: not used")
-            continue
-        except OSError:
-            continue
-        if os.access(directory, os.W_OK):
-            return directory
-    notes.append("not kept: no cache directory of yours")
-    return None
+    found = privatedirs.first_ours(dirs, lambda exc: notes.append(f"{exc}: not used"))
+    if found is None:
+        notes.append("not kept: no cache directory of yours")
+    return found
 
 
 def _file_name(host: str) -> str:

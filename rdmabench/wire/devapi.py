@@ -28,9 +28,12 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ConfigError, TransportError, UnsafePathError
-from ..hardware.devstack import nvcc, version_mismatch
+from ..errors import ConfigError, TransportError
+from ..hardware.devstack import nvcc as nvcc  # where callers and the tests find nvcc
+from ..hardware.devstack import version_mismatch
 from . import native
+from .native import nvccbuild
+from .native.nvccbuild import CudaLibrary
 
 SOURCE = Path(native.__file__).with_name("devlists.cu")
 COMMON = SOURCE.with_name("cudacommon.cuh")  # included by the source: part of what a build is of
@@ -52,13 +55,7 @@ HOST_POSTED = "host-posted: one ucp_put_nbx/ucp_get_nbx per descriptor from the 
 _WHY_LEN = 512
 
 
-@dataclass(frozen=True)
-class DevAvailability:
-    library: Any  # the loaded devlists library, or None
-    note: str  # how it was built, or why it cannot be
-
-
-_loaded: DevAvailability | None = None
+_loaded: CudaLibrary | None = None
 
 
 def compile_command(compiler: str, prefix: Path, output: Path) -> list[str]:
@@ -77,7 +74,7 @@ def library_name(prefix: Path, compiler: str) -> str:
     return f"devlists-{digest.hexdigest()[:16]}.so"
 
 
-def load() -> DevAvailability:
+def load() -> CudaLibrary:
     """The GPU-initiated block-list library, built once per source and UCX; never raises."""
     global _loaded
     if _loaded is None:
@@ -85,30 +82,23 @@ def load() -> DevAvailability:
     return _loaded
 
 
-def _load() -> DevAvailability:
+def _load() -> CudaLibrary:
     prefix = native.ucx_prefix()
     if prefix is None:
-        return DevAvailability(None, "UCX headers not found (the libucx wheel provides them)")
+        return CudaLibrary(None, "UCX headers not found (the libucx wheel provides them)")
     if not (prefix / "include" / "ucp" / "api" / "device" / "ucp_host.h").exists():
-        return DevAvailability(None, f"this UCX ({prefix}) has no device API (UCX 1.20 or later has it)")
+        return CudaLibrary(None, f"this UCX ({prefix}) has no device API (UCX 1.20 or later has it)")
     mismatch = version_mismatch(prefix)  # before a kernel is built or loaded: it would misread the lists
     if mismatch is not None:
-        return DevAvailability(None, mismatch)
-    compiler = nvcc()
-    if compiler is None:
-        return DevAvailability(None, "nvcc not found (set RDMABENCH_NVCC): the GPU-initiated path needs it once")
-    refused: list[str] = []
-    try:
-        library, path = native.build_cached(
-            library_name(prefix, compiler),
-            lambda out: compile_command(compiler, prefix, out),
-            refused,
-            lambda fd: _configure(ctypes.CDLL(native.open_descriptor(fd))),
-            timeout=300,
-        )
-    except (OSError, UnsafePathError) as exc:
-        return DevAvailability(None, f"cannot build the GPU-initiated path: {exc}")
-    return DevAvailability(library, f"built with {compiler} against {prefix} ({path})")
+        return CudaLibrary(None, mismatch)
+    return nvccbuild.build(
+        "the GPU-initiated path",
+        "the GPU-initiated path needs it once",
+        lambda compiler: library_name(prefix, compiler),
+        lambda compiler, out: compile_command(compiler, prefix, out),
+        _configure,
+        against=f" against {prefix}",
+    )
 
 
 def _configure(library: Any) -> Any:
@@ -222,7 +212,7 @@ ARMED_PATH = (
     "copy engines armed ahead: cuStreamWaitValue32 on a flag in device memory, one cudaMemcpyBatchAsync a list, "
     "released by cuStreamWriteValue32"
 )
-_armed: DevAvailability | None = None
+_armed: CudaLibrary | None = None
 
 
 def armed_compile_command(compiler: str, output: Path) -> list[str]:
@@ -240,7 +230,7 @@ def armed_library_name(compiler: str) -> str:
     return f"armed-{digest}.so"
 
 
-def load_armed() -> DevAvailability:
+def load_armed() -> CudaLibrary:
     """The armed-lists library, built once per source and compiler; never raises."""
     global _armed
     if _armed is None:
@@ -248,21 +238,14 @@ def load_armed() -> DevAvailability:
     return _armed
 
 
-def _load_armed() -> DevAvailability:
-    compiler = nvcc()
-    if compiler is None:
-        return DevAvailability(None, "nvcc not found (set RDMABENCH_NVCC): the armed copy engines' path needs it once")
-    try:
-        library, path = native.build_cached(
-            armed_library_name(compiler),
-            lambda out: armed_compile_command(compiler, out),
-            [],
-            lambda fd: configure_armed(ctypes.CDLL(native.open_descriptor(fd))),
-            timeout=300,
-        )
-    except (OSError, AttributeError, UnsafePathError) as exc:
-        return DevAvailability(None, f"cannot build the armed copy engines' path: {exc}")
-    return DevAvailability(library, f"built with {compiler} ({path})")
+def _load_armed() -> CudaLibrary:
+    return nvccbuild.build(
+        "the armed copy engines' path",
+        "the armed copy engines' path needs it once",
+        armed_library_name,
+        armed_compile_command,
+        configure_armed,
+    )
 
 
 def configure_armed(library: Any) -> Any:

@@ -4,8 +4,8 @@
 (prefill) or a kernel that streams HBM (decode), each operation timed on the GPU by its own events.
 `partition(sms)` splits the GPU's SMs through green contexts: the transfer's kernels get a stream of
 their own group, the load runs on the rest. `carve(sms)` plans the GEMM through cuBLASLt for the GPU's
-SMs less `sms` (its SM-count target), on the whole GPU's stream: a run started `CARVED` uses it. Needs nvcc (wire/devapi.nvcc), cuBLAS and a GPU; where
-any is missing `load()` says why in one line.
+SMs less `sms` (its SM-count target), on the whole GPU's stream: a run started `CARVED` uses it. Needs
+nvcc (hardware/devstack.nvcc), cuBLAS and a GPU; where any is missing `load()` says why in one line.
 """
 
 from __future__ import annotations
@@ -16,8 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import TransportError, UnsafePathError
-from . import devapi, native
+from ..errors import TransportError
+from . import native
+from .native import nvccbuild
+from .native.nvccbuild import CudaLibrary
 
 SOURCE = Path(native.__file__).with_name("gpuload.cu")
 COMMON = SOURCE.with_name("cudacommon.cuh")  # included by the source: part of what a build is of
@@ -31,12 +33,6 @@ _WHY_LEN = 512
 
 
 @dataclass(frozen=True)
-class LoadAvailability:
-    library: Any  # the loaded gpuload library, or None
-    note: str  # how it was built, or why it cannot be
-
-
-@dataclass(frozen=True)
 class Partition:
     """The SMs a green-context split gave the transfer and the load, and the transfer's stream."""
 
@@ -46,7 +42,7 @@ class Partition:
     load_sms: int
 
 
-_loaded: LoadAvailability | None = None
+_loaded: CudaLibrary | None = None
 
 
 def driver_stubs(compiler: str) -> list[str]:
@@ -71,7 +67,7 @@ def library_name(compiler: str) -> str:
     return f"gpuload-{digest}.so"
 
 
-def load() -> LoadAvailability:
+def load() -> CudaLibrary:
     """The compute-load library, built once per source and compiler; never raises."""
     global _loaded
     if _loaded is None:
@@ -79,21 +75,10 @@ def load() -> LoadAvailability:
     return _loaded
 
 
-def _load() -> LoadAvailability:
-    compiler = devapi.nvcc()
-    if compiler is None:
-        return LoadAvailability(None, "nvcc not found (set RDMABENCH_NVCC): the compute load is built with it once")
-    try:
-        library, path = native.build_cached(
-            library_name(compiler),
-            lambda out: compile_command(compiler, out),
-            [],
-            lambda fd: _configure(ctypes.CDLL(native.open_descriptor(fd))),
-            timeout=300,
-        )
-    except (OSError, AttributeError, UnsafePathError) as exc:
-        return LoadAvailability(None, f"cannot build the compute load: {exc}")
-    return LoadAvailability(library, f"built with {compiler} ({path})")
+def _load() -> CudaLibrary:
+    return nvccbuild.build(
+        "the compute load", "the compute load is built with it once", library_name, compile_command, _configure
+    )
 
 
 def _configure(library: Any) -> Any:

@@ -1,6 +1,7 @@
-"""The build cache every native library shares (the hot loop, the GPU's device lists, the GPU load):
-a private cache directory per user, one build per node at a time, a cached copy loaded through the
-descriptor that was checked, and a stale or broken copy rebuilt in place."""
+"""The build cache every native library shares (the hot loop; through nvccbuild the GPU's device
+lists, the armed lists, the GPU load): a private cache directory per user, one build per node at a
+time, a cached copy loaded through the descriptor that was checked, and a stale or broken copy
+rebuilt in place."""
 
 from __future__ import annotations
 
@@ -22,17 +23,10 @@ def note(refused: list[str], problem: str) -> None:
 
 def _build_dir(refused: list[str]) -> Path:
     """The first cache directory that is ours (made, mode 0700, if missing) and writable."""
-    for directory in privatedirs.cache_dirs():
-        try:
-            privatedirs.private_dir(directory)
-        except UnsafePathError as exc:
-            note(refused, str(exc))
-            continue
-        except OSError:
-            continue
-        if os.access(directory, os.W_OK):
-            return directory
-    raise OSError(f"no cache directory of yours among {', '.join(str(d) for d in privatedirs.cache_dirs())}")
+    found = privatedirs.first_ours(privatedirs.cache_dirs(), lambda exc: note(refused, str(exc)))
+    if found is None:
+        raise OSError(f"no cache directory of yours among {', '.join(str(d) for d in privatedirs.cache_dirs())}")
+    return found
 
 
 def _open_built(name: str, refused: list[str]) -> tuple[int, Path] | None:
