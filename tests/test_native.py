@@ -7,6 +7,7 @@ import ctypes
 import hashlib
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -191,3 +192,23 @@ def test_the_library_exports_only_its_interface(tmp_path: Path) -> None:
     functions = {line.split()[-1] for line in symbols.stdout.splitlines() if line.split()[1:2] == ["T"]}
     assert "rb_round" in functions and "rb_blocks_active" in functions
     assert {name for name in functions if not name.startswith("rb_")} <= {"_init", "_fini"}
+
+
+def test_a_build_that_hangs_or_fails_is_one_line(tmp_path: Path) -> None:
+    """A compiler that runs past its time is stopped and said in one line (an OSError, as the loaders
+    expect, never a traceback); a failing one is said by its first error line, not a warning before it."""
+    from rdmabench.wire.native import cache
+
+    def hangs(output: Path) -> list[str]:
+        return [sys.executable, "-c", "import time; time.sleep(30)"]
+
+    def fails(output: Path) -> list[str]:
+        return [
+            sys.executable,
+            "-c",
+            "import sys; print('cc warning: x', file=sys.stderr); print('cc: error: y', file=sys.stderr); sys.exit(1)",
+        ]
+
+    for command, said in ((hangs, "ran past 0.5 s and was stopped"), (fails, "failed: cc: error: y")):
+        with pytest.raises(OSError, match=said):
+            cache._compile(command, tmp_path / "lib.so", 0.5)

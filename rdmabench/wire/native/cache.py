@@ -99,12 +99,21 @@ def _compile(command: Callable[[Path], list[str]], target: Path, timeout: float)
     with tempfile.TemporaryDirectory(dir=target.parent) as scratch:
         built = Path(scratch) / target.name
         argv = command(built)
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+        try:
+            proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:  # an OSError like every other failure: the loaders say it in one line
+            raise OSError(f"{Path(argv[0]).name} ran past {timeout:g} s and was stopped") from None
         if proc.returncode != 0:
-            first = (proc.stderr.strip().splitlines() or ["no output"])[0]
-            raise OSError(f"{Path(argv[0]).name} failed: {first}")
+            raise OSError(f"{Path(argv[0]).name} failed: {_first_error(proc.stderr)}")
         os.chmod(built, 0o700)  # whatever the umask: the loader refuses a library others can write
         os.replace(built, target)  # atomic: a reader never loads half a library
+
+
+def _first_error(stderr: str) -> str:
+    """The first line of a compiler's output that says error, else its first line: a warning printed
+    before the error (nvcc's "Cannot find valid GPU for '-arch=native'") must not hide it."""
+    lines = stderr.strip().splitlines() or ["no output"]
+    return next((line for line in lines if "error" in line.lower()), lines[0])
 
 
 _HELD: list[int] = []  # descriptors of loaded libraries, open for the life of the process
