@@ -293,7 +293,7 @@ class BlocksProtocol(StepProtocol):
 
     def ahead(self, end: RoundEnd, index: int) -> None:
         """On the initiator of a path the GPU's side posts, what it does ahead of step `index`
-        (DeviceSteps.arm: ce-armed arms its copies), outside the clock."""
+        (DeviceSteps.arm: a path that arms its copies ahead of the data), outside the clock."""
         lists = _lists(end)
         if lists.steps is not None and lists.device is not None:
             seconds = lists.steps.arm(lists.device)

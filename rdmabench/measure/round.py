@@ -425,7 +425,7 @@ class _Steps:
             for _ in range(batch):
                 if end.stall_at == self.index:
                     faults.stall_forever()
-                if not first:  # what the step needs ahead (ce-armed's arming): no transfer in flight
+                if not first:  # what the step needs ahead (a path's arming of its copies): no transfer in flight
                     protocol.ahead(end, self.index)
                 first = False
                 started = time.perf_counter()
