@@ -44,7 +44,9 @@ def test_seconds_are_finite_and_within_their_range(value: float) -> None:
     ("args", "words"),
     [
         (["anchor", "--against", "nixl", "--blocks", "²"], ["--blocks takes whole numbers (0-9), not '²'"]),
-        (["anchor", "--against", "nixl", "--blocks", "64,"], []),  # a trailing comma is no item: still one list
+        # a trailing comma is no item: still one list, so the line is about the next bad option (whether
+        # or not NIXL is installed: nothing is measured)
+        (["anchor", "--against", "nixl", "--blocks", "64,", "--nixl-seconds", "nan"], ["--nixl-seconds", "not nan"]),
         (["copy", "--gpus", "0,²"], ["--gpus takes whole numbers (0-9), not '²'"]),
         (["anchor", "--against", "nixl", "--tests", ","], ["--tests names nothing: give at least one"]),
         (["anchor", "--against", "nixl", "--layout", ","], ["--layout names nothing"]),

@@ -18,11 +18,11 @@ SEVERAL = " Several, comma-separated: a list each."
 
 
 def _counts(text: str) -> tuple[int, ...]:
-    return tuple(count(part, "--blocks") for part in names(text))
+    return tuple(count(part, "--blocks") for part in names(text, "--blocks"))
 
 
 def _layouts(text: str) -> tuple[str, ...]:
-    return tuple(names(text))
+    return tuple(names(text, "--layout"))
 
 
 def blocks_option(several: bool = False, default: str = "") -> Decorator:
