@@ -193,3 +193,19 @@ def test_an_odd_bisection_names_the_idle_rank(tmp_path: Path) -> None:
     proc = run_cli(["run", *args])
     assert proc.returncode == 0, proc.stderr
     assert "rank 2 stays idle: bisection pairs the two halves of an even count" in proc.stdout
+
+
+def test_a_launcher_box_glued_to_an_error_line_is_still_held_back() -> None:
+    """Under load the launcher's MPI_ABORT box can start before the rank's error line has its newline
+    (seen: a full disk's line ending '... kept in it-----'): still one line out, and the box held back."""
+    import io
+
+    from rdmabench.job.spawner import StderrRelay
+
+    said = "rdmabench: error: failed on rank 0 (vm): cannot write the results stream r.json.partial: kept in it"
+    edge = "-" * 74 + "\n"
+    box = "MPI_ABORT was invoked on rank 0 in communicator MPI_COMM_WORLD\nErrorcode: 1\n"
+    second = 'prterun has exited due to process rank 0 with PID 0 on node vm calling\n"abort".\n'
+    sink = io.StringIO()
+    StderrRelay(io.StringIO(said + edge + box + edge + " \n" + edge + second + edge + "\n"), sink).run()
+    assert sink.getvalue() == said + "\n"

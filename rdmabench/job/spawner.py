@@ -11,7 +11,7 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from typing import IO, TextIO
 
 from ..errors import ERROR_PREFIX, LaunchError, RdmabenchError, ResultsWriteError, error_line
@@ -225,6 +225,22 @@ _LAUNCHER_LINE_NOISE = ("PMIX_ERR_UNREACH", "[warn] Epoll ")
 _DIED_RE = re.compile(r"process rank (\d+) with PID (\d+) on node (\S+) exited on\s+signal (\d+) \(([^)]*)\)")
 
 
+_BOX_EDGE = re.compile(r"-{20,}")
+
+
+def _unglued(source: Iterable[str]) -> Iterator[str]:
+    """The lines of `source`, a launcher's box edge glued to the end of a rank's line split off: the
+    rank's last line and the launcher's box share one pipe, and under load the box can start before
+    the line's newline ("... kept in it-----...", seen with three test workers on two cores)."""
+    for line in source:
+        edge = _BOX_EDGE.search(line)
+        if edge is not None and edge.start() > 0 and line[: edge.start()].strip():
+            yield line[: edge.start()] + "\n"
+            yield line[edge.start() :]
+        else:
+            yield line
+
+
 class StderrRelay:
     """Copies the ranks' stderr through. The launcher's boxed notices that repeat what rdmabench
     said are held back and dropped; a rank that died without a word becomes one error line. Until
@@ -270,7 +286,7 @@ class StderrRelay:
 
     def run(self) -> None:
         box: list[str] | None = None
-        for line in self.source:
+        for line in _unglued(self.source):
             if line.startswith("-----"):
                 if box is None:
                     box = [line]
