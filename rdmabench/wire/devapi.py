@@ -21,7 +21,6 @@ copy engines armed ahead of the data, held on the GPU behind a flag, released by
 from __future__ import annotations
 
 import ctypes
-import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -68,10 +67,7 @@ def compile_command(compiler: str, prefix: Path, output: Path) -> list[str]:
 
 def library_name(prefix: Path, compiler: str) -> str:
     version = (prefix / "VERSION.txt").read_text().strip() if (prefix / "VERSION.txt").exists() else ""
-    digest = hashlib.sha256(
-        SOURCE.read_bytes() + COMMON.read_bytes() + str(prefix).encode() + version.encode() + compiler.encode()
-    )
-    return f"devlists-{digest.hexdigest()[:16]}.so"
+    return nvccbuild.digest_name("devlists", (SOURCE, COMMON), str(prefix), version, compiler)
 
 
 def load() -> CudaLibrary:
@@ -226,8 +222,7 @@ def armed_compile_command(compiler: str, output: Path) -> list[str]:
 def armed_library_name(compiler: str) -> str:
     """The cached library's name: a digest of every source it compiles (armed.cu, the shared header)
     and the compiler."""
-    digest = hashlib.sha256(ARMED_SOURCE.read_bytes() + COMMON.read_bytes() + compiler.encode()).hexdigest()[:16]
-    return f"armed-{digest}.so"
+    return nvccbuild.digest_name("armed", (ARMED_SOURCE, COMMON), compiler)
 
 
 def load_armed() -> CudaLibrary:

@@ -11,7 +11,6 @@ nvcc (hardware/devstack.nvcc), cuBLAS and a GPU; where any is missing `load()` s
 from __future__ import annotations
 
 import ctypes
-import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -63,8 +62,7 @@ def compile_command(compiler: str, output: Path) -> list[str]:
 
 def library_name(compiler: str) -> str:
     """The cached library's name: a digest of the sources (the shared header too) and the compiler."""
-    digest = hashlib.sha256(SOURCE.read_bytes() + COMMON.read_bytes() + compiler.encode()).hexdigest()[:16]
-    return f"gpuload-{digest}.so"
+    return nvccbuild.digest_name("gpuload", (SOURCE, COMMON), compiler)
 
 
 def load() -> CudaLibrary:

@@ -6,7 +6,8 @@ line saying why not. Each module keeps its own compile command, digest and ctype
 from __future__ import annotations
 
 import ctypes
-from collections.abc import Callable
+import hashlib
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,13 @@ from ...hardware.devstack import nvcc
 from .cache import build_cached, open_descriptor
 
 NVCC_TIMEOUT = 300  # seconds one nvcc build may take
+
+
+def digest_name(stem: str, sources: Iterable[Path], *also: str) -> str:
+    """A cached library's name: `stem`, then a digest of every source it compiles and of what else it
+    was built with (the compiler, UCX's prefix and version): any change builds anew."""
+    found = hashlib.sha256(b"".join(path.read_bytes() for path in sources) + "".join(also).encode())
+    return f"{stem}-{found.hexdigest()[:16]}.so"
 
 
 @dataclass(frozen=True)
