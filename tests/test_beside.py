@@ -349,17 +349,19 @@ def test_the_slowdown_is_the_work_lost_over_the_whole_window(busy_share: float, 
     assert found["alone_drift"] == 0.0 and found["drifting_pairs"] == [] and found["carveout_cost"] is None
 
 
-@pytest.mark.parametrize("ring", [1 << 16, 100])
+@pytest.mark.parametrize("ring", [1 << 16, 400])
 def test_what_is_kept_of_the_window_stands_past_the_ring(ring: int) -> None:
     """The library keeps only the latest `ring` operations: where the window before is gone, the
     window and the one after still give the slowdown (and no drift is claimed)."""
     load = StandInLoad(step=1, ring=ring)
     pairs = Pairs(Beside("gemm", 1024), load, partitioned=False)
-    pairs.operations = 150  # a window longer than the ring: the window before is gone
+    # A window longer than the ring: the window before is gone (the one after, 0.08 s of polls each
+    # finishing one operation, holds at most 160 of the ring's 400)
+    pairs.operations = 600
     for _ in range(2):
         _one_pair(pairs, load, 1.0)
     found = pairs.summary()
-    assert found["slowdown_pairs"] == [2.0, 2.0] and (found["alone_drift"] is None) == (ring == 100)
+    assert found["slowdown_pairs"] == [2.0, 2.0] and (found["alone_drift"] is None) == (ring == 400)
 
 
 def test_a_carve_out_costs_its_own_share_and_the_slowdown_stays_against_the_whole_gpu() -> None:
@@ -504,8 +506,11 @@ def test_a_pair_below_the_duty_floor_is_kept_but_not_judged() -> None:
     ]  # fmt: skip
     found = judge_pairs(gpus, [1 << 30, 1 << 30, 1 << 29])
     assert found.slowdowns == [1.5, 3.0, 1.1] and found.duties == [0.95, 0.6, 0.99] and found.judged == [0, 2]
-    # pair 0: GPU 0 lost 40 ms over 0.8 GiB in its window (50 ms/GiB), GPU 1 20 ms over 1 GiB: the worse
-    assert found.lost_ms_per_gib == [pytest.approx(50.0), pytest.approx(20.0)]
+    # pair 0: GPU 0 lost 40 ms over 0.8 GiB in its window (50 ms/GiB), GPU 1 20 ms over 1 GiB: the worse;
+    # the time lost per GiB is every pair's, judged or not (pair 1: 200 ms over 0.8 GiB)
+    assert found.lost_ms_per_gib == [pytest.approx(50.0), pytest.approx(250.0), pytest.approx(20.0)]
+    drifting = [dict(gpus[0], drifting_pairs=[2]), gpus[1]]  # a pair still drifting after its retakes
+    assert judge_pairs(drifting, [1 << 30, 1 << 30, 1 << 29]).judged == [0]
     assert worse_pairs(gpus) == [1.5, 1.1]
 
 

@@ -10,9 +10,10 @@ time over K x the operation's time alone (a mean over the window, never a median
 sees the operations a few transfers stalled). Operations are timed on the GPU by CUDA events
 (wire/gpuload.py). Before the first pair the load runs alone until two windows in a row agree within
 SETTLE_AGREE (the GPU's clocks settle under a GEMM's power draw); a pair whose alone windows before
-and after differ by more than DRIFT_LIMIT is taken again, at most RETAKES times, and marked where it
-still drifts. Each pair records its duty (the share of the shared half with a transfer in flight): a
-pair below DUTY_FLOOR is kept but not judged. The slowdown is always against the model alone on the
+and after differ by more than DRIFT_LIMIT is taken again, at most RETAKES times, and kept but not
+judged where it still drifts. The load alone is the mean of those two windows. Each pair records its
+duty (the share of the shared half with a transfer in flight): a pair below DUTY_FLOOR is kept but not
+judged. The slowdown is always against the model alone on the
 whole GPU, also where a carve-out plans its GEMM for fewer SMs (whose own cost, the carved GEMM alone
 over the whole GPU's, is `carveout_cost`).
 
@@ -39,7 +40,9 @@ LOADS = {
 WHOLE, PART, CARVED = 0, 1, 2  # where the load's operations run (wire.gpuload's codes)
 CARVEOUTS = (0, 4, 8, 16)  # carveout=all
 MAX_CARVEOUT = 1024
-ALONE_SECONDS = 0.03  # the load alone, per window: at least this long ...
+# The load alone, per window: at least this long (as long as the shared window: 8 GEMMs of 8192^3 alone,
+# about 11 ms, drifted 4-11% between the windows around one pair on 2 x H100, under a GEMM's power draw) ...
+ALONE_SECONDS = 0.08
 ALONE_OPERATIONS = 8  # ... and this many operations, after ...
 WARM_OPERATIONS = 3  # ... the first few, left out (the GPU's clocks settle)
 # Before a pair's first alone window the load runs at least this long, left out: a GEMM started after
@@ -188,9 +191,10 @@ class Pair:
 
     @property
     def alone(self) -> float | None:
-        """The load alone on the whole GPU: the window after, in the state the shared half left the GPU
-        in (the one before where there is none after)."""
-        return self.after if self.after is not None else self.before
+        """The load alone on the whole GPU: the mean of the windows before and after the shared half
+        (a clock that drifts steadily through the pair cancels), or the one there is."""
+        both = [x for x in (self.before, self.after) if x is not None]
+        return sum(both) / len(both) if both else None
 
     @property
     def drift(self) -> float | None:
@@ -363,7 +367,11 @@ class Pairs:
         """What this rank's GPU did: the load's rate alone and beside, and each pair's figures."""
         unit, work, kept = self.beside.unit, self.load.work, self.kept
         slowdowns = [pair.slowdown for pair in kept]
-        judged = [s for s, pair in zip(slowdowns, kept, strict=True) if s is not None and _judged(pair.duty)]
+        judged = [
+            s
+            for s, pair in zip(slowdowns, kept, strict=True)
+            if s is not None and _judged(pair.duty) and not pair.drifting
+        ]
         drifts = [pair.drift for pair in kept if pair.drift is not None]
         found: dict[str, Any] = {
             "load": self.beside.label,
@@ -414,8 +422,8 @@ class Judged:
 
     slowdowns: list[float | None] = field(default_factory=list)  # every pair's
     duties: list[float | None] = field(default_factory=list)  # every pair's (the lower GPU's)
-    judged: list[int] = field(default_factory=list)  # the pairs judged: duty at least DUTY_FLOOR
-    lost_ms_per_gib: list[float] = field(default_factory=list)  # the judged pairs'
+    judged: list[int] = field(default_factory=list)  # the pairs judged: duty at least DUTY_FLOOR, not drifting
+    lost_ms_per_gib: list[float] = field(default_factory=list)  # every pair's where known
 
 
 def judge_pairs(gpus: list[dict[str, Any]], moved: list[int]) -> Judged:
@@ -430,13 +438,13 @@ def judge_pairs(gpus: list[dict[str, Any]], moved: list[int]) -> Judged:
         # A transfer is in flight while any of its ends is in a step: the posting rank's share is the
         # duty (a passive end's steps start late and end early: it read 0.52-0.85 beside 0.83-0.93).
         found.duties.append(max(duties) if duties else None)
-        if not slowdowns or not _judged(found.duties[-1]):
-            continue
-        found.judged.append(index)
-        costs = [_per_gib(gpu, index, nbytes) for gpu in gpus]
-        known = [cost for cost in costs if cost is not None]
+        # The time lost per GiB holds at any duty (a reader scales it to their own): every pair's.
+        known = [cost for gpu in gpus if (cost := _per_gib(gpu, index, nbytes)) is not None]
         if known:
             found.lost_ms_per_gib.append(max(known))
+        drifting = any(index in (gpu.get("drifting_pairs") or ()) for gpu in gpus)
+        if slowdowns and _judged(found.duties[-1]) and not drifting:
+            found.judged.append(index)
     return found
 
 

@@ -11,7 +11,7 @@ from ..modes import MemoryMode, pinned_method
 from ..stats import median, summarize
 from ..units import gbps
 from ..wire.ucx import describe_path
-from .beside import DUTY_FLOOR, judge_pairs, largest_drift
+from .beside import DRIFT_LIMIT, DUTY_FLOOR, judge_pairs, largest_drift
 from .costs import cpu_cost, wire_check
 from .entryrecord import Entry, Placement, Steps, UcxPath
 from .judge import in_flight as in_flight_bytes
@@ -168,7 +168,8 @@ def beside_record(spec: RoundSpec, m: LinkMeasurement, values: list[float]) -> d
     if unjudged:
         record["note"] = (
             f"{unjudged} of {len(pairs.slowdowns)} pairs not judged: a transfer in flight for under "
-            f"{DUTY_FLOOR:.0%} of the shared half, or no whole operation in its window"
+            f"{DUTY_FLOOR:.0%} of the shared half, its alone windows apart by more than {DRIFT_LIMIT:.0%} "
+            "after every retake, or no whole operation in its window"
         )
     return record
 
