@@ -4,7 +4,7 @@
 
 On a node of two GPUs: first the anchors, then one `rdmabench run` of every posting path and carve-out
 beside a bf16 GEMM on each GPU, then the targets as ratios against those anchors:
-- the GEMM alone: 40 back-to-back GEMMs on GPU 0 after 0.2 s of them, each timed by its own CUDA events
+- the GEMM alone: 40 back-to-back GEMMs on GPU 0 after WARM_SECONDS of them, each timed by its own CUDA events
   (three rounds; the beside figures' alone half must read within 5% of it);
 - `cudaMemcpyPeer` of the list's bytes as one copy, GPU 0 -> GPU 1 (median of 7);
 - per block size and path (a carve-out is a path of its own): GB/s beside the GEMM, the model's
@@ -103,7 +103,7 @@ def points(doc: dict[str, Any]) -> list[dict[str, Any]]:
         blocks, beside = entry.get("blocks") or {}, entry.get("beside") or {}
         if not beside or not blocks:
             continue
-        alone = [gpu.get("alone") for gpu in (beside.get("gpus") or {}).values() if gpu.get("alone")]
+        gpu0 = (beside.get("gpus") or {}).get("0") or {}  # the reference GEMM runs on GPU 0
         found.append(
             {
                 "block": blocks.get("block_bytes") or entry.get("block_bytes"),
@@ -120,7 +120,7 @@ def points(doc: dict[str, Any]) -> list[dict[str, Any]]:
                 "judged": beside.get("pairs") or 0,
                 "drift": beside.get("alone_drift"),
                 "carve_cost": beside.get("carveout_cost"),
-                "gemm_alone": min(alone) if alone else None,
+                "gemm_alone": gpu0.get("alone"),
                 "cpu_us": blocks.get("cpu_us_per_descriptor"),
             }
         )

@@ -349,19 +349,19 @@ def test_the_slowdown_is_the_work_lost_over_the_whole_window(busy_share: float, 
     assert found["alone_drift"] == 0.0 and found["drifting_pairs"] == [] and found["carveout_cost"] is None
 
 
-@pytest.mark.parametrize("ring", [1 << 16, 400])
+@pytest.mark.parametrize("ring", [1 << 16, 1000])
 def test_what_is_kept_of_the_window_stands_past_the_ring(ring: int) -> None:
     """The library keeps only the latest `ring` operations: where the window before is gone, the
     window and the one after still give the slowdown (and no drift is claimed)."""
     load = StandInLoad(step=1, ring=ring)
     pairs = Pairs(Beside("gemm", 1024), load, partitioned=False)
-    # A window longer than the ring: the window before is gone (the one after, 0.08 s of polls each
-    # finishing one operation, holds at most 160 of the ring's 400)
-    pairs.operations = 600
+    # A window longer than the ring: the window before is gone (what follows it, 0.15 + 0.08 s of polls
+    # each finishing one operation, holds at most 460 of the ring's 1000)
+    pairs.operations = 2000
     for _ in range(2):
         _one_pair(pairs, load, 1.0)
     found = pairs.summary()
-    assert found["slowdown_pairs"] == [2.0, 2.0] and (found["alone_drift"] is None) == (ring == 400)
+    assert found["slowdown_pairs"] == [2.0, 2.0] and (found["alone_drift"] is None) == (ring == 1000)
 
 
 def test_a_carve_out_costs_its_own_share_and_the_slowdown_stays_against_the_whole_gpu() -> None:
@@ -386,6 +386,10 @@ class _End:
         self.ranks = [0]
         self.where, self.rank, self.links = "here", 0, [self]  # what a slow step names (measure/slow.py)
         self.src = 0
+        self.spans = True  # whether this end's steps span its transfers (the initiator's do)
+
+    def spans_transfers(self, end: object) -> bool:
+        return self.spans
 
     def fill(self, end: object, index: int) -> None:
         self.clock[0] += 5.0  # untimed, before the shared half's clock starts
@@ -490,6 +494,23 @@ def test_a_drifting_pair_is_taken_again_at_most_retakes_times(takes: int, kept_a
     found = pairs.summary()
     assert found["retakes"] == kept_after and found["drifting_pairs"] == ([0] if drifting else [])
     assert found["alone_drift"] == (0.05 if drifting else 0.0)
+
+
+@pytest.mark.parametrize("spans", [True, False])
+def test_only_an_end_whose_steps_span_its_transfers_says_the_duty(spans: bool) -> None:
+    """The end that does not initiate a block list waits in its step while the initiator arms
+    (ce-armed): its share of the shared half is not the duty, and it says none."""
+    from rdmabench.measure import round as engine
+
+    load = _DriftingLoad(0.0, 0)
+    end = _End([0.0])
+    end.spans = spans
+    end.fill = lambda _end, _index: load.set_busy(True)  # type: ignore[method-assign]
+    end.check = lambda _end, _index: load.set_busy(False)  # type: ignore[method-assign]
+    pairs = Pairs(Beside("gemm", 1024), load, partitioned=False)
+    steps = engine._Steps(end, lambda _end, _index: [1e-3])  # type: ignore[arg-type]
+    engine._pair(end, _Comm(), steps, pairs, (2, 1, 1))  # type: ignore[arg-type]
+    assert (pairs.kept[0].duty is None) == (not spans)
 
 
 def test_a_pair_below_the_duty_floor_is_kept_but_not_judged() -> None:

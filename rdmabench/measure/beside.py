@@ -46,8 +46,12 @@ ALONE_SECONDS = 0.08
 ALONE_OPERATIONS = 8  # ... and this many operations, after ...
 WARM_OPERATIONS = 3  # ... the first few, left out (the GPU's clocks settle)
 # Before a pair's first alone window the load runs at least this long, left out: a GEMM started after
-# an idle GPU ran 13-19% faster than after its shared window (2 x H100, every pair retaken twice).
-WARM_SECONDS = 0.2
+# an idle GPU ran 13-19% faster than after its shared window (2 x H100, every pair retaken twice); after
+# 0.2 s, still up to 10% faster where the transfers alone had left the GPU idle longest (2 x H200).
+WARM_SECONDS = 0.4
+# After the shared half the load runs this long before its alone window, left out: a GEMM the transfers
+# had stalled to half its rate ran 6-10% faster alone just after (its clocks up under less power).
+AFTER_SECONDS = 0.15
 WINDOW_SECONDS = 0.08  # the shared window: operations enough to last this long alone ...
 WINDOW_OPERATIONS = 8  # ... and at least this many
 SETTLE_AGREE = 0.02  # the clocks are settled when two alone windows in a row agree this well ...
@@ -264,11 +268,15 @@ class Pairs:
         seconds = self.load.stop().seconds
         return seconds, self.load.done() - len(seconds)
 
-    def _window(self, where: int) -> list[float]:
-        """The load alone (`where`) for one window, stopped: its operations' seconds."""
+    def _window(self, where: int, warm: float = 0.0) -> list[float]:
+        """The load alone (`where`) for one window after `warm` seconds left out, stopped: its
+        operations' seconds."""
         self.load.start(where)
-        self._wait(WARM_OPERATIONS + ALONE_OPERATIONS)
-        return _between(*self._stopped(), WARM_OPERATIONS, None)
+        self._wait(WARM_OPERATIONS, warm)
+        mark = self.load.done()
+        self._wait(mark + ALONE_OPERATIONS)
+        seconds, number = self._stopped()
+        return _between(seconds, number, mark, None)
 
     def settle(self) -> None:
         """Before the first pair: alone windows on the whole GPU until two in a row agree within
@@ -333,8 +341,11 @@ class Pairs:
         the window's operations and the load alone again. Returns the alone windows' drift, or None."""
         span = time.perf_counter() - self._open.began
         first, last = self._open.first, self._open.last
+        mark = 0
         if self.where == WHOLE:
-            self._wait(last + 1 + WARM_OPERATIONS + ALONE_OPERATIONS)
+            self._wait(last + 1 + WARM_OPERATIONS, AFTER_SECONDS)
+            mark = self.load.done()
+            self._wait(mark + ALONE_OPERATIONS)
         seconds, number = self._stopped()
         finished = self.load.done()
         window = _between(seconds, number, first, last)
@@ -345,9 +356,9 @@ class Pairs:
             )
         if self.where == WHOLE:
             before = _mean(_between(seconds, number, *self._open.marks))
-            after = _mean(_between(seconds, number, last + 1 + WARM_OPERATIONS, None))
+            after = _mean(_between(seconds, number, mark, None))
         else:
-            before, after = self._open.before, _mean(self._window(WHOLE))
+            before, after = self._open.before, _mean(self._window(WHOLE, AFTER_SECONDS))
         self._pending = Pair(before, after, window, duty, span)
         return self._pending.drift
 
@@ -435,8 +446,9 @@ def judge_pairs(gpus: list[dict[str, Any]], moved: list[int]) -> Judged:
         slowdowns = [s for gpu in gpus if (s := _at(gpu, "slowdown_pairs", index)) is not None]
         duties = [d for gpu in gpus if (d := _at(gpu, "duty_pairs", index)) is not None]
         found.slowdowns.append(max(slowdowns) if slowdowns else None)
-        # A transfer is in flight while any of its ends is in a step: the posting rank's share is the
-        # duty (a passive end's steps start late and end early: it read 0.52-0.85 beside 0.83-0.93).
+        # The duty is the end's whose steps span its transfers (a block list's initiator; the other end
+        # says None: its steps also span ce-armed's arming, and it read 0.52-0.85 beside 0.83-0.93 on
+        # the GPU path); where both ends say, the higher.
         found.duties.append(max(duties) if duties else None)
         # The time lost per GiB holds at any duty (a reader scales it to their own): every pair's.
         known = [cost for gpu in gpus if (cost := _per_gib(gpu, index, nbytes)) is not None]

@@ -133,6 +133,9 @@ class BlocksProtocol(StepProtocol):
     def _initiator(self, end: RoundEnd) -> bool:
         return self._initiates(bool(end.targets), bool(end.sources))
 
+    def spans_transfers(self, end: RoundEnd) -> bool:
+        return self._initiator(end)
+
     def timed(self, end: RoundEnd) -> list[Side]:
         return (end.sources if self.operation == RMA_GET else end.targets) if self._initiator(end) else []
 

@@ -528,7 +528,7 @@ def _pair(
             with contextlib.suppress(Exception):  # the step's own error is the one to say
                 pairs.close(None)
             raise
-        drift = pairs.close(duty)
+        drift = pairs.close(duty if end.spec.protocol.spans_transfers(end) else None)  # None: the other end's
         (worst,) = agree_max(comm, ranks, (abs(drift or 0.0),), _TAG_RETAKE)
         if worst <= DRIFT_LIMIT or retake == RETAKES:
             pairs.keep(retake, worst > DRIFT_LIMIT)
