@@ -27,7 +27,7 @@ import numpy as np
 
 from ..errors import TransportError
 from ..hardware.devstack import nvcc as nvcc  # where callers and the tests find nvcc
-from ..hardware.devstack import version_mismatch
+from ..hardware.devstack import version_mismatch, version_text
 from . import native
 from .native import nvccbuild
 from .native.nvccbuild import CudaLibrary
@@ -64,7 +64,7 @@ def compile_command(compiler: str, prefix: Path, output: Path) -> list[str]:
 
 
 def library_name(prefix: Path, compiler: str) -> str:
-    version = (prefix / "VERSION.txt").read_text().strip() if (prefix / "VERSION.txt").exists() else ""
+    version = version_text(prefix) or ""
     return nvccbuild.digest_name("devlists", (SOURCE, COMMON), str(prefix), version, compiler)
 
 
