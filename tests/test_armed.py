@@ -1,4 +1,4 @@
-"""Copy engines armed ahead of the data (posting path `ce-armed`: wire/devapi.ArmedPlan, native/armed.cu).
+"""Copy engines armed ahead of the data (posting path `ce-armed`: wire/armed.ArmedPlan, native/armed.cu).
 
 Where no GPU is: the library compiles for Hopper without a warning, its codes and bound agree with
 the wrapper's, its cut of a step into waves is the wrapper's, and what it refuses it refuses in one
@@ -20,10 +20,11 @@ import numpy as np
 import pytest
 
 from rdmabench.errors import ConfigError, TransportError
+from rdmabench.hardware.devstack import nvcc
 from rdmabench.hardware.gpu import import_cupy, visible_gpu_count
-from rdmabench.wire import devapi
+from rdmabench.wire import armed
 
-_HAVE_NVCC = devapi.nvcc() is not None and shutil.which(str(devapi.nvcc())) is not None
+_HAVE_NVCC = nvcc() is not None and shutil.which(str(nvcc())) is not None
 
 
 @pytest.fixture(scope="module")
@@ -32,27 +33,27 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Any:
     if not _HAVE_NVCC:
         pytest.skip("needs nvcc")
     output = tmp_path_factory.mktemp("armed") / "armed.so"
-    command = devapi.armed_compile_command(str(devapi.nvcc()), output)
+    command = armed.compile_command(str(nvcc()), output)
     command = ["-arch=sm_90" if part == "-arch=native" else part for part in command]
     proc = subprocess.run(
         [*command, "-Xcompiler", "-Wall,-Wextra", "-Werror", "all-warnings"], capture_output=True, text=True
     )
     assert proc.returncode == 0, proc.stderr
     assert "warning" not in proc.stderr.lower(), proc.stderr
-    return devapi.configure_armed(ctypes.CDLL(str(output)))
+    return armed.configure(ctypes.CDLL(str(output)))
 
 
 def test_armed_cu_compiles_for_hopper_and_says_its_bound(built: Any) -> None:
     said = built.rb_arm_abi().decode()
-    assert f"RB_ARM_BOUND={devapi.ARM_BOUND};" in said and f"RB_ARM_STREAMS={devapi.ARM_STREAMS};" in said
+    assert f"RB_ARM_BOUND={armed.ARM_BOUND};" in said and f"RB_ARM_STREAMS={armed.ARM_STREAMS};" in said
 
 
 @pytest.mark.parametrize(
     ("total", "lists", "bound", "expected"),
     [
-        (1024, 1, devapi.ARM_BOUND, (1, 1, 1)),  # the usual list: armed whole
-        (10000, 1, devapi.ARM_BOUND, (2, 2, 0)),  # one list past the bound: two waves, nothing armed whole
-        (16384, 16, devapi.ARM_BOUND, (2, 16, 8)),  # 16 lists of 1,024: half armed ahead
+        (1024, 1, armed.ARM_BOUND, (1, 1, 1)),  # the usual list: armed whole
+        (10000, 1, armed.ARM_BOUND, (2, 2, 0)),  # one list past the bound: two waves, nothing armed whole
+        (16384, 16, armed.ARM_BOUND, (2, 16, 8)),  # 16 lists of 1,024: half armed ahead
         (300, 3, 128, (3, 5, 1)),  # lists crossing waves: 1 + 2 + 2 chunks, the first armed whole
         (384, 3, 128, (3, 3, 1)),  # lists on the waves' edges
     ],
@@ -60,12 +61,12 @@ def test_armed_cu_compiles_for_hopper_and_says_its_bound(built: Any) -> None:
 def test_a_step_is_cut_into_waves_of_the_bound_alike_in_c_and_python(
     built: Any, total: int, lists: int, bound: int, expected: tuple[int, int, int]
 ) -> None:
-    ours = devapi.arm_layout(total, lists, bound)
+    ours = armed.arm_layout(total, lists, bound)
     assert (ours.waves, ours.chunks, ours.armed_lists) == expected
     assert ours.armed_copies == min(total, bound) and ours.bound == bound
-    waves, chunks, armed = ctypes.c_size_t(), ctypes.c_size_t(), ctypes.c_size_t()
-    built.rb_arm_layout(total, lists, bound, ctypes.byref(waves), ctypes.byref(chunks), ctypes.byref(armed))
-    assert (waves.value, chunks.value, armed.value) == expected
+    waves, chunks, whole = ctypes.c_size_t(), ctypes.c_size_t(), ctypes.c_size_t()
+    built.rb_arm_layout(total, lists, bound, ctypes.byref(waves), ctypes.byref(chunks), ctypes.byref(whole))
+    assert (waves.value, chunks.value, whole.value) == expected
 
 
 def test_the_library_refuses_a_plan_it_cannot_make_in_one_line(built: Any) -> None:
@@ -75,8 +76,8 @@ def test_the_library_refuses_a_plan_it_cannot_make_in_one_line(built: Any) -> No
     plan, why = ctypes.c_void_p(), ctypes.create_string_buffer(256)
     for direction, lists, bound, said in [
         (7, 1, 0, "neither a put"),
-        (devapi.ARM_PUT, 3, 0, "4 copies in 3 lists"),
-        (devapi.ARM_GET, 1, devapi.ARM_BOUND + 1, f"at most {devapi.ARM_BOUND}"),
+        (armed.ARM_PUT, 3, 0, "4 copies in 3 lists"),
+        (armed.ARM_GET, 1, armed.ARM_BOUND + 1, f"at most {armed.ARM_BOUND}"),
     ]:
         rc = built.rb_arm_create(
             direction, ctypes.cast(pointers, u64s), ctypes.cast(pointers, u64s), ctypes.cast(pointers, u64s), 4,
@@ -98,44 +99,44 @@ def test_a_library_whose_bound_differs_is_refused(tmp_path: Path) -> None:
     """The wrapper's ARM_BOUND mirrors the library's: a library that would arm more is not loaded."""
     if shutil.which("cc") is None:
         pytest.skip("needs a C compiler")
-    codes = ";".join(f"{name}={value}" for name, value in devapi._ARM_CODES.items()).replace(
-        f"RB_ARM_BOUND={devapi.ARM_BOUND}", "RB_ARM_BOUND=30000"
+    codes = ";".join(f"{name}={value}" for name, value in armed._CODES.items()).replace(
+        f"RB_ARM_BOUND={armed.ARM_BOUND}", "RB_ARM_BOUND=30000"
     )
     source = tmp_path / "codes.c"
     source.write_text(f'const char *rb_arm_abi(void) {{ return "{codes};"; }}\n')
     subprocess.run(["cc", "-shared", "-fPIC", "-o", str(tmp_path / "codes.so"), str(source)], check=True)
     with pytest.raises(OSError, match="disagree on their codes"):
-        devapi.configure_armed(ctypes.CDLL(str(tmp_path / "codes.so")))
+        armed.configure(ctypes.CDLL(str(tmp_path / "codes.so")))
 
 
 def test_the_armed_build_is_named_by_every_source_it_compiles(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """armed.cu, the header it includes and the compiler each give the cached library a new name: a
     build of an older source is never loaded for a newer one."""
-    before = devapi.armed_library_name("nvcc")
-    assert before.startswith("armed-") and devapi.armed_library_name("/other/nvcc") != before
-    for name in ("ARMED_SOURCE", "COMMON"):
+    before = armed.library_name("nvcc")
+    assert before.startswith("armed-") and armed.library_name("/other/nvcc") != before
+    for name in ("SOURCE", "COMMON"):
         other = tmp_path / f"{name}.changed"
-        other.write_bytes(getattr(devapi, name).read_bytes() + b"\n/* changed */\n")
+        other.write_bytes(getattr(armed, name).read_bytes() + b"\n/* changed */\n")
         with monkeypatch.context() as patch:
-            patch.setattr(devapi, name, other)
-            assert devapi.armed_library_name("nvcc") != before, name
-    assert devapi.armed_library_name("nvcc") == before
+            patch.setattr(armed, name, other)
+            assert armed.library_name("nvcc") != before, name
+    assert armed.library_name("nvcc") == before
 
 
 def test_without_nvcc_ce_armed_says_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RDMABENCH_NVCC", str(tmp_path / "no-nvcc"))
     monkeypatch.setenv("RDMABENCH_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(devapi, "_armed", None)
-    line = devapi.armed_why_not(0)
+    monkeypatch.setattr(armed, "_loaded", None)
+    line = armed.why_not(0)
     assert line is not None and "cannot build the armed copy engines' path" in line and "no-nvcc" in line
 
 
 @pytest.mark.parametrize(
     ("src", "dst", "sizes", "lists", "direction", "bound", "said"),
     [
-        ([1, 2], [3, 4], [4096, 4096], 1, "sideways", devapi.ARM_BOUND, "a put or a get"),
+        ([1, 2], [3, 4], [4096, 4096], 1, "sideways", armed.ARM_BOUND, "a put or a get"),
         ([1, 2], [3, 4], [4096, 4096], 1, "put", 0, "bound is 1 to"),
-        ([1, 2], [3, 4], [4096, 4096], 1, "get", devapi.ARM_BOUND + 1, "bound is 1 to"),
+        ([1, 2], [3, 4], [4096, 4096], 1, "get", armed.ARM_BOUND + 1, "bound is 1 to"),
         ([1, 2], [3], [4096, 4096], 1, "put", 8, "as many targets and sizes"),
         ([], [], [], 1, "put", 8, "and some"),
         ([1, 2, 3], [4, 5, 6], [1, 1, 1], 2, "put", 8, "3 copies do not split into 2"),
@@ -149,12 +150,12 @@ def test_an_armed_list_is_checked_before_the_gpu_is_asked(
     src: list[Any], dst: list[Any], sizes: list[Any], lists: int, direction: str, bound: int, said: str
 ) -> None:
     with pytest.raises(ConfigError, match=said) as caught:
-        devapi.ArmedPlan(src, dst, sizes, lists, direction, bound)
+        armed.ArmedPlan(src, dst, sizes, lists, direction, bound)
     assert "\n" not in str(caught.value)
 
 
 def test_a_checked_list_is_three_uint64_arrays() -> None:
-    src, dst, sizes = devapi.check_armed_list([1, 2], np.array([3, 4]), (5, 6), 2, "put", 1)
+    src, dst, sizes = armed.check_armed_list([1, 2], np.array([3, 4]), (5, 6), 2, "put", 1)
     assert all(x.dtype == np.uint64 for x in (src, dst, sizes)) and dst.tolist() == [3, 4] and sizes.tolist() == [5, 6]
 
 
@@ -233,7 +234,7 @@ def test_armed_blocks_wait_for_the_release_and_all_land(gpus: tuple[int, int], d
     """1,024 random 4 KiB blocks a list: nothing lands while armed, every byte lands once released,
     three steps running (each a new pattern), each list timed from release to landed."""
     pools = _Pools(import_cupy(), gpus, direction, 1024 * lists)
-    with devapi.ArmedPlan(*pools.arguments(), lists=lists, direction=direction, timeout=30, where="test") as plan:
+    with armed.ArmedPlan(*pools.arguments(), lists=lists, direction=direction, timeout=30, where="test") as plan:
         shape = plan.describe()
         assert shape["device"] == gpus[0] and shape["peer"] == gpus[1] and shape["waves"] == 1
         assert shape["streams"] == lists and plan.layout.armed_lists == lists
@@ -254,7 +255,7 @@ def test_armed_blocks_wait_for_the_release_and_all_land(gpus: tuple[int, int], d
 @pytest.mark.parametrize("gpus", _pair(visible_gpu_count()))
 @pytest.mark.parametrize(
     ("total", "lists", "bound"),
-    [(devapi.ARM_BOUND + 1808, 2, devapi.ARM_BOUND), (4095, 3, 1000), (9 * 500, 9, 2000)],
+    [(armed.ARM_BOUND + 1808, 2, armed.ARM_BOUND), (4095, 3, 1000), (9 * 500, 9, 2000)],
     ids=["past-the-bound", "small-bound", "lists-sharing-streams"],
 )
 def test_a_list_bigger_than_the_bound_is_armed_in_waves_and_all_lands(
@@ -262,11 +263,11 @@ def test_a_list_bigger_than_the_bound_is_armed_in_waves_and_all_lands(
 ) -> None:
     """No more than the bound armed ahead; the rest submitted behind the release, and every byte lands."""
     pools = _Pools(import_cupy(), gpus, "put", total, seed=9)
-    with devapi.ArmedPlan(*pools.arguments(), lists=lists, direction="put", bound=bound, timeout=60) as plan:
-        layout = devapi.arm_layout(total, lists, bound)
+    with armed.ArmedPlan(*pools.arguments(), lists=lists, direction="put", bound=bound, timeout=60) as plan:
+        layout = armed.arm_layout(total, lists, bound)
         shape = plan.describe()
         assert layout.waves > 1 and shape["waves"] == layout.waves == plan.layout.waves
-        assert shape["chunks"] == layout.chunks and shape["streams"] == min(lists, devapi.ARM_STREAMS)
+        assert shape["chunks"] == layout.chunks and shape["streams"] == min(lists, armed.ARM_STREAMS)
         for step in range(2):
             pools.refill(200 + step)
             plan.arm()
@@ -278,11 +279,11 @@ def test_a_list_bigger_than_the_bound_is_armed_in_waves_and_all_lands(
 @pytest.mark.gpu
 @pytest.mark.skipif(visible_gpu_count() < 2, reason="needs two GPUs")
 def test_a_probe_of_another_gpu_leaves_the_callers_gpu_current() -> None:
-    """armed_why_not(0) from a process on GPU 1 probes GPU 0 and sets GPU 1 back (a rank that probed GPU
+    """why_not(0) from a process on GPU 1 probes GPU 0 and sets GPU 1 back (a rank that probed GPU
     0 once allocated its next pools there)."""
     cupy = import_cupy()
     with cupy.cuda.Device(1):
-        assert devapi.armed_why_not(0) is None
+        assert armed.why_not(0) is None
         assert cupy.cuda.runtime.getDevice() == 1
 
 
@@ -292,16 +293,16 @@ def test_the_armed_path_refuses_in_one_line_on_the_gpu() -> None:
     """Host memory, a release not armed, an arm twice, a GPU that is not there: each one line, and the
     plan still releases; a plan closed while armed neither hangs nor leaves its copies waiting."""
     cupy = import_cupy()
-    assert devapi.armed_why_not(0) is None
-    missing = devapi.armed_why_not(visible_gpu_count())
+    assert armed.why_not(0) is None
+    missing = armed.why_not(visible_gpu_count())
     assert missing is not None and "no GPU" in missing
     pools = _Pools(cupy, (0, 1), "put", 64)
     src, dst, sizes = pools.arguments()
     host = np.zeros(64 * BLOCK, dtype=np.uint8)
     on_host = host.ctypes.data + np.arange(64, dtype=np.int64) * BLOCK
     with pytest.raises(TransportError, match="is not device memory"):
-        devapi.ArmedPlan(src, on_host, sizes)
-    with devapi.ArmedPlan(src, dst, sizes, timeout=30) as plan:
+        armed.ArmedPlan(src, on_host, sizes)
+    with armed.ArmedPlan(src, dst, sizes, timeout=30) as plan:
         with pytest.raises(TransportError, match="not armed"):
             plan.release()
         plan.arm()
@@ -310,6 +311,6 @@ def test_the_armed_path_refuses_in_one_line_on_the_gpu() -> None:
         plan.release()
         pools.check()
     pools.refill(7)
-    with devapi.ArmedPlan(src, dst, sizes, timeout=30) as plan:
+    with armed.ArmedPlan(src, dst, sizes, timeout=30) as plan:
         plan.arm()  # and closed unreleased: the teardown lets the list go instead of waiting for ever
     pools.check()

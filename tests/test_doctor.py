@@ -115,6 +115,28 @@ def test_a_ucx_library_of_other_headers_is_refused(tmp_path: Path, monkeypatch: 
     assert "name no UCP_API_MAJOR/MINOR" in str(devstack.version_mismatch(prefix))
 
 
+def test_ucx_version_txt_is_read_in_one_place_and_names_the_native_builds(tmp_path: Path) -> None:
+    """VERSION.txt is read by devstack.version_text alone, at most 256 bytes of it: the hot loop's and the
+    device lists' cache names follow it, and a missing one names them without it."""
+    from rdmabench.hardware import devstack
+    from rdmabench.wire import devapi, native
+
+    prefix = _ucx_prefix(tmp_path / "ucx", "1.21", "1.21.0")
+    assert devstack.version_text(prefix) == "1.21.0"
+    before = (native.library_name(prefix, ["cc"]), devapi.library_name(prefix, "nvcc"))
+    (prefix / "VERSION.txt").write_text("1.21.1\n")
+    after = (native.library_name(prefix, ["cc"]), devapi.library_name(prefix, "nvcc"))
+    assert after[0] != before[0] and after[1] != before[1]
+    (prefix / "VERSION.txt").write_bytes(b"1.21.1" + b" " * (1 << 20) + b"tail")  # never read whole
+    assert devstack.version_text(prefix) == "1.21.1"
+    assert (native.library_name(prefix, ["cc"]), devapi.library_name(prefix, "nvcc")) == after
+    (prefix / "VERSION.txt").unlink()
+    assert devstack.version_text(prefix) is None and native.library_name(prefix, ["cc"]) not in after
+    package = Path(devstack.__file__).parent.parent
+    readers = [path.name for path in package.rglob("*.py") if '"VERSION.txt"' in path.read_text()]
+    assert readers == ["devstack.py"]
+
+
 def test_peer_mapping_is_checked_both_ways_for_every_pair(monkeypatch: pytest.MonkeyPatch) -> None:
     """cudaDeviceCanAccessPeer through CuPy's runtime (a stand-in here: this machine has no GPU)."""
     from rdmabench.hardware import doctor

@@ -16,7 +16,7 @@ from rdmabench.measure.postings import POSTINGS, Posting, parse_postings
 from rdmabench.results.files import document
 from rdmabench.results.files.entries import posting_of, settings_of
 from rdmabench.results.files.row import Row
-from rdmabench.wire import devapi
+from rdmabench.wire.armed import ARM_BOUND, ARMED_PATH
 
 from .conftest import QUICK, run_cli
 
@@ -107,9 +107,9 @@ def test_ce_armed_moves_and_validates_every_block_and_records_its_arming(test: s
     lists = [entry for entry in document.load(str(out))["results"] if entry["blocks"]["count"] == 64]
     assert lists and all(entry["validated"] and entry["wrong_bytes"] == 0 for entry in lists)
     record = BlockList.from_json(lists[0]["blocks"])
-    assert record is not None and record.posted_by == "ce-armed" and record.path == devapi.ARMED_PATH
+    assert record is not None and record.posted_by == "ce-armed" and record.path == ARMED_PATH
     assert record.arm_us is not None and record.arm_us > 0 and record.cpu_us_per_descriptor is not None
-    assert (record.armed_lists, record.arm_bound) == (1, devapi.ARM_BOUND)
+    assert (record.armed_lists, record.arm_bound) == (1, ARM_BOUND)
     assert record.contiguous_posted_by in postings.REFERENCE_PATHS
 
 

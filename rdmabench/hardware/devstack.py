@@ -19,6 +19,7 @@ from pathlib import Path
 
 _VERSION_HEADER = Path("include") / "ucp" / "api" / "ucp_version.h"
 _HEADER_LIMIT = 1 << 16  # bytes: ucp_version.h is a few hundred
+_VERSION_LIMIT = 256  # bytes: VERSION.txt is one short line
 _MAPS = "/proc/self/maps"
 
 
@@ -71,6 +72,19 @@ def _asked(library: Path) -> tuple[int, int, int] | None:
     return major.value, minor.value, release.value
 
 
+def version_text(prefix: Path) -> str | None:
+    """The VERSION.txt of the UCX installation under `prefix` (the libucx wheel's), stripped and read
+    at most 256 bytes of; None where it cannot be read. The one place the package reads it: the
+    native libraries' cache names carry it, the loader compares it with the install-time build's tag
+    (setup.py, which cannot import the package, reads the same file for that tag), and the version
+    check parses it."""
+    try:
+        with open(prefix / "VERSION.txt", "rb") as handle:
+            return handle.read(_VERSION_LIMIT).decode(errors="replace").strip()
+    except OSError:
+        return None
+
+
 def library_version(prefix: Path, loaded: Path | None) -> tuple[tuple[int, ...] | None, str]:
     """The UCX library's version and where it was read: ucp_get_version() of the libucp `loaded` in
     this process, else the VERSION.txt of the installation under `prefix` (the libucx wheel's)."""
@@ -78,10 +92,8 @@ def library_version(prefix: Path, loaded: Path | None) -> tuple[tuple[int, ...] 
         asked = _asked(loaded)
         if asked is not None:
             return asked, f"the libucp this process loaded ({loaded})"
-    try:
-        with open(prefix / "VERSION.txt", "rb") as handle:
-            text = handle.read(256).decode(errors="replace").strip()
-    except OSError:
+    text = version_text(prefix)
+    if text is None:
         return None, f"{prefix} (no VERSION.txt)"
     numbers = re.match(r"(\d+)\.(\d+)(?:\.(\d+))?", text)
     if numbers is None:

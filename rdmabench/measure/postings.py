@@ -2,7 +2,8 @@
 posts it, what it needs, why it cannot run here, its words for humans and how it posts. The option's
 help, the run's agreement on what every rank can run (job/lists.py), the step protocol
 (blocksteps.py), the results' settings and the reports all read these records, so a new path is its
-record here, its wrapper in wire/devapi.py and its native code, and nothing else.
+record here, its wrapper in wire/ (devapi.py, or a module of its own: armed.py) and its native
+code, and nothing else.
 
 A path the GPU's side posts (`device`: a one-sided list of device memory at both ends) goes through
 `devapi.DevicePlan`, the list as the GPU sees it, with a `DeviceSteps` strategy over the round's list
@@ -21,7 +22,7 @@ import numpy as np
 
 from ..errors import ConfigError, TransportError
 from ..hardware.gpu import visible_gpu_count
-from ..wire import devapi
+from ..wire import armed, devapi
 from ..wire.native import RMA_GET, RMA_PUT
 
 
@@ -40,7 +41,7 @@ class DeviceList:
     batch: int  # transfers a step
     timeout: float
     where: str
-    kept: Any = None  # ce-armed: its devapi.ArmedPlan
+    kept: Any = None  # ce-armed: its armed.ArmedPlan
 
 
 @dataclass(frozen=True)
@@ -92,12 +93,12 @@ class DeviceSteps:
 
 class ArmedSteps(DeviceSteps):
     """ce-armed: each step's lists armed on the copy engines before the step, outside the clock (one
-    cudaMemcpyBatchAsync a list behind cuStreamWaitValue32 on a flag, at most devapi.ARM_BOUND copies
+    cudaMemcpyBatchAsync a list behind cuStreamWaitValue32 on a flag, at most armed.ARM_BOUND copies
     at once, the rest submitted behind the release), then released inside it and timed from the
-    release to the last copy landed (devapi.ArmedPlan). Each transfer is a list."""
+    release to the last copy landed (armed.ArmedPlan). Each transfer is a list."""
 
     def path(self, operation: int) -> str:
-        return devapi.ARMED_PATH
+        return armed.ARMED_PATH
 
     def open(self, found: DeviceList) -> None:
         peer = found.plan.mapped  # the peer's pool as UCX maps it into this process
@@ -108,7 +109,7 @@ class ArmedSteps(DeviceSteps):
         put = found.operation == RMA_PUT
         src, dst = (local, remote) if put else (remote, local)
         sizes = np.full(len(local), found.size, dtype=np.int64)
-        found.kept = devapi.ArmedPlan(
+        found.kept = armed.ArmedPlan(
             src, dst, sizes, found.batch, "put" if put else "get", timeout=found.timeout, where=found.where
         )
 
@@ -167,7 +168,7 @@ def _copy_engines_problem() -> str | None:
 def _armed_problem() -> str | None:
     if visible_gpu_count() < 2:  # within one GPU the first arm blocked the arming thread (armed.cu says why)
         return "the copy engines armed ahead need the other end on another GPU: this rank sees one GPU"
-    return _library_problem() or devapi.armed_why_not()  # the peer's pool is mapped through UCX's plan
+    return _library_problem() or armed.why_not()  # the peer's pool is mapped through UCX's plan
 
 
 _GPU = DeviceSteps(

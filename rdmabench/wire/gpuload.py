@@ -21,7 +21,7 @@ from .native import nvccbuild
 from .native.nvccbuild import CudaLibrary
 
 SOURCE = Path(native.__file__).with_name("gpuload.cu")
-COMMON = SOURCE.with_name("cudacommon.cuh")  # included by the source: part of what a build is of
+COMMON = nvccbuild.COMMON  # included by the source: part of what a build is of
 GEMM, DECODE = 0, 1
 WHOLE, PART, CARVED = 0, 1, 2  # where a run's operations go: the whole GPU, the partition, the carved plan
 _RING = 65536  # operation times kept per run (gpuload.cu's RING)
@@ -54,10 +54,10 @@ def driver_stubs(compiler: str) -> list[str]:
 
 def compile_command(compiler: str, output: Path) -> list[str]:
     lib = Path(compiler).resolve().parent.parent / "lib64"
-    return [
-        compiler, "-O3", "-std=c++17", "-arch=native", "-shared", "-Xcompiler", "-fPIC", "-o", str(output),
-        str(SOURCE), *driver_stubs(compiler), "-lcublas", "-lcublasLt", "-lcuda", "-Xlinker", f"-rpath={lib}",
-    ]  # fmt: skip
+    return nvccbuild.nvcc_command(
+        compiler, output, str(SOURCE), *driver_stubs(compiler), "-lcublas", "-lcublasLt", "-lcuda",
+        "-Xlinker", f"-rpath={lib}",
+    )  # fmt: skip
 
 
 def library_name(compiler: str) -> str:

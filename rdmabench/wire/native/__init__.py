@@ -30,6 +30,7 @@ from typing import Any
 
 from ... import privatedirs
 from ...errors import UnsafePathError
+from ...hardware.devstack import version_text
 from .cache import build_cached, note, open_descriptor
 from .loop import HotLoop
 from .mirror import (
@@ -107,7 +108,7 @@ def ucx_prefix() -> Path | None:
 
 def library_name(prefix: Path, compiler: list[str]) -> str:
     """The file name of the library built on first use: one per source, UCX and compiler."""
-    version = (prefix / "VERSION.txt").read_text().strip() if (prefix / "VERSION.txt").exists() else ""
+    version = version_text(prefix) or ""
     digest = hashlib.sha256(
         source_digest().encode() + str(prefix).encode() + version.encode() + " ".join(compiler).encode()
     )
@@ -165,7 +166,7 @@ def _prebuilt(prefix: Path, refused: list[str]) -> tuple[Any, str] | None:
     this UCX version (a source tree may run beside an installed package of another version)."""
     if os.environ.get(NATIVE_ENV) == "build":
         return None
-    version = (prefix / "VERSION.txt").read_text().strip() if (prefix / "VERSION.txt").exists() else ""
+    version = version_text(prefix) or ""
     wanted = f"{version}|{source_digest()}".encode()
     for path in _prebuilt_candidates():
         if not _trusted_prebuilt(path, refused):

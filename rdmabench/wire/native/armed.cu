@@ -19,7 +19,7 @@
  * list streams one after the other, so that the release never queues behind a wait (lists beyond
  * RB_ARM_STREAMS share streams, in stream order).
  *
- * Built on first use with nvcc (rdmabench/wire/devapi.py), loaded through ctypes. The driver's
+ * Built on first use with nvcc (rdmabench/wire/armed.py), loaded through ctypes. The driver's
  * stream-memory calls come through the runtime (driver_entry): no link to libcuda. Errors come back
  * as a code and one line of text. */
 
@@ -83,39 +83,20 @@ static int arm_no_memory(char *why, size_t len)
     return RB_ARM_NO_MEMORY;
 }
 
-static int driver_failed(CUresult err, const char *what, char *why, size_t len)
-{
-    if (err == CUDA_SUCCESS)
-        return 0;
-    snprintf(why, len, "%s: CUDA driver error %d%s", what, (int)err,
-             err == CUDA_ERROR_NOT_SUPPORTED ? " (stream memory operations are not supported here)" : "");
-    return 1;
-}
-
 /* Why this library cannot arm anything anywhere, or NULL: the batch API (a CUDA 12.8 runtime and
  * driver) and the driver's stream-memory calls. */
 static const char *missing(void)
 {
-    static char why[200];
-    int driver = 0;
-    cudaDriverGetVersion(&driver);
-    if (CUDART_VERSION < 12080)
-        snprintf(why, sizeof(why), "cudaMemcpyBatchAsync needs a CUDA 12.8 runtime; this library was built with %d",
-                 CUDART_VERSION);
-    else if (driver == 0)
-        snprintf(why, sizeof(why), "no CUDA driver here (no GPU?)");
-    else if (driver < 12080)
-        snprintf(why, sizeof(why), "cudaMemcpyBatchAsync needs a CUDA 12.8 driver; this one is %d", driver);
-    else {
-        if (wait_value == NULL)
-            wait_value = (wait_value_t)driver_entry("cuStreamWaitValue32", 12000);
-        if (write_value == NULL)
-            write_value = (write_value_t)driver_entry("cuStreamWriteValue32", 12000);
-        if (wait_value != NULL && write_value != NULL)
-            return NULL;
-        snprintf(why, sizeof(why), "the CUDA driver gives no cuStreamWaitValue32/cuStreamWriteValue32");
-    }
-    return why;
+    const char *why = batch_copy_missing();
+    if (why != NULL)
+        return why;
+    if (wait_value == NULL)
+        wait_value = (wait_value_t)driver_entry("cuStreamWaitValue32", 12000);
+    if (write_value == NULL)
+        write_value = (write_value_t)driver_entry("cuStreamWriteValue32", 12000);
+    if (wait_value != NULL && write_value != NULL)
+        return NULL;
+    return "the CUDA driver gives no cuStreamWaitValue32/cuStreamWriteValue32";
 }
 
 /* The flag written, then waited for, on `stream`: a driver or GPU without stream memory operations
@@ -123,8 +104,10 @@ static const char *missing(void)
 static int probe_memops(cudaStream_t stream, uint32_t *flag, char *why, size_t len)
 {
     CUdeviceptr at = (CUdeviceptr)(uintptr_t)flag;
-    if (driver_failed(write_value((CUstream)stream, at, 0, 0), "cuStreamWriteValue32", why, len) ||
-        driver_failed(wait_value((CUstream)stream, at, 0, CU_STREAM_WAIT_VALUE_GEQ), "cuStreamWaitValue32", why, len))
+    if (driver_failed(write_value((CUstream)stream, at, 0, 0), "cuStreamWriteValue32 (a stream memory operation)", why,
+                      len) ||
+        driver_failed(wait_value((CUstream)stream, at, 0, CU_STREAM_WAIT_VALUE_GEQ),
+                      "cuStreamWaitValue32 (a stream memory operation)", why, len))
         return RB_ARM_UNSUPPORTED;
     return cuda_failed(cudaStreamSynchronize(stream), "the stream-memory probe", why, len) ? RB_ARM_CUDA : RB_ARM_OK;
 }
@@ -150,33 +133,12 @@ static size_t cut_list(size_t at, size_t end, int list, size_t bound, struct rb_
     return n;
 }
 
-/* Every copy's location hints and order: the source read in stream order (after the wait), the copy
- * engines preferred over SMs. */
+/* One chunk's copies as one batch on its list's stream (batch_copy: in stream order, after the wait). */
 static cudaError_t post_chunk(struct rb_arm_plan *p, const struct rb_arm_chunk *c)
 {
-#if CUDART_VERSION >= 12080
-    cudaMemcpyAttributes attr;
-    memset(&attr, 0, sizeof(attr));
-    attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
-    attr.flags = cudaMemcpyFlagPreferOverlapWithCompute;
-    attr.srcLocHint.type = cudaMemLocationTypeDevice;
-    attr.dstLocHint.type = cudaMemLocationTypeDevice;
-    attr.srcLocHint.id = p->direction == RB_ARM_PUT ? p->device : p->peer;
-    attr.dstLocHint.id = p->direction == RB_ARM_PUT ? p->peer : p->device;
-    size_t index = 0;
-    cudaStream_t stream = p->streams[c->stream];
-#if CUDART_VERSION >= 13000
-    return cudaMemcpyBatchAsync((void *const *)(p->dst + c->first), (const void *const *)(p->src + c->first),
-                                p->sizes + c->first, c->count, &attr, &index, 1, stream);
-#else
-    size_t failed = 0;
-    return cudaMemcpyBatchAsync(p->dst + c->first, p->src + c->first, p->sizes + c->first, c->count, &attr, &index, 1,
-                                &failed, stream);
-#endif
-#else
-    (void)p, (void)c;
-    return cudaErrorNotSupported;
-#endif
+    int mine = p->device, theirs = p->peer, put = p->direction == RB_ARM_PUT;
+    return batch_copy(p->dst + c->first, p->src + c->first, p->sizes + c->first, c->count, put ? mine : theirs,
+                      put ? theirs : mine, p->streams[c->stream]);
 }
 
 /* Wave `wave`'s chunks: each stream waits once for the flag to reach the generation, then each chunk
@@ -311,7 +273,7 @@ struct device_kept {
 
 extern "C" {
 
-/* "name=value;" items: the codes and bounds as compiled (devapi.py checks them against its mirror). */
+/* "name=value;" items: the codes and bounds as compiled (armed.py checks them against its mirror). */
 const char *rb_arm_abi(void)
 {
     return "RB_ARM_OK=0;RB_ARM_TIMEOUT=1;RB_ARM_CUDA=2;RB_ARM_NO_MEMORY=3;RB_ARM_UNSUPPORTED=4;RB_ARM_ARGUMENT=5;"

@@ -455,48 +455,16 @@ static int ce_arguments(rb_dev_plan *p, int op, size_t block, char *why, size_t 
     return RB_DEV_OK;
 }
 
-/* One transfer's blocks through the copy engines: one call, in stream order. */
+/* One transfer's blocks through the copy engines: one call, in stream order (batch_copy). */
 static cudaError_t ce_post(rb_dev_plan *p, int op, size_t first, size_t count, cudaStream_t stream)
 {
-#if CUDART_VERSION >= 12080
-    cudaMemcpyAttributes attr;
-    memset(&attr, 0, sizeof(attr));
-    attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
-    attr.flags = cudaMemcpyFlagPreferOverlapWithCompute;
-    attr.srcLocHint.type = cudaMemLocationTypeDevice;
-    attr.dstLocHint.type = cudaMemLocationTypeDevice;
-    attr.srcLocHint.id = op == RB_DEV_CE_PUT ? p->device : p->peer_device;
-    attr.dstLocHint.id = op == RB_DEV_CE_PUT ? p->peer_device : p->device;
-    size_t index = 0;
-#if CUDART_VERSION >= 13000
-    return cudaMemcpyBatchAsync((void *const *)(p->ce_dst + first), (const void *const *)(p->ce_src + first),
-                                p->ce_sizes + first, count, &attr, &index, 1, stream);
-#else
-    size_t failed = 0;
-    return cudaMemcpyBatchAsync(p->ce_dst + first, p->ce_src + first, p->ce_sizes + first, count, &attr, &index, 1,
-                                &failed, stream);
-#endif
-#else
-    (void)p, (void)op, (void)first, (void)count, (void)stream;
-    return cudaErrorNotSupported;
-#endif
+    int mine = p->device, theirs = p->peer_device, put = op == RB_DEV_CE_PUT;
+    return batch_copy(p->ce_dst + first, p->ce_src + first, p->ce_sizes + first, count, put ? mine : theirs,
+                      put ? theirs : mine, stream);
 }
 
 /* Why the copy engines' path cannot run here, or NULL: a CUDA 12.8 runtime (built in) and driver. */
-const char *rb_dev_ce_unsupported(void)
-{
-    static char why[160];
-    int driver = 0;
-    cudaDriverGetVersion(&driver);
-    if (CUDART_VERSION < 12080)
-        snprintf(why, sizeof(why), "cudaMemcpyBatchAsync needs a CUDA 12.8 runtime; this library was built with %d",
-                 CUDART_VERSION);
-    else if (driver < 12080)
-        snprintf(why, sizeof(why), "cudaMemcpyBatchAsync needs a CUDA 12.8 driver; this one is %d", driver);
-    else
-        return NULL;
-    return why;
-}
+const char *rb_dev_ce_unsupported(void) { return batch_copy_missing(); }
 
 /* Whether UCX refused any device put of the last kernel (the count reset for the next). */
 static int refused_puts(rb_dev_plan *p, char *why, size_t len)

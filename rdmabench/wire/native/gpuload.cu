@@ -80,16 +80,6 @@ struct rb_load {
     char why[256];
 };
 
-static int driver_failed(CUresult err, const char *what, char *why, size_t len)
-{
-    if (err == CUDA_SUCCESS)
-        return 0;
-    const char *name = NULL;
-    cuGetErrorString(err, &name);
-    snprintf(why, len, "%s: %s", what, name ? name : "unknown CUDA driver error");
-    return 1;
-}
-
 /* Values in [-1, 1): a product of zeros runs faster than a model's does. */
 __global__ void fill_bf16(__nv_bfloat16 *x, size_t n, uint32_t seed)
 {

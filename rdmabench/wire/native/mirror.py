@@ -73,44 +73,14 @@ class BlocksLinkEnd(ctypes.Structure):
 
 _links = ctypes.POINTER(LinkEnd)
 _rma_links = ctypes.POINTER(RmaLinkEnd)
+# What both ends of lat take: worker, endpoint, out, in, size, memory type, out/in/ready tags, the READY
+# buffer, count, timeout, peer pid (the timing end then adds its seconds).
+_LAT_END = [_ptr, _ptr, _ptr, _ptr, _size, _int, _tag, _tag, _tag, _ptr, _int, _double, _int]
 # (worker, ...buffers and tags..., timeout, [peer pid,] outputs)
 _SIGNATURES: dict[str, list[Any]] = {
     "rb_round": [_ptr, _links, _int, _links, _int, _ptr, _ptr, _double, _out_seconds, _out_int, _out_int],
-    "rb_lat_ping": [
-        _ptr,
-        _ptr,
-        _ptr,
-        _ptr,
-        _size,
-        _int,
-        _tag,
-        _tag,
-        _tag,
-        _ptr,
-        _int,
-        _double,
-        _int,
-        _out_seconds,
-        _out_int,
-        _out_int,
-    ],
-    "rb_lat_pong": [
-        _ptr,
-        _ptr,
-        _ptr,
-        _ptr,
-        _size,
-        _int,
-        _tag,
-        _tag,
-        _tag,
-        _ptr,
-        _int,
-        _double,
-        _int,
-        _out_int,
-        _out_int,
-    ],
+    "rb_lat_ping": [*_LAT_END, _out_seconds, _out_int, _out_int],
+    "rb_lat_pong": [*_LAT_END, _out_int, _out_int],
     "rb_rma_round": [
         _ptr,
         _int,

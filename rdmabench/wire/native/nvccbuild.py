@@ -1,7 +1,8 @@
 """The libraries nvcc builds on first use (devlists.cu, armed.cu, gpuload.cu): nvcc found
 (hardware/devstack), each library built once per digest of every source it compiles into the build
 cache every native library shares (cache), loaded through ctypes and typed by its own module, or one
-line saying why not. Each module keeps its own compile command, digest and ctypes configuration."""
+line saying why not. Each module keeps its own sources, libraries, digest and ctypes configuration;
+the flags they share are `nvcc_command`'s, the header they share `COMMON`."""
 
 from __future__ import annotations
 
@@ -17,6 +18,13 @@ from ...hardware.devstack import nvcc
 from .cache import build_cached, open_descriptor
 
 NVCC_TIMEOUT = 300  # seconds one nvcc build may take
+COMMON = Path(__file__).with_name("cudacommon.cuh")  # what every library's source includes (it hashes it too)
+
+
+def nvcc_command(compiler: str, output: Path, *rest: str) -> list[str]:
+    """nvcc's line for a shared library of ours at `output`, for this machine's GPU: the flags every
+    library shares, then `rest` (its sources, include paths and libraries)."""
+    return [compiler, "-O3", "-std=c++17", "-arch=native", "-shared", "-Xcompiler", "-fPIC", "-o", str(output), *rest]
 
 
 def digest_name(stem: str, sources: Iterable[Path], *also: str) -> str:
