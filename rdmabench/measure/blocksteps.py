@@ -22,12 +22,12 @@ from ..errors import TransportError, ValidationError
 from ..memory.buffers import Buffer, synchronize, word_capacity
 from ..memory.payload import BlockPayload, block_keys
 from ..wire import devapi
-from ..wire.native import RMA_GET, RMA_PUT, TAGGED, BlocksLinkEnd, HotLoop, memory_type
+from ..wire.native import RMA_GET, RMA_PUT, TAGGED, BlocksLinkEnd, HotLoop, Registrations, memory_type
 from ..wire.protoinfo import ProtoRow
 from . import faults
 from .blockrecord import BlockList, BlockSteps
 from .blocks import CTAS_PER_SM, BlockShape
-from .contract import ACK, DATA, READY, Companion, Figure, RoundEnd, RoundShape, Side, StepProtocol, tag
+from .contract import ACK, DATA, READY, Companion, Figure, RoundEnd, RoundShape, Side, StepProtocol, state_of, tag
 from .need import PER_BLOCK_PYTHON, PER_MESSAGE, Need, beside, in_memory
 from .onesided import OPERATIONS, lend_and_borrow, native_loop
 from .postings import CPU, POSTINGS, REFERENCE_PATHS, DeviceList, DeviceSteps
@@ -36,7 +36,6 @@ NAMES = {RMA_PUT: "put", RMA_GET: "get", TAGGED: "tagged"}
 _CEILINGS = {RMA_PUT: devapi.CEILING_PUT, RMA_GET: devapi.CEILING_GET}
 CONTIGUOUS = "contiguous"  # the companion: each transfer's bytes as one contiguous message
 _CEILING_STEPS = 7  # timed runs of the list's ceiling (after one to warm up): their median
-_STATE = "lists"  # the key of this protocol's state (_Lists) in RoundEnd.state
 
 
 @dataclass
@@ -44,6 +43,7 @@ class _Lists:
     """What a block list's end keeps between steps."""
 
     loop: HotLoop
+    regs: Registrations  # what this rank lends and borrows (onesided.native_loop)
     pool: Buffer
     initiator: bool
     cold: dict[str, float]  # what the list cost before its warm transfers, seconds
@@ -68,8 +68,7 @@ class _Lists:
 
 
 def _lists(end: RoundEnd) -> _Lists:
-    found: _Lists = end.state[_STATE]
-    return found
+    return state_of(end, _Lists)
 
 
 class BlocksProtocol(StepProtocol):
@@ -168,7 +167,7 @@ class BlocksProtocol(StepProtocol):
         shape, size = self.shape, end.spec.size
         outgoing = bool(end.targets)
         side = (end.targets + end.sources)[0]
-        loop = native_loop(end)  # first: it provides the memory UCX allocates (MemoryMode.UCX)
+        loop, regs = native_loop(end)  # first: it provides the memory UCX allocates (MemoryMode.UCX)
         pool_bytes = shape.pool_slots(size) * size
         pool = end.pool(side, pool_bytes)
         mine, theirs = ("src", "dst") if outgoing else ("dst", "src")
@@ -176,11 +175,12 @@ class BlocksProtocol(StepProtocol):
         slots = shape.slots(mine, size)  # a random table costs a permutation of the pool: drawn once
         other = shape.slots(theirs, size) * size  # the peer's offsets: its pool's, and what merges
         clock: dict[str, float] = {}
-        lists = end.state[_STATE] = _Lists(loop, pool, self._initiator(end), clock, faults.slow_every())
+        lists = _Lists(loop, regs, pool, self._initiator(end), clock, faults.slow_every())
+        end.state = lists
         remote: tuple[Any, Any, Any] = (0, None, None)
         if self.operation != TAGGED:
             lent = [] if lists.initiator else [(side, [pool])]
-            borrowed = lend_and_borrow(end, lent, [side] if lists.initiator else [], pool_bytes, clock)
+            borrowed = lend_and_borrow(end, regs, lent, [side] if lists.initiator else [], pool_bytes, clock)
             if lists.initiator:
                 addresses, rkeys = borrowed[id(side)]
                 remote = (addresses[0], rkeys[0], other)
@@ -240,7 +240,7 @@ class BlocksProtocol(StepProtocol):
             if available.library is None:
                 raise TransportError(available.note)
             buffer, pool_bytes = pool
-            memh = end.state["regs"].memory_handle(buffer.address, pool_bytes, memory_type(side.mode.ucx_memory))
+            memh = lists.regs.memory_handle(buffer.address, pool_bytes, memory_type(side.mode.ucx_memory))
             address, rkey, remote_offsets = remote
             handles = (lists.loop.worker, end.transport.endpoint_handle(side.peer), memh)
             plan = devapi.DevicePlan(

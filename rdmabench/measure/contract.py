@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from ..memory.buffers import Buffer
 from ..memory.payload import Pattern
@@ -100,7 +100,9 @@ class RoundEnd(Protocol):
     passes: int
     where: str  # how errors name the round
     native: Any  # the native loop's library, or None where the round runs in Python
-    state: dict[str, Any]  # what the protocol keeps between steps (its own typed record under a key, where it has one)
+    state: (
+        object  # what the protocol keeps between steps: its own typed record (None until its setup), read by `state_of`
+    )
     load: Any  # the compute load on this rank's GPU (measure.beside, --beside), or None
     partitioned: bool  # the protocol took a green context's SMs from the load (the load runs in the rest)
     ucx_allocator: Callable[[int], Buffer] | None  # memory UCX allocates, provided by a one-sided protocol
@@ -122,6 +124,18 @@ class RoundEnd(Protocol):
     def on_release(self, release: Callable[[], None]) -> None: ...
     def tag_rows(self, side: Side) -> dict[str, Any]: ...
     def rma_rows(self, side: Side, operation: str) -> dict[str, Any]: ...
+
+
+State = TypeVar("State")
+
+
+def state_of(end: RoundEnd, kind: type[State]) -> State:
+    """The protocol's own state on `end` (the record its setup left in `RoundEnd.state`), as its type:
+    the engine keeps it for the protocol and never reads it."""
+    found = end.state
+    if not isinstance(found, kind):
+        raise TypeError(f"{end.where}: the protocol's state is {type(found).__name__}, not {kind.__name__}")
+    return found
 
 
 class StepFigure(Protocol):

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ctypes
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -27,7 +28,7 @@ from ..modes import MemoryMode
 from ..wire import protoinfo
 from ..wire.mpi import receive
 from ..wire.native import RMA_GET, RMA_PUT, HotLoop, Registrations, RmaLinkEnd, memory_type
-from .contract import ACK, READY, RoundEnd, RoundShape, Side, StepProtocol, round_trip_need, tag
+from .contract import ACK, READY, RoundEnd, RoundShape, Side, StepProtocol, round_trip_need, state_of, tag
 from .need import Need
 
 _TAG_KEYS = 11  # MPI tag of a round's remote keys
@@ -54,6 +55,7 @@ def refuse_unpollable(mode: MemoryMode) -> str | None:
 
 def lend_and_borrow(
     end: RoundEnd,
+    regs: Registrations,
     lent: list[tuple[Side, list[Any]]],
     borrowing: list[Side],
     length: int | None = None,
@@ -64,8 +66,7 @@ def lend_and_borrow(
     peer that waits on it. Each buffer is lent for `length` bytes (default: the round's size).
     `clock` gets what the keys cost a borrowing end: `register_s`, the seconds its peer took to map
     the memory and pack its keys (the peer's clock), and `keys_s`, its own wait for them and their
-    unpacking (the peer's mapping included)."""
-    regs: Registrations = end.state["regs"]
+    unpacking (the peer's mapping included). `regs`: this rank's registrations (native_loop)."""
     comm = end.comm
     memory_of = {id(side): memory_type(side.mode.ucx_memory) for side, _ in lent}
     sends = []
@@ -90,12 +91,20 @@ def lend_and_borrow(
 
 
 def rma_link_end(
-    end: RoundEnd, side: Side, buffers: list[Buffer], ready: int, done: int, remote: Any = None, rkeys: Any = None
+    end: RoundEnd,
+    side: Side,
+    buffers: list[Buffer],
+    signals: tuple[int, int],
+    keep: list[Any],
+    remote: Any = None,
+    rkeys: Any = None,
 ) -> RmaLinkEnd:
-    """rb_rma_link for `side`: its local `buffers`, and for the initiating end the peer's buffer
-    addresses and unpacked keys. The ctypes arrays it points to are kept with the round's state."""
+    """rb_rma_link for `side`: its local `buffers`, its (READY, DONE) tags, and for the initiating
+    end the peer's buffer addresses and unpacked keys. The ctypes arrays it points to go to `keep`
+    (the protocol's state holds them as long as the link)."""
     local = HotLoop.addresses([buffer.address for buffer in buffers])
-    end.state.setdefault("_keep", []).extend([local, remote, rkeys])
+    keep.extend([local, remote, rkeys])
+    ready, done = signals
     return RmaLinkEnd(
         end.transport.endpoint_handle(side.peer), end.transport.local_pid(side.peer), len(buffers),
         memory_type(side.mode.ucx_memory), end.spec.size, local, remote, rkeys, ready, done,
@@ -111,15 +120,16 @@ def ucx_buffer(regs: Registrations, nbytes: int) -> Buffer:
     return Buffer(array, MemoryMode.UCX, None)
 
 
-def native_loop(end: RoundEnd) -> HotLoop:
+def native_loop(end: RoundEnd) -> tuple[HotLoop, Registrations]:
+    """The native loop of a one-sided round and this rank's registrations (the memory it lends and
+    borrows), released with the round; also the memory UCX allocates (MemoryMode.UCX)."""
     if end.native is None:
         raise TransportError(f"one-sided tests run in the native loop, which this rank could not load ({end.where})")
     transport = end.transport
     regs = Registrations(end.native, transport.backend.context_handle())
-    end.state["regs"] = regs
     end.on_release(regs.release)
     end.ucx_allocator = lambda nbytes: ucx_buffer(regs, nbytes)
-    return end.hot_loop()
+    return end.hot_loop(), regs
 
 
 class OneSidedProtocol(StepProtocol):
@@ -155,24 +165,27 @@ class OneSidedProtocol(StepProtocol):
 
     def setup(self, end: RoundEnd) -> None:
         count = self._count(end)
-        loop = native_loop(end)  # first: it provides the memory UCX allocates (MemoryMode.UCX)
+        loop, regs = native_loop(end)  # first: it provides the memory UCX allocates (MemoryMode.UCX)
         for side in end.targets:
             end.allocate(side, count, outgoing=True)
         for side in end.sources:
             end.allocate(side, count, outgoing=False)
         active, passive = self.active(end), self.passive(end)
-        borrowed = lend_and_borrow(end, [(side, side.buffers) for side in passive], active)
-        me, state = end.rank, end.state
-        state["active"] = HotLoop.rma_link_ends(
-            [rma_link_end(end, s, s.buffers, tag(READY, s.peer), tag(ACK, me), *borrowed[id(s)]) for s in active]
+        borrowed = lend_and_borrow(end, regs, [(side, side.buffers) for side in passive], active)
+        me, keep = end.rank, list[Any]()
+        actives = [
+            rma_link_end(end, s, s.buffers, (tag(READY, s.peer), tag(ACK, me)), keep, *borrowed[id(s)]) for s in active
+        ]
+        passives = [rma_link_end(end, s, s.buffers, (tag(READY, me), tag(ACK, s.peer)), keep) for s in passive]
+        end.state = _OneSided(
+            loop=loop,
+            active=HotLoop.rma_link_ends(actives),
+            passive=HotLoop.rma_link_ends(passives),
+            counts=(len(active), len(passive)),
+            scratch=np.zeros(8 * max(1, len(active) + len(passive)), dtype=np.uint8),
+            signal_at=end.signal()[1],
+            keep=keep,
         )
-        state["passive"] = HotLoop.rma_link_ends(
-            [rma_link_end(end, s, s.buffers, tag(READY, me), tag(ACK, s.peer)) for s in passive]
-        )
-        state["counts"] = (len(active), len(passive))
-        state["scratch"] = np.zeros(8 * max(1, len(active) + len(passive)), dtype=np.uint8)
-        state["signal_at"] = end.signal()[1]
-        state["loop"] = loop
 
     def fill(self, end: RoundEnd, index: int) -> None:
         end.fill_targets(index)
@@ -181,17 +194,16 @@ class OneSidedProtocol(StepProtocol):
         end.check_sources(index)
 
     def native_step(self, end: RoundEnd, index: int) -> list[float]:
-        state = end.state
-        nactive, npassive = state["counts"]
-        loop: HotLoop = state["loop"]
-        return loop.rma_round(
+        state = state_of(end, _OneSided)
+        nactive, npassive = state.counts
+        return state.loop.rma_round(
             self.operation,
-            state["active"],
+            state.active,
             nactive,
-            state["passive"],
+            state.passive,
             npassive,
-            state["signal_at"],
-            int(state["scratch"].ctypes.data),
+            state.signal_at,
+            int(state.scratch.ctypes.data),
         )
 
     python_step = native_step  # native_loop() refused a rank without the native loop
@@ -221,7 +233,7 @@ class PutPingPongProtocol(StepProtocol):
     def setup(self, end: RoundEnd) -> None:
         side = (end.targets + end.sources)[0]
         outgoing, incoming = Side(side.link, side.peer, side.mode), Side(side.link, side.peer, side.mode)
-        loop = native_loop(end)
+        loop, regs = native_loop(end)
         end.allocate(outgoing, 1, outgoing=True)
         end.allocate(incoming, 1, outgoing=False)
         size = end.spec.size
@@ -229,37 +241,66 @@ class PutPingPongProtocol(StepProtocol):
         for half, sender in ((outgoing, end.rank), (incoming, side.peer)):
             if half.pattern is not None:
                 half.pattern = Pattern(half.buffers[0].xp, size - 1, sender)
-        borrowed = lend_and_borrow(end, [(side, incoming.buffers)], [side])
+        borrowed = lend_and_borrow(end, regs, [(side, incoming.buffers)], [side])
         pinging = bool(end.targets)
         ready = tag(READY, side.peer) if pinging else tag(READY, end.rank)
-        link = rma_link_end(end, side, outgoing.buffers, ready, 0, *borrowed[id(side)])
-        end.state.update(
+        keep: list[Any] = []
+        link = rma_link_end(end, side, outgoing.buffers, (ready, 0), keep, *borrowed[id(side)])
+        end.state = _PutPingPong(
+            loop=loop,
             halves=(outgoing, incoming),
             link=HotLoop.rma_link_ends([link]),
             flag=incoming.buffers[0].address + size - 1,
             signal_at=end.signal()[1],
-            loop=loop,
             pinging=pinging,
+            keep=keep,
         )
 
     def fill(self, end: RoundEnd, index: int) -> None:
-        outgoing, incoming = end.state["halves"]
+        outgoing, incoming = state_of(end, _PutPingPong).halves
         end.fill(outgoing, outgoing.buffers, index)
         size = end.spec.size
         outgoing.buffers[0].array[size - 1] = _marker(index)
         incoming.buffers[0].array[size - 1] = 0
 
     def check(self, end: RoundEnd, index: int) -> None:
-        _, incoming = end.state["halves"]
+        _, incoming = state_of(end, _PutPingPong).halves
         end.check(incoming, incoming.buffers, index)
 
     def native_step(self, end: RoundEnd, index: int) -> list[float]:
-        state = end.state
-        loop: HotLoop = state["loop"]
-        seconds = loop.put_pingpong(state["pinging"], state["link"], state["flag"], _marker(index), state["signal_at"])
-        return [seconds] if state["pinging"] else []
+        state = state_of(end, _PutPingPong)
+        seconds = state.loop.put_pingpong(state.pinging, state.link, state.flag, _marker(index), state.signal_at)
+        return [seconds] if state.pinging else []
 
     python_step = native_step
+
+
+@dataclass
+class _OneSided:
+    """What a put or get end keeps between steps: the native link ends it drives (active) and lends
+    (passive), their counts, and what the loop polls and signals through."""
+
+    loop: HotLoop
+    active: Any  # the native loop's RmaLinkEnd array
+    passive: Any
+    counts: tuple[int, int]  # (active, passive) link ends
+    scratch: np.ndarray
+    signal_at: int
+    keep: list[Any]  # the arrays the link ends point into
+
+
+@dataclass
+class _PutPingPong:
+    """What a put-latency end keeps between steps: its two halves, its one native link end, and the
+    address of the byte it polls."""
+
+    loop: HotLoop
+    halves: tuple[Side, Side]  # (outgoing, incoming)
+    link: Any  # the native loop's RmaLinkEnd array of one
+    flag: int  # the incoming message's last byte: the step's marker lands there
+    signal_at: int
+    pinging: bool
+    keep: list[Any]
 
 
 PUT = OneSidedProtocol(RMA_PUT)

@@ -150,7 +150,7 @@ class EngineEnd:
         self.passes = spec.plan.passes if spec.protocol.streams else 1
         self.where = spec.describe()
         self.native = native if native is not None and not spec.staged else None
-        self.state: dict[str, Any] = {}  # what the protocol keeps between steps
+        self.state: object = None  # what the protocol keeps between steps (its own record: contract.state_of)
         self.load: Any = None  # the compute load on this rank's GPU (--beside)
         self.partitioned = False  # the protocol took a green context's SMs from the load
         self.alone_steps: list[list[list[float]]] = []  # beside compute: per timed link, each pair's alone half

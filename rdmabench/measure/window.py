@@ -20,13 +20,14 @@ each completed by UCX with their full length. A step of one pass is the old drai
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from ..wire.native import HotLoop, LinkEnd, memory_type
 from ..wire.ucx import Request
-from .contract import ACK, DATA, READY, RoundEnd, RoundShape, Side, StepProtocol, tag
+from .contract import ACK, DATA, READY, RoundEnd, RoundShape, Side, StepProtocol, state_of, tag
 from .need import Need
 
 
@@ -69,15 +70,17 @@ class WindowProtocol(StepProtocol):
     def _setup_python(self, end: RoundEnd) -> None:
         make = end.transport.backend.tag
         me = end.rank
-        state = end.state
-        state["data_out"] = {id(s): [make(tag(DATA, me, k)) for k in range(end.slots(s))] for s in end.targets}
-        state["data_in"] = {id(s): [make(tag(DATA, s.peer, k)) for k in range(end.slots(s))] for s in end.sources}
-        state["ready_out"], state["ack_out"] = make(tag(READY, me)), make(tag(ACK, me))
-        state["ready_in"] = [make(tag(READY, s.peer)) for s in end.targets]
-        state["ack_in"] = [make(tag(ACK, s.peer)) for s in end.targets]
-        state["ready_bufs"] = [end.signal()[0] for _ in end.targets]
-        state["ack_bufs"] = [end.signal()[0] for _ in end.targets]
-        state["signal"] = end.signal()[0]
+        end.state = _PythonWindow(
+            data_out={id(s): [make(tag(DATA, me, k)) for k in range(end.slots(s))] for s in end.targets},
+            data_in={id(s): [make(tag(DATA, s.peer, k)) for k in range(end.slots(s))] for s in end.sources},
+            ready_out=make(tag(READY, me)),
+            ack_out=make(tag(ACK, me)),
+            ready_in=[make(tag(READY, s.peer)) for s in end.targets],
+            ack_in=[make(tag(ACK, s.peer)) for s in end.targets],
+            ready_bufs=[end.signal()[0] for _ in end.targets],
+            ack_bufs=[end.signal()[0] for _ in end.targets],
+            signal=end.signal()[0],
+        )
 
     def python_step(self, end: RoundEnd, index: int) -> list[float]:
         totals = [0.0] * len(end.targets)
@@ -86,12 +89,12 @@ class WindowProtocol(StepProtocol):
         return totals
 
     def _python_pass(self, end: RoundEnd) -> list[float]:
-        transport, state, plan = end.transport, end.state, end.spec.plan
-        signal, targets = state["signal"], end.targets
-        incoming = [s.carrier.recv(s.batch, state["data_in"][id(s)]) for s in end.sources]  # type: ignore[union-attr]
-        readies_sent = [transport.send(s.peer, signal, state["ready_out"]) for s in end.sources]
-        acks = [transport.recv(buf, t) for buf, t in zip(state["ack_bufs"], state["ack_in"], strict=True)]
-        readies = [transport.recv(buf, t) for buf, t in zip(state["ready_bufs"], state["ready_in"], strict=True)]
+        transport, state, plan = end.transport, state_of(end, _PythonWindow), end.spec.plan
+        signal, targets = state.signal, end.targets
+        incoming = [s.carrier.recv(s.batch, state.data_in[id(s)]) for s in end.sources]  # type: ignore[union-attr]
+        readies_sent = [transport.send(s.peer, signal, state.ready_out) for s in end.sources]
+        acks = [transport.recv(buf, t) for buf, t in zip(state.ack_bufs, state.ack_in, strict=True)]
+        readies = [transport.recv(buf, t) for buf, t in zip(state.ready_bufs, state.ready_in, strict=True)]
         started = [0.0] * len(targets)
         acked_at = [0.0] * len(targets)
         sends: list[list[Request]] = [[] for _ in targets]
@@ -102,7 +105,7 @@ class WindowProtocol(StepProtocol):
             for position, side in enumerate(targets):
                 if not started[position] and readies[position].completed:
                     started[position] = time.perf_counter()  # this link's clock: its receiver is ready
-                    sends[position] = side.carrier.send(side.peer, side.batch, state["data_out"][id(side)])  # type: ignore[union-attr]
+                    sends[position] = side.carrier.send(side.peer, side.batch, state.data_out[id(side)])  # type: ignore[union-attr]
                 if started[position] and not acked_at[position] and acks[position].completed:
                     acked_at[position] = time.perf_counter()
             for position, requests in enumerate(incoming):
@@ -113,7 +116,7 @@ class WindowProtocol(StepProtocol):
                     at += 1
                 landed[position] = at
                 if at == len(requests):
-                    acks_sent[position] = transport.send(end.sources[position].peer, signal, state["ack_out"])
+                    acks_sent[position] = transport.send(end.sources[position].peer, signal, state.ack_out)
             return (
                 all(acked_at)
                 and len(acks_sent) == len(incoming)
@@ -131,12 +134,13 @@ class WindowProtocol(StepProtocol):
     # --- native ------------------------------------------------------------------------------
 
     def _setup_native(self, end: RoundEnd) -> None:
-        transport, state = end.transport, end.state
+        transport = end.transport
         me = end.rank
+        keep: list[Any] = []  # the pointer arrays the link ends point into
 
-        def link_end(side: Any, data: int, ready: int, ack: int) -> LinkEnd:
+        def link_end(side: Side, data: int, ready: int, ack: int) -> LinkEnd:
             pointers = HotLoop.addresses([buffer.address for buffer in side.buffers])
-            state.setdefault("_keep", []).append(pointers)
+            keep.append(pointers)
             return LinkEnd(
                 transport.endpoint_handle(side.peer),
                 transport.local_pid(side.peer),
@@ -152,29 +156,61 @@ class WindowProtocol(StepProtocol):
 
         targets = [link_end(s, tag(DATA, me), tag(READY, s.peer), tag(ACK, s.peer)) for s in end.targets]
         sources = [link_end(s, tag(DATA, s.peer), tag(READY, me), tag(ACK, me)) for s in end.sources]
-        state["targets"], state["sources"] = HotLoop.link_ends(targets), HotLoop.link_ends(sources)
-        state["passes"] = end.passes  # the link ends' counts above
-        scratch = state["scratch"] = np.zeros(16 * max(1, len(targets)), dtype=np.uint8)
-        state["signal_at"] = end.signal()[1]
-        state["scratch_at"] = int(scratch.ctypes.data)
-        state["loop"] = end.hot_loop()
+        scratch = np.zeros(16 * max(1, len(targets)), dtype=np.uint8)
+        end.state = _NativeWindow(
+            loop=end.hot_loop(),
+            targets=HotLoop.link_ends(targets),
+            sources=HotLoop.link_ends(sources),
+            passes=end.passes,  # the link ends' counts above
+            scratch=scratch,
+            signal_at=end.signal()[1],
+            keep=keep,
+        )
 
     def native_step(self, end: RoundEnd, index: int) -> list[float]:
-        state = end.state
-        loop: HotLoop = state["loop"]
-        if state.get("passes") != end.passes:  # the first warm-up step may change them (plan.auto_passes)
-            for ends, count in ((state["targets"], len(end.targets)), (state["sources"], len(end.sources))):
+        state = state_of(end, _NativeWindow)
+        if state.passes != end.passes:  # the first warm-up step may change them (plan.auto_passes)
+            for ends, count in ((state.targets, len(end.targets)), (state.sources, len(end.sources))):
                 for position in range(count):
                     ends[position].count = ends[position].slots * end.passes
-            state["passes"] = end.passes
-        return loop.round(
-            state["targets"],
+            state.passes = end.passes
+        return state.loop.round(
+            state.targets,
             len(end.targets),
-            state["sources"],
+            state.sources,
             len(end.sources),
-            state["signal_at"],
-            state["scratch_at"],
+            state.signal_at,
+            int(state.scratch.ctypes.data),
         )
+
+
+@dataclass
+class _PythonWindow:
+    """What a window end stepped in Python keeps between steps: the UCX tags of its messages and
+    handshakes, and the handshakes' buffers."""
+
+    data_out: dict[int, list[Any]]  # per target side (by id): a tag per message slot
+    data_in: dict[int, list[Any]]  # per source side (by id)
+    ready_out: Any
+    ack_out: Any
+    ready_in: list[Any]  # per target: its receiver's READY tag
+    ack_in: list[Any]
+    ready_bufs: list[Any]
+    ack_bufs: list[Any]
+    signal: Any  # the buffer this end's READY and ACK go out of
+
+
+@dataclass
+class _NativeWindow:
+    """What a window end stepped by the native loop keeps between steps."""
+
+    loop: HotLoop
+    targets: Any  # the native loop's LinkEnd array for the targets
+    sources: Any
+    passes: int  # the passes the link ends' counts hold
+    scratch: np.ndarray
+    signal_at: int
+    keep: list[Any]  # the arrays the link ends point into
 
 
 WINDOW = WindowProtocol()
