@@ -304,18 +304,19 @@ class BlocksProtocol(StepProtocol):
                 lists.armed.append(seconds)
 
     def fill(self, end: RoundEnd, index: int) -> None:
-        """The sender's payloads of step `index`, and what its path does ahead of it (`ahead`), both
-        outside the clock."""
-        self.ahead(end, index)
+        """The sender's payloads of step `index`, then what its path does ahead of it (`ahead`), both
+        outside the clock. In that order: the first fill loads its kernel, and loading a kernel may
+        wait for the whole GPU, armed copies included, which wait for the step's release (a put of
+        ce-armed hung there on 2 x H200 where no earlier round had loaded it)."""
         lists = _lists(end)
         payload = lists.payload
-        if payload is None or not end.targets:
-            return
-        payload.fill(block_keys(payload.xp, index, self.shape.per_step, end.targets[0].link.dst))
-        if end.corrupt_at == index:
-            first = int(payload.slots[0])
-            payload.matrix[first].view(payload.xp.uint8)[end.spec.size // 2] ^= 0xFF
-        synchronize(end.targets[0].mode)
+        if payload is not None and end.targets:
+            payload.fill(block_keys(payload.xp, index, self.shape.per_step, end.targets[0].link.dst))
+            if end.corrupt_at == index:
+                first = int(payload.slots[0])
+                payload.matrix[first].view(payload.xp.uint8)[end.spec.size // 2] ^= 0xFF
+            synchronize(end.targets[0].mode)
+        self.ahead(end, index)
 
     def check(self, end: RoundEnd, index: int) -> None:
         payload = _lists(end).payload
