@@ -294,3 +294,18 @@ def test_a_real_cpu_run_reports_its_answer_as_a_page(tmp_path: Path) -> None:
     section = text.split("<h2>Which posting path</h2>")[1].split("<h2>")[0]
     assert section.count("<figure>") == 2 and section.count("<td>fastest on an idle GPU</td><td>cpu</td>") == 2
     assert "<h2>Suspects</h2>" not in text and "Distribution" not in text and "class='unjudged'" in text
+
+
+def test_a_candidate_whose_cost_was_not_judged_is_named_with_why_and_not_drawn(figures: list[Any]) -> None:
+    """GENERATED: the copy engines armed ahead move 345 GB/s at 64 KiB but were in flight for a quarter of
+    the model's window, so no pair was judged: the table says why, the plot leaves the point out (at x1
+    it would read as free) and its caption names it."""
+    armed = _entry(64 * KIB, "ce-armed", 345.0, (344.0, 1.0, 0.0), cpu_us=0.55)
+    armed["beside"] |= {"slowdown": None, "slowdown_range": None, "duty": 0.25, "slowdown_pairs": [1.0] * 5}
+    rows = _rows([armed, _entry(64 * KIB, "gpu", 180.0, (305.0, 1.04, 0.01), ("budget", 8), 8), _reference(64 * KIB)])
+    page = html.render(rows, ["generated"], [], 0.2)
+    section = page.split("<h2>Which posting path</h2>")[1].split("<h2>")[0]
+    assert "<td>ce-armed</td><td>345.000</td><td>not judged: in flight 25% of the window</td>" in section
+    (fig,) = figures
+    assert {text.get_text() for text in fig.axes[0].texts} == {"gpu (8 SMs), model carved 8 SMs"}
+    assert "not drawn, their cost to the model not judged: ce-armed 345.0 GB/s (in flight 25% of the window)" in section

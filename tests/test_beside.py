@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -159,6 +160,28 @@ def test_no_path_within_the_budget_is_said() -> None:
     (found,) = answers(rows)
     assert found.within is None and "no path within the budget" in lines([found])[1]
     assert [point.path for point in found.front] == ["gpu", "ce-batch"]  # each beats the other in one of the two
+
+
+@pytest.mark.parametrize(
+    ("beside", "said"),
+    [
+        ({"slowdown": None, "duty": 0.25, "slowdown_pairs": [1.0] * 5}, "model not judged: in flight 25% of the window"),
+        ({"slowdown": None, "duty": 0.95, "slowdown_pairs": [1.0] * 2, "drifting_pairs": [0, 1]},
+         "model not judged: the model alone drifted past 3% in every pair"),
+        ({"slowdown": None, "duty": None, "slowdown_pairs": []}, "model -"),
+    ],
+)  # fmt: skip
+def test_a_path_whose_model_figure_was_not_judged_says_why(beside: dict[str, Any], said: str) -> None:
+    """GENERATED rows: the copy engines armed ahead move the most, but their copies were in flight for
+    a quarter of the load's window (or the load drifted): the answer names them idle and says why their
+    model cost is no figure, and never picks them within the budget."""
+    armed = _row("ce-batch", 65536, 345.0, None)
+    armed.posting = "ce-armed"
+    armed.add_list({}, beside, [], first=False)
+    rows = [armed, _row("gpu", 65536, 180.0, (305.0, 1.04))]
+    (found,) = answers(rows)
+    assert found.idle is not None and found.idle.path == "ce-armed" and said in lines([found])[1]
+    assert found.within is not None and found.within.path == "gpu"
 
 
 def test_one_path_alone_has_no_choice_to_answer_and_references_are_left_out() -> None:

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any
 
+from ...measure.beside import DRIFT_LIMIT, DUTY_FLOOR
 from ...measure.blockrecord import BlockList
 from ...stats import median
 from .entries import block_list_of, carveout_of, finite_number, posting_of
@@ -71,6 +72,8 @@ class Row:
     slowdown_ranges: list[tuple[float, float]] | None = None
     sample_ranges: list[tuple[float, float]] | None = None
     contiguous: list[float] | None = None
+    # Beside compute, where the run's model figure was not judged: why, in words (its duty, its drift).
+    unjudged: str | None = None
 
     @property
     def link_key(self) -> tuple[str, str, str, int, str, str]:
@@ -161,6 +164,8 @@ class Row:
         contiguous = finite_number(record.contiguous_gbps) if record is not None else None
         if contiguous is not None:
             self.contiguous = [*(self.contiguous or ()), contiguous]
+        if isinstance(beside, dict) and beside.get("slowdown") is None:
+            self.unjudged = unjudged_words(beside)
         found = beside.get("slowdown_range") if isinstance(beside, dict) else None
         low, high = _pair(found)
         if low is not None and high is not None:
@@ -255,3 +260,15 @@ def _pair(found: Any) -> tuple[float | None, float | None]:
     if not isinstance(found, (list, tuple)) or len(found) != 2:
         return None, None
     return finite_number(found[0]), finite_number(found[1])
+
+
+def unjudged_words(beside: dict[str, Any]) -> str | None:
+    """Why a run beside compute has no model figure, in words: its transfers in flight for too little of
+    the load's window (the duty, below DUTY_FLOOR), or the load alone drifting past DRIFT_LIMIT in every
+    pair."""
+    duty, pairs = finite_number(beside.get("duty")), beside.get("slowdown_pairs")
+    if duty is not None and duty < DUTY_FLOOR:
+        return f"in flight {duty:.0%} of the window"
+    if isinstance(pairs, list) and pairs and len(beside.get("drifting_pairs") or ()) >= len(pairs):
+        return f"the model alone drifted past {DRIFT_LIMIT:.0%} in every pair"
+    return None

@@ -63,6 +63,7 @@ class Point:
     cpu_us: float | None = None  # CPU microseconds per descriptor; None: not recorded
     slowdown_range: tuple[float, float] | None = None
     gbps_range: tuple[float, float] | None = None
+    unjudged: str | None = None  # beside a model, why its slowdown was not judged (Row.unjudged)
 
     @property
     def label(self) -> str:
@@ -74,7 +75,7 @@ class Point:
     def costs(self) -> str:
         """Its three costs: the model's slowdown with its range, the SMs taken, the CPU per descriptor."""
         if self.slowdown is None:
-            model = "model -"
+            model = f"model not judged: {self.unjudged}" if self.unjudged else "model -"
         else:
             spread = f" [{self.slowdown_range[0]:.3f}-{self.slowdown_range[1]:.3f}]" if self.slowdown_range else ""
             model = f"model x{self.slowdown:.3f}{spread}"
@@ -89,7 +90,7 @@ class Point:
             "slowdown": self.slowdown,
             "slowdown_range": list(self.slowdown_range) if self.slowdown_range else None,
             "cpu_us_per_descriptor": self.cpu_us,
-        }  # fmt: skip
+        } | ({"unjudged": self.unjudged} if self.unjudged else {})  # fmt: skip
 
 
 def _point(row: Row, idle: bool) -> Point:
@@ -106,6 +107,7 @@ def _point(row: Row, idle: bool) -> Point:
         row.cpu_us_per_descriptor,
         row.slowdown_range,
         None if alone else row.gbps_range,
+        row.unjudged,
     )
 
 
@@ -270,5 +272,5 @@ def _from_dict(found: dict[str, Any] | None) -> Point | None:
     return Point(
         found["path"], found["gbps"], found["slowdown"], found.get("sms"), bool(found.get("green")),
         found.get("carveout") or 0, found.get("cpu_us_per_descriptor"),
-        (low_high[0], low_high[1]) if low_high else None,
+        (low_high[0], low_high[1]) if low_high else None, None, found.get("unjudged"),
     )  # fmt: skip

@@ -210,9 +210,14 @@ ANSWERS_DRAWN_UP_TO = 32  # block sizes (per link, load and list) drawn; beyond,
 def answer_plot(answer: Answer) -> tuple[str, str]:
     """One block size's candidates as points of GB/s (y) against the model's slowdown (x), each with its
     range over samples and pairs and its name; the budget as a vertical line; the list's contiguous
-    reference and its ceiling as horizontal lines. A run with no model beside it is drawn at 1."""
+    reference and its ceiling as horizontal lines. A run with no model beside it is drawn at 1; beside a
+    model, a candidate whose cost was not judged is not drawn (at 1 it would read as free) but named."""
     _fig, ax = _pyplot().subplots(figsize=(7, 4.2))
+    idle = all(point.slowdown is None for point in answer.points)
+    undrawn = [point for point in answer.points if point.slowdown is None and not idle]
     for point in answer.points:
+        if point in undrawn:
+            continue
         x = point.slowdown if point.slowdown is not None else 1.0
         low, high = point.slowdown_range or (x, x)
         bottom, top = point.gbps_range or (point.gbps, point.gbps)
@@ -229,7 +234,6 @@ def answer_plot(answer: Answer) -> tuple[str, str]:
     ):
         if gbps is not None:
             ax.axhline(gbps, linestyle=style, color="grey", linewidth=1, label=_label(f"{what}: {gbps:.1f} GB/s"))
-    idle = all(point.slowdown is None for point in answer.points)
     ax.set_xlabel("the model's slowdown (x; 1 = no loss)" + (": no model ran beside these" if idle else ""))
     ax.set_ylabel("GB/s (1e9 B/s)")
     ax.grid(True, alpha=0.3)
@@ -240,6 +244,10 @@ def answer_plot(answer: Answer) -> tuple[str, str]:
         f"{answer.load}: GB/s against the model's slowdown, a point per posting path and carve-out "
         "(bars: the range over samples and over pairs)"
     )
+    if undrawn:
+        title += "; not drawn, their cost to the model not judged: " + "; ".join(
+            f"{point.label} {point.gbps:.1f} GB/s ({point.unjudged or 'no pair judged'})" for point in undrawn
+        )
     return title, _png(_pyplot().gcf())
 
 
@@ -260,6 +268,8 @@ def answer_cells(answer: Answer) -> list[list[str]]:
             continue
         spread = f" [{point.slowdown_range[0]:.3f}-{point.slowdown_range[1]:.3f}]" if point.slowdown_range else ""
         slowdown = f"x{point.slowdown:.3f}{spread}" if point.slowdown is not None else "-"
+        if point.slowdown is None and point.unjudged:
+            slowdown = f"not judged: {point.unjudged}"
         cpu = f"{point.cpu_us:.3g}" if point.cpu_us is not None else "-"
         found.append([*head, what, point.label, f"{point.gbps:.3f}", slowdown, str(point.carveout), cpu])
     return found
