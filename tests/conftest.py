@@ -31,6 +31,39 @@ def _bytecode_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
         yield
 
 
+# What every rank the tests start skips, on a machine without a GPU, where neither does anything the
+# tests look at (measured on the 2-core CI VM, per process):
+# - Open MPI's libfabric transport (btl ofi) sleeps a second in MPI_Init (clock_nanosleep(1 s);
+#   MPI_Init 1.1 s with it, 0.1-0.2 s without, 0.06 s of CPU either way). Ranks of one machine talk
+#   through shared memory, the namespace hosts through TCP; the data plane is UCX's, not MPI's.
+# - UCX's memory hooks spin 0.4 s in sched_yield when UCX loads (0.6 s of CPU to load UCXX with them,
+#   0.2 s without; doctor.py leaves them out of ucx_info for the same reason). They keep the memory
+#   registration caches of InfiniBand and CUDA memory right; shared memory, CMA and TCP keep none.
+#   UCX_MEM_EVENTS=no is recorded in each results file's ucx_env, as any UCX setting is.
+QUICK_START = {"OMPI_MCA_btl": "^ofi", "UCX_MEM_EVENTS": "no"}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _quick_start() -> Iterator[None]:
+    """QUICK_START in every process the tests start, where no GPU is visible and the caller did not
+    set the variable (the GPU machine runs its tests as a user's job would)."""
+    from rdmabench.hardware.gpu import visible_gpu_count
+
+    with pytest.MonkeyPatch.context() as patch:
+        if not visible_gpu_count():
+            for name, value in QUICK_START.items():
+                if name not in os.environ:
+                    patch.setenv(name, value)
+        yield
+
+
+@pytest.fixture(scope="session")
+def private_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A cache directory of the session's own (RDMABENCH_CACHE_DIR; made by rdmabench, mode 0700):
+    what runs keep there (the host copy's figure of a namespace host) goes with the session."""
+    return tmp_path_factory.mktemp("cache") / "rdmabench"
+
+
 def rdmabench_env(**extra: str) -> dict[str, str]:
     env = dict(os.environ)
     env.pop("RDMABENCH_FAULT", None)

@@ -71,12 +71,14 @@ class Cluster:
 
 
 @pytest.fixture
-def cluster() -> Iterator[Cluster]:
+def cluster(private_cache: Path) -> Iterator[Cluster]:
+    """Namespace hosts; what their runs keep (each host's memory copy figure, under its own host name
+    and a lock file beside it) in the session's cache, not the user's."""
     reason = _why_not()
     if reason:
         print(f"namespace multi-node test skipped: {reason}")
         pytest.skip(reason)
-    made = Cluster(rdmabench_env(RDMABENCH_NETNS_PREFIX=PREFIX))
+    made = Cluster(rdmabench_env(RDMABENCH_NETNS_PREFIX=PREFIX, RDMABENCH_CACHE_DIR=str(private_cache)))
     try:
         yield made
     finally:

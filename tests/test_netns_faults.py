@@ -29,13 +29,15 @@ SCREEN += ["--sample-time", "0.1", "--remeasure-below", "0", "--progress", "roun
 
 
 @pytest.fixture
-def paced() -> Iterator[tuple[Cluster, NamespaceCluster]]:
+def paced(private_cache: Path) -> Iterator[tuple[Cluster, NamespaceCluster]]:
     """Four namespace hosts of one rail (test_multinode_netns's Cluster builds and removes them), and
-    the same namespaces as devtools.netns sees them, to pace."""
+    the same namespaces as devtools.netns sees them, to pace; what their runs keep goes to the
+    session's cache."""
     reason = _why_not()
     if reason:
         pytest.skip(reason)
-    made = Cluster(rdmabench_env(RDMABENCH_NETNS_PREFIX=PREFIX, RDMABENCH_NETNS_SUBNET=str(SUBNET)))
+    names = {"RDMABENCH_NETNS_PREFIX": PREFIX, "RDMABENCH_NETNS_SUBNET": str(SUBNET)}
+    made = Cluster(rdmabench_env(**names, RDMABENCH_CACHE_DIR=str(private_cache)))
     try:
         made.up(HOSTS)
         yield made, NamespaceCluster(HOSTS, 1, PREFIX, SUBNET)
