@@ -209,3 +209,22 @@ def test_a_launcher_box_glued_to_an_error_line_is_still_held_back() -> None:
     sink = io.StringIO()
     StderrRelay(io.StringIO(said + edge + box + edge + " \n" + edge + second + edge + "\n"), sink).run()
     assert sink.getvalue() == said + "\n"
+
+
+@pytest.mark.parametrize(("given", "expected"), [(None, "^ofi"), ("self,vader,tcp", "self,vader,tcp")])
+def test_local_open_mpi_ranks_leave_libfabric_out_unless_told(
+    given: str | None, expected: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Local ranks talk over shared memory: Open MPI's libfabric transport (a second's sleep in each
+    rank's MPI_Init here) is left out of a local job, unless the caller chose the transports."""
+    from rdmabench.job import spawner
+    from rdmabench.job.config import RunConfig
+
+    if spawner.mpiexec_flavor(spawner.find_mpiexec()) != "openmpi":
+        pytest.skip("the local launcher here is not Open MPI's")
+    if given is None:
+        monkeypatch.delenv("OMPI_MCA_btl", raising=False)
+    else:
+        monkeypatch.setenv("OMPI_MCA_btl", given)
+    _command, env = spawner.local_command(2, RunConfig())
+    assert env["OMPI_MCA_btl"] == expected

