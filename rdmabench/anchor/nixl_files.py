@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from .. import privatedirs
 
@@ -61,5 +61,5 @@ def check_parent() -> None:
         raise AgentError("the anchor that started this end is gone")
 
 
-def write_json(folder: Path, name: str, data: dict[str, Any]) -> None:
+def write_json(folder: Path, name: str, data: Mapping[str, object]) -> None:
     write_file(folder, name, json.dumps(data).encode())

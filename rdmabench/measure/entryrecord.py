@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from ..hardware import limits
+from ..wire.ucx import UcxReport
 from .contract import StepFigure
 
 # Fields written only where they apply (a round of several links, a known or unknown limit).
@@ -65,7 +66,7 @@ class UcxPath:
     transport: str | None = None
     protocol: str | None = None
     ucx_locality: str | None = None
-    ucx_report: dict[str, Any] = field(default_factory=dict)
+    ucx_report: UcxReport = field(default_factory=UcxReport)
 
 
 @dataclass
