@@ -42,7 +42,7 @@ from ..stats import median
 from ..units import format_size
 from ..wire import protoinfo
 from .nixl_agent import NIXL_PACKAGES
-from .nixl_files import PLAN, read_file, write_json
+from .nixl_files import PLAN, AgentPlan, read_file, write_json
 from .nixl_table import STEADY
 from .rounds import repeated, rounds_median, run_document
 
@@ -247,7 +247,7 @@ def run_pair(
     says (NIXL_VARIANTS): their results, and the UCX protocol the initiator's UCX reported
     (UCX_PROTO_INFO=y, into a log in the private folder)."""
     folder = privatedirs.scratch_dir("pair-", parent)
-    pair = {
+    pair: AgentPlan = {
         "operation": OPERATIONS[test], "memory": MEMORY[plan.mode][0], "size": size, "seconds": plan.seconds,
         "shape": {"count": shape.count, "layout": shape.layout, "batch": 1, "pool_bytes": shape.pool_bytes,
                   "regions": shape.regions},

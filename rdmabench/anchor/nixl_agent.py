@@ -39,7 +39,7 @@ from ..errors import UnsafePathError
 from ..measure.blocks import BlockShape
 from ..stats import percentile
 from .nixl_beside import beside_of, initiator_pairs, target_pairs
-from .nixl_files import DONE, PLAN, AgentError, read_file, wait_for, write_file, write_json
+from .nixl_files import DONE, PLAN, AgentError, AgentPlan, read_file, wait_for, write_file, write_json
 
 _PATTERN = np.uint64(0x9E3779B97F4A7C15)  # word i of a source pool holds i * this (mod 2**64)
 # The NIXL wheels' Python packages, by preference: the CUDA 13 build (rdmabench's `nixl` extra), then others.
@@ -147,7 +147,7 @@ class Timed:
         )  # fmt: skip
 
 
-def timed_transfers(agent: Any, request: Any, plan: dict[str, Any], seconds: float, deadline: float) -> Timed:
+def timed_transfers(agent: Any, request: Any, plan: AgentPlan, seconds: float, deadline: float) -> Timed:
     """Transfers made by `request()` -> (handle, seconds making it, release): the first alone (cold),
     then plan["warmup"] untimed, then for `seconds` (at least min, at most max transfers); AgentError
     past the end's `deadline`."""
@@ -173,7 +173,7 @@ def timed_transfers(agent: Any, request: Any, plan: dict[str, Any], seconds: flo
     return found
 
 
-def measure(agent: Any, request: Any, plan: dict[str, Any], moved: int, count: int, deadline: float) -> dict[str, Any]:
+def measure(agent: Any, request: Any, plan: AgentPlan, moved: int, count: int, deadline: float) -> dict[str, Any]:
     """Time transfers made by `request()` for plan["seconds"] (timed_transfers): what they did."""
     return summarize(timed_transfers(agent, request, plan, plan["seconds"], deadline), moved, count)
 
@@ -218,7 +218,7 @@ def summary(totals: list[float], posts: list[float], makes: list[float], moved: 
 # --- the two ends ---------------------------------------------------------------------------------
 
 
-def _agent(name: str, plan: dict[str, Any]) -> tuple[Any, float]:
+def _agent(name: str, plan: AgentPlan) -> tuple[Any, float]:
     """An agent with the UCX backend configured as vLLM's connector does: `threads` for the backend
     (vLLM passes 4; 0: NIXL's default) and NIXL's own telemetry of each transfer on."""
     api = nixl_api()
@@ -236,21 +236,21 @@ def _register(agent: Any, pool: Pool) -> float:
     return time.perf_counter() - began
 
 
-def _shape(plan: dict[str, Any]) -> BlockShape:
+def _shape(plan: AgentPlan) -> BlockShape:
     return BlockShape(**plan["shape"]).check()
 
 
-def _pool_bytes(plan: dict[str, Any]) -> int:
+def _pool_bytes(plan: AgentPlan) -> int:
     shape = _shape(plan)
     return shape.pool_slots(plan["size"]) * plan["size"]
 
 
-def _ends(plan: dict[str, Any]) -> tuple[str, str]:
+def _ends(plan: AgentPlan) -> tuple[str, str]:
     """This process's end of the link and the other's, for the initiator: src for WRITE, dst for READ."""
     return ("src", "dst") if plan["operation"] == "WRITE" else ("dst", "src")
 
 
-def run_target(folder: Path, plan: dict[str, Any]) -> dict[str, Any]:
+def run_target(folder: Path, plan: AgentPlan) -> dict[str, Any]:
     deadline = time.monotonic() + plan["timeout"]
     agent, agent_s = _agent("rdmabench-nixl-target", plan)
     pool = Pool(_pool_bytes(plan), plan["memory"])
@@ -276,7 +276,7 @@ def run_target(folder: Path, plan: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
-def run_initiator(folder: Path, plan: dict[str, Any]) -> dict[str, Any]:
+def run_initiator(folder: Path, plan: AgentPlan) -> dict[str, Any]:
     deadline = time.monotonic() + plan["timeout"]
     shape, size, operation, memory = _shape(plan), plan["size"], plan["operation"], plan["memory"]
     mine, theirs = _ends(plan)
@@ -329,7 +329,7 @@ def run_initiator(folder: Path, plan: dict[str, Any]) -> dict[str, Any]:
 
 
 def _reference(
-    agent: Any, pool: Pool, remote: int, moved: int, peer: Any, plan: dict[str, Any], deadline: float
+    agent: Any, pool: Pool, remote: int, moved: int, peer: Any, plan: AgentPlan, deadline: float
 ) -> dict[str, Any]:
     """The transfer's bytes as one contiguous descriptor (from slot 0 at both ends), one handle reposted."""
     local = agent.get_xfer_descs([(pool.address, moved, pool.device)], pool.memory)

@@ -9,13 +9,49 @@ import os
 import time
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TypedDict
 
 from .. import privatedirs
 
-PLAN = "plan.json"
+PLAN = "plan.json"  # an AgentPlan: what the anchor asks of a NIXL pair
 DONE = "initiator.done"
 _POLL_SECONDS = 0.002
 _PARENT = os.getppid()  # the anchor that started this end: waiting on once it is gone is waiting forever
+
+
+class PlanShape(TypedDict):
+    """The block list a NIXL pair moves (a measure.blocks.BlockShape's fields the agents rebuild it from)."""
+
+    count: int
+    layout: str
+    batch: int
+    pool_bytes: int | None  # None: enough for the layout
+    regions: int
+
+
+class PlanBeside(TypedDict):
+    """The compute load a NIXL pair runs beside (nixl_beside.Beside)."""
+
+    load: str
+    size: int
+
+
+class AgentPlan(TypedDict):
+    """What the anchor asks of a NIXL pair (PLAN in its private folder): the operation, memory and size of
+    its transfers, the list, how long and how many transfers it times, its threads and load beside."""
+
+    operation: str
+    memory: str
+    size: int
+    seconds: float
+    shape: PlanShape
+    warmup: int
+    min_transfers: int
+    max_transfers: int
+    timeout: float
+    threads: int
+    beside: PlanBeside | None
+    pairs: int
 
 
 class AgentError(Exception):
