@@ -9,7 +9,7 @@ import os
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TypedDict
+from typing import Any, TypedDict
 
 from .. import privatedirs
 
@@ -52,6 +52,67 @@ class AgentPlan(TypedDict):
     threads: int
     beside: PlanBeside | None
     pairs: int
+
+
+class Telemetry(TypedDict):
+    """NIXL's own account of its median transfer: us posting, us to completion, descriptors posted."""
+
+    post_us_p50: float
+    transfer_us_p50: float
+    descriptors_posted: int
+
+
+class _Figures(TypedDict):
+    transfers: int
+    transfer_us: dict[str, float]  # p50, p99, p99.9, max
+    transfer_gbps_p50: float
+    transfer_gbps_mean: float  # all bytes over all transfers' time
+    descriptors_per_second_p50: float
+    post_us_p50: float
+    post_share_p50: float
+    make_us_p50: float
+
+
+class Figures(_Figures, total=False):
+    """What an initiator reports of timed transfers (the fields rdmabench's block record has), NIXL's
+    telemetry where it keeps one, the first transfer and the CPU; beside compute, also its GPU's load
+    (measure.beside.Pairs.summary) and each pair's GB/s."""
+
+    nixl_telemetry: Telemetry
+    first_transfer_s: float
+    cpu_s_per_gb: float
+    load: dict[str, Any]
+    pairs_gbps: list[float]
+
+
+class _TargetCold(TypedDict):
+    agent_s: float
+    register_s: float
+    metadata_s: float
+
+
+class TargetResult(_TargetCold, total=False):
+    """The target's result file: what its set-up cost, its GPU's load beside the initiator's pairs, its
+    CPU, and (a WRITE) the blocks that arrived wrong."""
+
+    beside_load: dict[str, Any]
+    cpu_s: float
+    wrong_blocks: int
+
+
+class _InitiatorRuns(TypedDict):
+    blocks: Figures
+    reference: Figures  # the same bytes as one contiguous descriptor
+    cold_s: dict[str, float]
+    backend: str
+
+
+class InitiatorResult(_InitiatorRuns, total=False):
+    """The initiator's result file: the list's transfers, the contiguous reference, the cold costs, the
+    list again beside compute, and (a READ) the blocks that arrived wrong."""
+
+    beside: Figures
+    wrong_blocks: int
 
 
 class AgentError(Exception):
