@@ -115,6 +115,15 @@ class InitiatorResult(_InitiatorRuns, total=False):
     wrong_blocks: int
 
 
+class PairRun(TypedDict):
+    """One NIXL pair's run as the anchor keeps it: both agents' result files and the transport the
+    initiator's UCX reported."""
+
+    target: TargetResult
+    initiator: InitiatorResult
+    transport: str | None
+
+
 class AgentError(Exception):
     """Why this end stopped: the line the anchor reports."""
 
