@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -310,3 +311,21 @@ def test_the_wire_check_catches_tcp_over_loopback_between_ranks_of_one_host(
     _stdout, normal = shared_memory_run  # the same 4 MiB over shared memory
     (entry,) = [e for e in normal["results"] if e["size_bytes"] == 4 << 20]
     assert "wire" not in entry and not entry["transport"].startswith("tcp")
+
+
+@pytest.mark.parametrize(
+    "limit",
+    [
+        limits.Limit(46.0, "NVLink", "NVLink between GPU 0 and GPU 1"),
+        limits.Limit(12.5, "host memory copy", "one core's copy", True, "memory", "measured"),
+        limits.Limit(25.0, "NIC", "mlx5_0", provenance="cached from 2026-11-26T00:00:00Z on this boot"),
+    ],
+)
+def test_a_limits_record_is_its_fields_in_order_the_unset_optional_ones_left_out(limit: limits.Limit) -> None:
+    """Limit.to_dict (a LimitRecord, an entry's link_limit and pattern_limit): the dataclass's fields in
+    their order, regime and provenance only where set, as the file has always held them."""
+    expected = {name: value for name, value in dataclasses.asdict(limit).items()}
+    for optional in ("regime", "provenance"):
+        if expected[optional] is None:
+            del expected[optional]
+    assert list(limit.to_dict().items()) == list(expected.items())

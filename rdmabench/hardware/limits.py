@@ -7,8 +7,8 @@ faster than memory allows; it has no known limit (and so is never called an erro
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, TypedDict
 
 from ..modes import MemoryMode
 from ..units import format_size
@@ -93,6 +93,21 @@ def collect(
     )
 
 
+class _LimitFields(TypedDict):
+    gbps: float
+    kind: str
+    detail: str
+    measured: bool
+
+
+class LimitRecord(_LimitFields, total=False):
+    """A Limit as a results entry's link_limit and pattern_limit hold it (docs/results-format.md): a host
+    memory copy's regime and provenance only where it has them."""
+
+    regime: str
+    provenance: str
+
+
 @dataclass(frozen=True)
 class Limit:
     gbps: float
@@ -102,11 +117,12 @@ class Limit:
     regime: str | None = None  # a host memory copy's: MEMORY where the link's bytes in flight are known
     provenance: str | None = None  # a host memory copy's: "measured" or "cached from <UTC> on this boot"
 
-    def to_dict(self) -> dict[str, Any]:
-        found = asdict(self)
-        for optional in ("regime", "provenance"):
-            if found[optional] is None:
-                del found[optional]
+    def to_dict(self) -> LimitRecord:
+        found: LimitRecord = {"gbps": self.gbps, "kind": self.kind, "detail": self.detail, "measured": self.measured}
+        if self.regime is not None:
+            found["regime"] = self.regime
+        if self.provenance is not None:
+            found["provenance"] = self.provenance
         return found
 
 

@@ -89,7 +89,7 @@ class Ends:
 class Limit:
     """The link's physical limit and the figure's share of it, or why no limit is known (measure/judge.py)."""
 
-    link_limit: dict[str, Any] | None = None
+    link_limit: limits.LimitRecord | None = None
     share_of_limit: float | None = None
     link_limit_unknown: str | None = None
 
@@ -104,7 +104,7 @@ class Together:
     aggregate_share_of_limit: float | None = None
     concurrent_links: int | None = None
     pattern_aggregate_gbps: float | None = None
-    pattern_limit: dict[str, Any] | None = None
+    pattern_limit: limits.LimitRecord | None = None
     pattern_share_of_limit: float | None = None
 
 
