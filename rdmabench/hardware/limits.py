@@ -13,7 +13,7 @@ from typing import Any, TypedDict
 from ..modes import MemoryMode
 from ..units import format_size
 from . import copycache, topology
-from .nics import NicChoice
+from .nics import NicChoice, NicRecord
 
 # How far above a limit a figure may go before it is called an error: a limit read from the
 # hardware's specification is exact; one measured on the spot (a memory copy) is itself noisy.
@@ -24,6 +24,24 @@ HOST_COPY = "host memory copy"
 # copy did (both stream from memory: the copy bounds it), or fewer (a cache may hold them: no bound).
 MEMORY, CACHE = "memory", "cache"
 CACHE_REGIME = f"{CACHE} regime"  # how a link's unknown limit says it is in the cache regime
+
+
+class RankRecord(TypedDict):
+    """A RankTopology as a results file's metadata keeps it (its "topology", one a rank)."""
+
+    rank: int
+    host: str
+    gpu: topology.GpuTopologyRecord | None
+    cpu_affinity: str
+    cpu_numa_nodes: list[int]
+    gpu_numa_local: bool | None
+    nics: list[topology.NicPortRecord]
+    host_copy_gbps: float | None
+    host_copy_bytes: int | None
+    last_level_cache_bytes: int | None
+    host_copy_measured_utc: str | None
+    host_copy_provenance: str | None
+    nic: NicRecord | None
 
 
 @dataclass
@@ -43,7 +61,7 @@ class RankTopology:
     def host_copy_gbps(self) -> float | None:
         return self.host_copy.gbps if self.host_copy else None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> RankRecord:
         return {
             "rank": self.rank,
             "host": self.host,
