@@ -356,3 +356,18 @@ def test_a_ranks_topology_record_is_what_asdict_wrote_field_for_field_in_order()
         "rank", "host", "gpu", "cpu_affinity", "cpu_numa_nodes", "gpu_numa_local", "nics", "host_copy_gbps",
         "host_copy_bytes", "last_level_cache_bytes", "host_copy_measured_utc", "host_copy_provenance", "nic",
     ]  # fmt: skip
+
+
+def test_a_ranks_info_and_a_file_systems_records_are_what_asdict_wrote() -> None:
+    """RankInfo.to_dict (RankInfoRecord), FileSystemInfo and GdsInfo (FileSystemRecord, GdsRecord): every
+    field in its dataclass's order, as the metadata held them before they were typed."""
+    from rdmabench.hardware.gpu import GpuInfo
+    from rdmabench.hardware.storage import FileSystemInfo, GdsInfo
+    from rdmabench.wire.mpi import RankInfo
+
+    info = RankInfo(1, "node-a", 1, 2, 4242, GpuInfo(1, "NVIDIA H100", "GPU-1", "0000:3b:00.0", 2))
+    assert list(info.to_dict().items()) == list(dataclasses.asdict(info).items())
+    fs = FileSystemInfo("/data", "/", "ext4", "/dev/vda1", "vda", False, None, True)
+    assert list(fs.to_dict().items()) == list(dataclasses.asdict(fs).items())
+    gds = GdsInfo("2.20", None)
+    assert list(gds.to_dict().items()) == list(dataclasses.asdict(gds).items())
