@@ -18,6 +18,7 @@ import pytest
 
 from rdmabench import stats
 from rdmabench.results.files.document import load
+from rdmabench.results.verdicts.compare import ChangeRecord
 
 from .conftest import run_cli
 
@@ -37,6 +38,7 @@ def test_runs_of_one_command_are_no_regression() -> None:
     assert all(c["tested"] and c["base_runs"] == c["new_runs"] == 5 for c in changes)
     assert not any(c["significant"] or c["regression"] for c in changes)
     assert min(c["change"] for c in changes) < -0.5  # noise this large: pooled samples called it significant
+    assert all(list(c) == list(ChangeRecord.__annotations__) for c in changes)  # every field, in order
 
 
 def _jittered_runs(directory: Path, template: dict[str, Any], factor: float) -> None:

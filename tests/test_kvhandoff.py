@@ -4,6 +4,7 @@ refusals, and one real run of a model's list (every block checked)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -12,7 +13,8 @@ import pytest
 
 from rdmabench.errors import ConfigError
 from rdmabench.measure.blocks import BlockShape
-from rdmabench.measure.kvhandoff import handoff, parse_model
+from rdmabench.measure.kvhandoff import HandoffRecord, ModelRecord, handoff, parse_model
+from rdmabench.measure.kvmodels import MODELS
 from rdmabench.results.files import document
 from rdmabench.wire import native
 
@@ -57,6 +59,18 @@ def test_a_prompt_moves_its_whole_cache_in_every_layout() -> None:
     sizes = {handoff("llama-3.1-8b", layout, 4096).transfer_bytes for layout in ("vllm", "layer-contiguous", "lmcache")}
     assert sizes == {4096 * 131072}
     assert handoff("deepseek-v3", "vllm", 4096).transfer_bytes == 4096 * 70272
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_a_models_record_holds_every_field_in_order(name: str) -> None:
+    """ModelRecord names the fields ModelConfig.to_dict writes: all of them, in the file's order (the
+    dataclass's), as asdict wrote them before the record was typed; and a handoff's record is its JSON."""
+    model = parse_model(name)
+    assert list(model.to_dict().items()) == list(dataclasses.asdict(model).items())
+    assert list(model.to_dict()) == list(ModelRecord.__annotations__)
+    record = handoff(name).record()
+    assert list(record) == list(HandoffRecord.__annotations__)
+    assert json.loads(json.dumps(record)) == record
 
 
 def test_regions_share_their_block_ids_as_a_kv_cache_does() -> None:

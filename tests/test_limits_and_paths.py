@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -310,3 +311,63 @@ def test_the_wire_check_catches_tcp_over_loopback_between_ranks_of_one_host(
     _stdout, normal = shared_memory_run  # the same 4 MiB over shared memory
     (entry,) = [e for e in normal["results"] if e["size_bytes"] == 4 << 20]
     assert "wire" not in entry and not entry["transport"].startswith("tcp")
+
+
+@pytest.mark.parametrize(
+    "limit",
+    [
+        limits.Limit(46.0, "NVLink", "NVLink between GPU 0 and GPU 1"),
+        limits.Limit(12.5, "host memory copy", "one core's copy", True, "memory", "measured"),
+        limits.Limit(25.0, "NIC", "mlx5_0", provenance="cached from 2026-11-26T00:00:00Z on this boot"),
+    ],
+)
+def test_a_limits_record_is_its_fields_in_order_the_unset_optional_ones_left_out(limit: limits.Limit) -> None:
+    """Limit.to_dict (a LimitRecord, an entry's link_limit and pattern_limit): the dataclass's fields in
+    their order, regime and provenance only where set, as the file has always held them."""
+    expected = {name: value for name, value in dataclasses.asdict(limit).items()}
+    for optional in ("regime", "provenance"):
+        if expected[optional] is None:
+            del expected[optional]
+    assert list(limit.to_dict().items()) == list(expected.items())
+
+
+def test_a_ranks_topology_record_is_what_asdict_wrote_field_for_field_in_order() -> None:
+    """RankTopology.to_dict and the records in it (RankRecord, GpuTopologyRecord, PcieRecord, NicPortRecord,
+    NicRecord, GpuRecord: a results file's metadata) hold every field of their dataclasses in order, as
+    dataclasses.asdict wrote them before they were typed, with pcie_gbps after a GPU's own fields."""
+    from rdmabench.hardware.gpu import GpuInfo
+    from rdmabench.hardware.nics import NicChoice
+
+    pcie = topology.PcieLink(4, 16, 5, 16)
+    gpu = topology.GpuTopology(0, "0000:19:00.0", pcie, 1, {"0000:3b:00.0": topology.NvLink(18, 4)}, True)
+    port = topology.NicPort("mlx5_0:1", "infiniband", 50.0, "400 Gb/sec (4X NDR)", 1)
+    nic = NicChoice("mlx5_0:1", "the GPU's closest port", 1, True)
+    copy = topology.HostCopy(9.4, 1 << 27, 1 << 25, "2026-11-26T17:57:56Z", cached=True)
+    rank = limits.RankTopology(1, "node-a", gpu, [0, 1], "0-15", [port], copy, nic)
+    expected_gpu = dataclasses.asdict(gpu) | {"pcie_gbps": pcie.gbps}
+    record = rank.to_dict()
+    assert list(record["gpu"].items()) == list(expected_gpu.items())
+    assert record["nics"] == [dataclasses.asdict(port)] and list(record["nics"][0]) == list(dataclasses.asdict(port))
+    assert list(record["nic"].items()) == list(dataclasses.asdict(nic).items())
+    assert record["host_copy_provenance"] == copy.provenance and record["gpu_numa_local"] is True
+    info = GpuInfo(0, "NVIDIA H100 80GB HBM3", "GPU-0", "0000:19:00.0", 2)
+    assert list(info.to_dict().items()) == list(dataclasses.asdict(info).items())
+    assert list(rank.to_dict()) == [
+        "rank", "host", "gpu", "cpu_affinity", "cpu_numa_nodes", "gpu_numa_local", "nics", "host_copy_gbps",
+        "host_copy_bytes", "last_level_cache_bytes", "host_copy_measured_utc", "host_copy_provenance", "nic",
+    ]  # fmt: skip
+
+
+def test_a_ranks_info_and_a_file_systems_records_are_what_asdict_wrote() -> None:
+    """RankInfo.to_dict (RankInfoRecord), FileSystemInfo and GdsInfo (FileSystemRecord, GdsRecord): every
+    field in its dataclass's order, as the metadata held them before they were typed."""
+    from rdmabench.hardware.gpu import GpuInfo
+    from rdmabench.hardware.storage import FileSystemInfo, GdsInfo
+    from rdmabench.wire.mpi import RankInfo
+
+    info = RankInfo(1, "node-a", 1, 2, 4242, GpuInfo(1, "NVIDIA H100", "GPU-1", "0000:3b:00.0", 2))
+    assert list(info.to_dict().items()) == list(dataclasses.asdict(info).items())
+    fs = FileSystemInfo("/data", "/", "ext4", "/dev/vda1", "vda", False, None, True)
+    assert list(fs.to_dict().items()) == list(dataclasses.asdict(fs).items())
+    gds = GdsInfo("2.20", None)
+    assert list(gds.to_dict().items()) == list(dataclasses.asdict(gds).items())

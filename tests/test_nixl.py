@@ -367,3 +367,43 @@ def test_the_shared_cuda_header_is_part_of_both_builds(tmp_path: Path, monkeypat
     load_before = gpuload.library_name("nvcc")
     monkeypatch.setattr(gpuload, "COMMON", other)
     assert gpuload.library_name("nvcc") != load_before
+
+
+def test_an_agents_figures_hold_every_field_its_reader_takes_in_order() -> None:
+    """nixl_agent.summarize: the Figures the anchor's rows read (nixl_files), every field in the order the
+    agent wrote them before they were typed, the telemetry's median, and the CPU over the bytes moved."""
+    from rdmabench.anchor import nixl_agent
+    from rdmabench.anchor.nixl_files import Figures, Telemetry
+
+    timed = nixl_agent.Timed([2e-6, 4e-6, 6e-6], [1e-6] * 3, [5e-7] * 3, [(1.0, 3.0, 8), (2.0, 5.0, 4)], 0.5, 1e-3)
+    found = nixl_agent.summarize(timed, moved=4096, count=8)
+    written = ["transfers", "transfer_us", "transfer_gbps_p50", "transfer_gbps_mean", "descriptors_per_second_p50"]
+    written += ["post_us_p50", "post_share_p50", "make_us_p50", "nixl_telemetry", "first_transfer_s", "cpu_s_per_gb"]
+    assert list(found) == written and set(written) <= set(Figures.__annotations__)
+    assert found["transfers"] == 3 and found["transfer_us"]["p50"] == pytest.approx(4.0)
+    assert found["transfer_gbps_p50"] == pytest.approx(4096 / 4e-6 / 1e9)
+    assert found["nixl_telemetry"] == Telemetry(post_us_p50=1.5, transfer_us_p50=4.0, descriptors_posted=4)
+    assert found["cpu_s_per_gb"] == pytest.approx(0.5 / (3 * 4096 / 1e9))
+
+
+def test_nixl_figures_are_the_mean_of_a_pairs_two_runs() -> None:
+    """nixl._nixl_figures reads two PairRuns (the agents' result files, nixl_files): each figure the mean of
+    the runs before and after rdmabench's, the target's cold costs its own, the drift between the runs."""
+    from rdmabench.anchor import nixl_agent
+    from rdmabench.anchor.nixl_files import PairRun
+
+    def run(seconds: float, register_s: float) -> PairRun:
+        timed = nixl_agent.Timed([seconds] * 3, [seconds / 4] * 3, [0.0] * 3, [(1.0, 2.0, 8)], 0.1, 1e-3)
+        blocks, reference = nixl_agent.summarize(timed, 8192, 8), nixl_agent.summarize(timed, 8192, 1)
+        return {
+            "target": {"agent_s": 0.1, "register_s": register_s, "metadata_s": 0.01},
+            "initiator": {"blocks": blocks, "reference": reference, "cold_s": {"agent": 0.2}, "backend": "UCX"},
+            "transport": "rc_mlx5/mlx5_0:1",
+        }
+
+    found = nixl._nixl_figures(run(1e-6, 0.5), run(2e-6, 1.5))
+    assert found["nixl_gbps"] == pytest.approx((8192 / 1e-6 + 8192 / 2e-6) / 2 / 1e9)
+    assert found["nixl_drift"] == pytest.approx(abs(8192 / 2e-6 - 8192 / 1e-6) / 1e9 / found["nixl_gbps"])
+    assert found["nixl_cold_target_register_s"] == pytest.approx(1.0)
+    assert found["nixl_cold_agent_s"] == pytest.approx(0.2) and found["nixl_vs_one"] == pytest.approx(1.0)
+    assert found["nixl_own_transfer_us"] == pytest.approx(2.0) and found["nixl_post_share"] == pytest.approx(0.25)

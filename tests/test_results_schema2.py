@@ -47,9 +47,9 @@ def test_schema_1_entries_survive_the_round_trip() -> None:
     compactor, records = compact.Compactor(), []
     for entry in entries:
         records.extend(line for line in compactor.lines(entry, "bandwidth_gbps") if "src" in line)
-    assert len(compactor.profiles) < len(entries)  # shared facts stored once
+    assert len(compactor.tables.profiles) < len(entries)  # shared facts stored once
     for entry, record in zip(entries, records, strict=True):
-        back = compact.expand(record, compactor.profiles, compactor.ranks)
+        back = compact.expand(record, compactor.tables)
         assert back.keys() == entry.keys()
         for key, value in entry.items():
             if isinstance(value, float):

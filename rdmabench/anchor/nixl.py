@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from .. import privatedirs
 from ..errors import ConfigError, LaunchError, RdmabenchError, ValidationError
@@ -42,7 +42,7 @@ from ..stats import median
 from ..units import format_size
 from ..wire import protoinfo
 from .nixl_agent import NIXL_PACKAGES
-from .nixl_files import PLAN, read_file, write_json
+from .nixl_files import PLAN, AgentPlan, Figures, PairRun, read_file, write_json
 from .nixl_table import STEADY
 from .rounds import repeated, rounds_median, run_document
 
@@ -228,7 +228,7 @@ def _round(plan: NixlPlan, folder: Path, progress: Callable[[str], None] | None)
     return rows
 
 
-def _nixl_runs(case: _Case, plan: NixlPlan, folder: Path) -> dict[tuple[str, int], dict[str, Any]]:
+def _nixl_runs(case: _Case, plan: NixlPlan, folder: Path) -> dict[tuple[str, int], PairRun]:
     """One NIXL pair per (variant, size) of the case."""
     return {
         (variant, size): run_pair(case.test, case.shape, size, plan, folder, variant)
@@ -242,12 +242,12 @@ def _nixl_runs(case: _Case, plan: NixlPlan, folder: Path) -> dict[tuple[str, int
 
 def run_pair(
     test: str, shape: BlockShape, size: int, plan: NixlPlan, parent: Path, variant: str = "default"
-) -> dict[str, Any]:
+) -> PairRun:
     """One NIXL target and initiator on this machine moving `shape` at `size`, posting as `variant`
     says (NIXL_VARIANTS): their results, and the UCX protocol the initiator's UCX reported
     (UCX_PROTO_INFO=y, into a log in the private folder)."""
     folder = privatedirs.scratch_dir("pair-", parent)
-    pair = {
+    pair: AgentPlan = {
         "operation": OPERATIONS[test], "memory": MEMORY[plan.mode][0], "size": size, "seconds": plan.seconds,
         "shape": {"count": shape.count, "layout": shape.layout, "batch": 1, "pool_bytes": shape.pool_bytes,
                   "regions": shape.regions},
@@ -261,20 +261,20 @@ def run_pair(
         for role in ("target", "initiator"):
             processes[role] = _start(role, folder, plan.mode, test, variant)
         _wait(processes, folder, plan.timeout)
-        results: dict[str, Any] = {role: json.loads(read_file(folder, f"{role}.result.json")) for role in processes}
+        target, initiator = (json.loads(read_file(folder, f"{role}.result.json")) for role in ("target", "initiator"))
     finally:
         for process in processes.values():  # only ours, by their own handles
             if process.poll() is None:
                 process.kill()
             process.wait()
-    wrong = results["initiator"].get("wrong_blocks") or results["target"].get("wrong_blocks")
+    wrong = initiator.get("wrong_blocks") or target.get("wrong_blocks")
     if wrong:
         raise ValidationError(
             f"NIXL's {OPERATIONS[test]} of {shape.describe()} at {format_size(size)} left {wrong} block(s) wrong"
         )
-    results["transport"] = transport_of(_text(folder / "ucx-initiator.log"), test, size)
+    transport = transport_of(_text(folder / "ucx-initiator.log"), test, size)
     shutil.rmtree(folder, ignore_errors=True)
-    return results
+    return {"target": target, "initiator": initiator, "transport": transport}
 
 
 def _start(role: str, folder: Path, mode: str, test: str, variant: str) -> subprocess.Popen[bytes]:
@@ -392,7 +392,8 @@ def run_blocks(case: _Case, plan: NixlPlan, validate: bool) -> dict[int, dict[st
 # --- the rows -------------------------------------------------------------------------------------
 
 # Per transfer, as both sides report them: the block record's field -> the row's suffix.
-_PER_TRANSFER = {
+_PerTransfer = Literal["transfer_gbps_p50", "post_share_p50", "descriptors_per_second_p50", "transfers"]
+_PER_TRANSFER: dict[_PerTransfer, str] = {
     "transfer_gbps_p50": "gbps", "post_share_p50": "post_share", "descriptors_per_second_p50": "descriptors_per_s",
     "transfers": "transfers",
 }  # fmt: skip
@@ -404,8 +405,8 @@ def _row(
     plan: NixlPlan,
     size: int,
     variant: str,
-    before: dict[str, Any],
-    after: dict[str, Any],
+    before: PairRun,
+    after: PairRun,
     unchecked: dict[str, Any],
     checked: dict[str, Any],
 ) -> dict[str, Any]:
@@ -423,7 +424,7 @@ def _row(
     if case.skipped:
         row["rdmabench_skipped"] = case.skipped
     row["nixl_threads"] = plan.threads
-    part = "blocks" if plan.beside is None else "beside"
+    part: Literal["blocks", "beside"] = "blocks" if plan.beside is None else "beside"
     row |= _nixl_figures(before, after, part) | _rdmabench_figures(unchecked, case.test)
     if plan.beside is not None:
         row |= _beside_figures(plan.beside, before, after, unchecked)
@@ -440,7 +441,7 @@ def _row(
     return row
 
 
-def _nixl_figures(before: dict[str, Any], after: dict[str, Any], part: str = "blocks") -> dict[str, Any]:
+def _nixl_figures(before: PairRun, after: PairRun, part: Literal["blocks", "beside"] = "blocks") -> dict[str, Any]:
     """NIXL's figures of `part` (its transfers alone, "blocks", or beside compute, "beside"), each the
     mean of its two runs; its GB/s of each run and their drift."""
     runs = (before, after)
@@ -464,8 +465,9 @@ def _nixl_figures(before: dict[str, Any], after: dict[str, Any], part: str = "bl
     out["nixl_drift"] = abs(out["nixl_after"] - out["nixl_before"]) / max(out["nixl_gbps"], 1e-12)
     for name in before["initiator"]["cold_s"]:
         out[f"nixl_cold_{name}_s"] = _mean(run["initiator"]["cold_s"][name] for run in runs)
-    for name in ("register_s", "metadata_s"):  # the target's own: the memory the initiator moves into or out of
-        out[f"nixl_cold_target_{name}"] = _mean(run["target"][name] for run in runs)
+    # the target's own: the memory the initiator moves into or out of
+    out["nixl_cold_target_register_s"] = _mean(run["target"]["register_s"] for run in runs)
+    out["nixl_cold_target_metadata_s"] = _mean(run["target"]["metadata_s"] for run in runs)
     told = [run["initiator"][part].get("nixl_telemetry") for run in runs]
     if all(told):  # NIXL's own clock of its C++ path, without Python's, and the descriptors it posted
         out["nixl_own_post_us"] = _mean(t["post_us_p50"] for t in told)  # type: ignore[index]
@@ -474,9 +476,7 @@ def _nixl_figures(before: dict[str, Any], after: dict[str, Any], part: str = "bl
     return out
 
 
-def _beside_figures(
-    beside: Beside, before: dict[str, Any], after: dict[str, Any], unchecked: dict[str, Any]
-) -> dict[str, Any]:
+def _beside_figures(beside: Beside, before: PairRun, after: PairRun, unchecked: dict[str, Any]) -> dict[str, Any]:
     """Both sides beside compute: each one's list alone and beside as a throughput (all bytes over all
     transfers' time: beside a load the median transfer hides those that waited for SMs the load held),
     and the model's slowdown (the worse of the two GPUs, pair by pair; NIXL's over the pairs of both
@@ -502,12 +502,12 @@ def _beside_figures(
     return out
 
 
-def _nixl_gpus(run: dict[str, Any]) -> list[dict[str, Any]]:
+def _nixl_gpus(run: PairRun) -> list[dict[str, Any]]:
     """What each of a NIXL run's GPUs measured of its load (Pairs.summary): the initiator's, the target's."""
     return [run["initiator"]["beside"]["load"], run["target"]["beside_load"]]
 
 
-def _throughput(figures: dict[str, Any]) -> float:
+def _throughput(figures: Figures) -> float:
     """A NIXL run's bytes over its transfers' time (its median transfer's, from agents without it)."""
     return float(figures.get("transfer_gbps_mean") or figures["transfer_gbps_p50"])
 

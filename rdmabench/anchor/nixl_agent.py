@@ -39,7 +39,19 @@ from ..errors import UnsafePathError
 from ..measure.blocks import BlockShape
 from ..stats import percentile
 from .nixl_beside import beside_of, initiator_pairs, target_pairs
-from .nixl_files import DONE, PLAN, AgentError, read_file, wait_for, write_file, write_json
+from .nixl_files import (
+    DONE,
+    PLAN,
+    AgentError,
+    AgentPlan,
+    Figures,
+    InitiatorResult,
+    TargetResult,
+    read_file,
+    wait_for,
+    write_file,
+    write_json,
+)
 
 _PATTERN = np.uint64(0x9E3779B97F4A7C15)  # word i of a source pool holds i * this (mod 2**64)
 # The NIXL wheels' Python packages, by preference: the CUDA 13 build (rdmabench's `nixl` extra), then others.
@@ -147,7 +159,7 @@ class Timed:
         )  # fmt: skip
 
 
-def timed_transfers(agent: Any, request: Any, plan: dict[str, Any], seconds: float, deadline: float) -> Timed:
+def timed_transfers(agent: Any, request: Any, plan: AgentPlan, seconds: float, deadline: float) -> Timed:
     """Transfers made by `request()` -> (handle, seconds making it, release): the first alone (cold),
     then plan["warmup"] untimed, then for `seconds` (at least min, at most max transfers); AgentError
     past the end's `deadline`."""
@@ -173,12 +185,12 @@ def timed_transfers(agent: Any, request: Any, plan: dict[str, Any], seconds: flo
     return found
 
 
-def measure(agent: Any, request: Any, plan: dict[str, Any], moved: int, count: int, deadline: float) -> dict[str, Any]:
+def measure(agent: Any, request: Any, plan: AgentPlan, moved: int, count: int, deadline: float) -> Figures:
     """Time transfers made by `request()` for plan["seconds"] (timed_transfers): what they did."""
     return summarize(timed_transfers(agent, request, plan, plan["seconds"], deadline), moved, count)
 
 
-def summarize(timed: Timed, moved: int, count: int) -> dict[str, Any]:
+def summarize(timed: Timed, moved: int, count: int) -> Figures:
     """Timed transfers' figures: per transfer, NIXL's telemetry, the first transfer and the CPU."""
     found = summary(timed.totals, timed.posts, timed.makes, moved, count)
     told = timed.told
@@ -187,7 +199,9 @@ def summarize(timed: Timed, moved: int, count: int) -> dict[str, Any]:
             "post_us_p50": percentile([t[0] for t in told], 50), "transfer_us_p50": percentile([t[1] for t in told], 50),
             "descriptors_posted": told[-1][2],
         }  # fmt: skip
-    return found | {"first_transfer_s": timed.first, "cpu_s_per_gb": timed.cpu / (moved * len(timed.totals) / 1e9)}
+    found["first_transfer_s"] = timed.first
+    found["cpu_s_per_gb"] = timed.cpu / (moved * len(timed.totals) / 1e9)
+    return found
 
 
 def _telemetry(agent: Any, handle: Any) -> list[tuple[float, float, int]]:
@@ -200,7 +214,7 @@ def _telemetry(agent: Any, handle: Any) -> list[tuple[float, float, int]]:
     return [(float(told.postDuration), float(told.xferDuration), int(told.descCount))]
 
 
-def summary(totals: list[float], posts: list[float], makes: list[float], moved: int, count: int) -> dict[str, Any]:
+def summary(totals: list[float], posts: list[float], makes: list[float], moved: int, count: int) -> Figures:
     """What the anchor reports of the timed transfers (the fields rdmabench's block record has)."""
     median = percentile(totals, 50)
     return {
@@ -218,7 +232,7 @@ def summary(totals: list[float], posts: list[float], makes: list[float], moved: 
 # --- the two ends ---------------------------------------------------------------------------------
 
 
-def _agent(name: str, plan: dict[str, Any]) -> tuple[Any, float]:
+def _agent(name: str, plan: AgentPlan) -> tuple[Any, float]:
     """An agent with the UCX backend configured as vLLM's connector does: `threads` for the backend
     (vLLM passes 4; 0: NIXL's default) and NIXL's own telemetry of each transfer on."""
     api = nixl_api()
@@ -236,21 +250,21 @@ def _register(agent: Any, pool: Pool) -> float:
     return time.perf_counter() - began
 
 
-def _shape(plan: dict[str, Any]) -> BlockShape:
+def _shape(plan: AgentPlan) -> BlockShape:
     return BlockShape(**plan["shape"]).check()
 
 
-def _pool_bytes(plan: dict[str, Any]) -> int:
+def _pool_bytes(plan: AgentPlan) -> int:
     shape = _shape(plan)
     return shape.pool_slots(plan["size"]) * plan["size"]
 
 
-def _ends(plan: dict[str, Any]) -> tuple[str, str]:
+def _ends(plan: AgentPlan) -> tuple[str, str]:
     """This process's end of the link and the other's, for the initiator: src for WRITE, dst for READ."""
     return ("src", "dst") if plan["operation"] == "WRITE" else ("dst", "src")
 
 
-def run_target(folder: Path, plan: dict[str, Any]) -> dict[str, Any]:
+def run_target(folder: Path, plan: AgentPlan) -> TargetResult:
     deadline = time.monotonic() + plan["timeout"]
     agent, agent_s = _agent("rdmabench-nixl-target", plan)
     pool = Pool(_pool_bytes(plan), plan["memory"])
@@ -263,7 +277,7 @@ def run_target(folder: Path, plan: dict[str, Any]) -> dict[str, Any]:
     write_file(folder, "target.meta", metadata)
     write_json(folder, "target.json", {"address": pool.address, "pid": os.getpid()})
     cpu = time.process_time()
-    result: dict[str, Any] = {"agent_s": agent_s, "register_s": register_s, "metadata_s": metadata_s}
+    result: TargetResult = {"agent_s": agent_s, "register_s": register_s, "metadata_s": metadata_s}
     beside = beside_of(plan)
     if beside is not None:  # this GPU computes through the initiator's pairs
         result["beside_load"] = target_pairs(folder, plan, beside, deadline)
@@ -276,7 +290,7 @@ def run_target(folder: Path, plan: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
-def run_initiator(folder: Path, plan: dict[str, Any]) -> dict[str, Any]:
+def run_initiator(folder: Path, plan: AgentPlan) -> InitiatorResult:
     deadline = time.monotonic() + plan["timeout"]
     shape, size, operation, memory = _shape(plan), plan["size"], plan["operation"], plan["memory"]
     mine, theirs = _ends(plan)
@@ -312,25 +326,23 @@ def run_initiator(folder: Path, plan: dict[str, Any]) -> dict[str, Any]:
 
     blocks = measure(agent, request, plan, moved, shape.count, deadline)
     cold["first_transfer"] = blocks.pop("first_transfer_s")
-    result: dict[str, Any] = {"blocks": blocks, "reference": reference, "cold_s": cold, "backend": "UCX"}
+    result: InitiatorResult = {"blocks": blocks, "reference": reference, "cold_s": cold, "backend": "UCX"}
     beside = beside_of(plan)
     if beside is not None:  # the same list again, while both GPUs compute, pair by pair
         share = plan["seconds"] / plan["pairs"]
         runs, load = initiator_pairs(
             folder, plan, beside, lambda: timed_transfers(agent, request, plan, share, deadline), deadline
         )  # fmt: skip
-        result["beside"] = summarize(sum(runs[1:], runs[0]), moved, shape.count) | {
-            "load": load, "pairs_gbps": [moved / percentile(run.totals, 50) / 1e9 for run in runs],
-        }  # fmt: skip
+        together = summarize(sum(runs[1:], runs[0]), moved, shape.count)
+        together["load"], together["pairs_gbps"] = load, [moved / percentile(run.totals, 50) / 1e9 for run in runs]
+        result["beside"] = together
     if operation == "READ":
         pool.synchronize()
         result["wrong_blocks"] = pool.wrong_blocks(size, local_ids, remote_ids)
     return result
 
 
-def _reference(
-    agent: Any, pool: Pool, remote: int, moved: int, peer: Any, plan: dict[str, Any], deadline: float
-) -> dict[str, Any]:
+def _reference(agent: Any, pool: Pool, remote: int, moved: int, peer: Any, plan: AgentPlan, deadline: float) -> Figures:
     """The transfer's bytes as one contiguous descriptor (from slot 0 at both ends), one handle reposted."""
     local = agent.get_xfer_descs([(pool.address, moved, pool.device)], pool.memory)
     far = agent.get_xfer_descs([(remote, moved, pool.device)], pool.memory)

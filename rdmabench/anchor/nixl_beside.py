@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from ..measure.beside import Beside, Pairs, load_on_this_gpu, release_loads
-from .nixl_files import wait_for, write_file
+from .nixl_files import AgentPlan, wait_for, write_file
 
 
 class _Adds(Protocol):
@@ -29,7 +29,7 @@ class _Adds(Protocol):
 T = TypeVar("T", bound=_Adds)  # a run of timed transfers (nixl_agent.Timed): runs add up
 
 
-def beside_of(plan: dict[str, Any]) -> Beside | None:
+def beside_of(plan: AgentPlan) -> Beside | None:
     """The plan's compute load (plan["beside"]: load, size), or None."""
     found = plan.get("beside")
     return None if not found else Beside(str(found["load"]), int(found["size"])).check()
@@ -45,7 +45,7 @@ def _marked(folder: Path, name: str) -> bool:
 
 
 def initiator_pairs(
-    folder: Path, plan: dict[str, Any], beside: Beside, timed: Callable[[], T], deadline: float
+    folder: Path, plan: AgentPlan, beside: Beside, timed: Callable[[], T], deadline: float
 ) -> tuple[list[T], dict[str, Any]]:
     """Each pair's transfers, run while both GPUs compute: `timed()` again and again, back to back,
     until both GPUs' shared windows have ended (this one's, and the target's `over`); this GPU's load
@@ -76,7 +76,7 @@ def initiator_pairs(
         release_loads()
 
 
-def target_pairs(folder: Path, plan: dict[str, Any], beside: Beside, deadline: float) -> dict[str, Any]:
+def target_pairs(folder: Path, plan: AgentPlan, beside: Beside, deadline: float) -> dict[str, Any]:
     """This GPU's load through the initiator's pairs: its summary (rate alone and beside, slowdowns).
     It says `over` when its shared window has ended; the initiator's transfers run until then."""
     pairs = Pairs(beside, load_on_this_gpu(beside), partitioned=False)

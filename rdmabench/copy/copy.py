@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -94,6 +94,28 @@ class HostBuffer:
             self._registered = None
         self.array = None
         self._keep = None
+
+
+class Overlap(TypedDict):
+    """How much of a copy hides behind a kernel on another stream (the document's "overlap" rows)."""
+
+    gpu: int
+    host_memory: str
+    direction: str
+    size_bytes: int
+    copy_seconds: float
+    kernel_seconds: float
+    together_seconds: float
+    overlap_efficiency: float
+
+
+class AllGpusRead(TypedDict):
+    """Every GPU reading pinned host memory at once (the document's "all_gpus_h2d")."""
+
+    host_memory: str
+    size_bytes: int
+    aggregate_gbps: float
+    per_gpu_gbps: list[float]
 
 
 @dataclass
@@ -375,7 +397,7 @@ extern "C" __global__ void spin(long long cycles, int *sink) {
 """
 
 
-def overlap(cupy: Any, gpu: int, host_kind: str, size: int, direction: str = "d2h") -> dict[str, Any]:
+def overlap(cupy: Any, gpu: int, host_kind: str, size: int, direction: str = "d2h") -> Overlap:
     """How much of a copy (d2h or h2d) hides behind a kernel on another stream, in the order a
     pipeline issues them: the copy first, then the next kernel.
 
@@ -485,7 +507,7 @@ def _copies(
     return entries
 
 
-def _together(cupy: Any, count: int, size: int, samples: int, say: Callable[[str], None]) -> dict[str, Any]:
+def _together(cupy: Any, count: int, size: int, samples: int, say: Callable[[str], None]) -> AllGpusRead:
     aggregate, each = all_gpus_h2d(cupy, "pinned", size, samples)
     say(
         f"# all {count} GPUs reading pinned host memory at once, {format_size(size)}: {aggregate:.2f} GB/s aggregate ({', '.join(f'{v:.1f}' for v in each)} each)"
@@ -493,7 +515,7 @@ def _together(cupy: Any, count: int, size: int, samples: int, say: Callable[[str
     return {"host_memory": "pinned", "size_bytes": size, "aggregate_gbps": aggregate, "per_gpu_gbps": each}
 
 
-def _overlaps(cupy: Any, gpu: int, size: int, say: Callable[[str], None]) -> list[dict[str, Any]]:
+def _overlaps(cupy: Any, gpu: int, size: int, say: Callable[[str], None]) -> list[Overlap]:
     rows = [
         overlap(cupy, gpu, kind, size, direction) for direction in ("d2h", "h2d") for kind in ("pageable", "pinned")
     ]

@@ -19,7 +19,8 @@ import math
 import socket
 import time
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, TypedDict
 
 from .. import stats
 from ..errors import ConfigError, ValidationError
@@ -55,7 +56,36 @@ def _host(torch: Any, kind: str, nbytes: int) -> Any:
     return tensor
 
 
-def copy_once(torch: Any, direction: str, kind: str, nbytes: int, non_blocking: bool, samples: int) -> dict[str, Any]:
+@dataclass(frozen=True)
+class CopyTimes:
+    """A copy's samples (GB/s, CUDA events) and the CPU time its call held (median seconds)."""
+
+    samples: list[float]
+    call_seconds: float
+
+
+class Overlap(TypedDict):
+    """A host-to-device copy beside matmuls (the document's "overlap" rows)."""
+
+    host_memory: str
+    size_bytes: int
+    copy_seconds: float
+    compute_seconds: float
+    together_seconds: float
+    share_hidden: float
+
+
+class LoaderRate(TypedDict):
+    """A DataLoader's batches a second (the document's "dataloader" rows)."""
+
+    pin_memory: bool
+    batches: int
+    batch_bytes: int
+    batches_per_second: float
+    cpu_seconds_per_batch: float
+
+
+def copy_once(torch: Any, direction: str, kind: str, nbytes: int, non_blocking: bool, samples: int) -> CopyTimes:
     """GB/s of `samples` copies (CUDA events on a side stream) and the CPU time each call held."""
     host = _host(torch, kind, nbytes)
     device = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
@@ -80,7 +110,7 @@ def copy_once(torch: Any, direction: str, kind: str, nbytes: int, non_blocking: 
                 held.append(returned)
     if not torch.equal(host.cpu() if direction == "h2d" else host, device.cpu()):
         raise ValidationError(f"torch {direction} copy of {format_size(nbytes)} from {kind} memory landed wrong")
-    return {"samples": speeds, "call_seconds": stats.median(held)}
+    return CopyTimes(speeds, stats.median(held))
 
 
 def pin_cost(torch: Any, nbytes: int, samples: int) -> dict[str, float]:
@@ -110,7 +140,7 @@ def _timed(torch: Any, work: Callable[[], None]) -> float:
     return float(start.elapsed_time(end)) / 1e3
 
 
-def overlap(torch: Any, kind: str, nbytes: int) -> dict[str, Any]:
+def overlap(torch: Any, kind: str, nbytes: int) -> Overlap:
     """A host-to-device copy on a side stream beside matmuls on the default stream, issued in a
     training loop's order (copy for the next step, then this step's compute)."""
     host = _host(torch, kind, nbytes)
@@ -155,7 +185,7 @@ def overlap(torch: Any, kind: str, nbytes: int) -> dict[str, Any]:
     }
 
 
-def dataloader_rate(torch: Any, pin_memory: bool, batches: int, batch_bytes: int, to_gpu: bool) -> dict[str, Any]:
+def dataloader_rate(torch: Any, pin_memory: bool, batches: int, batch_bytes: int, to_gpu: bool) -> LoaderRate:
     """Batches per second out of a DataLoader over an in-memory dataset (and onto the GPU with
     `.to("cuda", non_blocking=True)` when `to_gpu`), and the process's CPU seconds per batch (the
     pin-memory thread's work included). Pinning is refused without CUDA, not silently skipped as
@@ -188,9 +218,9 @@ def dataloader_rate(torch: Any, pin_memory: bool, batches: int, batch_bytes: int
 
 
 def _entry(
-    torch: Any, direction: str, kind: str, size: int, nb: bool, got: dict[str, Any], raw: float | None
+    torch: Any, direction: str, kind: str, size: int, nb: bool, got: CopyTimes, raw: float | None
 ) -> dict[str, Any]:
-    stats = summarize(got["samples"])
+    stats = summarize(got.samples)
     src, dst = (kind, "device") if direction == "h2d" else ("device", kind)
     host = socket.gethostname()
     return {
@@ -204,7 +234,7 @@ def _entry(
         "unit": "GB/s",
         "scope": "one copy engine direction",
         "stats": stats,
-        "samples": got["samples"],
+        "samples": got.samples,
         "validated": True,
         "wrong_bytes": 0,
         "engine": f"torch {'non_blocking' if nb else 'blocking'}",
@@ -213,7 +243,7 @@ def _entry(
         "framework": "torch",
         "framework_version": torch.__version__,
         "cuda_version": torch.version.cuda,
-        "call_seconds": got["call_seconds"],
+        "call_seconds": got.call_seconds,
         "raw_cupy_gbps": raw,
         "ratio_to_raw": stats["median"] / raw if raw else None,
         "src_host": host,
@@ -252,7 +282,7 @@ def copies(torch: Any, cupy: Any, sizes: list[int], samples: int, say: Callable[
                     raw_text = f"{raw:9.2f}" if raw else f"{'-':>9}"
                     say(
                         f"{direction:>4} {kind:>11} {nb!s:>12} {format_size(size):>8} {entry['bandwidth_gbps']:9.2f} "
-                        f"{raw_text} {ratio} {got['call_seconds'] * 1e3:8.3f}ms"
+                        f"{raw_text} {ratio} {got.call_seconds * 1e3:8.3f}ms"
                     )
     return entries
 
@@ -283,10 +313,10 @@ def run(sizes: list[int], samples: int, gpu: int, say: Callable[[str], None]) ->
             f"{row['together_seconds'] * 1e3:.1f} ms: {row['share_hidden']:.0%} of the copy hidden"
         )
     loaders = [dataloader_rate(torch, pin, 200, 4 << 20, True) for pin in (False, True)]
-    for row in loaders:
+    for rate in loaders:
         say(
-            f"# DataLoader pin_memory={row['pin_memory']}: {row['batches_per_second']:.1f} batches/s of "
-            f"{format_size(row['batch_bytes'])} to the GPU, {row['cpu_seconds_per_batch'] * 1e3:.2f} ms CPU a batch"
+            f"# DataLoader pin_memory={rate['pin_memory']}: {rate['batches_per_second']:.1f} batches/s of "
+            f"{format_size(rate['batch_bytes'])} to the GPU, {rate['cpu_seconds_per_batch'] * 1e3:.2f} ms CPU a batch"
         )
     metadata = {
         "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

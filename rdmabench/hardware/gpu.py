@@ -2,9 +2,19 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from types import ModuleType
-from typing import Any
+from typing import Any, TypedDict
+
+
+class GpuRecord(TypedDict):
+    """A GpuInfo as a results file's metadata keeps it."""
+
+    index: int
+    name: str
+    uuid: str
+    pci_bus_id: str
+    visible_count: int
 
 
 @dataclass(frozen=True)
@@ -15,8 +25,11 @@ class GpuInfo:
     pci_bus_id: str
     visible_count: int
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def to_dict(self) -> GpuRecord:
+        return {
+            "index": self.index, "name": self.name, "uuid": self.uuid, "pci_bus_id": self.pci_bus_id,
+            "visible_count": self.visible_count,
+        }  # fmt: skip
 
 
 def import_cupy() -> ModuleType | None:

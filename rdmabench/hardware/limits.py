@@ -7,13 +7,13 @@ faster than memory allows; it has no known limit (and so is never called an erro
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, TypedDict
 
 from ..modes import MemoryMode
 from ..units import format_size
 from . import copycache, topology
-from .nics import NicChoice
+from .nics import NicChoice, NicRecord
 
 # How far above a limit a figure may go before it is called an error: a limit read from the
 # hardware's specification is exact; one measured on the spot (a memory copy) is itself noisy.
@@ -24,6 +24,24 @@ HOST_COPY = "host memory copy"
 # copy did (both stream from memory: the copy bounds it), or fewer (a cache may hold them: no bound).
 MEMORY, CACHE = "memory", "cache"
 CACHE_REGIME = f"{CACHE} regime"  # how a link's unknown limit says it is in the cache regime
+
+
+class RankRecord(TypedDict):
+    """A RankTopology as a results file's metadata keeps it (its "topology", one a rank)."""
+
+    rank: int
+    host: str
+    gpu: topology.GpuTopologyRecord | None
+    cpu_affinity: str
+    cpu_numa_nodes: list[int]
+    gpu_numa_local: bool | None
+    nics: list[topology.NicPortRecord]
+    host_copy_gbps: float | None
+    host_copy_bytes: int | None
+    last_level_cache_bytes: int | None
+    host_copy_measured_utc: str | None
+    host_copy_provenance: str | None
+    nic: NicRecord | None
 
 
 @dataclass
@@ -43,7 +61,7 @@ class RankTopology:
     def host_copy_gbps(self) -> float | None:
         return self.host_copy.gbps if self.host_copy else None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> RankRecord:
         return {
             "rank": self.rank,
             "host": self.host,
@@ -93,6 +111,21 @@ def collect(
     )
 
 
+class _LimitFields(TypedDict):
+    gbps: float
+    kind: str
+    detail: str
+    measured: bool
+
+
+class LimitRecord(_LimitFields, total=False):
+    """A Limit as a results entry's link_limit and pattern_limit hold it (docs/results-format.md): a host
+    memory copy's regime and provenance only where it has them."""
+
+    regime: str
+    provenance: str
+
+
 @dataclass(frozen=True)
 class Limit:
     gbps: float
@@ -102,11 +135,12 @@ class Limit:
     regime: str | None = None  # a host memory copy's: MEMORY where the link's bytes in flight are known
     provenance: str | None = None  # a host memory copy's: "measured" or "cached from <UTC> on this boot"
 
-    def to_dict(self) -> dict[str, Any]:
-        found = asdict(self)
-        for optional in ("regime", "provenance"):
-            if found[optional] is None:
-                del found[optional]
+    def to_dict(self) -> LimitRecord:
+        found: LimitRecord = {"gbps": self.gbps, "kind": self.kind, "detail": self.detail, "measured": self.measured}
+        if self.regime is not None:
+            found["regime"] = self.regime
+        if self.provenance is not None:
+            found["provenance"] = self.provenance
         return found
 
 

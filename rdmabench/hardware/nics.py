@@ -10,13 +10,22 @@ rank its own interface on hosts without RDMA (NCCL_SOCKET_IFNAME's role).
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, TypedDict
 
 from ..units import is_digits
 from .topology import normalize_bus_id, read_text
 
 SYSFS = "/sys"
+
+
+class NicRecord(TypedDict):
+    """A NicChoice as a results file's metadata keeps it (a rank's topology's "nic")."""
+
+    name: str
+    how: str
+    numa_node: int | None
+    set_for_ucx: bool
 
 
 @dataclass(frozen=True)
@@ -26,8 +35,8 @@ class NicChoice:
     numa_node: int | None = None
     set_for_ucx: bool = False  # rdmabench set UCX_NET_DEVICES to it
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def to_dict(self) -> NicRecord:
+        return {"name": self.name, "how": self.how, "numa_node": self.numa_node, "set_for_ucx": self.set_for_ucx}
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,8 @@ from __future__ import annotations
 import errno
 import os
 import tempfile
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
+from typing import TypedDict
 
 from .topology import read_text
 
@@ -17,6 +17,24 @@ DIRECT_ALIGNMENT = 4096
 _NVIDIA_FS = "/proc/driver/nvidia-fs/version"
 # File systems cuFile can drive without its compatibility mode (with nvidia-fs loaded).
 _GDS_FILE_SYSTEMS = ("ext4", "xfs", "lustre", "wekafs", "gpfs", "beegfs", "nfs")
+
+
+class FileSystemRecord(TypedDict):
+    """A FileSystemInfo as a storage results file's metadata keeps it."""
+
+    path: str
+    mount_point: str
+    fstype: str
+    source: str
+    block_device: str | None
+    rotational: bool | None
+    model: str | None
+    direct_io: bool | None
+
+
+class GdsRecord(TypedDict):
+    nvidia_fs: str | None
+    cufile_json: str | None
 
 
 @dataclass(frozen=True)
@@ -30,8 +48,12 @@ class FileSystemInfo:
     model: str | None
     direct_io: bool | None  # None: could not be tried (no file to open, no write access)
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def to_dict(self) -> FileSystemRecord:
+        return {
+            "path": self.path, "mount_point": self.mount_point, "fstype": self.fstype, "source": self.source,
+            "block_device": self.block_device, "rotational": self.rotational, "model": self.model,
+            "direct_io": self.direct_io,
+        }  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -39,8 +61,8 @@ class GdsInfo:
     nvidia_fs: str | None  # the nvidia-fs driver's version, None when it is not loaded
     cufile_json: str | None  # cuFile's configuration file, where one exists
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def to_dict(self) -> GdsRecord:
+        return {"nvidia_fs": self.nvidia_fs, "cufile_json": self.cufile_json}
 
 
 def _mounts() -> list[tuple[str, str, str, str]]:

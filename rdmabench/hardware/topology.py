@@ -9,8 +9,8 @@ import os
 import re
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -43,6 +43,40 @@ def read_text(path: str) -> str | None:
         return None
 
 
+class PcieRecord(TypedDict):
+    """A PcieLink as a results file's metadata keeps it."""
+
+    generation: int
+    width: int
+    max_generation: int | None
+    max_width: int | None
+
+
+class NvLinkRecord(TypedDict):
+    links: int
+    version: int
+
+
+class GpuTopologyRecord(TypedDict):
+    """A GpuTopology as a rank's topology in a results file's metadata keeps it."""
+
+    index: int
+    pci_bus_id: str
+    pcie: PcieRecord | None
+    numa_node: int | None
+    nvlinks: dict[str, NvLinkRecord]
+    nvswitch: bool
+    pcie_gbps: float | None
+
+
+class NicPortRecord(TypedDict):
+    name: str
+    kind: str
+    gbps: float
+    rate_text: str
+    numa_node: int | None
+
+
 @dataclass(frozen=True)
 class PcieLink:
     generation: int
@@ -53,6 +87,12 @@ class PcieLink:
     @property
     def gbps(self) -> float:
         return PCIE_LANE_GBPS.get(self.generation, 0.0) * self.width
+
+    def to_dict(self) -> PcieRecord:
+        return {
+            "generation": self.generation, "width": self.width, "max_generation": self.max_generation,
+            "max_width": self.max_width,
+        }  # fmt: skip
 
     def describe(self) -> str:
         text = f"PCIe Gen{self.generation} x{self.width}"
@@ -93,10 +133,17 @@ class GpuTopology:
     # Its NVLinks end at NVSwitch ports (NVML's remote device type): every peer shares all of them.
     nvswitch: bool = False
 
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["pcie_gbps"] = self.pcie.gbps if self.pcie else None
-        return data
+    def to_dict(self) -> GpuTopologyRecord:
+        pcie = self.pcie
+        return {
+            "index": self.index,
+            "pci_bus_id": self.pci_bus_id,
+            "pcie": pcie.to_dict() if pcie else None,
+            "numa_node": self.numa_node,
+            "nvlinks": {peer: {"links": link.links, "version": link.version} for peer, link in self.nvlinks.items()},
+            "nvswitch": self.nvswitch,
+            "pcie_gbps": pcie.gbps if pcie else None,
+        }
 
 
 def normalize_bus_id(bus_id: str) -> str:
@@ -347,8 +394,11 @@ class NicPort:
     rate_text: str
     numa_node: int | None
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def to_dict(self) -> NicPortRecord:
+        return {
+            "name": self.name, "kind": self.kind, "gbps": self.gbps, "rate_text": self.rate_text,
+            "numa_node": self.numa_node,
+        }  # fmt: skip
 
 
 def nic_ports() -> list[NicPort]:

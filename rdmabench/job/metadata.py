@@ -6,7 +6,7 @@ import platform
 import sys
 import time
 from importlib import metadata as importlib_metadata
-from typing import Any
+from typing import Any, TypedDict
 
 from .. import __version__
 from ..hardware import budget
@@ -72,7 +72,16 @@ def cpu_report() -> tuple[list[int], int | None]:
     return budget.affinity(), quota.value if quota else None
 
 
-def oversubscribed(rounds: list[list[Link]], hosts: list[str], reports: list[Any]) -> list[dict[str, Any]]:
+class Oversubscribed(TypedDict):
+    """A host where more ranks busy-poll at once than the cores they may run on (the metadata's
+    "oversubscribed")."""
+
+    host: str
+    busy_ranks: int
+    cores: int
+
+
+def oversubscribed(rounds: list[list[Link]], hosts: list[str], reports: list[Any]) -> list[Oversubscribed]:
     """Hosts where more ranks busy-poll at once (the ranks of one round) than the cores they may
     run on: the union of their affinities, or fewer under a cgroup CPU quota. Ranks between rounds
     nap (wire.mpi.Napper) and do not count. `reports`: each rank's cpu_report()."""
@@ -83,7 +92,7 @@ def oversubscribed(rounds: list[list[Link]], hosts: list[str], reports: list[Any
             counts[hosts[rank]] = counts.get(hosts[rank], 0) + 1
         for host, count in counts.items():
             busiest[host] = max(busiest.get(host, 0), count)
-    found = []
+    found: list[Oversubscribed] = []
     for host, busy in busiest.items():
         here = [reports[rank] for rank, name in enumerate(hosts) if name == host]
         cores = len({core for cores, _quota in here for core in cores}) or 1

@@ -11,7 +11,7 @@ import json
 import sys
 import time
 from dataclasses import dataclass
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from ..errors import RdmabenchError, TransportError, error_line
 from ..escape import visible
@@ -25,6 +25,9 @@ from ..units import format_size
 from . import closing, schedule
 from .config import PER_LINK_UP_TO, RunConfig
 from .rounds import is_pattern_round, slow_links
+
+if TYPE_CHECKING:  # the module itself is imported only where a stream opens (_open_stream)
+    from .metadata import Oversubscribed
 
 
 class Progress:
@@ -52,7 +55,7 @@ class Opening:
 
     topologies: list[limits.RankTopology]
     engines: list[dict[str, Any]]
-    oversubscribed: list[dict[str, Any]]
+    oversubscribed: list[Oversubscribed]
     left_out: dict[str, str]
 
 

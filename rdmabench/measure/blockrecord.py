@@ -7,11 +7,13 @@ results file, `from_json` for what reads one back (rows, reports, the NIXL ancho
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, replace
-from typing import Any
+from typing import Any, TypedDict
 
 from ..stats import median, percentile
 from ..units import gbps
 from .blocks import BlockShape
+from .blocktable import TableRecord
+from .kvhandoff import HandoffRecord
 from .postings import Arming, posting
 
 KEY = "blocks"  # the entry's field the record is written under
@@ -19,6 +21,21 @@ KEY = "blocks"  # the entry's field the record is written under
 
 def _us(seconds: float) -> float:
     return round(seconds * 1e6, 3)  # to the nanosecond: the clock's own resolution
+
+
+class _SmsMode(TypedDict):
+    mode: str
+
+
+class SmsRecord(_SmsMode, total=False):
+    """The SMs a block list's posting kernel took (the record's "sms", docs/results-format.md): its `mode`
+    ("budget" or "green": --posting-sms; "carveout": a --beside carve-out's; "whole GPU"; else who posted
+    it), and where held, the SMs of the `transfer` and of the `load` beside it, and the CUDA blocks
+    (`ctas`) a carve-out's grid took."""
+
+    transfer: int
+    load: int
+    ctas: int
 
 
 @dataclass(frozen=True)
@@ -48,14 +65,14 @@ class BlockList:
     posted_by: str | None = None  # measure/postings.py: who posted the list
     path: str | None = None  # what ran it
     path_note: str | None = None  # why not the GPU, where auto fell back
-    sms: dict[str, Any] | None = None  # the SMs the posting kernel took
+    sms: SmsRecord | None = None  # the SMs the posting kernel took
     ceiling_gbps: float | None = None  # a plain copy kernel over the same step's list, median
     ceiling_runs_gbps: list[float] | None = None
     posted_descriptors: int | None = None  # the requests the CPU posted a step
     merged: bool | None = None
-    table: dict[str, Any] | None = None  # --blocks-from
+    table: TableRecord | None = None  # --blocks-from
     # What StepProtocol.relate reads against the list: its handoff, its ceiling, its contiguous reference.
-    handoff: dict[str, Any] | None = None
+    handoff: HandoffRecord | None = None
     share_of_ceiling: float | None = None
     contiguous_gbps: float | None = None
     contiguous_posted_by: str | None = None
@@ -119,7 +136,7 @@ class BlockSteps:
     posted_by: str = "cpu"
     path_note: str | None = None
     ceiling_seconds: list[float] | None = None
-    sms: dict[str, Any] | None = None
+    sms: SmsRecord | None = None
     posted_descriptors: int | None = None
     arming: Arming | None = None  # a path that arms its list ahead of the data (ce-armed)
 

@@ -25,7 +25,7 @@ from ..wire import devapi
 from ..wire.native import RMA_GET, RMA_PUT, TAGGED, BlocksLinkEnd, HotLoop, Registrations, memory_type
 from ..wire.protoinfo import ProtoRow
 from . import faults
-from .blockrecord import BlockList, BlockSteps
+from .blockrecord import BlockList, BlockSteps, SmsRecord
 from .blocks import CTAS_PER_SM, BlockShape
 from .contract import ACK, DATA, READY, Companion, Figure, RoundEnd, RoundShape, Side, StepProtocol, state_of, tag
 from .need import PER_BLOCK_PYTHON, PER_MESSAGE, Need, beside, in_memory
@@ -60,7 +60,7 @@ class _Lists:
     steps: DeviceSteps | None = None  # how the GPU's side posts the list; None: the CPU's native loop
     device: DeviceList | None = None  # the list as that path posts it
     armed: list[float] = field(default_factory=list)  # the host's seconds arming each timed step (DeviceSteps.arm)
-    sms: dict[str, Any] | None = None
+    sms: SmsRecord | None = None
     ceiling: list[float] | None = None
     payload: BlockPayload | None = None
     scratch: np.ndarray = field(default_factory=lambda: np.zeros(8, dtype=np.uint8))
@@ -266,7 +266,7 @@ class BlocksProtocol(StepProtocol):
             lists.path, lists.posted_by = wanted.steps.path(self.operation), wanted.posts
             lists.sms = self._budget(end, plan) if wanted.steps.budget else {"mode": wanted.who}
 
-    def _budget(self, end: RoundEnd, plan: devapi.DevicePlan) -> dict[str, Any]:
+    def _budget(self, end: RoundEnd, plan: devapi.DevicePlan) -> SmsRecord:
         """Hold the posting kernel to --posting-sms: a grid of N CUDA blocks, or a green context of N SMs
         beside the load's (the load then runs in the rest); without it, to a --beside carve-out's N SMs
         (a grid of N x CTAS_PER_SM). What the entry records of its SMs."""

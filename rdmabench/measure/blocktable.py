@@ -21,7 +21,7 @@ import json
 import os
 import stat
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -34,6 +34,18 @@ from .slow import Slow
 FILE_LIMIT = 64 << 20  # bytes: a million descriptors as [offset, length] pairs take about 40 MiB
 MAX_SLOT = (1 << 31) - 1  # slot ids as NIXL's and vLLM's tables hold them (int32)
 _KEYS = {"block_size", "transfers"}
+
+
+class TableRecord(TypedDict):
+    """What a results entry keeps of where its lists came from (the block list's "table",
+    docs/results-format.md)."""
+
+    file: str
+    sha256: str
+    transfers: int
+    blocks_per_transfer: int
+    local_descriptors: int
+    remote_descriptors: int
 
 
 @dataclass(frozen=True, eq=False)
@@ -70,7 +82,7 @@ class BlockTable:
     def describe(self) -> str:
         return f"table {self.source} ({self.descriptors[0]} descriptors)"
 
-    def record(self) -> dict[str, Any]:
+    def record(self) -> TableRecord:
         """What a results entry keeps of where its lists came from."""
         return {
             "file": self.source, "sha256": self.sha256, "transfers": self.transfers, "blocks_per_transfer": self.count,

@@ -54,8 +54,8 @@ def _wire_counter(entry: Entry, sends: bool, placement: Placement) -> _Counter |
         if own and "," not in own and (":" in own) == rdma:
             dev = own
         return _Counter(dev, dev, dev)
-    limit = entry.limit.link_limit or {}
-    if transport.startswith("cuda_ipc") and limit.get("kind") == "NVLink":
+    limit = entry.limit.link_limit
+    if transport.startswith("cuda_ipc") and limit is not None and limit["kind"] == "NVLink":
         rank = entry.src_rank if sends else entry.dst_rank
         gpu = placement.topologies[rank].gpu
         index = entry.ends.src_gpu if sends else entry.ends.dst_gpu

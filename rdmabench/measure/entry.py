@@ -10,6 +10,7 @@ from ..hardware.pathcheck import path_warnings
 from ..modes import MemoryMode, pinned_method
 from ..stats import median, summarize
 from ..units import gbps
+from ..wire.protoinfo import ProtoRow
 from ..wire.ucx import describe_path
 from .beside import DRIFT_LIMIT, DUTY_FLOOR, judge_pairs, largest_drift
 from .costs import cpu_cost, wire_check
@@ -25,7 +26,7 @@ __all__ = ["Entry", "Placement", "beside_record", "make_entries", "round_aggrega
 def make_entries(
     spec: RoundSpec,
     measured: list[LinkMeasurement],
-    fetch_rows: dict[tuple[int, int], dict[str, Any] | None],
+    fetch_rows: dict[tuple[int, int], ProtoRow | None],
     placement: Placement,
     pattern: str,
     pattern_round: bool,
@@ -78,7 +79,7 @@ def round_aggregate(size: int, measured: list[LinkMeasurement]) -> list[float]:
 def _entry(
     spec: RoundSpec,
     m: LinkMeasurement,
-    fetch: dict[str, Any] | None,
+    fetch: ProtoRow | None,
     placement: Placement,
     pattern: str,
     round_seconds: float,
@@ -118,8 +119,8 @@ def _entry(
         one_buffer=True if spec.one_buffer else None,
     )
     if m.sender_rows:
-        path = describe_path(m.sender_rows, {"fetch": fetch})
-        entry.path = UcxPath(path["transport"], path["protocol"], path["ucx_locality"], path["ucx_report"])
+        path = describe_path(m.sender_rows, fetch)
+        entry.path = UcxPath(path.transport, path.protocol, path.ucx_locality, path.ucx_report)
     entry.step = m.record.figure(spec.size) if m.record is not None else None
     if m.beside:
         entry.beside = beside_record(spec, m, values)

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from ..hardware import limits
+from ..wire.ucx import UcxReport
 from .contract import StepFigure
 
 # Fields written only where they apply (a round of several links, a known or unknown limit).
@@ -65,7 +66,7 @@ class UcxPath:
     transport: str | None = None
     protocol: str | None = None
     ucx_locality: str | None = None
-    ucx_report: dict[str, Any] = field(default_factory=dict)
+    ucx_report: UcxReport = field(default_factory=UcxReport)
 
 
 @dataclass
@@ -88,7 +89,7 @@ class Ends:
 class Limit:
     """The link's physical limit and the figure's share of it, or why no limit is known (measure/judge.py)."""
 
-    link_limit: dict[str, Any] | None = None
+    link_limit: limits.LimitRecord | None = None
     share_of_limit: float | None = None
     link_limit_unknown: str | None = None
 
@@ -103,7 +104,7 @@ class Together:
     aggregate_share_of_limit: float | None = None
     concurrent_links: int | None = None
     pattern_aggregate_gbps: float | None = None
-    pattern_limit: dict[str, Any] | None = None
+    pattern_limit: limits.LimitRecord | None = None
     pattern_share_of_limit: float | None = None
 
 

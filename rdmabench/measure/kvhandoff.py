@@ -23,8 +23,8 @@ import functools
 import json
 import math
 import os
-from dataclasses import asdict, dataclass, fields
-from typing import Any
+from dataclasses import dataclass, fields
+from typing import Any, TypedDict
 
 from .. import userfiles
 from ..errors import ConfigError
@@ -36,6 +36,34 @@ KV_LAYOUTS = ("vllm", "layer-contiguous", "lmcache")
 DEFAULT_PROMPT = 4096  # tokens
 LMCACHE_CHUNK = 256  # tokens: LMCache's default chunk_size
 _MODEL_FILE_LIMIT = 1 << 20  # a config.json is a few KiB
+
+
+class ModelRecord(TypedDict):
+    """A ModelConfig as a results entry's handoff and a run's options keep it (its fields, in order)."""
+
+    name: str
+    layers: int
+    kv_heads: int
+    head_dim: int
+    dtype_bytes: int
+    tokens_per_block: int
+    tp: int
+    pp: int
+    mla: bool
+    chunk_tokens: int
+
+
+class HandoffRecord(TypedDict):
+    """What a results entry keeps of a handoff (the block list's "handoff", docs/results-format.md)."""
+
+    model: ModelRecord
+    kv_layout: str
+    prompt_tokens: int
+    engine_blocks: int
+    regions: int
+    descriptors: int
+    descriptor_bytes: int
+    transfer_bytes: int
 
 
 @dataclass(frozen=True)
@@ -98,8 +126,12 @@ class ModelConfig:
         """One token's KV cache on one rank, every layer of its stage."""
         return self.layers_per_rank * self.kv_parts * self.kv_heads_per_rank * self.head_dim * self.dtype_bytes
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def to_dict(self) -> ModelRecord:
+        return {
+            "name": self.name, "layers": self.layers, "kv_heads": self.kv_heads, "head_dim": self.head_dim,
+            "dtype_bytes": self.dtype_bytes, "tokens_per_block": self.tokens_per_block, "tp": self.tp, "pp": self.pp,
+            "mla": self.mla, "chunk_tokens": self.chunk_tokens,
+        }  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -169,7 +201,7 @@ class Handoff:
             f"a rank{', MLA' if model.mla else ''}), {self.kv_layout} layout, a {self.prompt}-token prompt"
         )
 
-    def record(self) -> dict[str, Any]:
+    def record(self) -> HandoffRecord:
         """What a results entry keeps of the handoff."""
         return {
             "model": self.model.to_dict(), "kv_layout": self.kv_layout, "prompt_tokens": self.prompt,

@@ -7,9 +7,9 @@ import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
-from ..hardware.gpu import GpuInfo, select_gpu
+from ..hardware.gpu import GpuInfo, GpuRecord, select_gpu
 from . import ucx_env
 
 # Variables that mpirun, mpiexec (Open MPI, MPICH, Intel MPI) or srun set in every rank they start:
@@ -94,6 +94,17 @@ def agree_max(comm: Any, ranks: list[int], values: tuple[float, ...], tag: int) 
     return tuple(result)
 
 
+class RankInfoRecord(TypedDict):
+    """A RankInfo as a results file's metadata keeps it (its "ranks", one a rank)."""
+
+    rank: int
+    host: str
+    local_rank: int
+    local_size: int
+    pid: int
+    gpu: GpuRecord | None
+
+
 @dataclass(frozen=True)
 class RankInfo:
     rank: int
@@ -103,7 +114,7 @@ class RankInfo:
     pid: int
     gpu: GpuInfo | None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> RankInfoRecord:
         return {
             "rank": self.rank,
             "host": self.host,

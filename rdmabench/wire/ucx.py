@@ -12,7 +12,8 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import Any, Protocol, TypedDict
 
 from ..errors import TransportError
 from . import protoinfo, ucx_env
@@ -174,37 +175,59 @@ def load_backend(one_sided: bool = False, device_lists: bool = False) -> Backend
         raise TransportError(f"UCX could not start: {type(exc).__name__}: {exc}{hint}") from None
 
 
-def describe_path(sender_rows: dict[str, Any], receiver_rows: dict[str, Any]) -> dict[str, Any]:
-    """Result fields for one direction of a link: the transport and protocol UCX used, and the rows
-    of its report that say so (from the sender's and the receiver's UCX; a one-sided link's from its
-    initiator's)."""
+class UcxReport(TypedDict, total=False):
+    """The rows of UCX's report a link's path was chosen from, as a results entry's `ucx_report` holds
+    them (docs/results-format.md): a one-sided link's initiator row, or a tagged link's three; each
+    "protocol | transport", or None where UCX reported none."""
+
+    decided_by: str | None  # the row that decided (a tagged link: "tag send", ...; one-sided: the operation)
+    initiator_rma: str | None
+    sender_tag_send: str | None
+    sender_rndv_send: str | None
+    receiver_rndv_fetch: str | None
+
+
+@dataclass(frozen=True)
+class PathReport:
+    """One direction of a link as UCX reported it: the transport and protocol it used, its locality, and
+    the report rows that say so."""
+
+    transport: str | None
+    protocol: str | None
+    ucx_locality: str | None
+    ucx_report: UcxReport
+
+
+def describe_path(sender_rows: dict[str, Any], fetch: protoinfo.ProtoRow | None) -> PathReport:
+    """One direction of a link, from the sender's UCX report rows and the receiver's rendezvous-fetch
+    row (a one-sided link's from its initiator's rows alone)."""
     if "rma" in sender_rows:
         rma = sender_rows["rma"]
-        return {
-            "transport": rma.transport if rma else None,
-            "protocol": rma.protocol if rma else None,
-            "ucx_locality": sender_rows["locality"],
-            "ucx_report": {
+        return PathReport(
+            rma.transport if rma else None,
+            rma.protocol if rma else None,
+            sender_rows["locality"],
+            {
                 "decided_by": sender_rows["operation"] if rma else None,
                 "initiator_rma": f"{rma.protocol} | {rma.transport}" if rma else None,
             },
-        }
-    row, source = protoinfo.resolve(sender_rows["tag"], sender_rows["send"], receiver_rows["fetch"])
+        )
+    row, source = protoinfo.resolve(sender_rows["tag"], sender_rows["send"], fetch)
 
     def text(r: protoinfo.ProtoRow | None) -> str | None:
         return f"{r.protocol} | {r.transport}" if r else None
 
-    return {
-        "transport": row.transport if row else None,
-        "protocol": row.protocol if row else None,
-        "ucx_locality": sender_rows["locality"],
-        "ucx_report": {
+    return PathReport(
+        row.transport if row else None,
+        row.protocol if row else None,
+        sender_rows["locality"],
+        {
             "decided_by": source if row else None,
             "sender_tag_send": text(sender_rows["tag"]),
             "sender_rndv_send": text(sender_rows["send"]),
-            "receiver_rndv_fetch": text(receiver_rows["fetch"]),
+            "receiver_rndv_fetch": text(fetch),
         },
-    }
+    )
 
 
 class _Watch:

@@ -18,6 +18,7 @@ partly written file stays readable, and pandas (`pd.read_json(path, lines=True)`
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import json.scanner
@@ -103,8 +104,7 @@ class Compactor:
     """Turns entries into stream lines: a profile or rank line when one is new, then the record."""
 
     def __init__(self) -> None:
-        self.profiles: list[dict[str, Any]] = []
-        self.ranks: dict[int, dict[str, Any]] = {}
+        self.tables = Tables()  # what the lines declared so far
         self._ids: dict[str, int] = {}
 
     def lines(self, entry: dict[str, Any], figure: str) -> list[dict[str, Any]]:
@@ -119,7 +119,7 @@ class Compactor:
             for end, name in zip(("src_rank", "dst_rank"), names, strict=True):
                 if name not in entry:
                     continue
-                known = self.ranks.setdefault(entry[end], {"rank": entry[end]})
+                known = self.tables.ranks.setdefault(entry[end], {"rank": entry[end]})
                 if field not in known:
                     known[field] = entry[name]
                     out.append({"rank_info": dict(known)})
@@ -132,20 +132,23 @@ class Compactor:
         shared[_FIGURE], shared[_ENDS] = figure, ends
         key = json.dumps(shared, sort_keys=True)
         if key not in self._ids:
-            self._ids[key] = len(self.profiles)
-            self.profiles.append(shared)
+            self._ids[key] = len(self.tables.profiles)
+            self.tables.profiles.append(shared)
             out.append({"profile": self._ids[key], "entry": shared})
         record["profile"] = self._ids[key]
         out.append(record)
         return out
 
 
+@dataclass
 class Tables:
-    """The profiles and the rank table a stream declares as it goes, gathered by a reader."""
+    """The profiles and the rank table of a schema-2 file: what its link records expand against,
+    declared as a stream goes (gathered by a reader, or by the Compactor that writes them) or read
+    from a summary. A profile is an entry's shared fields (open: its keys are the entry's); a rank's
+    row, its per-rank fields by rank."""
 
-    def __init__(self) -> None:
-        self.profiles: list[dict[str, Any]] = []
-        self.ranks: dict[int, dict[str, Any]] = {}
+    profiles: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    ranks: dict[int, dict[str, Any]] = dataclasses.field(default_factory=dict)
 
     def absorb(self, line: dict[str, Any]) -> bool:
         """Take a profile or rank line (True); a link record is left to the caller (False)."""
@@ -158,9 +161,10 @@ class Tables:
         return False
 
 
-def expand(record: dict[str, Any], profiles: list[dict[str, Any]], ranks: dict[int, dict[str, Any]]) -> dict[str, Any]:
+def expand(record: dict[str, Any], tables: Tables) -> dict[str, Any]:
     """The schema-1 entry a record stands for. Raises KeyError, IndexError, TypeError or ValueError
     if the record does not fit its profiles (the loader names the line)."""
+    profiles, ranks = tables.profiles, tables.ranks
     if not 0 <= record["profile"] < len(profiles):
         raise ValueError(f"profile {record['profile']} is not among the summary's {len(profiles)} profiles")
     profile = profiles[record["profile"]]
@@ -189,14 +193,12 @@ def expand(record: dict[str, Any], profiles: list[dict[str, Any]], ranks: dict[i
     return entry
 
 
-def entry_of(
-    record: Any, profiles: list[dict[str, Any]], ranks: dict[int, dict[str, Any]], where: str
-) -> dict[str, Any]:
+def entry_of(record: Any, tables: Tables, where: str) -> dict[str, Any]:
     """The entry of a link record checked against the published link schema, or ResultsFileError
     naming `where` and what is wrong."""
     record = schema.parts().link(record, where)
     try:
-        return expand(record, profiles, ranks)
+        return expand(record, tables)
     except (KeyError, IndexError, TypeError, ValueError) as exc:
         raise ResultsFileError(f"{where} is not a link record of this result ({exc})") from None
 
@@ -223,16 +225,11 @@ def check_entry(entry: dict[str, Any], figure: str, where: str) -> None:
             entry[name] = schema.check_field(check, value, name, where)
 
 
-def read_links(
-    path: str,
-    profiles: list[dict[str, Any]],
-    ranks: dict[int, dict[str, Any]],
-    check: Callable[[Any, str], None] | None = None,
-) -> Iterator[dict[str, Any]]:
+def read_links(path: str, tables: Tables, check: Callable[[Any, str], None] | None = None) -> Iterator[dict[str, Any]]:
     """The entries of a links file, one at a time, each passed to `check` (the loader's entry
     check); a bad line raises ResultsFileError naming it."""
     for number, record in _lines(path):
-        yield _expanded(path, number, record, profiles, ranks, check)
+        yield _expanded(path, number, record, tables, check)
 
 
 @dataclass(frozen=True)
@@ -255,8 +252,8 @@ class _Scanner:
     """Tells the ordinary records of a links file from the others, and keeps one checked entry per
     profile: an ordinary record differs from it only in fields this class checks itself."""
 
-    def __init__(self, profiles: list[dict[str, Any]], ranks: dict[int, dict[str, Any]]):
-        self.profiles, self.ranks = profiles, ranks
+    def __init__(self, tables: Tables):
+        self.profiles, self.ranks = tables.profiles, tables.ranks
         self.known: dict[int, Profile] = {}
         self._fits: dict[int, tuple[set[int], set[int]] | None] = {}  # per profile: ranks usable as src, as dst
         self._ceilings: dict[int, float] = {}  # per profile: the bound its figures stay below
@@ -332,22 +329,19 @@ class _Scanner:
 
 
 def read_records(
-    path: str,
-    profiles: list[dict[str, Any]],
-    ranks: dict[int, dict[str, Any]],
-    check: Callable[[Any, str], None] | None = None,
+    path: str, tables: Tables, check: Callable[[Any, str], None] | None = None
 ) -> Iterator[tuple[Profile | None, dict[str, Any]]]:
     """The links of a links file, without expanding a million entries: (its Profile, the record)
     for an ordinary record whose profile's first ordinary record was expanded and checked already,
     else (None, the entry, expanded and checked as `read_links` does). Ranks, size, samples and
     figure of an ordinary record are checked here, with the rule of `reading`'s entry check."""
-    scanner = _Scanner(profiles, ranks)
+    scanner = _Scanner(tables)
     for number, record in _lines(path):
         profile = scanner.profile(record)
         if profile is not None:
             yield profile, record
             continue
-        entry = _expanded(path, number, record, profiles, ranks, check)
+        entry = _expanded(path, number, record, tables, check)
         scanner.learn(record, entry)
         yield None, entry
 
@@ -387,14 +381,9 @@ def _lines(path: str) -> Iterator[tuple[int, Any]]:
 
 
 def _expanded(
-    path: str,
-    number: int,
-    record: Any,
-    profiles: list[dict[str, Any]],
-    ranks: dict[int, dict[str, Any]],
-    check: Callable[[Any, str], None] | None,
+    path: str, number: int, record: Any, tables: Tables, check: Callable[[Any, str], None] | None
 ) -> dict[str, Any]:
-    entry = entry_of(record, profiles, ranks, f"{path}: line {number}")
+    entry = entry_of(record, tables, f"{path}: line {number}")
     if check is not None:
         check(entry, f"{path}: line {number}")
     return entry
@@ -433,23 +422,16 @@ class LazyResults:
     a million links never holds them all. The file must hold as many records as its summary says
     (checked when made, and again on each full pass: a file that changes between is refused too)."""
 
-    def __init__(
-        self,
-        path: str,
-        count: int,
-        profiles: list[dict[str, Any]],
-        ranks: dict[int, dict[str, Any]],
-        check: Callable[[Any, str], None] | None = None,
-    ):
-        self.path, self.count, self.profiles, self.ranks, self.check = path, count, profiles, ranks, check
+    def __init__(self, path: str, count: int, tables: Tables, check: Callable[[Any, str], None] | None = None):
+        self.path, self.count, self.tables, self.check = path, count, tables, check
         agree(path, count, count_lines(path))
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
-        return self._counted(read_links(self.path, self.profiles, self.ranks, self.check))
+        return self._counted(read_links(self.path, self.tables, self.check))
 
     def records(self) -> Iterator[tuple[Profile | None, dict[str, Any]]]:
         """The links as `read_records` gives them: a report's pass over a million links."""
-        return self._counted(read_records(self.path, self.profiles, self.ranks, self.check))
+        return self._counted(read_records(self.path, self.tables, self.check))
 
     def _counted(self, items: Iterator[T]) -> Iterator[T]:
         found = 0

@@ -200,7 +200,7 @@ def _assemble_files(path: str, complete: bool, stopped: str | None, metadata: di
                 out.write(line if line.endswith("\n") else line + "\n")
                 count += 1
                 if small:
-                    entries.append(compact.expand(record, tables.profiles, tables.ranks))
+                    entries.append(compact.expand(record, tables))
     summary: dict[str, Any] = {
         "schema": {"name": SCHEMA_NAME, "version": SCHEMA_VERSION},
         "complete": complete,

@@ -49,7 +49,9 @@ def records_digest(doc: dict[str, Any]) -> str:
     digest = hashlib.blake2b(digest_size=16)
     results = doc.get("results")
     if isinstance(results, compact.LazyResults):
-        digest.update(json.dumps([results.profiles, sorted(results.ranks.items())], sort_keys=True).encode())
+        digest.update(
+            json.dumps([results.tables.profiles, sorted(results.tables.ranks.items())], sort_keys=True).encode()
+        )
         try:
             with open(results.path, "rb") as handle:
                 while chunk := handle.read(_CHUNK):

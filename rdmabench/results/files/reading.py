@@ -67,7 +67,7 @@ def _expand_summary(doc: dict[str, Any], path: str, lazy: bool) -> dict[str, Any
     why = _links_file_problem(file)
     if why:
         raise ResultsFileError(f"{path}: cannot read its links file {os.path.basename(file)} ({why})")
-    results = compact.LazyResults(file, links["count"], profiles, ranks, _checked_entry)
+    results = compact.LazyResults(file, links["count"], compact.Tables(profiles, ranks), _checked_entry)
     doc["results"] = results if lazy else list(results)
     return doc
 
@@ -180,7 +180,7 @@ def _stream_entries(lines: list[Any], path: str) -> list[dict[str, Any]]:
         elif "rank_info" in line:
             parts.rank(line["rank_info"], where)
         if not tables.absorb(line):
-            entries.append(compact.entry_of(line, tables.profiles, tables.ranks, where))
+            entries.append(compact.entry_of(line, tables, where))
     return entries
 
 

@@ -155,9 +155,9 @@ class _Folder:
                 continue
             src_end, dst_end = ends.get((item["src"], src_has)), ends.get((item["dst"], dst_has))
             if src_end is None:
-                src_end = ends[(item["src"], src_has)] = _rank_end(results.ranks, item["src"], src_has)
+                src_end = ends[(item["src"], src_has)] = _rank_end(results.tables.ranks, item["src"], src_has)
             if dst_end is None:
-                dst_end = ends[(item["dst"], dst_has)] = _rank_end(results.ranks, item["dst"], dst_has)
+                dst_end = ends[(item["dst"], dst_has)] = _rank_end(results.tables.ranks, item["dst"], dst_has)
             link = _link(src_end, dst_end, kind.on_device)
             self.fold(
                 kind,

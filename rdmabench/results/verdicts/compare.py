@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from ... import escape
 from ...errors import InconclusiveError
@@ -17,6 +17,28 @@ from ..files.rows import ROW_KEY, Row, bulk
 RUNS_NEEDED = 4  # runs a side before a change is tested: with 3 a side, the smallest two-sided p is 2/20 = 0.1
 
 
+class ChangeRecord(TypedDict):
+    """A Change as `compare --json` writes it: the row it is (test, modes, size, link, unit), each side's
+    runs and median, the change, and how the test went."""
+
+    test: str
+    src_mode: str
+    dst_mode: str
+    size_bytes: int
+    link: str
+    unit: str
+    base_runs: int
+    new_runs: int
+    base_median: float
+    new_median: float
+    change: float
+    tested: bool
+    p_value: float | None
+    q_value: float | None
+    significant: bool
+    regression: bool
+
+
 @dataclass(slots=True)
 class Change:
     base: Row
@@ -27,7 +49,7 @@ class Change:
     significant: bool  # q below the level: a change no run-to-run noise explains
     regression: bool
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> ChangeRecord:
         return {
             "test": self.base.test,
             "src_mode": self.base.src_mode,
