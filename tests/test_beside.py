@@ -579,3 +579,41 @@ def test_the_worse_gpu_is_taken_pair_by_pair() -> None:
 
     gpus = [{"slowdown_pairs": [1.1, None, None, 0.9]}, {"slowdown_pairs": [1.0, 1.2, None, 1.3]}]  # no duty known
     assert worse_pairs(gpus) == [1.1, 1.2, 1.3]
+
+
+@pytest.mark.parametrize(("drift", "expected"), [(None, False), (0.03, False), (-0.031, True), (0.2, True)])
+def test_a_drift_past_the_limit_either_way_marks_the_pair(drift: float | None, expected: bool) -> None:
+    """What rdmabench's pairs and the NIXL anchor's both mark as drifting (and leave unjudged)."""
+    from rdmabench.measure.beside import DRIFT_LIMIT, drifting
+
+    assert DRIFT_LIMIT == 0.03 and drifting(drift) is expected
+
+
+def test_a_fast_load_keeps_its_whole_pair_in_what_the_library_keeps() -> None:
+    """A load of a few microseconds an operation (decode:1MiB) finishes more operations in a pair's
+    0.4 + 0.08 + 0.08 + 0.15 + 0.08 s than the library keeps (RING): each part of the pair is held to a
+    fifth of it, so the window before, the shared window and the window after all stay."""
+    from rdmabench.measure.beside import RING, SEGMENT_OPERATIONS
+
+    load = StandInLoad(step=2000, ring=RING, alone=4e-6, beside=8e-6)  # 2,000 operations a poll
+    pairs = Pairs(Beside("gemm", 1024), load, partitioned=False)
+    pairs.settle()
+    assert pairs.operations == SEGMENT_OPERATIONS
+    _one_pair(pairs, load, 1.0)
+    found = pairs.summary()
+    assert found["slowdown_pairs"] == [2.0] and found["alone_drift"] == 0.0
+
+
+@pytest.mark.parametrize("operation", ["put", "get"])
+def test_only_the_active_end_of_a_one_sided_round_says_the_duty(operation: str) -> None:
+    """The end that owns the memory waits in its step from READY to DONE, across the active end's gaps
+    between steps: a put's sender and a get's receiver say the duty, the other end does not."""
+    from types import SimpleNamespace
+
+    from rdmabench.measure.onesided import OneSidedProtocol
+    from rdmabench.wire.native import RMA_GET, RMA_PUT
+
+    protocol = OneSidedProtocol(RMA_PUT if operation == "put" else RMA_GET)
+    sender, receiver = SimpleNamespace(targets=["link"], sources=[]), SimpleNamespace(targets=[], sources=["link"])
+    said = [protocol.spans_transfers(end) for end in (sender, receiver)]  # type: ignore[arg-type]
+    assert said == ([True, False] if operation == "put" else [False, True])

@@ -228,3 +228,22 @@ def test_local_open_mpi_ranks_leave_libfabric_out_unless_told(
         monkeypatch.setenv("OMPI_MCA_btl", given)
     _command, env = spawner.local_command(2, RunConfig())
     assert env["OMPI_MCA_btl"] == expected
+
+
+def test_a_parameter_file_that_chooses_the_transports_is_left_to_choose(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`btl = ...` in a parameter file the launch reads: the environment would override it, so the
+    local job sets no OMPI_MCA_btl of its own."""
+    from rdmabench.job import spawner
+    from rdmabench.job.config import RunConfig
+
+    if spawner.mpiexec_flavor(spawner.find_mpiexec()) != "openmpi":
+        pytest.skip("the local launcher here is not Open MPI's")
+    monkeypatch.delenv("OMPI_MCA_btl", raising=False)
+    params = tmp_path / "params.conf"
+    params.write_text("# mine\n  btl = self,vader\n")
+    monkeypatch.setenv("OMPI_MCA_mca_param_files", str(params))
+    assert "OMPI_MCA_btl" not in spawner.local_command(2, RunConfig())[1]
+    params.write_text("btl_tcp_if_include = lo\n")  # another parameter: not a choice of transports
+    assert spawner.local_command(2, RunConfig())[1]["OMPI_MCA_btl"] == "^ofi"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -119,3 +120,37 @@ def test_ce_armed_is_skipped_with_its_reason_where_a_rank_sees_one_gpu(monkeypat
     monkeypatch.setattr(postings, "visible_gpu_count", lambda: 1)
     why = POSTINGS["ce-armed"].problem()
     assert why is not None and "another GPU" in why and "\n" not in why
+
+
+@pytest.mark.parametrize("corrupt", [False, True])
+def test_a_step_is_filled_before_its_copies_are_armed(corrupt: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first fill loads its kernel, and loading a kernel may wait for the whole GPU, armed copies
+    included, which wait for the step's release: a put of ce-armed hung on two H200s. So the payload
+    (and a planted wrong byte) is written and synchronised before the path arms its copies."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from rdmabench.measure import blocksteps
+    from rdmabench.measure.blocks import BlockShape
+    from rdmabench.wire.native import RMA_PUT
+
+    log: list[str] = []
+
+    class Matrix:
+        def __getitem__(self, _slot: int) -> Any:
+            log.append("corrupt")
+            return np.zeros(64, dtype=np.uint64)
+
+    payload = SimpleNamespace(xp=np, slots=[0], matrix=Matrix(), fill=lambda _keys: log.append("fill"))
+    steps = SimpleNamespace(arm=lambda _device: log.append("arm") or 1e-3)
+    lists = SimpleNamespace(payload=payload, steps=steps, device=object(), armed=[])
+    side = SimpleNamespace(link=SimpleNamespace(dst=1), mode=None)
+    end = SimpleNamespace(
+        targets=[side], corrupt_at=0 if corrupt else None, spec=SimpleNamespace(plan=SimpleNamespace(warmup=0), size=64)
+    )
+    monkeypatch.setattr(blocksteps, "_lists", lambda _end: lists)
+    monkeypatch.setattr(blocksteps, "synchronize", lambda _mode: log.append("sync"))
+    protocol = blocksteps.BlocksProtocol(RMA_PUT, BlockShape(4, "random", posting="ce-armed"), device=True)
+    protocol.fill(end, 0)  # type: ignore[arg-type]
+    assert log == ["fill", *(["corrupt"] if corrupt else []), "sync", "arm"] and lists.armed == [1e-3]

@@ -18,7 +18,7 @@ from functools import reduce
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from ..measure.beside import Beside, Pairs, load_on_this_gpu, release_loads
+from ..measure.beside import Beside, Pairs, drifting, load_on_this_gpu, release_loads
 from .nixl_files import AgentPlan, wait_for, write_file
 
 
@@ -68,8 +68,8 @@ def initiator_pairs(
             span = time.perf_counter() - began
             found.append(reduce(lambda a, b: a + b, runs))
             _mark(folder, f"pair-{index}.stop")
-            pairs.close(busy / span if span > 0 else None)
-            pairs.keep(0, False)
+            drift = pairs.close(busy / span if span > 0 else None)
+            pairs.keep(0, drifting(drift))
             wait_for(folder, f"pair-{index}.stopped", deadline)
         return found, pairs.summary()
     finally:
@@ -91,8 +91,8 @@ def target_pairs(folder: Path, plan: AgentPlan, beside: Beside, deadline: float)
                 time.sleep(0.0005)
             _mark(folder, f"pair-{index}.over")
             wait_for(folder, f"pair-{index}.stop", deadline)
-            pairs.close(None)  # the initiator's transfers: its duty is the pair's
-            pairs.keep(0, False)
+            drift = pairs.close(None)  # the initiator's transfers: its duty is the pair's
+            pairs.keep(0, drifting(drift))
             _mark(folder, f"pair-{index}.stopped")
         return pairs.summary()
     finally:

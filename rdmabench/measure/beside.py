@@ -31,6 +31,7 @@ from typing import Any
 from ..errors import ConfigError, TransportError
 from ..stats import median
 from ..units import format_size, parse_size
+from ..wire.gpuload import RING
 
 # name: (gpuload kind, default size, what the size is, the rate's unit)
 LOADS = {
@@ -60,6 +61,10 @@ DRIFT_LIMIT = 0.03  # a pair whose alone windows differ more is taken again ...
 RETAKES = 2  # ... at most this many times, then kept and marked
 DUTY_FLOOR = 0.9  # a pair whose shared half had a transfer in flight for less of it is not judged
 STALLED_SECONDS = 60.0  # a load with no operation finished for this long has stopped (its thread failed)
+# The library keeps the latest RING operations of a run: the window before, the shared window, the wait
+# after it and the window after each take at most a fifth, so that a fast load (decode:1MiB, a few us an
+# operation) keeps all four.
+SEGMENT_OPERATIONS = RING // 5
 _MAX_GEMM = 32768
 
 
@@ -164,6 +169,11 @@ def _between(seconds: list[float], number: int, first: int, last: int | None) ->
     return seconds[max(first - number, 0) : None if last is None else last - number]
 
 
+def drifting(drift: float | None) -> bool:
+    """Whether a pair's alone windows drifted past DRIFT_LIMIT (the pair is then not judged)."""
+    return drift is not None and abs(drift) > DRIFT_LIMIT
+
+
 def largest_drift(drifts: list[float]) -> float | None:
     """The drift furthest from none, signed (None where there is none)."""
     return max(drifts, key=lambda drift: abs(float(drift))) if drifts else None
@@ -248,11 +258,13 @@ class Pairs:
         self._open = _Open()
         self._pending: Pair | None = None
 
-    def _wait(self, operations: int, seconds: float = ALONE_SECONDS) -> None:
-        """Until the load has finished `operations` (and `seconds` passed); a load that stops
+    def _wait(self, operations: int, seconds: float = ALONE_SECONDS, kept: bool = True) -> None:
+        """Until the load has finished `operations` and `seconds` passed, or (`kept`: what it finishes
+        now must stay in what the library keeps) SEGMENT_OPERATIONS more than it had; a load that stops
         making progress (its thread ended on an error) is one line, never a hang."""
         began = time.perf_counter()
-        while self.load.done() < operations or time.perf_counter() - began < seconds:
+        cap = self.load.done() + SEGMENT_OPERATIONS if kept else math.inf
+        while (done := self.load.done()) < operations or (time.perf_counter() - began < seconds and done < cap):
             if self.load.failed():  # its thread ended on a CUDA error: stop() raises it, with the reason
                 self.load.stop()
             if time.perf_counter() - began > STALLED_SECONDS:
@@ -272,7 +284,7 @@ class Pairs:
         """The load alone (`where`) for one window after `warm` seconds left out, stopped: its
         operations' seconds."""
         self.load.start(where)
-        self._wait(WARM_OPERATIONS, warm)
+        self._wait(WARM_OPERATIONS, warm, kept=False)
         mark = self.load.done()
         self._wait(mark + ALONE_OPERATIONS)
         seconds, number = self._stopped()
@@ -291,7 +303,7 @@ class Pairs:
             previous = now
         self.settled = {"settled": settled, "windows": tries, "agree": SETTLE_AGREE}
         if now:
-            self.operations = max(WINDOW_OPERATIONS, math.ceil(WINDOW_SECONDS / now))
+            self.operations = min(max(WINDOW_OPERATIONS, math.ceil(WINDOW_SECONDS / now)), SEGMENT_OPERATIONS)
         if self.beside.carveout:
             self.load.carve(self.beside.carveout)
             carved, whole = _mean(self._window(CARVED)), _mean(self._window(WHOLE))
@@ -305,14 +317,14 @@ class Pairs:
         self._open = _Open()
         if self.where != WHOLE:
             self.load.start(WHOLE)
-            self._wait(WARM_OPERATIONS, WARM_SECONDS)
+            self._wait(WARM_OPERATIONS, WARM_SECONDS, kept=False)
             self.load.stop()
             self._open.before = _mean(self._window(WHOLE))
             self.load.start(self.where)
             self._wait(WARM_OPERATIONS, 0.0)
             return
         self.load.start(WHOLE)
-        self._wait(WARM_OPERATIONS, WARM_SECONDS)
+        self._wait(WARM_OPERATIONS, WARM_SECONDS, kept=False)
         warm = self.load.done()
         self._wait(warm + ALONE_OPERATIONS)
         self._open.marks = (warm, self.load.done())
@@ -432,14 +444,15 @@ class Judged:
     """The pairs of a round's GPUs taken together, pair by pair (the worse GPU's figure of each)."""
 
     slowdowns: list[float | None] = field(default_factory=list)  # every pair's
-    duties: list[float | None] = field(default_factory=list)  # every pair's (the lower GPU's)
+    duties: list[float | None] = field(default_factory=list)  # every pair's (the higher GPU's that says)
     judged: list[int] = field(default_factory=list)  # the pairs judged: duty at least DUTY_FLOOR, not drifting
     lost_ms_per_gib: list[float] = field(default_factory=list)  # every pair's where known
 
 
 def judge_pairs(gpus: list[dict[str, Any]], moved: list[int]) -> Judged:
     """Pair by pair over the round's GPUs (Pairs.summary each; `moved`: the bytes each pair's shared
-    half moved): the worse slowdown, the lower duty, whether it is judged, and the model's time lost per
+    half moved): the worse slowdown, the higher duty of the ends that say (a block list's initiator),
+    whether it is judged (its duty at least DUTY_FLOOR and no GPU's alone windows drifting), and the model's time lost per
     GiB the window moved (the shared half's bytes prorated to the window's share of it)."""
     found = Judged()
     for index, nbytes in enumerate(moved):

@@ -155,6 +155,11 @@ class OneSidedProtocol(StepProtocol):
         """The sides this rank drives and times: it sends on them (put) or receives on them (get)."""
         return end.targets if self.operation == RMA_PUT else end.sources
 
+    def spans_transfers(self, end: RoundEnd) -> bool:
+        # The end that owns the memory waits in its step from READY to DONE, across the active end's
+        # gaps between steps: only the active end's share of a shared half is the duty.
+        return bool(self.active(end))
+
     def passive(self, end: RoundEnd) -> list[Side]:
         return end.sources if self.operation == RMA_PUT else end.targets
 

@@ -24,9 +24,9 @@ SOURCE = Path(native.__file__).with_name("gpuload.cu")
 COMMON = nvccbuild.COMMON  # included by the source: part of what a build is of
 GEMM, DECODE = 0, 1
 WHOLE, PART, CARVED = 0, 1, 2  # where a run's operations go: the whole GPU, the partition, the carved plan
-_RING = 65536  # operation times kept per run (gpuload.cu's RING)
+RING = 65536  # operation times kept per run (gpuload.cu's RING)
 _CODES = {"RB_LOAD_OK": 0, "RB_LOAD_CUDA": 1, "RB_LOAD_NO_MEMORY": 2, "RB_LOAD_UNSUPPORTED": 3}
-_CODES.update(RB_LOAD_GEMM=GEMM, RB_LOAD_DECODE=DECODE, RING=_RING)
+_CODES.update(RB_LOAD_GEMM=GEMM, RB_LOAD_DECODE=DECODE, RING=RING)
 _CODES.update(RB_LOAD_WHOLE=WHOLE, RB_LOAD_PART=PART, RB_LOAD_CARVED=CARVED)
 _WHY_LEN = 512
 
@@ -174,9 +174,9 @@ class ComputeLoad:
         return bool(self._lib.rb_load_failed(self._handle))
 
     def stop(self) -> LoadRun:
-        times = (ctypes.c_double * _RING)()
+        times = (ctypes.c_double * RING)()
         count, wall, why = ctypes.c_size_t(), ctypes.c_double(), ctypes.create_string_buffer(_WHY_LEN)
-        rc = self._lib.rb_load_stop(self._handle, times, _RING, ctypes.byref(count), ctypes.byref(wall), why, _WHY_LEN)
+        rc = self._lib.rb_load_stop(self._handle, times, RING, ctypes.byref(count), ctypes.byref(wall), why, _WHY_LEN)
         if rc != 0:
             raise TransportError(f"the compute load: {why.value.decode(errors='replace')}")
         return LoadRun(list(times[: count.value]), wall.value)

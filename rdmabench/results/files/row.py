@@ -164,8 +164,8 @@ class Row:
         contiguous = finite_number(record.contiguous_gbps) if record is not None else None
         if contiguous is not None:
             self.contiguous = [*(self.contiguous or ()), contiguous]
-        if isinstance(beside, dict) and beside.get("slowdown") is None:
-            self.unjudged = unjudged_words(beside)
+        if isinstance(beside, dict) and beside.get("slowdown") is None and self.unjudged is None:
+            self.unjudged = unjudged_words(beside)  # the first run's reason stands
         found = beside.get("slowdown_range") if isinstance(beside, dict) else None
         low, high = _pair(found)
         if low is not None and high is not None:
@@ -266,9 +266,9 @@ def unjudged_words(beside: dict[str, Any]) -> str | None:
     """Why a run beside compute has no model figure, in words: its transfers in flight for too little of
     the load's window (the duty, below DUTY_FLOOR), or the load alone drifting past DRIFT_LIMIT in every
     pair."""
-    duty, pairs = finite_number(beside.get("duty")), beside.get("slowdown_pairs")
+    duty, pairs, drifted = finite_number(beside.get("duty")), beside.get("slowdown_pairs"), beside.get("drifting_pairs")
     if duty is not None and duty < DUTY_FLOOR:
         return f"in flight {duty:.0%} of the window"
-    if isinstance(pairs, list) and pairs and len(beside.get("drifting_pairs") or ()) >= len(pairs):
+    if isinstance(pairs, list) and pairs and isinstance(drifted, list) and len(drifted) >= len(pairs):
         return f"the model alone drifted past {DRIFT_LIMIT:.0%} in every pair"
     return None
