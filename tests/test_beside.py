@@ -169,6 +169,7 @@ def test_no_path_within_the_budget_is_said() -> None:
         ({"slowdown": None, "duty": 0.95, "slowdown_pairs": [1.0] * 2, "drifting_pairs": [0, 1]},
          "model not judged: the model alone drifted past 3% in every pair"),
         ({"slowdown": None, "duty": None, "slowdown_pairs": []}, "model -"),
+        ({"slowdown": None, "duty": 0.95, "slowdown_pairs": [1.0], "drifting_pairs": 5}, "model -"),  # malformed
     ],
 )  # fmt: skip
 def test_a_path_whose_model_figure_was_not_judged_says_why(beside: dict[str, Any], said: str) -> None:
