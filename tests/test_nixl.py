@@ -237,8 +237,11 @@ def test_the_nixl_anchor_beside_a_gemm_gives_both_sides_slowdowns() -> None:
         assert row["beside_load"] == "gemm:4096" and row["beside_unit"] == "TFLOP/s"
         for side in ("nixl", "rdmabench"):
             assert row[f"{side}_gbps"] > 0 and row[f"{side}_alone_gbps"] > 0 and row[f"{side}_beside_gbps"] > 0, row
-            assert row[f"{side}_slowdown"] >= 0.9, row
-            assert row[f"{side}_slowdown_min"] <= row[f"{side}_slowdown"] <= row[f"{side}_slowdown_max"]
+            if row[f"{side}_slowdown"] is None:  # no pair judged (ce-armed: in flight for little of the window)
+                assert row[f"{side}_unjudged"], row
+            else:
+                assert row[f"{side}_slowdown"] >= 0.9, row
+                assert row[f"{side}_slowdown_min"] <= row[f"{side}_slowdown"] <= row[f"{side}_slowdown_max"]
             assert row[f"{side}_load_alone"] > 0
         assert row["checked_gbps"] > 0
         assert 0 < row["rdmabench_vs_one"] and 0 < row["nixl_vs_one"]
@@ -259,8 +262,17 @@ def test_the_beside_lines_give_throughput_and_both_sides_slowdowns() -> None:
     lines = nixl_table._beside_lines([row])
     assert "all bytes over all transfers' time" in lines[0] and "TFLOP/s" in lines[0]
     assert "rdmabench gpu 171 -> 5.2 GB/s slowdown 1.000 [0.99-1.03]" in lines[1], lines[1]
-    assert "NIXL sgl 3.84 -> 4.48 GB/s slowdown - (no whole operation" in lines[1], lines[1]
+    assert "NIXL sgl 3.84 -> 4.48 GB/s slowdown - (not judged: no whole operation" in lines[1], lines[1]
     assert lines[1].endswith("ratio beside -"), lines[1]
+    armed = row | {
+        "rdmabench_posted_by": "ce-armed",
+        "rdmabench_slowdown": None,
+        "rdmabench_unjudged": "in flight 8% of the window",
+    }
+    assert (
+        "rdmabench ce-armed 171 -> 5.2 GB/s slowdown - (not judged: in flight 8% of the window)"
+        in nixl_table._beside_lines([armed])[1]
+    )
     skipped = nixl_table._skipped_lines([row | {"rdmabench_skipped": {"ce-batch": "rank 0 cannot: no CUDA 12.8"}}] * 2)
     assert skipped == ["# rdmabench --posting ce-batch: left out, rank 0 cannot: no CUDA 12.8"]
     assert nixl_table._beside_heading([row])[0].startswith("# BESIDE gemm:8192 on both GPUs")
@@ -281,12 +293,12 @@ def _lockstep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fail_target: bool
     folder = privatedirs.scratch_dir("rdmabench-test-lockstep-", tmp_path)
 
     class SharedLoad(StandInLoad):
-        """Busy while some pair's shared half is on: its target said `ready`, its initiator not `stop`."""
+        """Busy while some pair's transfers run: from the initiator's `started` to its `stop`."""
 
         @property  # type: ignore[override]
         def busy(self) -> bool:
             return any(
-                (folder / f"pair-{i}.ready").exists() and not (folder / f"pair-{i}.stop").exists() for i in range(3)
+                (folder / f"pair-{i}.started").exists() and not (folder / f"pair-{i}.stop").exists() for i in range(3)
             )
 
         @busy.setter
@@ -407,3 +419,26 @@ def test_nixl_figures_are_the_mean_of_a_pairs_two_runs() -> None:
     assert found["nixl_cold_target_register_s"] == pytest.approx(1.0)
     assert found["nixl_cold_agent_s"] == pytest.approx(0.2) and found["nixl_vs_one"] == pytest.approx(1.0)
     assert found["nixl_own_transfer_us"] == pytest.approx(2.0) and found["nixl_post_share"] == pytest.approx(0.25)
+
+
+def test_a_side_with_no_pair_judged_says_why() -> None:
+    """Generated pairs (not measured): NIXL's transfers in flight for a fifth of each window, and
+    rdmabench's entry with no pair judged for drifting: each side's slowdown is None, and the row says why."""
+    from rdmabench.anchor import nixl
+    from rdmabench.measure.beside import Beside
+
+    gpu = {"slowdown_pairs": [1.01, 1.02], "duty_pairs": [0.2, 0.22], "drifting_pairs": [], "alone": 600.0}
+    figures = {"transfer_gbps_mean": 100.0}
+    run: Any = {"initiator": {"beside": figures | {"load": gpu}, "blocks": figures}, "target": {"beside_load": gpu}}
+    record = {
+        "slowdown": None,
+        "duty": 0.95,
+        "slowdown_pairs": [1.0, 1.1],
+        "drifting_pairs": [0, 1],
+        "transfer_alone": 1.0,
+    }
+    unchecked = {"beside": record, "bandwidth_gbps": 1.0}
+    found = nixl._beside_figures(Beside("gemm", 4096), run, run, unchecked)
+    assert found["nixl_slowdown"] is None and found["nixl_unjudged"] == "in flight 21% of the window"
+    assert found["rdmabench_slowdown"] is None
+    assert found["rdmabench_unjudged"] == "the model alone drifted past 3% in every pair"

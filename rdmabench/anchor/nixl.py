@@ -31,7 +31,7 @@ from typing import Any, Literal
 from .. import privatedirs
 from ..errors import ConfigError, LaunchError, RdmabenchError, ValidationError
 from ..hardware.gpu import gpu_unavailable_reason, visible_gpu_count
-from ..measure.beside import Beside, worse_pairs
+from ..measure.beside import Beside, judge_pairs, unjudged_words, worse_pairs
 from ..measure.blockrecord import KEY as BLOCKS
 from ..measure.blockrecord import BlockList
 from ..measure.blocks import BlockShape, parse_layout
@@ -497,9 +497,34 @@ def _beside_figures(beside: Beside, before: PairRun, after: PairRun, unchecked: 
     out["ratio_beside_gbps"] = out["rdmabench_beside_gbps"] / max(out["nixl_beside_gbps"], 1e-12)
     low_high = record.get("slowdown_range") or [None, None]
     out["rdmabench_slowdown_min"], out["rdmabench_slowdown_max"] = low_high
+    for side, said in (
+        ("rdmabench", record if record["slowdown"] is None else None),
+        ("nixl", _nixl_said(runs, pairs)),
+    ):
+        why = unjudged_words(said) if said is not None else None
+        if said is not None:  # no pair judged: why, where the pairs say
+            out[f"{side}_unjudged"] = why or "no pair judged"
     out["nixl_load_alone"] = _load_alone(_nixl_gpus(before))  # the load's own rate alone, the slower GPU's
     out["rdmabench_load_alone"] = _load_alone(list((record.get("gpus") or {}).values()))
     return out
+
+
+def _nixl_said(runs: tuple[PairRun, PairRun], judged: list[float]) -> dict[str, Any] | None:
+    """Where no NIXL pair was judged, the pairs of both its runs as a beside record reads them (their
+    duty and which drifted), for unjudged_words; None where some were."""
+    if judged:
+        return None
+    duties: list[float] = []
+    slowdowns: list[float | None] = []
+    drifting: list[int] = []
+    for run in runs:
+        gpus = _nixl_gpus(run)
+        count = max((len(gpu["slowdown_pairs"]) for gpu in gpus), default=0)
+        found = judge_pairs(gpus, [0] * count)
+        drifting += [len(slowdowns) + i for i in sorted({i for gpu in gpus for i in gpu.get("drifting_pairs") or ()})]
+        slowdowns += found.slowdowns
+        duties += [d for d in found.duties if d is not None]
+    return {"duty": median(duties) if duties else None, "slowdown_pairs": slowdowns, "drifting_pairs": drifting}
 
 
 def _nixl_gpus(run: PairRun) -> list[dict[str, Any]]:

@@ -4,10 +4,13 @@ Each end runs the compute load on its own GPU (measure.beside.Pairs, as rdmabenc
 first, the model's cost as the work it loses over a shared window of its operations), and the pairs
 (load alone, then load and transfers at once, then the load alone again) are kept in step through
 files in the anchor's private folder: the initiator says `go`, both start their load, the target
-opens its window and says `ready`, the initiator opens its own and times transfers back to back until
-its window has ended and the target has said `over` (its window ended), says `stop`, and both close
-the pair; the target says `stopped`. So the transfers run through both GPUs' windows, and each GPU's
-slowdown comes from its own pairs. A pair is not taken again for drift here (its drift is recorded). Loads nothing that loads UCX (wire.gpuload builds a CUDA library of its own).
+says `ready` once its window before has ended, the initiator opens its own window, says `started` and
+times transfers back to back, the target opens its window once it sees `started` (a window opened
+before the transfers began held a few operations alone), the initiator stops when its window has
+ended and the target has said `over` (its window ended), says `stop`, and both close the pair; the
+target says `stopped`. So the transfers run through both GPUs' windows, and each GPU's slowdown comes
+from its own pairs. A pair is not taken again for drift here; one that drifted past the limit is
+marked and not judged. Loads nothing that loads UCX (wire.gpuload builds a CUDA library of its own).
 """
 
 from __future__ import annotations
@@ -59,6 +62,7 @@ def initiator_pairs(
             pairs.begin()
             wait_for(folder, f"pair-{index}.ready", deadline)
             pairs.open()
+            _mark(folder, f"pair-{index}.started")  # the target opens its window on it
             runs: list[T] = []
             busy, began = 0.0, time.perf_counter()
             while not runs or not (pairs.over() and _marked(folder, f"pair-{index}.over")):
@@ -85,8 +89,9 @@ def target_pairs(folder: Path, plan: AgentPlan, beside: Beside, deadline: float)
         for index in range(int(plan["pairs"])):
             wait_for(folder, f"pair-{index}.go", deadline)
             pairs.begin()
-            pairs.open()
             _mark(folder, f"pair-{index}.ready")
+            wait_for(folder, f"pair-{index}.started", deadline)
+            pairs.open()
             while not pairs.over():
                 time.sleep(0.0005)
             _mark(folder, f"pair-{index}.over")

@@ -120,7 +120,7 @@ def _number(value: float | None) -> str:
 def _slowdown(row: dict[str, Any], side: str) -> str:
     value, low, high = (row.get(f"{side}_slowdown{suffix}") for suffix in ("", "_min", "_max"))
     if value is None:
-        return "- (no whole operation beside the transfers)"
+        return f"- (not judged: {row.get(f'{side}_unjudged') or 'no whole operation beside the transfers'})"
     return f"{value:.3f}" + (f" [{low:.2f}-{high:.2f}]" if low is not None and high is not None else "")
 
 

@@ -420,6 +420,18 @@ class Pairs:
         return found
 
 
+def unjudged_words(beside: dict[str, Any]) -> str | None:
+    """Why a figure beside compute (an entry's `beside`, or a record of its shape) has no slowdown, in
+    words: its transfers in flight for too little of the window (the duty, below DUTY_FLOOR), or the
+    load alone drifting past DRIFT_LIMIT in every pair; None where neither is on record."""
+    duty, pairs, drifted = beside.get("duty"), beside.get("slowdown_pairs"), beside.get("drifting_pairs")
+    if isinstance(duty, (int, float)) and math.isfinite(duty) and duty < DUTY_FLOOR:
+        return f"in flight {duty:.0%} of the window"
+    if isinstance(pairs, list) and pairs and isinstance(drifted, list) and len(drifted) >= len(pairs):
+        return f"the model alone drifted past {DRIFT_LIMIT:.0%} in every pair"
+    return None
+
+
 def _judged(duty: float | None) -> bool:
     """A pair is judged unless its shared half had a transfer in flight for less than DUTY_FLOOR of it
     (None: this end could not tell, the other end's duty decides)."""

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any
 
-from ...measure.beside import DRIFT_LIMIT, DUTY_FLOOR
+from ...measure.beside import unjudged_words
 from ...measure.blockrecord import BlockList
 from ...stats import median
 from .entries import block_list_of, carveout_of, finite_number, posting_of
@@ -260,15 +260,3 @@ def _pair(found: Any) -> tuple[float | None, float | None]:
     if not isinstance(found, (list, tuple)) or len(found) != 2:
         return None, None
     return finite_number(found[0]), finite_number(found[1])
-
-
-def unjudged_words(beside: dict[str, Any]) -> str | None:
-    """Why a run beside compute has no model figure, in words: its transfers in flight for too little of
-    the load's window (the duty, below DUTY_FLOOR), or the load alone drifting past DRIFT_LIMIT in every
-    pair."""
-    duty, pairs, drifted = finite_number(beside.get("duty")), beside.get("slowdown_pairs"), beside.get("drifting_pairs")
-    if duty is not None and duty < DUTY_FLOOR:
-        return f"in flight {duty:.0%} of the window"
-    if isinstance(pairs, list) and pairs and isinstance(drifted, list) and len(drifted) >= len(pairs):
-        return f"the model alone drifted past {DRIFT_LIMIT:.0%} in every pair"
-    return None
