@@ -118,7 +118,7 @@ def _entry(
         round_seconds=round_seconds,
         one_buffer=True if spec.one_buffer else None,
     )
-    if m.sender_rows:
+    if m.sender_rows is not None:
         path = describe_path(m.sender_rows, fetch)
         entry.path = UcxPath(path.transport, path.protocol, path.ucx_locality, path.ucx_report)
     entry.step = m.record.figure(spec.size) if m.record is not None else None

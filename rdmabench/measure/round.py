@@ -29,6 +29,7 @@ from ..modes import MemoryMode
 from ..units import format_size
 from ..wire.mpi import agree_max
 from ..wire.native import HotLoop
+from ..wire.protoinfo import PathRows, ProtoRow, RmaRows, TagRows
 from ..wire.staging import Carrier, Staging, make_carrier, pieces, staging_buffers, wire_chunk
 from ..wire.ucx import Transport
 from . import faults
@@ -110,7 +111,7 @@ class LinkMeasurement:
     warmup: int
     engine: str  # "native" or "python": who timed the steps
     memory_type_declared: bool  # UCX was told the buffers' memory type (native) or looked it up
-    sender_rows: dict[str, Any] = field(default_factory=dict)  # the timing rank's UCX report rows
+    sender_rows: PathRows | None = None  # the timing rank's UCX report rows
     record: StepRecord | None = None  # what the protocol keeps beyond step times (StepProtocol.record)
     passes: int = 1  # windows (round trips) per step
     # The timing rank's link counters read before and after the sampled steps (the wire check).
@@ -256,14 +257,14 @@ class EngineEnd:
         registered with UCX is unregistered while it still exists)."""
         self._releasers.append(release)
 
-    def tag_rows(self, side: Side) -> dict[str, Any]:
+    def tag_rows(self, side: Side) -> TagRows:
         """What this rank's UCX reported for the tagged messages of the link it sends on."""
         link = side.link
         return self.transport.path_rows(
             side.peer, side.mode.ucx_memory, link.dst_mode.ucx_memory, self.spec.chunk(link)
         )
 
-    def rma_rows(self, side: Side, operation: str) -> dict[str, Any]:
+    def rma_rows(self, side: Side, operation: str) -> RmaRows:
         """What this rank's UCX reported for one-sided `operation` (protoinfo.RMA_PUT or RMA_GET) on the
         link it initiates (its own end's memory, and the peer's)."""
         link = side.link
@@ -341,13 +342,13 @@ def run_round(
     return measured, cpu
 
 
-def fetch_rows(transport: Transport, spec: RoundSpec) -> dict[tuple[int, int], dict[str, Any]]:
+def fetch_rows(transport: Transport, spec: RoundSpec) -> dict[tuple[int, int], ProtoRow | None]:
     """The receiver's half of each incoming link's UCX report (its rendezvous-fetch rows)."""
     rank = transport.rank
     return {
         (link.src, link.dst): transport.path_rows(
             link.src, link.dst_mode.ucx_memory, link.src_mode.ucx_memory, spec.chunk(link)
-        )["fetch"]
+        ).fetch
         for link in spec.links
         if link.dst == rank
     }
