@@ -30,10 +30,11 @@ from ..units import format_size
 from ..wire.mpi import agree_max
 from ..wire.native import HotLoop
 from ..wire.protoinfo import PathRows, ProtoRow, RmaRows, TagRows
-from ..wire.staging import Carrier, Staging, make_carrier, pieces, staging_buffers, wire_chunk
+from ..wire.staging import Carrier, Staging, StagingRecord, make_carrier, pieces, staging_buffers, wire_chunk
 from ..wire.ucx import Transport
 from . import faults
 from .beside import DRIFT_LIMIT, RETAKES, Beside, Pairs, load_on_this_gpu
+from .besiderecord import GpuRecord
 from .contract import Link, Side, StepProtocol, StepRecord
 from .need import Need, message_end
 from .plan import Plan, calibrated_iterations, passes_for
@@ -100,6 +101,15 @@ class RoundSpec:
         return f"a round of {len(self.links)} concurrent links ({self.kind.name}, {format_size(self.size)})"
 
 
+@dataclass(frozen=True)
+class BesideDetails:
+    """Beside compute, what a timed link's rank gathered: every GPU's record of its load, by rank, and
+    the link's step times in each pair's alone half."""
+
+    compute: dict[int, GpuRecord]
+    alone_step_times: list[list[float]]
+
+
 @dataclass
 class LinkMeasurement:
     """What the rank that timed a link measured: its step times, sample by sample, and how."""
@@ -118,7 +128,7 @@ class LinkMeasurement:
     wire: counters.Window = field(default_factory=lambda: counters.Window({}, {}))
     timer: int = -1  # the rank that timed the link (its src, or a get's dst)
     # Beside compute: every GPU's load figures and the link's alone halves (round._beside_details).
-    beside: dict[str, Any] | None = None
+    beside: BesideDetails | None = None
 
     @property
     def per_step(self) -> int:
@@ -365,13 +375,13 @@ def _pairs(end: EngineEnd) -> Pairs:
 _TAG_BESIDE = 14  # MPI tag of the round's exchange of what each GPU's load measured
 
 
-def _beside_details(end: EngineEnd, comm: Any, pairs: Pairs, links: int) -> list[dict[str, Any] | None]:
+def _beside_details(end: EngineEnd, comm: Any, pairs: Pairs, links: int) -> list[BesideDetails | None]:
     """Each timed link's compute figures: this rank's GPU and the round's other ranks' (pair rounds)."""
     mine = pairs.summary()
     gpus = {end.rank: mine}
     for peer in sorted(set(end.spec.ranks) - {end.rank}):
         gpus[peer] = comm.sendrecv(mine, dest=peer, sendtag=_TAG_BESIDE, source=peer, recvtag=_TAG_BESIDE)
-    return [{"compute": gpus, "alone_step_times": end.alone_steps.pop(0)} for _ in range(links)]
+    return [BesideDetails(gpus, end.alone_steps.pop(0)) for _ in range(links)]
 
 
 class _Steps:
@@ -550,7 +560,7 @@ def _agree_to_start(end: EngineEnd, comm: Any, wall: float, timed: float) -> tup
     return wall, timed
 
 
-def staging_record(spec: RoundSpec, link: Link) -> dict[str, Any] | None:
+def staging_record(spec: RoundSpec, link: Link) -> StagingRecord | None:
     """How a staged link cut its messages and how many pinned buffers each staged end used."""
     if not (link.src_mode.staged or link.dst_mode.staged):
         return None
