@@ -618,14 +618,3 @@ def test_only_the_active_end_of_a_one_sided_round_says_the_duty(operation: str) 
     sender, receiver = SimpleNamespace(targets=["link"], sources=[]), SimpleNamespace(targets=[], sources=["link"])
     said = [protocol.spans_transfers(end) for end in (sender, receiver)]  # type: ignore[arg-type]
     assert said == ([True, False] if operation == "put" else [False, True])
-
-
-def test_records_read_back_malformed_are_judged_without_a_traceback() -> None:
-    """A GPU record from a results file is untrusted: a missing list, a list that is not one and a
-    value that is not a number leave that figure out instead of raising."""
-    from rdmabench.measure.beside import judge_pairs, worse_pairs
-
-    gpus = [{"duty_pairs": [0.95, 0.97]}, {"slowdown_pairs": [1.2, "x"], "drifting_pairs": 3, "lost_s_pairs": "y"}]
-    assert worse_pairs(gpus) == [1.2]  # type: ignore[arg-type]
-    found = judge_pairs(gpus, [1 << 30, 1 << 30])  # type: ignore[arg-type]
-    assert found.slowdowns == [1.2, None] and found.judged == [0] and found.lost_ms_per_gib == []
