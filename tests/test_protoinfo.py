@@ -95,3 +95,31 @@ def test_a_later_ucxs_report_with_its_header_on_two_lines() -> None:
     am = [t for t in tables if t.operation == "active message by ucp_am_send*"]
     assert am and am[-1].lookup(100) == ProtoRow(1, 16515, "zero-copy", "tcp/lo")
     assert all(t.locality == "intra-node" and t.rows for t in tables)
+
+
+def test_a_links_path_from_its_typed_report_rows() -> None:
+    """describe_path reads a tagged link's TagRows (sender's rows, receiver's fetch) and a one-sided
+    link's RmaRows; a link whose UCX printed no table of its configuration reports nothing."""
+    from rdmabench.wire.protoinfo import RNDV_FETCH, RNDV_SEND, TAG_SEND, RmaRows, TagRows
+    from rdmabench.wire.ucx import describe_path
+
+    big = 64 << 20
+    tag = _rows("device_to_device", "sender", TAG_SEND, "cuda", None, big)
+    send = _rows("device_to_device", "sender", RNDV_SEND, "cuda", "cuda", big)
+    fetch = _rows("device_to_device", "receiver", RNDV_FETCH, "cuda", "cuda", big)
+    path = describe_path(TagRows(tag, send, None, "intra-node"), fetch)
+    assert (path.transport, path.protocol, path.ucx_locality) == (
+        "cuda_ipc/cuda",
+        "zero-copy read from remote",
+        "intra-node",
+    )
+    assert path.ucx_report["decided_by"] == "rendezvous data fetch"
+    assert path.ucx_report["receiver_rndv_fetch"] == "zero-copy read from remote | cuda_ipc/cuda"
+    assert list(path.ucx_report) == ["decided_by", "sender_tag_send", "sender_rndv_send", "receiver_rndv_fetch"]
+    nothing = describe_path(TagRows(), None)
+    assert (nothing.transport, nothing.ucx_locality, nothing.ucx_report["decided_by"]) == (None, None, None)
+    rma = describe_path(RmaRows(RMA_PUT, ProtoRow(0, float("inf"), "zero-copy", "cuda_ipc/cuda"), "intra-node"), None)
+    assert (rma.transport, rma.ucx_report["decided_by"]) == ("cuda_ipc/cuda", RMA_PUT)
+    assert rma.ucx_report["initiator_rma"] == "zero-copy | cuda_ipc/cuda" and "sender_tag_send" not in rma.ucx_report
+    unreported = describe_path(RmaRows(RMA_PUT), None)
+    assert unreported.ucx_report == {"decided_by": None, "initiator_rma": None}

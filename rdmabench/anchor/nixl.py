@@ -31,7 +31,8 @@ from typing import Any, Literal
 from .. import privatedirs
 from ..errors import ConfigError, LaunchError, RdmabenchError, ValidationError
 from ..hardware.gpu import gpu_unavailable_reason, visible_gpu_count
-from ..measure.beside import Beside, judge_pairs, unjudged_words, worse_pairs
+from ..measure.beside import Beside, judge_pairs, pairs_of, unjudged_words, worse_pairs
+from ..measure.besiderecord import GpuRecord, PairsSaid
 from ..measure.blockrecord import KEY as BLOCKS
 from ..measure.blockrecord import BlockList
 from ..measure.blocks import BlockShape, parse_layout
@@ -509,7 +510,7 @@ def _beside_figures(beside: Beside, before: PairRun, after: PairRun, unchecked: 
     return out
 
 
-def _nixl_said(runs: tuple[PairRun, PairRun], judged: list[float]) -> dict[str, Any] | None:
+def _nixl_said(runs: tuple[PairRun, PairRun], judged: list[float]) -> PairsSaid | None:
     """Where no NIXL pair was judged, the pairs of both its runs as a beside record reads them (their
     duty and which drifted), for unjudged_words; None where some were."""
     if judged:
@@ -519,15 +520,14 @@ def _nixl_said(runs: tuple[PairRun, PairRun], judged: list[float]) -> dict[str, 
     drifting: list[int] = []
     for run in runs:
         gpus = _nixl_gpus(run)
-        count = max((len(gpu["slowdown_pairs"]) for gpu in gpus), default=0)
-        found = judge_pairs(gpus, [0] * count)
+        found = judge_pairs(gpus, [0] * pairs_of(gpus))
         drifting += [len(slowdowns) + i for i in sorted({i for gpu in gpus for i in gpu.get("drifting_pairs") or ()})]
         slowdowns += found.slowdowns
         duties += [d for d in found.duties if d is not None]
     return {"duty": median(duties) if duties else None, "slowdown_pairs": slowdowns, "drifting_pairs": drifting}
 
 
-def _nixl_gpus(run: PairRun) -> list[dict[str, Any]]:
+def _nixl_gpus(run: PairRun) -> list[GpuRecord]:
     """What each of a NIXL run's GPUs measured of its load (Pairs.summary): the initiator's, the target's."""
     return [run["initiator"]["beside"]["load"], run["target"]["beside_load"]]
 
@@ -537,7 +537,7 @@ def _throughput(figures: Figures) -> float:
     return float(figures.get("transfer_gbps_mean") or figures["transfer_gbps_p50"])
 
 
-def _load_alone(gpus: list[dict[str, Any]]) -> float | None:
+def _load_alone(gpus: list[GpuRecord]) -> float | None:
     """The compute's rate alone (TFLOP/s or GB/s) of the slower of `gpus` (Pairs.summary each)."""
     rates = [gpu["alone"] for gpu in gpus if gpu.get("alone")]
     return min(rates) if rates else None

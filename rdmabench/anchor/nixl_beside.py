@@ -19,9 +19,10 @@ import time
 from collections.abc import Callable
 from functools import reduce
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
 from ..measure.beside import Beside, Pairs, drifting, load_on_this_gpu, release_loads
+from ..measure.besiderecord import GpuRecord
 from .nixl_files import AgentPlan, wait_for, write_file
 
 
@@ -49,7 +50,7 @@ def _marked(folder: Path, name: str) -> bool:
 
 def initiator_pairs(
     folder: Path, plan: AgentPlan, beside: Beside, timed: Callable[[], T], deadline: float
-) -> tuple[list[T], dict[str, Any]]:
+) -> tuple[list[T], GpuRecord]:
     """Each pair's transfers, run while both GPUs compute: `timed()` again and again, back to back,
     until both GPUs' shared windows have ended (this one's, and the target's `over`); this GPU's load
     summary. A pair's runs add up to one; the duty is the share of the shared half spent in `timed()`."""
@@ -80,7 +81,7 @@ def initiator_pairs(
         release_loads()
 
 
-def target_pairs(folder: Path, plan: AgentPlan, beside: Beside, deadline: float) -> dict[str, Any]:
+def target_pairs(folder: Path, plan: AgentPlan, beside: Beside, deadline: float) -> GpuRecord:
     """This GPU's load through the initiator's pairs: its summary (rate alone and beside, slowdowns).
     It says `over` when its shared window has ended; the initiator's transfers run until then."""
     pairs = Pairs(beside, load_on_this_gpu(beside), partitioned=False)

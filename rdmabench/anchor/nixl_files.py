@@ -9,9 +9,10 @@ import os
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import TypedDict
 
 from .. import privatedirs
+from ..measure.besiderecord import GpuRecord
 
 PLAN = "plan.json"  # an AgentPlan: what the anchor asks of a NIXL pair
 DONE = "initiator.done"
@@ -81,7 +82,7 @@ class Figures(_Figures, total=False):
     nixl_telemetry: Telemetry
     first_transfer_s: float
     cpu_s_per_gb: float
-    load: dict[str, Any]
+    load: GpuRecord
     pairs_gbps: list[float]
 
 
@@ -95,7 +96,7 @@ class TargetResult(_TargetCold, total=False):
     """The target's result file: what its set-up cost, its GPU's load beside the initiator's pairs, its
     CPU, and (a WRITE) the blocks that arrived wrong."""
 
-    beside_load: dict[str, Any]
+    beside_load: GpuRecord
     cpu_s: float
     wrong_blocks: int
 

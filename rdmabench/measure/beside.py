@@ -32,6 +32,7 @@ from ..errors import ConfigError, TransportError
 from ..stats import median
 from ..units import format_size, parse_size
 from ..wire.gpuload import RING
+from .besiderecord import GpuRecord, PairsSaid, Settle
 
 # name: (gpuload kind, default size, what the size is, the rate's unit)
 LOADS = {
@@ -253,7 +254,7 @@ class Pairs:
         self.operations = WINDOW_OPERATIONS  # the shared window's, sized by settle()
         self.kept: list[Pair] = []
         self.retakes = 0  # pairs taken again (their alone windows drifted)
-        self.settled: dict[str, Any] = {}
+        self.settled: Settle = {}
         self.carveout_cost: float | None = None
         self._open = _Open()
         self._pending: Pair | None = None
@@ -386,7 +387,7 @@ class Pairs:
         self._pending = None
         self.retakes += 1
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> GpuRecord:
         """What this rank's GPU did: the load's rate alone and beside, and each pair's figures."""
         unit, work, kept = self.beside.unit, self.load.work, self.kept
         slowdowns = [pair.slowdown for pair in kept]
@@ -396,7 +397,7 @@ class Pairs:
             if s is not None and _judged(pair.duty) and not pair.drifting
         ]
         drifts = [pair.drift for pair in kept if pair.drift is not None]
-        found: dict[str, Any] = {
+        found: GpuRecord = {
             "load": self.beside.label,
             "unit": unit,
             "alone": round(rate(work, [p.alone for p in kept if p.alone], unit), 3),
@@ -420,7 +421,7 @@ class Pairs:
         return found
 
 
-def unjudged_words(beside: dict[str, Any]) -> str | None:
+def unjudged_words(beside: PairsSaid) -> str | None:
     """Why a figure beside compute (an entry's `beside`, or a record of its shape) has no slowdown, in
     words: its transfers in flight for too little of the window (the duty, below DUTY_FLOOR), or the
     load alone drifting past DRIFT_LIMIT in every pair; None where neither is on record."""
@@ -442,12 +443,11 @@ def _round(value: float | None, digits: int) -> float | None:
     return None if value is None else round(value, digits)
 
 
-def worse_pairs(gpus: list[dict[str, Any]]) -> list[float]:
+def worse_pairs(gpus: list[GpuRecord]) -> list[float]:
     """The model's slowdown pair by pair, the worse of the GPUs (Pairs.summary each) that measured the
     pair, over the pairs judged (judge_pairs): a pair whose window held no whole operation on a GPU is
     None there, and is left out only where no GPU measured it."""
-    count = max((len(gpu["slowdown_pairs"]) for gpu in gpus), default=0)
-    found = judge_pairs(gpus, [0] * count)
+    found = judge_pairs(gpus, [0] * pairs_of(gpus))
     return [s for index in found.judged if (s := found.slowdowns[index]) is not None]
 
 
@@ -461,7 +461,7 @@ class Judged:
     lost_ms_per_gib: list[float] = field(default_factory=list)  # every pair's where known
 
 
-def judge_pairs(gpus: list[dict[str, Any]], moved: list[int]) -> Judged:
+def judge_pairs(gpus: list[GpuRecord], moved: list[int]) -> Judged:
     """Pair by pair over the round's GPUs (Pairs.summary each; `moved`: the bytes each pair's shared
     half moved): the worse slowdown, the higher duty of the ends that say (a block list's initiator),
     whether it is judged (its duty at least DUTY_FLOOR and no GPU's alone windows drifting), and the model's time lost per
@@ -479,18 +479,30 @@ def judge_pairs(gpus: list[dict[str, Any]], moved: list[int]) -> Judged:
         known = [cost for gpu in gpus if (cost := _per_gib(gpu, index, nbytes)) is not None]
         if known:
             found.lost_ms_per_gib.append(max(known))
-        drifting = any(index in (gpu.get("drifting_pairs") or ()) for gpu in gpus)
+        drifting = any(index in _list(gpu.get("drifting_pairs")) for gpu in gpus)
         if slowdowns and _judged(found.duties[-1]) and not drifting:
             found.judged.append(index)
     return found
 
 
-def _at(gpu: dict[str, Any], key: str, index: int) -> Any:
-    values = gpu.get(key) or []
-    return values[index] if index < len(values) else None
+def pairs_of(gpus: list[GpuRecord]) -> int:
+    """How many pairs the round's GPUs measured (the most any GPU's record lists)."""
+    return max((len(_list(gpu.get("slowdown_pairs"))) for gpu in gpus), default=0)
 
 
-def _per_gib(gpu: dict[str, Any], index: int, nbytes: int) -> float | None:
+def _list(values: object) -> list[object]:
+    """A record's list as read back from a file: [] where it is missing or not a list."""
+    return values if isinstance(values, list) else []
+
+
+def _at(gpu: GpuRecord, key: str, index: int) -> float | None:
+    """A GPU record's figure for pair `index` under `key`; None where the file has no number there."""
+    values = _list(gpu.get(key))
+    value = values[index] if index < len(values) else None
+    return value if isinstance(value, (int, float)) else None
+
+
+def _per_gib(gpu: GpuRecord, index: int, nbytes: int) -> float | None:
     """One GPU's model milliseconds lost per GiB moved in pair `index`'s window."""
     lost, window, span = (_at(gpu, key, index) for key in ("lost_s_pairs", "window_s_pairs", "span_s_pairs"))
     if lost is None or not window or not span or not nbytes:

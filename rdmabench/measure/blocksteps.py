@@ -23,7 +23,7 @@ from ..memory.buffers import Buffer, synchronize, word_capacity
 from ..memory.payload import BlockPayload, block_keys
 from ..wire import devapi
 from ..wire.native import RMA_GET, RMA_PUT, TAGGED, BlocksLinkEnd, HotLoop, Registrations, memory_type
-from ..wire.protoinfo import ProtoRow
+from ..wire.protoinfo import PathRows, ProtoRow, RmaRows
 from . import faults
 from .blockrecord import BlockList, BlockSteps, SmsRecord
 from .blocks import CTAS_PER_SM, BlockShape
@@ -138,7 +138,7 @@ class BlocksProtocol(StepProtocol):
     def timed(self, end: RoundEnd) -> list[Side]:
         return (end.sources if self.operation == RMA_GET else end.targets) if self._initiator(end) else []
 
-    def rows(self, end: RoundEnd, side: Side) -> dict[str, Any]:
+    def rows(self, end: RoundEnd, side: Side) -> PathRows:
         if self.operation == TAGGED:
             return end.tag_rows(side)
         steps = _lists(end).steps
@@ -146,7 +146,7 @@ class BlocksProtocol(StepProtocol):
             # No ucp_put_nbx ran, so UCX's protocol report has no row: the lane that mapped the peer's
             # pool for the kernel or the copy engines is cuda_ipc's (the only one UCX maps pointers with).
             row = ProtoRow(0, float("inf"), steps.how, "cuda_ipc/cuda")
-            return {"rma": row, "operation": steps.calls[self.operation], "locality": "intra-node"}
+            return RmaRows(steps.calls[self.operation], row, "intra-node")
         return end.rma_rows(side, OPERATIONS[self.operation])
 
     def record(self, end: RoundEnd, side: Side) -> BlockSteps:

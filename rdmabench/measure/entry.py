@@ -4,8 +4,6 @@ limits (judge.py) and costed (costs.py), which the entry reads."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from ..hardware.pathcheck import path_warnings
 from ..modes import MemoryMode, pinned_method
 from ..stats import median, summarize
@@ -13,6 +11,7 @@ from ..units import gbps
 from ..wire.protoinfo import ProtoRow
 from ..wire.ucx import describe_path
 from .beside import DRIFT_LIMIT, DUTY_FLOOR, judge_pairs, largest_drift
+from .besiderecord import BesideRecord
 from .costs import cpu_cost, wire_check
 from .entryrecord import Entry, Placement, Steps, UcxPath
 from .judge import in_flight as in_flight_bytes
@@ -118,11 +117,11 @@ def _entry(
         round_seconds=round_seconds,
         one_buffer=True if spec.one_buffer else None,
     )
-    if m.sender_rows:
+    if m.sender_rows is not None:
         path = describe_path(m.sender_rows, fetch)
         entry.path = UcxPath(path.transport, path.protocol, path.ucx_locality, path.ucx_report)
     entry.step = m.record.figure(spec.size) if m.record is not None else None
-    if m.beside:
+    if m.beside is not None:
         entry.beside = beside_record(spec, m, values)
     _place(entry, placement)
     if kind.is_bandwidth:
@@ -130,7 +129,7 @@ def _entry(
     return entry
 
 
-def beside_record(spec: RoundSpec, m: LinkMeasurement, values: list[float]) -> dict[str, Any]:
+def beside_record(spec: RoundSpec, m: LinkMeasurement, values: list[float]) -> BesideRecord:
     """A figure beside compute: the transfer alone (each pair's first half), both GPUs' load alone and
     beside, and the model's cost, the worse of the link's two GPUs pair by pair: its slowdown (the lost
     work over the shared window; median and range over the pairs judged: a transfer in flight for at
@@ -138,15 +137,15 @@ def beside_record(spec: RoundSpec, m: LinkMeasurement, values: list[float]) -> d
     carve-out's own cost (the carved GEMM alone over the whole GPU's)."""
     assert spec.beside is not None and m.beside is not None
     found = m.beside
-    alone = [spec.kind.figure(spec.size, m.per_step, times) for times in found["alone_step_times"]]
-    gpus = found["compute"]
+    alone = [spec.kind.figure(spec.size, m.per_step, times) for times in found.alone_step_times]
+    gpus = found.compute
     moved = [spec.size * m.per_step * len(times) for times in m.step_times]  # each pair's shared half
     pairs = judge_pairs(list(gpus.values()), moved)
     judged = [s for index in pairs.judged if (s := pairs.slowdowns[index]) is not None]
     duties = [d for d in pairs.duties if d is not None]
-    drifts = [gpu["alone_drift"] for gpu in gpus.values() if gpu.get("alone_drift") is not None]
-    costs = [gpu["carveout_cost"] for gpu in gpus.values() if gpu.get("carveout_cost") is not None]
-    record: dict[str, Any] = {
+    drifts = [drift for gpu in gpus.values() if (drift := gpu.get("alone_drift")) is not None]
+    costs = [cost for gpu in gpus.values() if (cost := gpu.get("carveout_cost")) is not None]
+    record: BesideRecord = {
         "load": spec.beside.label,
         "unit": spec.beside.unit,
         "transfer_alone": round(median(alone), 6),

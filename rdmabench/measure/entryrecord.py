@@ -9,7 +9,9 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from ..hardware import limits
+from ..wire.staging import StagingRecord
 from ..wire.ucx import UcxReport
+from .besiderecord import BesideRecord
 from .contract import StepFigure
 
 # Fields written only where they apply (a round of several links, a known or unknown limit).
@@ -130,7 +132,7 @@ class Entry:
     steps: Steps
     validated: bool
     wrong_bytes: int | None
-    staging: dict[str, Any] | None
+    staging: StagingRecord | None
     path: UcxPath = field(default_factory=UcxPath)
     ends: Ends = field(default_factory=Ends)
     warnings: list[str] = field(default_factory=list)
@@ -154,7 +156,7 @@ class Entry:
     one_buffer: bool | None = None
     # --beside: the compute load that ran beside the sampled steps, the transfer alone, each GPU's load
     # alone and beside, and the load's slowdown (the worse GPU's): beside_record.
-    beside: dict[str, Any] | None = None
+    beside: BesideRecord | None = None
 
     def to_dict(self) -> dict[str, Any]:
         flat: dict[str, Any] = {}

@@ -165,7 +165,7 @@ class OneSidedProtocol(StepProtocol):
 
     timed = active
 
-    def rows(self, end: RoundEnd, side: Side) -> dict[str, Any]:
+    def rows(self, end: RoundEnd, side: Side) -> protoinfo.PathRows:
         return end.rma_rows(side, OPERATIONS[self.operation])
 
     def setup(self, end: RoundEnd) -> None:
@@ -232,7 +232,7 @@ class PutPingPongProtocol(StepProtocol):
     def timed(self, end: RoundEnd) -> list[Side]:
         return end.targets
 
-    def rows(self, end: RoundEnd, side: Side) -> dict[str, Any]:
+    def rows(self, end: RoundEnd, side: Side) -> protoinfo.PathRows:
         return end.rma_rows(side, protoinfo.RMA_PUT)
 
     def setup(self, end: RoundEnd) -> None:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..wire.native import HotLoop, memory_type
+from ..wire.protoinfo import PathRows
 from .contract import DATA, READY, RoundEnd, RoundShape, Side, StepProtocol, round_trip_need, state_of, tag
 from .need import Need
 
@@ -25,7 +26,7 @@ class PingPongProtocol(StepProtocol):
     def timed(self, end: RoundEnd) -> list[Side]:
         return end.targets
 
-    def rows(self, end: RoundEnd, side: Side) -> dict[str, Any]:
+    def rows(self, end: RoundEnd, side: Side) -> PathRows:
         return end.tag_rows(side)
 
     def setup(self, end: RoundEnd) -> None:

@@ -29,10 +29,12 @@ from ..modes import MemoryMode
 from ..units import format_size
 from ..wire.mpi import agree_max
 from ..wire.native import HotLoop
-from ..wire.staging import Carrier, Staging, make_carrier, pieces, staging_buffers, wire_chunk
+from ..wire.protoinfo import PathRows, ProtoRow, RmaRows, TagRows
+from ..wire.staging import Carrier, Staging, StagingRecord, make_carrier, pieces, staging_buffers, wire_chunk
 from ..wire.ucx import Transport
 from . import faults
 from .beside import DRIFT_LIMIT, RETAKES, Beside, Pairs, load_on_this_gpu
+from .besiderecord import GpuRecord
 from .contract import Link, Side, StepProtocol, StepRecord
 from .need import Need, message_end
 from .plan import Plan, calibrated_iterations, passes_for
@@ -99,6 +101,15 @@ class RoundSpec:
         return f"a round of {len(self.links)} concurrent links ({self.kind.name}, {format_size(self.size)})"
 
 
+@dataclass(frozen=True)
+class BesideDetails:
+    """Beside compute, what a timed link's rank gathered: every GPU's record of its load, by rank, and
+    the link's step times in each pair's alone half."""
+
+    compute: dict[int, GpuRecord]
+    alone_step_times: list[list[float]]
+
+
 @dataclass
 class LinkMeasurement:
     """What the rank that timed a link measured: its step times, sample by sample, and how."""
@@ -110,14 +121,14 @@ class LinkMeasurement:
     warmup: int
     engine: str  # "native" or "python": who timed the steps
     memory_type_declared: bool  # UCX was told the buffers' memory type (native) or looked it up
-    sender_rows: dict[str, Any] = field(default_factory=dict)  # the timing rank's UCX report rows
+    sender_rows: PathRows | None = None  # the timing rank's UCX report rows
     record: StepRecord | None = None  # what the protocol keeps beyond step times (StepProtocol.record)
     passes: int = 1  # windows (round trips) per step
     # The timing rank's link counters read before and after the sampled steps (the wire check).
     wire: counters.Window = field(default_factory=lambda: counters.Window({}, {}))
     timer: int = -1  # the rank that timed the link (its src, or a get's dst)
     # Beside compute: every GPU's load figures and the link's alone halves (round._beside_details).
-    beside: dict[str, Any] | None = None
+    beside: BesideDetails | None = None
 
     @property
     def per_step(self) -> int:
@@ -256,14 +267,14 @@ class EngineEnd:
         registered with UCX is unregistered while it still exists)."""
         self._releasers.append(release)
 
-    def tag_rows(self, side: Side) -> dict[str, Any]:
+    def tag_rows(self, side: Side) -> TagRows:
         """What this rank's UCX reported for the tagged messages of the link it sends on."""
         link = side.link
         return self.transport.path_rows(
             side.peer, side.mode.ucx_memory, link.dst_mode.ucx_memory, self.spec.chunk(link)
         )
 
-    def rma_rows(self, side: Side, operation: str) -> dict[str, Any]:
+    def rma_rows(self, side: Side, operation: str) -> RmaRows:
         """What this rank's UCX reported for one-sided `operation` (protoinfo.RMA_PUT or RMA_GET) on the
         link it initiates (its own end's memory, and the peer's)."""
         link = side.link
@@ -341,13 +352,13 @@ def run_round(
     return measured, cpu
 
 
-def fetch_rows(transport: Transport, spec: RoundSpec) -> dict[tuple[int, int], dict[str, Any]]:
+def fetch_rows(transport: Transport, spec: RoundSpec) -> dict[tuple[int, int], ProtoRow | None]:
     """The receiver's half of each incoming link's UCX report (its rendezvous-fetch rows)."""
     rank = transport.rank
     return {
         (link.src, link.dst): transport.path_rows(
             link.src, link.dst_mode.ucx_memory, link.src_mode.ucx_memory, spec.chunk(link)
-        )["fetch"]
+        ).fetch
         for link in spec.links
         if link.dst == rank
     }
@@ -364,13 +375,13 @@ def _pairs(end: EngineEnd) -> Pairs:
 _TAG_BESIDE = 14  # MPI tag of the round's exchange of what each GPU's load measured
 
 
-def _beside_details(end: EngineEnd, comm: Any, pairs: Pairs, links: int) -> list[dict[str, Any] | None]:
+def _beside_details(end: EngineEnd, comm: Any, pairs: Pairs, links: int) -> list[BesideDetails | None]:
     """Each timed link's compute figures: this rank's GPU and the round's other ranks' (pair rounds)."""
     mine = pairs.summary()
     gpus = {end.rank: mine}
     for peer in sorted(set(end.spec.ranks) - {end.rank}):
         gpus[peer] = comm.sendrecv(mine, dest=peer, sendtag=_TAG_BESIDE, source=peer, recvtag=_TAG_BESIDE)
-    return [{"compute": gpus, "alone_step_times": end.alone_steps.pop(0)} for _ in range(links)]
+    return [BesideDetails(gpus, end.alone_steps.pop(0)) for _ in range(links)]
 
 
 class _Steps:
@@ -549,7 +560,7 @@ def _agree_to_start(end: EngineEnd, comm: Any, wall: float, timed: float) -> tup
     return wall, timed
 
 
-def staging_record(spec: RoundSpec, link: Link) -> dict[str, Any] | None:
+def staging_record(spec: RoundSpec, link: Link) -> StagingRecord | None:
     """How a staged link cut its messages and how many pinned buffers each staged end used."""
     if not (link.src_mode.staged or link.dst_mode.staged):
         return None

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from ..wire.native import HotLoop, LinkEnd, memory_type
+from ..wire.protoinfo import PathRows
 from ..wire.ucx import Request
 from .contract import ACK, DATA, READY, RoundEnd, RoundShape, Side, StepProtocol, state_of, tag
 from .need import Need
@@ -46,7 +47,7 @@ class WindowProtocol(StepProtocol):
     def timed(self, end: RoundEnd) -> list[Side]:
         return end.targets
 
-    def rows(self, end: RoundEnd, side: Side) -> dict[str, Any]:
+    def rows(self, end: RoundEnd, side: Side) -> PathRows:
         return end.tag_rows(side)
 
     def setup(self, end: RoundEnd) -> None:

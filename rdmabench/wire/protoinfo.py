@@ -46,20 +46,46 @@ RMA_PUT = "remote memory write by ucp_put*"
 RMA_GET = "remote memory read by ucp_get*"
 
 
-def _size(text: str) -> float:
-    if text == "inf":
-        return float("inf")
-    if text[-1] in _MULT:
-        return float(text[:-1]) * _MULT[text[-1]]
-    return float(text)
-
-
 @dataclass(frozen=True)
 class ProtoRow:
     low: float
     high: float
     protocol: str
     transport: str
+
+
+@dataclass(frozen=True)
+class TagRows:
+    """What one rank's UCX reported for a tagged link's messages of one size: as their sender, its
+    tag-send and rendezvous-push rows; as their receiver, its rendezvous-fetch row; None where UCX
+    printed none (or no table of the endpoint's configuration at all: then locality is None too)."""
+
+    tag: ProtoRow | None = None
+    send: ProtoRow | None = None
+    fetch: ProtoRow | None = None
+    locality: str | None = None  # "intra-node" or "inter-node"
+
+
+@dataclass(frozen=True)
+class RmaRows:
+    """What the initiator's UCX reported for a one-sided link's `operation` (RMA_PUT, RMA_GET, or the
+    call a device-posted block list made) of one size: the row that names the transport."""
+
+    operation: str
+    rma: ProtoRow | None = None
+    locality: str | None = None
+
+
+# A timed link's report rows, as the rank that timed it read them.
+PathRows = TagRows | RmaRows
+
+
+def _size(text: str) -> float:
+    if text == "inf":
+        return float("inf")
+    if text[-1] in _MULT:
+        return float(text[:-1]) * _MULT[text[-1]]
+    return float(text)
 
 
 @dataclass

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict
 
 from ..errors import ConfigError, TransportError
 from ..hardware.gpu import import_cupy
@@ -56,6 +56,16 @@ def wire_chunk(src_mode: MemoryMode, dst_mode: MemoryMode, size: int, staging: S
     if "pipelined" in (src_mode.record.staging, dst_mode.record.staging):
         return max(1, min(staging.chunk, size))
     return max(1, size)
+
+
+class StagingRecord(TypedDict):
+    """An entry's `staging` (docs/results-format.md): how a staged link cut its messages."""
+
+    chunk_bytes: int
+    chunks_per_message: int
+    src_buffers: int | None  # pinned buffers the source end stages through; None where UCX has its buffers
+    dst_buffers: int | None
+    pinned_buffer_bytes: int
 
 
 def staging_buffers(mode: MemoryMode, staging: Staging) -> int | None:

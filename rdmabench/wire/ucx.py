@@ -198,21 +198,21 @@ class PathReport:
     ucx_report: UcxReport
 
 
-def describe_path(sender_rows: dict[str, Any], fetch: protoinfo.ProtoRow | None) -> PathReport:
+def describe_path(sender_rows: protoinfo.PathRows, fetch: protoinfo.ProtoRow | None) -> PathReport:
     """One direction of a link, from the sender's UCX report rows and the receiver's rendezvous-fetch
     row (a one-sided link's from its initiator's rows alone)."""
-    if "rma" in sender_rows:
-        rma = sender_rows["rma"]
+    if isinstance(sender_rows, protoinfo.RmaRows):
+        rma = sender_rows.rma
         return PathReport(
             rma.transport if rma else None,
             rma.protocol if rma else None,
-            sender_rows["locality"],
+            sender_rows.locality,
             {
-                "decided_by": sender_rows["operation"] if rma else None,
+                "decided_by": sender_rows.operation if rma else None,
                 "initiator_rma": f"{rma.protocol} | {rma.transport}" if rma else None,
             },
         )
-    row, source = protoinfo.resolve(sender_rows["tag"], sender_rows["send"], fetch)
+    row, source = protoinfo.resolve(sender_rows.tag, sender_rows.send, fetch)
 
     def text(r: protoinfo.ProtoRow | None) -> str | None:
         return f"{r.protocol} | {r.transport}" if r else None
@@ -220,11 +220,11 @@ def describe_path(sender_rows: dict[str, Any], fetch: protoinfo.ProtoRow | None)
     return PathReport(
         row.transport if row else None,
         row.protocol if row else None,
-        sender_rows["locality"],
+        sender_rows.locality,
         {
             "decided_by": source if row else None,
-            "sender_tag_send": text(sender_rows["tag"]),
-            "sender_rndv_send": text(sender_rows["send"]),
+            "sender_tag_send": text(sender_rows.tag),
+            "sender_rndv_send": text(sender_rows.send),
             "receiver_rndv_fetch": text(fetch),
         },
     )
@@ -443,32 +443,33 @@ class Transport:
                         return row
         return None
 
-    def path_rows(self, peer: int, memory: str, peer_memory: str, nbytes: int) -> dict[str, Any]:
+    def path_rows(self, peer: int, memory: str, peer_memory: str, nbytes: int) -> protoinfo.TagRows:
         """What this rank's UCX reported for `nbytes` messages to and from `peer`: as a sender, its
         tag-send and rendezvous-push rows; as a receiver, its rendezvous-fetch row. `memory` is this
         rank's memory type ("host" or "cuda"), `peer_memory` the peer's."""
         tables = self._tables()
         config = self._config(peer, tables)
-        rows: dict[str, Any] = {"tag": None, "send": None, "fetch": None, "locality": None}
         if config is None:
-            return rows
-        rows["tag"] = self._row(tables, config, protoinfo.TAG_SEND, memory, None, nbytes)
-        rows["send"] = self._row(tables, config, protoinfo.RNDV_SEND, memory, peer_memory, nbytes)
-        rows["fetch"] = self._row(tables, config, protoinfo.RNDV_FETCH, memory, peer_memory, nbytes)
-        rows["locality"] = next((t.locality for t in tables if t.config == config), None)
-        return rows
+            return protoinfo.TagRows()
+        return protoinfo.TagRows(
+            self._row(tables, config, protoinfo.TAG_SEND, memory, None, nbytes),
+            self._row(tables, config, protoinfo.RNDV_SEND, memory, peer_memory, nbytes),
+            self._row(tables, config, protoinfo.RNDV_FETCH, memory, peer_memory, nbytes),
+            next((t.locality for t in tables if t.config == config), None),
+        )
 
-    def rma_rows(self, peer: int, operation: str, memory: str, peer_memory: str, nbytes: int) -> dict[str, Any]:
+    def rma_rows(self, peer: int, operation: str, memory: str, peer_memory: str, nbytes: int) -> protoinfo.RmaRows:
         """What this rank's UCX reported for one-sided `operation` (protoinfo.RMA_PUT or RMA_GET) of
         `nbytes` to or from `peer`: the initiator's row, which names the transport."""
         tables = self._tables()
         config = self._config(peer, tables)
-        rows: dict[str, Any] = {"rma": None, "operation": operation, "locality": None}
         if config is None:
-            return rows
-        rows["rma"] = self._row(tables, config, operation, memory, peer_memory, nbytes)
-        rows["locality"] = next((t.locality for t in tables if t.config == config), None)
-        return rows
+            return protoinfo.RmaRows(operation)
+        return protoinfo.RmaRows(
+            operation,
+            self._row(tables, config, operation, memory, peer_memory, nbytes),
+            next((t.locality for t in tables if t.config == config), None),
+        )
 
     def ucx_warnings(self) -> list[str]:
         return ucx_env.forward_warnings(self._log_text())

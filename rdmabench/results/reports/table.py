@@ -192,7 +192,9 @@ class ProgressTable:
         """' alone  x1.05': the transfer with no compute beside it and the model's slowdown (--beside)."""
         if not self.beside:
             return ""
-        found = entry.beside or {}
+        found = entry.beside
+        if found is None:
+            return f" {'-':>9} {'-':<20}"
         alone, slowdown, spread = found.get("transfer_alone"), found.get("slowdown"), found.get("slowdown_range")
         model = "-" if slowdown is None else f"x{slowdown:.3f}"
         if slowdown is not None and spread:  # every beside figure with its range over the pairs
