@@ -1,0 +1,293 @@
+"""The model's cost beside compute, measured (measure/beside.py's Pairs, the engine's shared half in
+measure/round.py): the work lost over the whole window, the duty, settling and drift, the pairs judged,
+and what the load library keeps. Stand-in loads of known speed (tests/conftest.py's StandInLoad) and
+the engine's own steps on a clock of the test's: no GPU."""
+
+from __future__ import annotations
+
+import pytest
+
+from rdmabench.errors import TransportError
+from rdmabench.measure.beside import Beside, Pairs
+
+from .conftest import StandInLoad
+
+
+def _one_pair(pairs: Pairs, load: StandInLoad, busy_share: float) -> None:
+    """A pair on a stand-in load: its operations take `beside` seconds (the transfer in flight) for
+    the first `busy_share` of the shared window, then `alone` again."""
+    pairs.begin()
+    pairs.open()
+    busy = round(pairs.operations * busy_share)
+    load.busy = True
+    while load.done() < pairs._open.first + busy:
+        pass
+    load.busy = False
+    while not pairs.over():
+        pass
+    pairs.close(1.0)
+    pairs.keep(0, False)
+
+
+@pytest.mark.parametrize(("busy_share", "expected"), [(1.0, 2.0), (0.5, 1.5), (0.25, 1.25)])
+def test_the_slowdown_is_the_work_lost_over_the_whole_window(busy_share: float, expected: float) -> None:
+    """The load's operations take twice as long while a transfer is in flight, for a known share of
+    the shared window: the slowdown reads that share (a median over the window would read 1 or 2)."""
+    load = StandInLoad(step=1, ring=1 << 16)
+    pairs = Pairs(Beside("gemm", 1024), load, partitioned=False)
+    pairs.settle()
+    assert pairs.settled["settled"] and pairs.settled["windows"] == 2 and pairs.operations == 80  # 80 ms at 1 ms
+    for _ in range(3):
+        _one_pair(pairs, load, busy_share)
+    found = pairs.summary()
+    assert found["slowdown_pairs"] == [expected] * 3 and found["slowdown"] == expected
+    assert found["operations"] == [80] * 3 and found["duty_pairs"] == [1.0] * 3
+    assert found["lost_s_pairs"] == [pytest.approx(80 * busy_share * 1e-3)] * 3  # 1 ms lost a busy operation
+    assert found["alone_drift"] == 0.0 and found["drifting_pairs"] == [] and found["carveout_cost"] is None
+
+
+@pytest.mark.parametrize("ring", [1 << 16, 1000])
+def test_what_is_kept_of_the_window_stands_past_the_ring(ring: int) -> None:
+    """The library keeps only the latest `ring` operations: where the window before is gone, the
+    window and the one after still give the slowdown (and no drift is claimed)."""
+    load = StandInLoad(step=1, ring=ring)
+    pairs = Pairs(Beside("gemm", 1024), load, partitioned=False)
+    # A window longer than the ring: the window before is gone (what follows it, 0.15 + 0.08 s of polls
+    # each finishing one operation, holds at most 460 of the ring's 1000)
+    pairs.operations = 2000
+    for _ in range(2):
+        _one_pair(pairs, load, 1.0)
+    found = pairs.summary()
+    assert found["slowdown_pairs"] == [2.0, 2.0] and (found["alone_drift"] is None) == (ring == 1000)
+
+
+def test_a_carve_out_costs_its_own_share_and_the_slowdown_stays_against_the_whole_gpu() -> None:
+    """The carved GEMM alone runs 1.1x the whole GPU's: carveout_cost reads 1.1; the shared window runs
+    the carved plan, and its slowdown is taken against the whole GPU alone (1.1 x 2 = 2.2)."""
+    load = StandInLoad(step=1, ring=1 << 16, carved=1.1)
+    pairs = Pairs(Beside("gemm", 1024, carveout=8), load, partitioned=False)
+    pairs.settle()
+    assert load.carveout == 8 and pairs.carveout_cost == pytest.approx(1.1)
+    _one_pair(pairs, load, 1.0)
+    found = pairs.summary()
+    assert found["carveout"] == 8 and found["carveout_cost"] == 1.1 and found["slowdown_pairs"] == [2.2]
+
+
+class _End:
+    """What _Steps reads of a round's end: the protocol's fill and check, the planted stall, the ranks."""
+
+    def __init__(self, clock: list[float]):
+        self.clock, self.stall_at, self.checked = clock, None, list[int]()
+        self.spec = self
+        self.protocol = self
+        self.ranks = [0]
+        self.where, self.rank, self.links = "here", 0, [self]  # what a slow step names (measure/slow.py)
+        self.src = 0
+        self.spans = True  # whether this end's steps span its transfers (the initiator's do)
+
+    def spans_transfers(self, end: object) -> bool:
+        return self.spans
+
+    def fill(self, end: object, index: int) -> None:
+        self.clock[0] += 5.0  # untimed, before the shared half's clock starts
+
+    def check(self, end: object, index: int) -> None:
+        self.checked.append(index)
+
+    def ahead(self, end: object, index: int) -> None:
+        self.aheads = getattr(self, "aheads", 0) + 1
+
+
+def test_the_duty_is_the_shared_halfs_time_in_steps(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A clock of the test's own: each step takes 3 s and each agreement between batches 1 s, so a
+    transfer is in flight for 3/4 of the shared half; with 4 steps a batch, 12/13. The payload is
+    written once and checked once, after the last step."""
+    import functools
+    import types
+
+    from rdmabench.measure import round as engine
+
+    clock = [0.0]
+    monkeypatch.setattr(engine, "time", types.SimpleNamespace(perf_counter=lambda: clock[0], process_time=lambda: 0.0))
+    for batch, duty in ((1, 0.75), (4, 12 / 13)):
+        end = _End(clock)
+
+        def step(end: object, index: int) -> list[float]:
+            clock[0] += 3.0
+            return [3.0]
+
+        seen: list[float] = []
+
+        def agree(over: bool, step_seconds: float, batch: int = batch, seen: list[float] = seen) -> tuple[bool, int]:
+            seen.append(step_seconds)  # each batch's seconds a step, the agreement's own left out
+            clock[0] += 1.0
+            return not over, batch
+
+        rounds = iter([False, False, True])
+        steps = engine._Steps(end, step)  # type: ignore[arg-type]
+        per_link, found = steps.shared(functools.partial(next, rounds), agree, 1, batch)
+        assert found == pytest.approx(duty) and per_link == [[3.0] * 3 * batch] and end.checked == [0]
+        assert seen == [3.0, 3.0, 3.0]
+        # ce-armed's arming before every step but the first (the fill did it), outside the steps' time
+        assert end.aheads == 3 * batch - 1
+
+
+def test_the_shared_half_runs_the_batch_the_ranks_agree_on() -> None:
+    """Each batch's steps are the fewest any rank asked for from its last batch's seconds a step
+    (WINDOW_BATCH_SECONDS a batch), so every rank runs the same steps between agreements."""
+    from rdmabench.measure import round as engine
+
+    batches: list[int] = []
+    end = _End([0.0])
+    answers = iter([(True, 7), (True, 2), (False, 5)])
+
+    def agree(over: bool, step_seconds: float) -> tuple[bool, int]:
+        return next(answers)
+
+    def step(end: object, index: int) -> list[float]:
+        batches.append(index)
+        return [1e-3]
+
+    per_link, _ = engine._Steps(end, step).shared(lambda: False, agree, 1, 3)  # type: ignore[arg-type]
+    assert len(per_link[0]) == 3 + 7 + 2
+
+
+class _Comm:
+    """A round of one rank: agree_max answers its own values (no message is sent)."""
+
+    def Get_rank(self) -> int:
+        return 0
+
+
+class _DriftingLoad(StandInLoad):
+    """After each shared window its operations alone take `drift` longer (first `takes` windows only)."""
+
+    def __init__(self, drift: float, takes: int):
+        super().__init__(step=1, ring=1 << 16)
+        self.drift, self.takes = drift, takes
+
+    def set_busy(self, busy: bool) -> None:
+        if self.running and self.busy and not busy and self.takes > 0:
+            self.takes -= 1
+            self.times[0] *= 1 + self.drift
+        self.busy = busy
+
+
+@pytest.mark.parametrize(("takes", "kept_after", "drifting"), [(1, 1, False), (99, 2, True)])
+def test_a_drifting_pair_is_taken_again_at_most_retakes_times(takes: int, kept_after: int, drifting: bool) -> None:
+    """Alone windows 5% apart: the pair is taken again; it is kept once they agree, or after RETAKES
+    more takes, marked as drifting (never silently)."""
+    from rdmabench.measure import round as engine
+    from rdmabench.measure.beside import RETAKES
+
+    load = _DriftingLoad(0.05, takes)
+    end = _End([0.0])
+    end.fill = lambda _end, _index: load.set_busy(True)  # type: ignore[method-assign]
+    end.check = lambda _end, _index: load.set_busy(False)  # type: ignore[method-assign]
+    pairs = Pairs(Beside("gemm", 1024), load, partitioned=False)
+    steps = engine._Steps(end, lambda _end, _index: [1e-3])  # type: ignore[arg-type]
+    engine._pair(end, _Comm(), steps, pairs, (2, 1, 1))  # type: ignore[arg-type]
+    assert RETAKES == 2 and pairs.retakes == kept_after and len(pairs.kept) == 1
+    found = pairs.summary()
+    assert found["retakes"] == kept_after and found["drifting_pairs"] == ([0] if drifting else [])
+    assert found["alone_drift"] == (0.05 if drifting else 0.0)
+
+
+@pytest.mark.parametrize("spans", [True, False])
+def test_only_an_end_whose_steps_span_its_transfers_says_the_duty(spans: bool) -> None:
+    """The end that does not initiate a block list waits in its step while the initiator arms
+    (ce-armed): its share of the shared half is not the duty, and it says none."""
+    from rdmabench.measure import round as engine
+
+    load = _DriftingLoad(0.0, 0)
+    end = _End([0.0])
+    end.spans = spans
+    end.fill = lambda _end, _index: load.set_busy(True)  # type: ignore[method-assign]
+    end.check = lambda _end, _index: load.set_busy(False)  # type: ignore[method-assign]
+    pairs = Pairs(Beside("gemm", 1024), load, partitioned=False)
+    steps = engine._Steps(end, lambda _end, _index: [1e-3])  # type: ignore[arg-type]
+    engine._pair(end, _Comm(), steps, pairs, (2, 1, 1))  # type: ignore[arg-type]
+    assert (pairs.kept[0].duty is None) == (not spans)
+
+
+def test_a_pair_below_the_duty_floor_is_kept_but_not_judged() -> None:
+    """Pair by pair over two GPUs: the worse slowdown, the higher duty (a transfer is in flight while
+    either end is in a step: the posting end's share); a pair below 0.9 is left out of the judged
+    figures; the model's time lost per GiB is prorated to the window's share of the half's bytes."""
+    from rdmabench.measure.beside import judge_pairs, worse_pairs
+
+    gpus = [
+        {"slowdown_pairs": [1.5, 3.0, None], "duty_pairs": [0.95, 0.5, 0.99], "lost_s_pairs": [0.04, 0.2, None],
+         "window_s_pairs": [0.12, 0.24, 0.1], "span_s_pairs": [0.15, 0.3, 0.1]},
+        {"slowdown_pairs": [1.2, 2.0, 1.1], "duty_pairs": [0.93, 0.6, None], "lost_s_pairs": [0.02, 0.1, 0.01],
+         "window_s_pairs": [0.1, 0.2, 0.1], "span_s_pairs": [0.1, 0.2, 0.1]},
+    ]  # fmt: skip
+    found = judge_pairs(gpus, [1 << 30, 1 << 30, 1 << 29])
+    assert found.slowdowns == [1.5, 3.0, 1.1] and found.duties == [0.95, 0.6, 0.99] and found.judged == [0, 2]
+    # pair 0: GPU 0 lost 40 ms over 0.8 GiB in its window (50 ms/GiB), GPU 1 20 ms over 1 GiB: the worse;
+    # the time lost per GiB is every pair's, judged or not (pair 1: 200 ms over 0.8 GiB)
+    assert found.lost_ms_per_gib == [pytest.approx(50.0), pytest.approx(250.0), pytest.approx(20.0)]
+    drifting = [dict(gpus[0], drifting_pairs=[2]), gpus[1]]  # a pair still drifting after its retakes
+    assert judge_pairs(drifting, [1 << 30, 1 << 30, 1 << 29]).judged == [0]
+    assert worse_pairs(gpus) == [1.5, 1.1]
+
+
+def test_a_load_that_failed_says_why_at_once_not_after_the_stall_limit() -> None:
+    """The load's thread ended on a CUDA error: the pair's next wait raises the library's own reason
+    right away (the stall limit, a minute, is for a load that stops without one)."""
+    import time
+
+    from rdmabench.measure.beside import STALLED_SECONDS, Beside, Pairs
+
+    load = StandInLoad(step=1, ring=100)
+    load.error = "waiting for a load operation: an illegal memory access was encountered"
+    began = time.perf_counter()
+    with pytest.raises(TransportError, match="illegal memory access"):
+        Pairs(Beside("gemm", 1024), load, partitioned=False).begin()
+    assert time.perf_counter() - began < STALLED_SECONDS / 10
+
+
+def test_the_worse_gpu_is_taken_pair_by_pair() -> None:
+    """Each pair's slowdown is the worse of the GPUs that measured it; a pair no GPU measured is left out."""
+    from rdmabench.measure.beside import worse_pairs
+
+    gpus = [{"slowdown_pairs": [1.1, None, None, 0.9]}, {"slowdown_pairs": [1.0, 1.2, None, 1.3]}]  # no duty known
+    assert worse_pairs(gpus) == [1.1, 1.2, 1.3]
+
+
+@pytest.mark.parametrize(("drift", "expected"), [(None, False), (0.03, False), (-0.031, True), (0.2, True)])
+def test_a_drift_past_the_limit_either_way_marks_the_pair(drift: float | None, expected: bool) -> None:
+    """What rdmabench's pairs and the NIXL anchor's both mark as drifting (and leave unjudged)."""
+    from rdmabench.measure.beside import DRIFT_LIMIT, drifting
+
+    assert DRIFT_LIMIT == 0.03 and drifting(drift) is expected
+
+
+def test_a_fast_load_keeps_its_whole_pair_in_what_the_library_keeps() -> None:
+    """A load of a few microseconds an operation (decode:1MiB) finishes more operations in a pair's
+    0.4 + 0.08 + 0.08 + 0.15 + 0.08 s than the library keeps (RING): each part of the pair is held to a
+    fifth of it, so the window before, the shared window and the window after all stay."""
+    from rdmabench.measure.beside import RING, SEGMENT_OPERATIONS
+
+    load = StandInLoad(step=2000, ring=RING, alone=4e-6, beside=8e-6)  # 2,000 operations a poll
+    pairs = Pairs(Beside("gemm", 1024), load, partitioned=False)
+    pairs.settle()
+    assert pairs.operations == SEGMENT_OPERATIONS
+    _one_pair(pairs, load, 1.0)
+    found = pairs.summary()
+    assert found["slowdown_pairs"] == [2.0] and found["alone_drift"] == 0.0
+
+
+@pytest.mark.parametrize("operation", ["put", "get"])
+def test_only_the_active_end_of_a_one_sided_round_says_the_duty(operation: str) -> None:
+    """The end that owns the memory waits in its step from READY to DONE, across the active end's gaps
+    between steps: a put's sender and a get's receiver say the duty, the other end does not."""
+    from types import SimpleNamespace
+
+    from rdmabench.measure.onesided import OneSidedProtocol
+    from rdmabench.wire.native import RMA_GET, RMA_PUT
+
+    protocol = OneSidedProtocol(RMA_PUT if operation == "put" else RMA_GET)
+    sender, receiver = SimpleNamespace(targets=["link"], sources=[]), SimpleNamespace(targets=[], sources=["link"])
+    said = [protocol.spans_transfers(end) for end in (sender, receiver)]  # type: ignore[arg-type]
+    assert said == ([True, False] if operation == "put" else [False, True])
