@@ -5,6 +5,8 @@ the engine's own steps on a clock of the test's: no GPU."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from rdmabench.errors import TransportError
@@ -291,3 +293,31 @@ def test_only_the_active_end_of_a_one_sided_round_says_the_duty(operation: str) 
     sender, receiver = SimpleNamespace(targets=["link"], sources=[]), SimpleNamespace(targets=[], sources=["link"])
     said = [protocol.spans_transfers(end) for end in (sender, receiver)]  # type: ignore[arg-type]
     assert said == ([True, False] if operation == "put" else [False, True])
+
+
+def test_an_entrys_beside_record_takes_the_worse_gpu_and_the_initiators_duty() -> None:
+    """What the entry writes beside compute (entry.beside_record), from two GPUs' records as the ranks
+    gather them: the worse GPU's slowdown pair by pair, the initiator's duty (the other end says None),
+    every pair's time lost per GiB, and a pair unjudged where a GPU's alone windows drifted."""
+    from types import SimpleNamespace
+
+    from rdmabench.measure.entry import beside_record
+    from rdmabench.measure.round import BesideDetails
+
+    initiator: Any = {
+        "slowdown_pairs": [1.1, 1.2, 1.3], "duty_pairs": [0.95, 0.96, 0.97], "lost_s_pairs": [0.01, 0.02, 0.03],
+        "window_s_pairs": [0.1] * 3, "span_s_pairs": [0.1] * 3, "alone_drift": 0.01, "drifting_pairs": [],
+        "carveout_cost": None, "alone": 600.0,
+    }  # fmt: skip
+    other = dict(
+        initiator, slowdown_pairs=[1.15, 1.1, 1.0], duty_pairs=[None] * 3, drifting_pairs=[2], alone_drift=0.05
+    )
+    kind = SimpleNamespace(figure=lambda size, per, times: size * per / (sum(times) / len(times)) / 1e9)
+    spec = SimpleNamespace(beside=Beside("gemm", 8192), kind=kind, size=1 << 20)
+    details = BesideDetails({0: initiator, 1: other}, [[1e-3], [1e-3], [1e-3]])
+    m = SimpleNamespace(beside=details, per_step=1, step_times=[[1e-3] * 100] * 3)
+    found = beside_record(spec, m, [1.0, 1.0, 1.0])  # type: ignore[arg-type]
+    assert found["slowdown_pairs"] == [1.15, 1.2, 1.3] and found["duty_pairs"] == [0.95, 0.96, 0.97]
+    assert found["pairs"] == 2 and found["slowdown"] == pytest.approx(1.175) and found["drifting_pairs"] == [2]
+    assert found["alone_drift"] == 0.05 and "1 of 3 pairs not judged" in found.get("note", "")
+    assert found["model_ms_per_gib"] is not None and found["transfer_alone"] == pytest.approx(1.048576)
