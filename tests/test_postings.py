@@ -154,3 +154,13 @@ def test_a_step_is_filled_before_its_copies_are_armed(corrupt: bool, monkeypatch
     protocol = blocksteps.BlocksProtocol(RMA_PUT, BlockShape(4, "random", posting="ce-armed"), device=True)
     protocol.fill(end, 0)  # type: ignore[arg-type]
     assert log == ["fill", *(["corrupt"] if corrupt else []), "sync", "arm"] and lists.armed == [1e-3]
+
+
+def test_each_gpu_side_path_is_named_in_at_most_three_code_files() -> None:
+    """A posting path is its record (postings.py), and the code that posts it: its name appears in at
+    most 3 code files of the package (issue 43: ce-batch was in 9), so that a path's words live once."""
+    package = Path(__file__).resolve().parent.parent / "rdmabench"
+    sources = [p for p in package.rglob("*") if p.suffix in {".py", ".c", ".h", ".cu", ".cuh"}]
+    for path in ("ce-batch", "ce-armed"):
+        naming = sorted(str(p.relative_to(package)) for p in sources if path in p.read_text(errors="replace"))
+        assert len(naming) <= 3, (path, naming)

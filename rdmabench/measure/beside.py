@@ -472,7 +472,7 @@ def judge_pairs(gpus: list[GpuRecord], moved: list[int]) -> Judged:
         duties = [d for gpu in gpus if (d := _at(gpu, "duty_pairs", index)) is not None]
         found.slowdowns.append(max(slowdowns) if slowdowns else None)
         # The duty is the end's whose steps span its transfers (a block list's initiator; the other end
-        # says None: its steps also span ce-armed's arming, and it read 0.52-0.85 beside 0.83-0.93 on
+        # says None: its steps also span the initiator's arming of its copies, and it read 0.52-0.85 beside 0.83-0.93 on
         # the GPU path); where both ends say, the higher.
         found.duties.append(max(duties) if duties else None)
         # The time lost per GiB holds at any duty (a reader scales it to their own): every pair's.

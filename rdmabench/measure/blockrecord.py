@@ -138,7 +138,7 @@ class BlockSteps:
     ceiling_seconds: list[float] | None = None
     sms: SmsRecord | None = None
     posted_descriptors: int | None = None
-    arming: Arming | None = None  # a path that arms its list ahead of the data (ce-armed)
+    arming: Arming | None = None  # a path that arms its list ahead of the data
 
     def end_bytes(self, size: int) -> int:
         """What each end keeps in flight: its pool."""

@@ -307,7 +307,7 @@ class BlocksProtocol(StepProtocol):
         """The sender's payloads of step `index`, then what its path does ahead of it (`ahead`), both
         outside the clock. In that order: the first fill loads its kernel, and loading a kernel may
         wait for the whole GPU, armed copies included, which wait for the step's release (a put of
-        ce-armed hung there on 2 x H200 where no earlier round had loaded it)."""
+        the copy engines armed ahead hung there on 2 x H200 where no earlier round had loaded it)."""
         lists = _lists(end)
         payload = lists.payload
         if payload is not None and end.targets:

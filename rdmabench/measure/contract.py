@@ -236,7 +236,7 @@ class StepProtocol(Protocol):
     def spans_transfers(self, end: RoundEnd) -> bool:
         """Whether this end's steps span its transfers, so that its share of a shared half spent in
         steps is the duty beside compute. Block lists: only the initiator's (the other end's step
-        also spans what the initiator does ahead, ce-armed's arming, with no transfer in flight)."""
+        also spans what the initiator does ahead, a path's arming of its copies, with no transfer in flight)."""
         return True
 
     def check(self, end: RoundEnd, index: int) -> None:

@@ -1,4 +1,4 @@
-"""Copy engines armed ahead of the data (posting path `ce-armed`; native/armed.cu, a library of its
+"""Copy engines armed ahead of the data (a posting path of measure/postings.py; native/armed.cu, a library of its
 own that needs no UCX, built on first use with nvcc): a step's lists of device memory handed to the
 copy engines before the data is ready, held on the GPU behind a flag in its memory, released by a
 stream write inside the timed step.
@@ -100,7 +100,7 @@ def configure(library: Any) -> Any:
 
 
 def why_not(device: int = 0) -> str | None:
-    """Why `ce-armed` cannot run on GPU `device`, in one line (no nvcc, a CUDA runtime or driver
+    """Why the armed copy engines cannot run on GPU `device`, in one line (no nvcc, a CUDA runtime or driver
     without cudaMemcpyBatchAsync or stream memory operations, no such GPU), or None. Probes the GPU:
     a flag in its memory written, then waited for, by a stream."""
     available = load()

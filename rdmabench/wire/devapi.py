@@ -13,7 +13,7 @@ is missing, `load()` says why in one line and the block lists are posted from th
 The same plan moves a list through the copy engines instead (`ce-batch`: one cudaMemcpyBatchAsync a
 transfer over the peer's pool as UCX maps it, CUDA 12.8+), and holds its posting kernel to an SM
 budget or a green context's SMs beside a model's compute (`configure`). The copy engines armed ahead
-of the data (`ce-armed`) are a library of their own (armed.py); the plan gives them the peer's pool
+of the data are a library of their own (armed.py); the plan gives them the peer's pool
 as UCX maps it (`DevicePlan.mapped`).
 """
 

@@ -1,4 +1,4 @@
-/* Copy engines armed ahead of the data (posting path `ce-armed`): a serving engine knows a request's
+/* Copy engines armed ahead of the data (a posting path of postings.py): a serving engine knows a request's
  * block table long before the KV cache is ready, so a list's copies can be submitted early and held on
  * the GPU until the data is.
  *
