@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -62,6 +63,21 @@ def private_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A cache directory of the session's own (RDMABENCH_CACHE_DIR; made by rdmabench, mode 0700):
     what runs keep there (the host copy's figure of a namespace host) goes with the session."""
     return tmp_path_factory.mktemp("cache") / "rdmabench"
+
+
+def free_netns_subnet(first: int, last: int, rails: int = 3) -> int:
+    """A base X for the namespace cluster's rails 10.213.X.0/24 to 10.213.(X + rails - 1).0/24 that no
+    interface of this machine holds now: another test session (a second CI job on the same machine)
+    may have a cluster up, and two bridges with one subnet mix their traffic. Starts from this
+    process's id, so that sessions starting at once try different ones first."""
+    shown = subprocess.run(["ip", "-o", "addr", "show"], capture_output=True, text=True).stdout
+    used = {int(m) for m in re.findall(r"inet 10\.213\.(\d+)\.", shown)}
+    count = (last - first + 1) // rails
+    for step in range(count):
+        base = first + ((os.getpid() + step) % count) * rails
+        if not used & set(range(base, base + rails)):
+            return base
+    return first + (os.getpid() % count) * rails
 
 
 def rdmabench_env(**extra: str) -> dict[str, str]:

@@ -17,10 +17,11 @@ import pytest
 from rdmabench.measure.plan import MIXED, default_window
 from rdmabench.results.files.document import load as load_results
 
-from .conftest import mpiexec, rdmabench_env
+from .conftest import free_netns_subnet, mpiexec, rdmabench_env
 
 SCRIPT = Path(__file__).resolve().parents[1] / "launch" / "netns-cluster.sh"
 PREFIX = f"rb{os.getpid() % 100000}"
+SUBNET = free_netns_subnet(0, 143)  # rails 10.213.SUBNET+r: apart from another session's and test_netns_faults'
 
 
 def _why_not() -> str | None:
@@ -78,7 +79,8 @@ def cluster(private_cache: Path) -> Iterator[Cluster]:
     if reason:
         print(f"namespace multi-node test skipped: {reason}")
         pytest.skip(reason)
-    made = Cluster(rdmabench_env(RDMABENCH_NETNS_PREFIX=PREFIX, RDMABENCH_CACHE_DIR=str(private_cache)))
+    names = {"RDMABENCH_NETNS_PREFIX": PREFIX, "RDMABENCH_NETNS_SUBNET": str(SUBNET)}
+    made = Cluster(rdmabench_env(**names, RDMABENCH_CACHE_DIR=str(private_cache)))
     try:
         yield made
     finally:
@@ -312,7 +314,7 @@ def test_the_namespace_script_builds_three_rails_refuses_bad_counts_and_leaves_n
     shown = subprocess.run(
         ["ip", "-n", f"{PREFIX}-h1", "-o", "addr", "show"], capture_output=True, text=True, check=True
     ).stdout
-    assert all(f"10.213.{rail}.2/24" in shown for rail in range(3)), shown
+    assert all(f"10.213.{SUBNET + rail}.2/24" in shown for rail in range(3)), shown
     for bad in (["up", "2", "9"], ["up", "two"], ["up", "0"]):
         refused = subprocess.run([str(SCRIPT), *bad], capture_output=True, text=True, env=env)
         assert refused.returncode == 2 and len(refused.stderr.splitlines()) == 1, refused.stderr

@@ -17,11 +17,11 @@ import pytest
 from devtools.netns import NamespaceCluster, Planted
 from devtools.netns_trials import netns_plan
 
-from .conftest import rdmabench_env, run_cli
+from .conftest import free_netns_subnet, rdmabench_env, run_cli
 from .test_multinode_netns import SCRIPT, Cluster, _why_not
 
 PREFIX = f"rf{os.getpid() % 100000}"
-SUBNET = 150 + os.getpid() % 50  # 10.213.<SUBNET>.0/24: apart from the other namespace tests' 10.213.0.0/24
+SUBNET = free_netns_subnet(150, 199, rails=1)  # 10.213.<SUBNET>.0/24: apart from the other namespace tests
 HOSTS = 4
 LINE = 200e6  # bits/s on every interface: far below what a link reaches unpaced here (1-2 Gbit/s)
 SCREEN = ["--pattern", "screen", "--sizes", "256KiB", "--window", "8", "--samples", "4", "--warmup", "1"]
