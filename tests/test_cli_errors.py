@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -247,3 +248,6 @@ def test_a_parameter_file_that_chooses_the_transports_is_left_to_choose(
     assert "OMPI_MCA_btl" not in spawner.local_command(2, RunConfig())[1]
     params.write_text("btl_tcp_if_include = lo\n")  # another parameter: not a choice of transports
     assert spawner.local_command(2, RunConfig())[1]["OMPI_MCA_btl"] == "^ofi"
+    params.unlink()
+    os.mkfifo(params)  # not a file to read (an open would wait for a writer): left to Open MPI, unread
+    assert spawner.btl_in_param_files(spawner.find_mpiexec(), {"OMPI_MCA_mca_param_files": str(params)})

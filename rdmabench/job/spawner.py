@@ -14,7 +14,8 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import IO, TextIO
 
-from ..errors import ERROR_PREFIX, LaunchError, RdmabenchError, ResultsWriteError, error_line
+from .. import userfiles
+from ..errors import ERROR_PREFIX, FileRefusedError, LaunchError, RdmabenchError, ResultsWriteError, error_line
 from ..pystart import python_module
 from ..results.files import document
 from .config import RunConfig
@@ -85,7 +86,8 @@ _BTL_LINE = re.compile(r"^\s*btl\s*=", re.MULTILINE)
 def btl_in_param_files(mpiexec: str, env: dict[str, str]) -> bool:
     """Whether an Open MPI parameter file this launch reads chooses its byte transports (`btl = ...`):
     the user's (~/.openmpi/mca-params.conf), the installation's (PREFIX/etc/openmpi-mca-params.conf)
-    or those OMPI_MCA_mca_param_files names."""
+    or those OMPI_MCA_mca_param_files names. A file there that cannot be read safely within the bound
+    (a FIFO, a device, one too large) is left to Open MPI: as if it chose."""
     prefix = os.path.dirname(os.path.dirname(os.path.realpath(mpiexec)))
     paths = [
         os.path.join(os.path.expanduser("~"), ".openmpi", "mca-params.conf"),
@@ -93,11 +95,12 @@ def btl_in_param_files(mpiexec: str, env: dict[str, str]) -> bool:
         *filter(None, env.get("OMPI_MCA_mca_param_files", "").split(":")),
     ]
     for path in paths:
-        try:
-            with open(path, "rb") as handle:
-                text = handle.read(_PARAM_FILE_BYTES).decode(errors="replace")
-        except OSError:
+        if not os.path.lexists(path):
             continue
+        try:
+            text = userfiles.read_input(path, _PARAM_FILE_BYTES, "Open MPI parameter file").decode(errors="replace")
+        except FileRefusedError:
+            return True
         if _BTL_LINE.search(text):
             return True
     return False
