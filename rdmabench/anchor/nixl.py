@@ -502,9 +502,8 @@ def _beside_figures(beside: Beside, before: PairRun, after: PairRun, unchecked: 
         ("rdmabench", record if record["slowdown"] is None else None),
         ("nixl", _nixl_said(runs, pairs)),
     ):
-        why = unjudged_words(said) if said is not None else None
         if said is not None:  # no pair judged: why, where the pairs say
-            out[f"{side}_unjudged"] = why or "no pair judged"
+            out[f"{side}_unjudged"] = unjudged_words(said) or "no pair judged"
     out["nixl_load_alone"] = _load_alone(_nixl_gpus(before))  # the load's own rate alone, the slower GPU's
     out["rdmabench_load_alone"] = _load_alone(list((record.get("gpus") or {}).values()))
     return out

@@ -33,7 +33,7 @@ from ..wire.protoinfo import PathRows, ProtoRow, RmaRows, TagRows
 from ..wire.staging import Carrier, Staging, StagingRecord, make_carrier, pieces, staging_buffers, wire_chunk
 from ..wire.ucx import Transport
 from . import faults
-from .beside import DRIFT_LIMIT, RETAKES, Beside, Pairs, load_on_this_gpu
+from .beside import RETAKES, Beside, Pairs, drifting, load_on_this_gpu
 from .besiderecord import GpuRecord
 from .contract import Link, Side, StepProtocol, StepRecord
 from .need import Need, message_end
@@ -541,8 +541,8 @@ def _pair(
             raise
         drift = pairs.close(duty if end.spec.protocol.spans_transfers(end) else None)  # None: the other end's
         (worst,) = agree_max(comm, ranks, (abs(drift or 0.0),), _TAG_RETAKE)
-        if worst <= DRIFT_LIMIT or retake == RETAKES:
-            pairs.keep(retake, worst > DRIFT_LIMIT)
+        if not drifting(worst) or retake == RETAKES:
+            pairs.keep(retake, drifting(worst))
             return first, shared
         pairs.discard()
     raise AssertionError("unreachable: the last take is kept")
