@@ -277,6 +277,53 @@ def test_a_list_bigger_than_the_bound_is_armed_in_waves_and_all_lands(
 
 
 @pytest.mark.gpu
+@_needs_gpu
+@pytest.mark.parametrize("gpus", _pair(visible_gpu_count()))
+@pytest.mark.parametrize("direction", ["put", "get"])
+def test_the_next_step_armed_while_this_one_flies_lands_after_it(gpus: tuple[int, int], direction: str) -> None:
+    """A streak's step (ArmedSteps.post): launched, the next step armed while it flies, landed. Every
+    byte lands each step, the armed next step moves nothing until its own launch, and the GPU's
+    times are the step's: a launch while one flies, a land with none in flight and a step of two
+    waves armed while one flies are each refused in one line."""
+    cupy = import_cupy()
+    pools = _Pools(cupy, gpus, direction, 2048, seed=11)
+    with cupy.cuda.Device(pools.src.device.id):
+        stream = cupy.cuda.Stream(non_blocking=True)
+        pools.refill(0)  # its kernel loaded now: loading one may wait for the whole GPU, armed copies too
+    with armed.ArmedPlan(*pools.arguments(), lists=2, direction=direction, timeout=30, where="test") as plan:
+        assert plan.overlaps
+        plan.arm()
+        for step in range(3):
+            plan.launch()
+            with pytest.raises(TransportError, match="land it first"):
+                plan.launch()
+            plan.arm()  # the next step, behind this one's copies
+            released = plan.land()
+            assert plan.armed and not plan.flying and all(s > 0 for s in released.list_seconds)
+            pools.check()
+            with cupy.cuda.Device(pools.src.device.id):  # never the whole GPU: the next step waits on it
+                with stream:
+                    pools.src += np.uint8(step + 1)
+                stream.synchronize()
+            time.sleep(0.02)
+            with pytest.raises(AssertionError, match="blocks wrong"):
+                pools.check()  # the new pattern stays put until the armed step is launched
+        plan.release()
+        pools.check()
+        with pytest.raises(TransportError, match="no release is in flight"):
+            plan.land()
+    waves = _Pools(cupy, gpus, "put", 3000, seed=12)
+    with armed.ArmedPlan(*waves.arguments(), lists=3, bound=1000, timeout=30) as plan:
+        assert not plan.overlaps
+        plan.arm()
+        plan.launch()
+        with pytest.raises(TransportError, match="more than one wave"):
+            plan.arm()
+        plan.land()
+        waves.check()
+
+
+@pytest.mark.gpu
 @pytest.mark.skipif(visible_gpu_count() < 2, reason="needs two GPUs")
 def test_a_probe_of_another_gpu_leaves_the_callers_gpu_current() -> None:
     """why_not(0) from a process on GPU 1 probes GPU 0 and sets GPU 1 back (a rank that probed GPU

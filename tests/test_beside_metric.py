@@ -99,6 +99,9 @@ class _End:
     def ahead(self, end: object, index: int) -> None:
         self.aheads = getattr(self, "aheads", 0) + 1
 
+    def streak(self, end: object, on: bool) -> None:
+        self.streaks = [*getattr(self, "streaks", []), (on, len(self.checked))]
+
 
 def test_the_duty_is_the_shared_halfs_time_in_steps(monkeypatch: pytest.MonkeyPatch) -> None:
     """A clock of the test's own: each step takes 3 s and each agreement between batches 1 s, so a
@@ -132,6 +135,33 @@ def test_the_duty_is_the_shared_halfs_time_in_steps(monkeypatch: pytest.MonkeyPa
         assert seen == [3.0, 3.0, 3.0]
         # ce-armed's arming before every step but the first (the fill did it), outside the steps' time
         assert end.aheads == 3 * batch - 1
+        assert end.streaks == [(True, 0), (False, 0)]  # a streak around the steps, ended before the check
+
+
+def test_the_duty_counts_a_steps_own_time_not_what_else_its_wall_holds(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A step whose wall holds 4 s but whose transfers were in flight 1 s of it (ce-armed arming the
+    next step while this one flies) adds 1 s to the duty's time in flight; an end with no time of its
+    own (the other end of a block list) counts its steps' wall."""
+    import functools
+    import types
+
+    from rdmabench.measure import round as engine
+
+    clock = [0.0]
+    monkeypatch.setattr(engine, "time", types.SimpleNamespace(perf_counter=lambda: clock[0], process_time=lambda: 0.0))
+    for times, duty in (([1.0], 3 / 15), ([], 12 / 15)):
+
+        def step(end: object, index: int, times: list[float] = times) -> list[float]:
+            clock[0] += 4.0
+            return times
+
+        def agree(over: bool, step_seconds: float) -> tuple[bool, int]:
+            clock[0] += 1.0
+            return not over, 1
+
+        steps = engine._Steps(_End(clock), step)  # type: ignore[arg-type]
+        _, found = steps.shared(functools.partial(next, iter([False, False, True])), agree, 1, 1)
+        assert found == pytest.approx(duty)
 
 
 def test_the_shared_half_runs_the_batch_the_ranks_agree_on() -> None:

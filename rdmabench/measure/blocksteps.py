@@ -65,6 +65,7 @@ class _Lists:
     payload: BlockPayload | None = None
     scratch: np.ndarray = field(default_factory=lambda: np.zeros(8, dtype=np.uint8))
     signal_at: int = 0
+    streak: bool = False  # inside a streak of back-to-back steps (StepProtocol.streak)
 
 
 def _lists(end: RoundEnd) -> _Lists:
@@ -303,6 +304,14 @@ class BlocksProtocol(StepProtocol):
             if seconds is not None and index >= end.spec.plan.warmup:
                 lists.armed.append(seconds)
 
+    def streak(self, end: RoundEnd, on: bool) -> None:
+        """A path the GPU's side posts may post ahead within a streak (DeviceSteps.post); at its end
+        what it posted ahead runs out (DeviceSteps.drain), before the payload is checked."""
+        lists = _lists(end)
+        lists.streak = on and lists.initiator
+        if not on and lists.steps is not None and lists.device is not None:
+            lists.steps.drain(lists.device)
+
     def fill(self, end: RoundEnd, index: int) -> None:
         """The sender's payloads of step `index`, then what its path does ahead of it (`ahead`), both
         outside the clock. In that order: the first fill loads its kernel, and loading a kernel may
@@ -358,7 +367,7 @@ class BlocksProtocol(StepProtocol):
         """The initiator's step posted from the GPU's side, inside the same READY and DONE as the CPU's."""
         assert lists.steps is not None and lists.device is not None
         lists.loop.blocks_ready(lists.link, int(lists.scratch.ctypes.data))
-        found = lists.steps.post(lists.device)
+        found = lists.steps.post(lists.device, lists.streak)
         lists.loop.blocks_done(lists.link, lists.signal_at)
         return found
 

@@ -233,6 +233,13 @@ class StepProtocol(Protocol):
         compute, which writes its payloads once; nothing by default."""
         return None
 
+    def streak(self, end: RoundEnd, on: bool) -> None:
+        """A streak of steps back to back begins (`on`) or ends: a pair's shared half beside compute, its
+        payloads written before and checked after, none between. Within one a protocol may post ahead
+        (block lists armed ahead arm the next step while this one flies); at its end it leaves nothing
+        posted. Nothing by default."""
+        return None
+
     def spans_transfers(self, end: RoundEnd) -> bool:
         """Whether this end's steps span its transfers, so that its share of a shared half spent in
         steps is the duty beside compute. Block lists: only the initiator's (the other end's step

@@ -82,9 +82,13 @@ class DeviceSteps:
         """Work done outside the clock before each step: the host's seconds on it (None: no work)."""
         return None
 
-    def post(self, found: DeviceList) -> tuple[float, list[float], list[float]]:
-        """The timed step: (its seconds, each transfer's, each transfer's posting)."""
+    def post(self, found: DeviceList, streak: bool = False) -> tuple[float, list[float], list[float]]:
+        """The timed step: (its seconds, each transfer's, each transfer's posting). `streak`: inside a
+        streak of steps back to back (StepProtocol.streak), where a path may post ahead."""
         return found.plan.step(self.operations[found.operation], found.size)
+
+    def drain(self, found: DeviceList) -> None:
+        """At a streak's end, what was posted ahead run out, untimed: nothing here."""
 
     def arming(self, found: DeviceList, seconds: list[float]) -> Arming | None:
         """What arming cost, from each timed step's `arm` seconds (None: the path arms nothing)."""
@@ -118,12 +122,30 @@ class ArmedSteps(DeviceSteps):
             found.kept.close()
 
     def arm(self, found: DeviceList) -> float | None:
-        return float(found.kept.arm())
+        plan = found.kept
+        if plan.armed:  # armed while the last step flew (a streak's post): that arming's seconds
+            return float(plan.arm_seconds)
+        return float(plan.arm())
 
-    def post(self, found: DeviceList) -> tuple[float, list[float], list[float]]:
-        released = found.kept.release()
-        late = released.late_seconds / found.batch  # the host's submitting behind the release, in the clock
-        return released.wall_seconds, list(released.list_seconds), [late] * found.batch
+    def post(self, found: DeviceList, streak: bool = False) -> tuple[float, list[float], list[float]]:
+        """Released and landed. In a streak (a step of one wave), the next step is armed between
+        the two, while this one flies, and the step's seconds are the GPU's (its events, from the
+        release to the last landing): the host's wall then holds that arming too."""
+        plan = found.kept
+        if not (streak and plan.overlaps):
+            released = plan.release()
+            late = released.late_seconds / found.batch  # the host's submitting behind the release, in the clock
+            return released.wall_seconds, list(released.list_seconds), [late] * found.batch
+        plan.launch()
+        plan.arm()
+        released = plan.land()
+        return max(released.list_seconds), list(released.list_seconds), [0.0] * found.batch
+
+    def drain(self, found: DeviceList) -> None:
+        """A step armed during the streak's last and never released: released and landed, untimed (it
+        moves the streak's payload again)."""
+        if found.kept is not None and found.kept.armed:
+            found.kept.release()
 
     def arming(self, found: DeviceList, seconds: list[float]) -> Arming | None:
         layout = found.kept.layout

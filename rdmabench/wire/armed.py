@@ -92,6 +92,10 @@ def configure(library: Any) -> Any:
     library.rb_arm_arm.restype = ctypes.c_int
     library.rb_arm_release.argtypes = [ptr, ctypes.c_double, doubles, doubles, doubles, text, size]
     library.rb_arm_release.restype = ctypes.c_int
+    library.rb_arm_launch.argtypes = [ptr, doubles, text, size]
+    library.rb_arm_launch.restype = ctypes.c_int
+    library.rb_arm_land.argtypes = [ptr, ctypes.c_double, doubles, doubles, text, size]
+    library.rb_arm_land.restype = ctypes.c_int
     library.rb_arm_describe.argtypes = [ptr, out_int, out_int, out_int, out_size, out_int, out_size]
     library.rb_arm_describe.restype = None
     library.rb_arm_destroy.argtypes = [ptr]
@@ -178,8 +182,10 @@ class ArmedPlan:
     """A step of `lists` lists (copies src[i] -> dst[i] of sizes[i] bytes, device memory, list after
     list) armed ahead on this process's GPU: `direction` "put" (the sources are this GPU's) or "get"
     (the targets are). Made once a round; `arm()` before each timed step (outside the clock),
-    `release()` inside it (returns when every copy has landed), `close()` at the end. Keeps the
-    arrays it was given alive for its life."""
+    `release()` inside it (returns when every copy has landed), `close()` at the end. `launch()` and
+    `land()` are `release()` in two: between them a step of one wave (`overlaps`) may arm the next
+    (`arm()`), so that its CPU time runs while the copies fly. Keeps the arrays it was given alive for
+    its life."""
 
     def __init__(
         self, src: Any, dst: Any, sizes: Any, lists: int = 1, direction: str = "put", bound: int = ARM_BOUND,
@@ -202,6 +208,8 @@ class ArmedPlan:
             raise TransportError(self._said(why.value.decode(errors="replace")))
         self.layout = arm_layout(len(self._src), lists, bound)
         self.arm_seconds = 0.0  # the host's time in the last arm()
+        self.armed = False  # a step is armed and not yet released
+        self.flying = False  # a step is released and not yet landed
 
     def _said(self, line: str) -> str:
         return f"{line} ({self._where})" if self._where else line
@@ -224,8 +232,14 @@ class ArmedPlan:
         seconds in the arming calls, also kept as `arm_seconds`."""
         seconds, why = ctypes.c_double(), ctypes.create_string_buffer(_WHY_LEN)
         self._check(self._lib.rb_arm_arm(self._plan, ctypes.byref(seconds), why, _WHY_LEN), why)
-        self.arm_seconds = seconds.value
+        self.arm_seconds, self.armed = seconds.value, True
         return seconds.value
+
+    @property
+    def overlaps(self) -> bool:
+        """Whether the next step may be armed while this one flies (a step of one wave: the GPU then
+        holds at most one wave armed, behind copies already released)."""
+        return self.layout.waves == 1
 
     @property
     def arm_seconds_per_descriptor(self) -> float:
@@ -239,8 +253,26 @@ class ArmedPlan:
         rc = self._lib.rb_arm_release(
             self._plan, self._timeout, ctypes.byref(wall), seconds, ctypes.byref(late), why, _WHY_LEN
         )
+        self.armed = False
         self._check(rc, why)
         return Released(wall.value, list(seconds), late.value)
+
+    def launch(self) -> float:
+        """Release the armed lists without waiting: the host's seconds submitting waves past the bound."""
+        late, why = ctypes.c_double(), ctypes.create_string_buffer(_WHY_LEN)
+        rc = self._lib.rb_arm_launch(self._plan, ctypes.byref(late), why, _WHY_LEN)
+        self.armed, self.flying = False, rc == 0 or self.flying
+        self._check(rc, why)
+        return late.value
+
+    def land(self, late_seconds: float = 0.0) -> Released:
+        """Wait until every copy of the last launch has landed (at most the plan's timeout from it)."""
+        wall = ctypes.c_double()
+        seconds, why = (ctypes.c_double * self.lists)(), ctypes.create_string_buffer(_WHY_LEN)
+        rc = self._lib.rb_arm_land(self._plan, self._timeout, ctypes.byref(wall), seconds, why, _WHY_LEN)
+        self.flying = self.flying and rc != 0
+        self._check(rc, why)
+        return Released(wall.value, list(seconds), late_seconds)
 
     release_and_wait = release
 

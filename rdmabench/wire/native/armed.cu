@@ -7,7 +7,10 @@
  * host-mapped: such flags were not released on the lent VMs), then one cudaMemcpyBatchAsync of every
  * block (stream order, overlap with compute preferred), then an event. Releasing (inside the step):
  * cuStreamWriteValue32 of the flag from another stream; the list has landed when its event has. A
- * list's time is from the release (an event recorded just before the write) to its event.
+ * list's time is from the release (an event recorded just before the write) to its event. A release
+ * may be launched and landed apart (rb_arm_launch, rb_arm_land), so that the next step of one wave is
+ * armed while this one flies: arming costs about a microsecond of CPU a copy, longer than a 4 KiB or
+ * 64 KiB list takes to land, and back-to-back steps would otherwise leave the engines idle while it runs.
  *
  * Armed copies are held in the GPU's queues: one stream held about 20,000, and arming 30,000 blocked
  * the submitting thread before it could release them (a deadlock). So a plan arms at most
@@ -54,7 +57,7 @@ static write_value_t write_value;
 struct rb_arm_chunk {
     size_t first, count; /* copies [first, first + count) of the step */
     int list, wave, stream;
-    cudaEvent_t landed;
+    cudaEvent_t landed[2]; /* by the generation's parity: the next step may be armed while this one flies */
 };
 
 struct rb_arm_plan {
@@ -69,11 +72,14 @@ struct rb_arm_plan {
     uint32_t generation; /* the value the armed waves wait for */
     cudaStream_t release, streams[RB_ARM_STREAMS];
     int nstreams;
-    cudaEvent_t released;
+    cudaEvent_t released[2]; /* by the generation's parity, as the chunks' events */
     struct rb_arm_chunk *chunks;
     size_t nchunks;
     int waves;
     int armed;          /* the first wave is armed and not yet released */
+    int flying;         /* a generation is released and not yet seen landed */
+    uint32_t flown;     /* that generation */
+    double launched_at; /* the host's clock at its release */
     int stuck;          /* a release timed out: the streams may wait for ever, teardown must not */
 };
 
@@ -125,7 +131,7 @@ static size_t cut_list(size_t at, size_t end, int list, size_t bound, struct rb_
             out[n].list = list;
             out[n].wave = (int)(at / bound);
             out[n].stream = list % RB_ARM_STREAMS;
-            out[n].landed = NULL;
+            out[n].landed[0] = out[n].landed[1] = NULL;
         }
         n++;
         at = stop;
@@ -141,9 +147,9 @@ static cudaError_t post_chunk(struct rb_arm_plan *p, const struct rb_arm_chunk *
                       put ? theirs : mine, p->streams[c->stream]);
 }
 
-/* Wave `wave`'s chunks: each stream waits once for the flag to reach the generation, then each chunk
- * is one batch and its event. */
-static int arm_wave(struct rb_arm_plan *p, int wave, char *why, size_t len)
+/* Wave `wave`'s chunks: each stream waits once for the flag to reach `generation`, then each chunk
+ * is one batch and its event (of the generation's parity). */
+static int arm_wave(struct rb_arm_plan *p, int wave, uint32_t generation, char *why, size_t len)
 {
     int waited[RB_ARM_STREAMS] = {0};
     CUdeviceptr flag = (CUdeviceptr)(uintptr_t)p->flag;
@@ -152,14 +158,14 @@ static int arm_wave(struct rb_arm_plan *p, int wave, char *why, size_t len)
         if (c->wave != wave)
             continue;
         if (!waited[c->stream]) {
-            if (driver_failed(wait_value((CUstream)p->streams[c->stream], flag, p->generation,
+            if (driver_failed(wait_value((CUstream)p->streams[c->stream], flag, generation,
                                          CU_STREAM_WAIT_VALUE_GEQ),
                               "cuStreamWaitValue32", why, len))
                 return RB_ARM_CUDA;
             waited[c->stream] = 1;
         }
         if (cuda_failed(post_chunk(p, c), "cudaMemcpyBatchAsync", why, len) ||
-            cuda_failed(cudaEventRecord(c->landed, p->streams[c->stream]), "cudaEventRecord", why, len))
+            cuda_failed(cudaEventRecord(c->landed[generation & 1], p->streams[c->stream]), "cudaEventRecord", why, len))
             return RB_ARM_CUDA;
     }
     return RB_ARM_OK;
@@ -205,20 +211,21 @@ static int make_streams(struct rb_arm_plan *p, char *why, size_t len)
             return RB_ARM_CUDA;
     if (cuda_failed(cudaMalloc((void **)&p->flag, 256), "cudaMalloc of the release flag", why, len) ||
         cuda_failed(cudaMemsetAsync(p->flag, 0, 256, p->release), "cudaMemset of the release flag", why, len) ||
-        cuda_failed(cudaEventCreate(&p->released), "cudaEventCreate", why, len))
+        cuda_failed(cudaEventCreate(&p->released[0]), "cudaEventCreate", why, len) ||
+        cuda_failed(cudaEventCreate(&p->released[1]), "cudaEventCreate", why, len))
         return RB_ARM_CUDA;
-    for (size_t k = 0; k < p->nchunks; k++)
-        if (cuda_failed(cudaEventCreate(&p->chunks[k].landed), "cudaEventCreate", why, len))
+    for (size_t k = 0; k < 2 * p->nchunks; k++)
+        if (cuda_failed(cudaEventCreate(&p->chunks[k / 2].landed[k % 2]), "cudaEventCreate", why, len))
             return RB_ARM_CUDA;
     return probe_memops(p->release, p->flag, why, len);
 }
 
-/* The release's event, then every chunk's, polled until `until`; one that never comes marks the plan
- * stuck. */
-static int wait_landed(struct rb_arm_plan *p, double until, double timeout, char *why, size_t len)
+/* The release's event, then every chunk's (of parity `at`), polled until `until`; one that never
+ * comes marks the plan stuck. */
+static int wait_landed(struct rb_arm_plan *p, int at, double until, double timeout, char *why, size_t len)
 {
     for (size_t k = 0; k <= p->nchunks; k++) {
-        cudaEvent_t event = k == 0 ? p->released : p->chunks[k - 1].landed;
+        cudaEvent_t event = k == 0 ? p->released[at] : p->chunks[k - 1].landed[at];
         cudaError_t err;
         while ((err = cudaEventQuery(event)) == cudaErrorNotReady)
             if (now() > until) {
@@ -236,14 +243,16 @@ static int wait_landed(struct rb_arm_plan *p, double until, double timeout, char
     return RB_ARM_OK;
 }
 
-/* Each list's seconds from the release to its last chunk's event (CUDA events, the GPU's clock). */
-static int list_times(struct rb_arm_plan *p, double *seconds, char *why, size_t len)
+/* Each list's seconds from the release to its last chunk's event (CUDA events of parity `at`, the
+ * GPU's clock). */
+static int list_times(struct rb_arm_plan *p, int at, double *seconds, char *why, size_t len)
 {
     for (int t = 0; t < p->lists; t++)
         seconds[t] = 0.0;
     for (size_t k = 0; k < p->nchunks; k++) {
         float ms = 0;
-        if (cuda_failed(cudaEventElapsedTime(&ms, p->released, p->chunks[k].landed), "cudaEventElapsedTime", why, len))
+        if (cuda_failed(cudaEventElapsedTime(&ms, p->released[at], p->chunks[k].landed[at]), "cudaEventElapsedTime",
+                        why, len))
             return RB_ARM_CUDA;
         double s = 1e-3 * (double)ms;
         if (s > seconds[p->chunks[k].list])
@@ -340,11 +349,12 @@ void rb_arm_destroy(rb_arm_plan *p)
         for (int s = 0; s < p->nstreams; s++)
             if (p->streams[s] != NULL)
                 cudaStreamSynchronize(p->streams[s]);
-        for (size_t k = 0; p->chunks != NULL && k < p->nchunks; k++)
-            if (p->chunks[k].landed != NULL)
-                cudaEventDestroy(p->chunks[k].landed);
-        if (p->released != NULL)
-            cudaEventDestroy(p->released);
+        for (size_t k = 0; p->chunks != NULL && k < 2 * p->nchunks; k++)
+            if (p->chunks[k / 2].landed[k % 2] != NULL)
+                cudaEventDestroy(p->chunks[k / 2].landed[k % 2]);
+        for (int at = 0; at < 2; at++)
+            if (p->released[at] != NULL)
+                cudaEventDestroy(p->released[at]);
         for (int s = 0; s < p->nstreams; s++)
             if (p->streams[s] != NULL)
                 cudaStreamDestroy(p->streams[s]);
@@ -421,21 +431,24 @@ int rb_arm_create(int direction, const uint64_t *src, const uint64_t *dst, const
 }
 
 /* Arm the step's first wave behind the next generation of the flag: every list of it waits on the
- * GPU, nothing moves. `cpu_seconds`: the host's time in the arming calls. */
+ * GPU, nothing moves. `cpu_seconds`: the host's time in the arming calls. A step of one wave may be
+ * armed while the last one flies (released, not yet landed): it queues behind that one's copies on
+ * the same streams, so the GPU holds at most one wave armed, and the copies never wait for the arming. */
 int rb_arm_arm(rb_arm_plan *p, double *cpu_seconds, char *why, size_t len)
 {
     device_kept kept;
     *cpu_seconds = 0.0;
-    if (p->stuck || p->armed) {
-        snprintf(why, len, p->stuck ? "this armed plan timed out before: make another"
-                                    : "the list is armed already: release it first");
+    if (p->stuck || p->armed || (p->flying && p->waves > 1)) {
+        snprintf(why, len, p->stuck   ? "this armed plan timed out before: make another"
+                           : p->armed ? "the list is armed already: release it first"
+                                      : "a step of more than one wave is armed once the last has landed");
         return RB_ARM_ARGUMENT;
     }
     if (cuda_failed(cudaSetDevice(p->device), "cudaSetDevice", why, len))
         return RB_ARM_CUDA;
     double began = now();
     p->generation++;
-    int rc = arm_wave(p, 0, why, len);
+    int rc = arm_wave(p, 0, p->generation, why, len);
     *cpu_seconds = now() - began;
     if (rc != RB_ARM_OK) {
         /* Part of the wave may wait on the GPU: let it go (the flag written) so nothing hangs. */
@@ -446,40 +459,70 @@ int rb_arm_arm(rb_arm_plan *p, double *cpu_seconds, char *why, size_t len)
     return RB_ARM_OK;
 }
 
-/* Release the armed wave (the flag written from the release stream, an event just before it), submit
- * the later waves behind it, and wait until every copy has landed (at most `timeout` s). `wall`: the
- * host's seconds from the release to the last landing seen; `seconds`: each list's, by the GPU's
- * events; `late_seconds`: the host's time submitting the later waves (0 for a step of one wave). */
-int rb_arm_release(rb_arm_plan *p, double timeout, double *wall, double *seconds, double *late_seconds, char *why,
-                   size_t len)
+/* Release the armed wave (the flag written from the release stream, an event just before it) and
+ * submit the later waves behind it; returns without waiting. `late_seconds`: the host's time
+ * submitting the later waves (0 for a step of one wave). */
+int rb_arm_launch(rb_arm_plan *p, double *late_seconds, char *why, size_t len)
 {
     device_kept kept;
-    *wall = *late_seconds = 0.0;
-    if (!p->armed) {
-        snprintf(why, len, "the list is not armed: arm it before each release");
+    *late_seconds = 0.0;
+    if (!p->armed || p->flying) {
+        snprintf(why, len, p->flying ? "the last release has not landed: land it first"
+                                     : "the list is not armed: arm it before each release");
         return RB_ARM_ARGUMENT;
     }
     if (cuda_failed(cudaSetDevice(p->device), "cudaSetDevice", why, len))
         return RB_ARM_CUDA;
-    double began = now();
+    uint32_t generation = p->generation;
+    p->launched_at = now();
     p->armed = 0;
-    if (cuda_failed(cudaEventRecord(p->released, p->release), "cudaEventRecord", why, len) ||
-        driver_failed(write_value((CUstream)p->release, (CUdeviceptr)(uintptr_t)p->flag, p->generation, 0),
+    if (cuda_failed(cudaEventRecord(p->released[generation & 1], p->release), "cudaEventRecord", why, len) ||
+        driver_failed(write_value((CUstream)p->release, (CUdeviceptr)(uintptr_t)p->flag, generation, 0),
                       "cuStreamWriteValue32", why, len)) {
         p->stuck = 1; /* the armed wave may never be released */
         return RB_ARM_CUDA;
     }
+    p->flying = 1;
+    p->flown = generation;
     int rc = RB_ARM_OK;
     double late = now();
     for (int wave = 1; wave < p->waves && rc == RB_ARM_OK; wave++)
-        rc = arm_wave(p, wave, why, len);
+        rc = arm_wave(p, wave, generation, why, len);
     *late_seconds = now() - late;
-    if (rc == RB_ARM_OK)
-        rc = wait_landed(p, began + timeout, timeout, why, len);
-    *wall = now() - began;
+    return rc;
+}
+
+/* Wait until every copy of the last release has landed (at most `timeout` s from the release).
+ * `wall`: the host's seconds from the release to the last landing seen; `seconds`: each list's, by
+ * the GPU's events. */
+int rb_arm_land(rb_arm_plan *p, double timeout, double *wall, double *seconds, char *why, size_t len)
+{
+    device_kept kept;
+    *wall = 0.0;
+    if (!p->flying) {
+        snprintf(why, len, "no release is in flight: release the list before landing it");
+        return RB_ARM_ARGUMENT;
+    }
+    if (cuda_failed(cudaSetDevice(p->device), "cudaSetDevice", why, len))
+        return RB_ARM_CUDA;
+    int at = (int)(p->flown & 1);
+    int rc = wait_landed(p, at, p->launched_at + timeout, timeout, why, len);
+    *wall = now() - p->launched_at;
     if (rc != RB_ARM_OK)
         return rc;
-    return list_times(p, seconds, why, len);
+    p->flying = 0;
+    return list_times(p, at, seconds, why, len);
+}
+
+/* rb_arm_launch, then rb_arm_land: the armed step released and waited for. */
+int rb_arm_release(rb_arm_plan *p, double timeout, double *wall, double *seconds, double *late_seconds, char *why,
+                   size_t len)
+{
+    *wall = 0.0;
+    int rc = rb_arm_launch(p, late_seconds, why, len);
+    if (rc == RB_ARM_OK)
+        rc = rb_arm_land(p, timeout, wall, seconds, why, len);
+    return rc;
 }
 
 /* The plan's shape as made: its GPUs, waves, chunks and streams, and its bound. */
