@@ -108,7 +108,7 @@ def write(path: str, doc: dict[str, Any]) -> None:
 SCHEMAS = schema.SCHEMAS
 
 
-def json_schema(name: str) -> dict[str, Any]:
+def json_schema(name: str) -> schema.SchemaObject:
     """The published JSON Schema `name` (one of SCHEMAS), shipped in rdmabench/results/files/schemas/: the
     loader checks every file against it (schema.py)."""
     return schema.published(name)
