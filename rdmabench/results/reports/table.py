@@ -35,8 +35,7 @@ def _cost(entry: Entry) -> str:
     """CPU seconds per GB at each end ('src/dst') and the wire check's ratio, or '-' for each."""
     cpu = entry.cpu_s_per_gb or {}
     spent = f"{cpu['src']:.2g}/{cpu['dst']:.2g}" if cpu.get("src") is not None and cpu.get("dst") is not None else "-"
-    wire = entry.wire or {}
-    ratio = wire.get("ratio")
+    ratio = entry.wire["ratio"] if entry.wire is not None else None
     return f"{spent:>13} {'-' if ratio is None else f'{ratio:.2f}':>5}"
 
 
