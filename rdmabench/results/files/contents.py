@@ -4,6 +4,7 @@ a schema-1 document with its matrices, the name of a run's stream; a document wr
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from ... import userfiles
@@ -19,7 +20,7 @@ ENTRY_KEY = ("test", "src_rank", "dst_rank", "src_mode", "dst_mode", "size_bytes
 KNOWN_FIGURES = (("bandwidth_gbps", "GB/s"), ("latency_us", "us"))
 
 
-def figure_field(entry: dict[str, Any]) -> tuple[str, str]:
+def figure_field(entry: Mapping[str, object]) -> tuple[str, str]:
     """The field holding an entry's figure, and its unit: the test's record says, or (a test this
     process does not know) the figure field the entry has, in that field's own unit."""
     kind = registry.find(entry.get("test"))
