@@ -4,7 +4,7 @@ direction and the aggregate, any other bandwidth the median, min and max."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from ...escape import visible, visible_lines
 from ...hardware.limits import CACHE_REGIME
@@ -16,6 +16,7 @@ from ...units import DISPLAY_UNITS, format_size
 if TYPE_CHECKING:
     from ...measure.entry import Entry
     from ...measure.registry import TestKind
+    from ..files.contents import MatrixRecord
 
 
 def _transport(entry: Entry) -> str:
@@ -256,7 +257,7 @@ class ProgressTable:
             self._warned.add(warning)
             self._emit(f"#   warning (first seen): {visible(warning)}")
 
-    def matrices(self, matrices: list[dict[str, Any]]) -> None:
+    def matrices(self, matrices: list[MatrixRecord]) -> None:
         if not self.per_link:
             self._emit("# the N x N matrices are in the results file (`matrices`); `rdmabench report` draws them")
             return
