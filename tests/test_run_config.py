@@ -117,3 +117,9 @@ def test_the_options_are_rewritten_in_one_place() -> None:
     assert RunConfig.from_options({"test": "put", "blocks": 2}).steps.sizes == [4096, 16384, 65536, 262144, 1048576]
     with pytest.raises(ConfigError, match="give the sizes once"):
         RunConfig.from_options({"sizes": [8], "min_size": 8})
+
+
+def test_from_json_refuses_what_is_no_object_in_one_line() -> None:
+    """A configuration that is JSON but no object is refused as bad input, not a TypeError."""
+    with pytest.raises(ConfigError, match="must be a JSON object"):
+        RunConfig.from_json("[1, 2]")

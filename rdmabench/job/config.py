@@ -163,7 +163,7 @@ class BlockLists:
     # checked; it sets the blocks, the transfers (batch) and the block size.
     blocks_from: str | None = None
     blocks_from_sha256: str | None = None
-    model: dict[str, Any] | None = None
+    model: kvhandoff.ModelRecord | None = None
     kv_layout: str = KV_LAYOUTS[0]
     prompt: int | None = None
 
@@ -491,9 +491,9 @@ class RunConfig:
     def needs_gpu(self) -> bool:
         return any(mode.needs_gpu for mode in self.modes)
 
-    def _flat(self) -> dict[str, Any]:
+    def _flat(self) -> dict[str, object]:
         """Every field of every record under its own name, in the order results files record them."""
-        values: dict[str, Any] = {}
+        values: dict[str, object] = {}
         for name in _RECORDS:
             values.update(asdict(getattr(self, name)))
         values["src_mode"], values["dst_mode"] = self.memory.src_mode.value, self.memory.dst_mode.value
@@ -505,13 +505,15 @@ class RunConfig:
 
     @classmethod
     def from_json(cls, text: str) -> RunConfig:
-        data: dict[str, Any] = json.loads(text)
-        data["src_mode"] = MemoryMode.parse(data["src_mode"])
-        data["dst_mode"] = MemoryMode.parse(data["dst_mode"])
+        data = json.loads(text)
+        if not isinstance(data, dict):
+            raise ConfigError("a run's configuration must be a JSON object")
+        data["src_mode"] = MemoryMode.parse(str(data["src_mode"]))
+        data["dst_mode"] = MemoryMode.parse(str(data["dst_mode"]))
         data["nics"] = tuple(data.get("nics") or ())
-        return cls._of(data, data.pop("command_line", "")).check()
+        return cls._of(data, str(data.pop("command_line", ""))).check()
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> dict[str, object]:
         """The settings as recorded in a results file."""
         data = json.loads(self.to_json())
         data.pop("command_line")

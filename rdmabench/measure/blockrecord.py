@@ -38,6 +38,33 @@ class SmsRecord(_SmsMode, total=False):
     ctas: int
 
 
+class _Related(TypedDict, total=False):
+    """What StepProtocol.relate sets of a BlockList: BlockList's fields of those names."""
+
+    handoff: HandoffRecord
+    share_of_ceiling: float
+    contiguous_gbps: float
+    contiguous_posted_by: str
+    share_of_contiguous: float
+
+
+class _Posted(TypedDict, total=False):
+    """Who posted a list and what that cost (BlockSteps._path): BlockList's fields of those names."""
+
+    posted_by: str
+    path: str | None
+    path_note: str | None
+    sms: SmsRecord | None
+    ceiling_gbps: float
+    ceiling_runs_gbps: list[float]
+    posted_descriptors: int
+    merged: bool
+    arm_us: float
+    cpu_us_per_descriptor: float
+    armed_lists: int
+    arm_bound: int
+
+
 @dataclass(frozen=True)
 class BlockList:
     """A block-list entry's shape and its transfers (docs/results-format.md, "blocks"): GB/s and
@@ -86,7 +113,7 @@ class BlockList:
 
     key = KEY  # StepFigure: the entry's field it is written under
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {item.name: value for item in fields(self) if (value := getattr(self, item.name)) is not None}
 
     @classmethod
@@ -110,14 +137,18 @@ class BlockList:
     def related(self, value: float, handoff: Any, references: list[tuple[float, str]]) -> BlockList:
         """The record read against what it is a part of: the model's `handoff` it is (or None), its
         ceiling, and the fastest of its link's contiguous references (value, who posted it)."""
-        found: dict[str, Any] = {}
+        found: _Related = {}
         if handoff is not None and self.count == handoff.count and self.block_bytes == handoff.block_bytes:
             found["handoff"] = handoff.record()
         if self.ceiling_gbps:
             found["share_of_ceiling"] = value / self.ceiling_gbps
         if references and not self.one_message:
             best = max(references)
-            found.update(contiguous_gbps=best[0], contiguous_posted_by=best[1], share_of_contiguous=value / best[0])
+            found |= {
+                "contiguous_gbps": best[0],
+                "contiguous_posted_by": best[1],
+                "share_of_contiguous": value / best[0],
+            }
         return replace(self, **found)
 
 
@@ -166,24 +197,25 @@ class BlockSteps:
         )  # fmt: skip
         return replace(record, **self._path(moved * shape.batch))
 
-    def _path(self, step_bytes: int) -> dict[str, Any]:
+    def _path(self, step_bytes: int) -> _Posted:
         """Who posted the list (`path_note`: why not the GPU, where auto fell back), its ceiling: a plain
         copy kernel's GB/s over the same step's list (median and runs), and the requests the CPU posted a
         step (count x batch blocks: adjacent blocks merged, unless --no-merge)."""
         if self.path is None:
             return {}
-        found: dict[str, Any] = {"posted_by": self.posted_by or "cpu", "path": self.path}
+        posted_by = self.posted_by or "cpu"
+        found: _Posted = {"posted_by": posted_by, "path": self.path}
         found["path_note"] = self.path_note or None
         found["sms"] = self.sms or None
         if self.ceiling_seconds:
             found["ceiling_gbps"] = round(gbps(step_bytes, median(self.ceiling_seconds)), 6)
             found["ceiling_runs_gbps"] = [round(gbps(step_bytes, s), 6) for s in self.ceiling_seconds]
-        record = posting(found["posted_by"])
+        record = posting(posted_by)
         if not (record is not None and record.device) and self.posted_descriptors is not None:
-            found.update(posted_descriptors=self.posted_descriptors, merged=self.shape.merge)
+            found |= {"posted_descriptors": self.posted_descriptors, "merged": self.shape.merge}
         arming = self.arming
         if arming is not None and arming.seconds:  # the host's time arming a step, outside the clock
             middle = median(arming.seconds)
-            found.update(arm_us=_us(middle), cpu_us_per_descriptor=round(middle / arming.copies * 1e6, 6))
-            found.update(armed_lists=arming.lists, arm_bound=arming.bound)
+            found |= {"arm_us": _us(middle), "cpu_us_per_descriptor": round(middle / arming.copies * 1e6, 6)}
+            found |= {"armed_lists": arming.lists, "arm_bound": arming.bound}
         return found

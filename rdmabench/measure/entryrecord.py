@@ -6,7 +6,7 @@ Built by measure/entry.py."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import TypedDict
 
 from ..hardware import limits
 from ..wire.staging import StagingRecord
@@ -46,6 +46,21 @@ _ORDER = (
     "pattern_share_of_limit", "wire", "pattern", "round_seconds", "remeasured_from", _STEP, "cpu_s_per_gb",
     "one_buffer", "beside",
 )  # fmt: skip
+
+
+class _WireFigures(TypedDict):
+    dev: str
+    ratio: float | None
+    gbps: float | None
+
+
+_WireWhy = TypedDict("_WireWhy", {"n/a": str}, total=False)
+
+
+class WireRecord(_WireFigures, _WireWhy):
+    """The wire check of an entry (its "wire", docs/results-format.md): the counter (`dev`), the bytes it
+    counted over those the application moved (`ratio`) and their rate (`gbps`), or both None with "n/a"
+    saying why where the counter could not be read."""
 
 
 @dataclass
@@ -142,7 +157,7 @@ class Entry:
     # interface or RDMA port; the GPU's NVLinks for CUDA IPC over NVLink): {"dev", "ratio" (counted /
     # moved by the application), "gbps"}, or ratio and gbps None with "n/a" saying why where the
     # counter could not be read. None: no counter exists for this path (shared memory, cma, PCIe).
-    wire: dict[str, Any] | None = None
+    wire: WireRecord | None = None
     pattern: str = "pair"
     round_seconds: float = 0.0
     # A screen's re-measure of a slow link, alone: the figure the link had in its concurrent round.
@@ -158,22 +173,24 @@ class Entry:
     # alone and beside, and the load's slowdown (the worse GPU's): beside_record.
     beside: BesideRecord | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        flat: dict[str, Any] = {}
+    def to_dict(self) -> dict[str, object]:
+        """The entry as a results file writes it (schema 1's shape; compact.py stores it in schema 2):
+        open keys, since its figure is written under its test's field and its step record under its key."""
+        flat: dict[str, object] = {}
         for item in fields(self):
             value = getattr(self, item.name)
             if isinstance(value, _GROUPS):
                 flat.update((part.name, getattr(value, part.name)) for part in fields(value))
             elif item.name != "figure_field":
                 flat[item.name] = value
-        data: dict[str, Any] = {}
+        data: dict[str, object] = {}
         for name in _ORDER:
             value = flat[name]
             if name == _FIGURE:
                 data[self.figure_field] = value
             elif name == _STEP:
-                if value is not None:
-                    data[value.key] = value.to_json()
+                if self.step is not None:
+                    data[self.step.key] = self.step.to_json()
             elif not (name in _OPTIONAL and value is None):
                 data[name] = value
         return data

@@ -23,6 +23,7 @@ import functools
 import json
 import math
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any, TypedDict
 
@@ -282,7 +283,7 @@ def _from_file(path: str) -> dict[str, Any]:
     return values
 
 
-def _hf_number(path: str, data: dict[str, Any], key: str, least: int = 1) -> int:
+def _hf_number(path: str, data: Mapping[str, object], key: str, least: int = 1) -> int:
     """A config.json's count `key`: a whole number (a string "32" is refused by name: arithmetic on
     it was a TypeError, or a string made of two)."""
     value = data[key]
@@ -296,7 +297,7 @@ def handoff(spec: str, kv_layout: str = "vllm", prompt: int | None = None) -> Ha
     return Handoff(parse_model(spec), kv_layout, DEFAULT_PROMPT if prompt is None else prompt).check()
 
 
-def from_record(model: dict[str, Any], kv_layout: str, prompt: int | None) -> Handoff:
+def from_record(model: ModelRecord, kv_layout: str, prompt: int | None) -> Handoff:
     """A handoff from the model a run's options carry (ModelConfig.to_dict)."""
     try:
         config = ModelConfig(**model)

@@ -3,19 +3,38 @@ rail alignment) as the reports and the verdicts name it: its fields in JSON, its
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict
 
 from ...units import format_size
 
 
-def class_fields(key: tuple[Any, ...]) -> dict[str, Any]:
+class _ClassLink(TypedDict):
+    test: str
+    src_mode: str
+    dst_mode: str
+    size_bytes: int
+    link_class: str
+
+
+class ClassFields(_ClassLink, total=False):
+    """A class as a report's JSON names it: `rail` only where its key has the rail alignment."""
+
+    rail: str | None
+    load: str
+    settings: dict[str, str]
+
+
+def class_fields(key: tuple[Any, ...]) -> ClassFields:
     """A class key (`class_key`, or fleet's with the rail alignment after it) as the fields a report's
     JSON names: test, modes, size, link class, the rail where the key has one, load, settings."""
     test, src_mode, dst_mode, size, link_class, load, settings, *rail = key
-    fields = {"test": test, "src_mode": src_mode, "dst_mode": dst_mode, "size_bytes": size, "link_class": link_class}
+    fields: ClassFields = {
+        "test": test, "src_mode": src_mode, "dst_mode": dst_mode, "size_bytes": size, "link_class": link_class
+    }  # fmt: skip
     if rail:
         fields["rail"] = rail[0] or None
-    return fields | {"load": load, "settings": dict(settings)}
+    fields |= {"load": load, "settings": dict(settings)}
+    return fields
 
 
 def class_label(key: tuple[Any, ...]) -> str:

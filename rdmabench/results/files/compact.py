@@ -23,7 +23,7 @@ import io
 import json
 import json.scanner
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -90,7 +90,7 @@ def links_path(path: str) -> str:
 _DIGITS = {"cpu_s_per_gb": 3, "wire": 4}
 
 
-def _short(value: Any, digits: int = 6) -> Any:
+def _short(value: object, digits: int = 6) -> object:
     if isinstance(value, float):
         return float(f"{value:.{digits}g}")
     if isinstance(value, list):
@@ -107,9 +107,9 @@ class Compactor:
         self.tables = Tables()  # what the lines declared so far
         self._ids: dict[str, int] = {}
 
-    def lines(self, entry: dict[str, Any], figure: str) -> list[dict[str, Any]]:
-        out: list[dict[str, Any]] = []
-        record: dict[str, Any] = {}
+    def lines(self, entry: Mapping[str, object], figure: str) -> list[dict[str, object]]:
+        out: list[dict[str, object]] = []
+        record: dict[str, object] = {}
         for name, short in RECORD_FIELDS.items():
             if entry.get(name) is not None:
                 record[short] = _short(entry[name], _DIGITS.get(name, 6))
@@ -119,7 +119,10 @@ class Compactor:
             for end, name in zip(("src_rank", "dst_rank"), names, strict=True):
                 if name not in entry:
                     continue
-                known = self.tables.ranks.setdefault(entry[end], {"rank": entry[end]})
+                rank = entry[end]
+                if not isinstance(rank, int):
+                    raise TypeError(f"{end} must be a rank, not {rank!r}")
+                known = self.tables.ranks.setdefault(rank, {"rank": rank})
                 if field not in known:
                     known[field] = entry[name]
                     out.append({"rank_info": dict(known)})
@@ -147,18 +150,34 @@ class Tables:
     from a summary. A profile is an entry's shared fields (open: its keys are the entry's); a rank's
     row, its per-rank fields by rank."""
 
-    profiles: list[dict[str, Any]] = dataclasses.field(default_factory=list)
-    ranks: dict[int, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    profiles: list[dict[str, object]] = dataclasses.field(default_factory=list)
+    ranks: dict[int, dict[str, object]] = dataclasses.field(default_factory=dict)
 
-    def absorb(self, line: dict[str, Any]) -> bool:
-        """Take a profile or rank line (True); a link record is left to the caller (False)."""
+    def absorb(self, line: Mapping[str, object]) -> bool:
+        """Take a profile or rank line (True); a link record is left to the caller (False). Raises
+        TypeError or ValueError for a line that says it is one and is not an object with a rank."""
         if "profile" in line and "entry" in line:
-            self.profiles.append(line["entry"])
+            self.profiles.append(_object(line["entry"], "a profile's entry"))
             return True
         if "rank_info" in line:
-            self.ranks[int(line["rank_info"]["rank"])] = line["rank_info"]
+            info = _object(line["rank_info"], "rank_info")
+            self.ranks[int(_number(info["rank"], "a rank"))] = info
             return True
         return False
+
+
+def _object(value: object, what: str) -> dict[str, object]:
+    """A JSON object read back (TypeError where `value` is none)."""
+    if not isinstance(value, dict):
+        raise TypeError(f"{what} must be an object")
+    return value
+
+
+def _number(value: object, what: str) -> int | float | str:
+    """A value int() takes as JSON holds it: a number (or a string of one: int() says what is wrong)."""
+    if not isinstance(value, (int, float, str)):
+        raise TypeError(f"{what} must be a number, not {value!r}")
+    return value
 
 
 def expand(record: dict[str, Any], tables: Tables) -> dict[str, Any]:
@@ -325,7 +344,8 @@ class _Scanner:
         """Keep the checked entry of an ordinary record as its profile's first."""
         index = self.ordinary(record)
         if index is not None and index not in self.known:
-            self.known[index] = Profile(entry, frozenset(self.profiles[index][_ENDS]))
+            ends = self.profiles[index][_ENDS]  # a list: `ordinary` took only a profile whose ends are one
+            self.known[index] = Profile(entry, frozenset(ends if isinstance(ends, list) else ()))
 
 
 def read_records(

@@ -4,7 +4,8 @@ a schema-1 document with its matrices, the name of a run's stream; a document wr
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, TypedDict
 
 from ... import userfiles
 from ...measure import registry
@@ -19,7 +20,21 @@ ENTRY_KEY = ("test", "src_rank", "dst_rank", "src_mode", "dst_mode", "size_bytes
 KNOWN_FIGURES = (("bandwidth_gbps", "GB/s"), ("latency_us", "us"))
 
 
-def figure_field(entry: dict[str, Any]) -> tuple[str, str]:
+class MatrixRecord(TypedDict):
+    """An N x N matrix of a results file: row = sender rank, column = receiver, the figure where the
+    link was measured, else null with the reason in `reasons`."""
+
+    test: str
+    src_mode: str
+    dst_mode: str
+    size_bytes: int
+    field: str
+    unit: str
+    values: list[list[float | None]]
+    reasons: list[list[str | None]]
+
+
+def figure_field(entry: Mapping[str, object]) -> tuple[str, str]:
     """The field holding an entry's figure, and its unit: the test's record says, or (a test this
     process does not know) the figure field the entry has, in that field's own unit."""
     kind = registry.find(entry.get("test"))
@@ -43,7 +58,7 @@ def document(metadata: dict[str, Any], entries: list[dict[str, Any]], complete: 
     }
 
 
-def build_matrices(metadata: dict[str, Any], entries: list[dict[str, Any]], complete: bool) -> list[dict[str, Any]]:
+def build_matrices(metadata: dict[str, Any], entries: list[dict[str, Any]], complete: bool) -> list[MatrixRecord]:
     """One N x N matrix per (test, src_mode, dst_mode, size): row = sender rank, column = receiver,
     the entry's figure where the link was measured, else null with the reason in `reasons`."""
     ranks = metadata.get("ranks") or []
@@ -59,7 +74,7 @@ def build_matrices(metadata: dict[str, Any], entries: list[dict[str, Any]], comp
             continue  # a screen's re-measure alone: the matrix keeps the pattern's own figure
         key = (entry["test"], entry["src_mode"], entry["dst_mode"], entry["size_bytes"])
         groups.setdefault(key, []).append(entry)
-    matrices = []
+    matrices: list[MatrixRecord] = []
     for (test, src_mode, dst_mode, nbytes), members in groups.items():
         field, unit = figure_field(members[0])
         values: list[list[float | None]] = [[None] * size for _ in range(size)]
@@ -98,7 +113,7 @@ def build_matrices(metadata: dict[str, Any], entries: list[dict[str, Any]], comp
     return matrices
 
 
-def write(path: str, doc: dict[str, Any]) -> None:
+def write(path: str, doc: Mapping[str, object]) -> None:
     """Replace `path` atomically with the JSON document `doc` (never through a link planted there)."""
     with userfiles.replacing(path) as handle:
         json.dump(doc, handle, indent=1)
@@ -108,7 +123,7 @@ def write(path: str, doc: dict[str, Any]) -> None:
 SCHEMAS = schema.SCHEMAS
 
 
-def json_schema(name: str) -> dict[str, Any]:
+def json_schema(name: str) -> schema.SchemaObject:
     """The published JSON Schema `name` (one of SCHEMAS), shipped in rdmabench/results/files/schemas/: the
     loader checks every file against it (schema.py)."""
     return schema.published(name)

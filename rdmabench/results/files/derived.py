@@ -14,6 +14,7 @@ take them from here, so a file that claims a share of 1e9 is judged by its figur
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 from ...hardware.limits import Limit, judge
@@ -21,7 +22,7 @@ from ...measure import registry
 from ...stats import summarize
 
 
-def limit_of(entry: dict[str, Any]) -> Limit | None:
+def limit_of(entry: Mapping[str, object]) -> Limit | None:
     """The physical limit a bandwidth entry's share is taken of; None for a time or no limit. (The
     loader has checked link_limit against the schema: an object with gbps above 0, or null.)"""
     limit = entry.get("link_limit")

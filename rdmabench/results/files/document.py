@@ -30,6 +30,7 @@ import json
 import os
 import stat
 import time
+from collections.abc import Mapping
 from typing import Any, TextIO
 
 from ... import userfiles
@@ -72,7 +73,7 @@ class ResultsStream:
     """The results of a running job, appended to PATH.partial as they are measured (schema 2): rank 0
     keeps only the profiles and the rank table, never the entries."""
 
-    def __init__(self, path: str, metadata: dict[str, Any]):
+    def __init__(self, path: str, metadata: dict[str, object]):
         self.path = path
         self.metadata = identity.with_run_id(metadata)  # what tells this run from copies of its files
         self.count = 0
@@ -118,13 +119,13 @@ class ResultsStream:
             os.dup2(null, fd)
             os.close(null)
 
-    def _write_line(self, record: dict[str, Any]) -> None:
+    def _write_line(self, record: Mapping[str, object]) -> None:
         try:
             self._handle.write(json.dumps(record, separators=(",", ":")) + "\n")
         except OSError as exc:
             raise self._failed(exc) from None
 
-    def append(self, entries: list[dict[str, Any]]) -> None:
+    def append(self, entries: list[dict[str, object]]) -> None:
         for entry in entries:
             for line in self._compactor.lines(entry, figure_field(entry)[0]):
                 self._write_line(line)

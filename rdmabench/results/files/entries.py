@@ -4,6 +4,7 @@ its figure, and the settings that must match before two runs of a link are merge
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 from ...measure.blockrecord import KEY as BLOCKS
@@ -16,7 +17,7 @@ from .contents import figure_field
 LINK_CLASSES = ("same GPU", "intra-node", "inter-node")
 
 
-def link_class(entry: dict[str, Any]) -> str:
+def link_class(entry: Mapping[str, object]) -> str:
     if entry.get("src_host") != entry.get("dst_host"):
         return "inter-node"
     if (
@@ -28,17 +29,17 @@ def link_class(entry: dict[str, Any]) -> str:
     return "intra-node"
 
 
-def end_name(entry: dict[str, Any], end: str) -> str:
+def end_name(entry: Mapping[str, object], end: str) -> str:
     gpu = entry.get(f"{end}_gpu")
     host = entry.get(f"{end}_host") or "?"
     return f"{host}:gpu{gpu}" if gpu is not None else f"{host}:rank{entry[f'{end}_rank']}"
 
 
-def link_name(entry: dict[str, Any]) -> str:
+def link_name(entry: Mapping[str, object]) -> str:
     return f"{end_name(entry, 'src')} -> {end_name(entry, 'dst')}"
 
 
-def mode_label(entry: dict[str, Any], end: str) -> str:
+def mode_label(entry: Mapping[str, object], end: str) -> str:
     """An end's memory mode; a staged end with its pipeline shape, since chunk size and buffer
     count change the figure as much as the mode does."""
     mode = str(entry[f"{end}_mode"])
@@ -51,7 +52,7 @@ def mode_label(entry: dict[str, Any], end: str) -> str:
     return mode
 
 
-def load_of(entry: dict[str, Any]) -> str:
+def load_of(entry: Mapping[str, object]) -> str:
     if entry.get("remeasured_from") is not None:
         return "alone, re-measured after the screen"
     beside = entry.get("beside")
@@ -64,7 +65,7 @@ def load_of(entry: dict[str, Any]) -> str:
     return "alone" if links == 1 else f"{entry.get('pattern', 'concurrent')}, {links} links"
 
 
-def figure(entry: dict[str, Any]) -> float | None:
+def figure(entry: Mapping[str, object]) -> float | None:
     value = entry.get(figure_field(entry)[0])
     return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
 
@@ -78,12 +79,12 @@ def finite_number(value: Any) -> float | None:
 _UCX_BOOKKEEPING = ("UCX_LOG_", "UCX_PROTO_INFO", "UCX_WARN_", "UCX_ERROR_", "UCX_HANDLE_ERRORS", "UCX_MEMTYPE_CACHE")
 
 
-def settings_of(entry: dict[str, Any], metadata: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+def settings_of(entry: Mapping[str, object], metadata: Mapping[str, object]) -> tuple[tuple[str, str], ...]:
     """The settings that must match before two runs of a link are merged: who timed the steps,
     whether payloads were checked, the window, and the UCX settings in force. (Load, memory modes
     and a staged pipeline's shape are in the row's key already.) Entries from before the native
     loop carry no engine: the Python loop timed them."""
-    ucx: dict[str, Any] = metadata.get("ucx_env") or {}
+    ucx = metadata.get("ucx_env") or {}
     if not isinstance(ucx, dict):
         ucx = {}
     tuned = ",".join(
@@ -145,7 +146,7 @@ def record_key(blocks: Any, beside: Any) -> str | None:
     return words + (f" | {beside.get('load')} | {beside.get('carveout')}" if isinstance(beside, dict) else "")
 
 
-def posting_of(entry: dict[str, Any]) -> tuple[str | None, int | None, bool]:
+def posting_of(entry: Mapping[str, object]) -> tuple[str | None, int | None, bool]:
     """Who posted an entry's block list: the posting path's name (measure/postings.py; None: not a block
     list; "cpu" where the entry names none, as before other paths existed), the SMs the posting kernel
     was held to (None: no budget) and whether a green context held it there."""
@@ -162,7 +163,7 @@ def posting_of(entry: dict[str, Any]) -> tuple[str | None, int | None, bool]:
     return record.posted, int(sms["transfer"]), sms["mode"] == "green"
 
 
-def block_list_of(entry: dict[str, Any]) -> str | None:
+def block_list_of(entry: Mapping[str, object]) -> str | None:
     """The block list an entry moved, apart from who posted it: entries of one list by different paths
     (and carve-outs) are candidates for one answer. None for plain messages and for a list's one-message
     reference (a single contiguous block)."""
@@ -173,7 +174,7 @@ def block_list_of(entry: dict[str, Any]) -> str | None:
     return head + table
 
 
-def carveout_of(entry: dict[str, Any]) -> int | None:
+def carveout_of(entry: Mapping[str, object]) -> int | None:
     """The SMs carved out of the model beside an entry (0: none), or None where no model ran beside it."""
     beside = entry.get("beside")
     if not isinstance(beside, dict):

@@ -12,13 +12,14 @@ import hashlib
 import json
 import os
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TypeVar
 
 from . import compact
 
 RUN_ID = "run_id"  # the metadata field
+Doc = TypeVar("Doc", bound=Mapping[str, object])  # a results document, as read (reading.load)
 _CHUNK = 1 << 20
 
 
@@ -26,24 +27,24 @@ def new_run_id() -> str:
     return uuid.uuid4().hex
 
 
-def run_id(doc: dict[str, Any]) -> str | None:
+def run_id(doc: Mapping[str, object]) -> str | None:
     """The run id a document's metadata names, or None (a file from before run ids, or a bad value)."""
     metadata = doc.get("metadata")
     value = metadata.get(RUN_ID) if isinstance(metadata, dict) else None
     return value if isinstance(value, str) and value else None
 
 
-def with_run_id(metadata: dict[str, Any]) -> dict[str, Any]:
+def with_run_id(metadata: dict[str, object]) -> dict[str, object]:
     """`metadata` with a run id: its own where it has one, else a new one (a new dict)."""
     return metadata if run_id({"metadata": metadata}) else {**metadata, RUN_ID: new_run_id()}
 
 
-def _record_count(doc: dict[str, Any]) -> int:
+def _record_count(doc: Mapping[str, object]) -> int:
     results = doc.get("results")
     return len(results) if isinstance(results, (list, compact.LazyResults)) else 0
 
 
-def records_digest(doc: dict[str, Any]) -> str:
+def records_digest(doc: Mapping[str, object]) -> str:
     """A digest of a document's link records: the bytes of a schema-2 links file (with the profiles
     and ranks its lines refer to), or the entries of a schema-1 file or stream."""
     digest = hashlib.blake2b(digest_size=16)
@@ -74,9 +75,9 @@ class Duplicate:
 
 
 def distinct(
-    documents: list[tuple[str, dict[str, Any]]],
-    broken: Callable[[str, dict[str, Any]], str | None] = lambda _path, _doc: None,
-) -> tuple[list[tuple[str, dict[str, Any]]], list[Duplicate], list[str]]:
+    documents: list[tuple[str, Doc]],
+    broken: Callable[[str, Doc], str | None] = lambda _path, _doc: None,
+) -> tuple[list[tuple[str, Doc]], list[Duplicate], list[str]]:
     """The documents, each run once, the files left out as copies, and a problem line per copy
     that does not read (`broken` says why, or None). Of the copies of a run the first that reads
     is kept: a corrupted copy listed first never stands in for the good one. Records are digested
@@ -87,12 +88,12 @@ def distinct(
         count = _record_count(doc)
         counts[count] = counts.get(count, 0) + 1
     runs: dict[str, int] = {}  # a run id or a digest: the index in `kept` of its file
-    kept: list[tuple[str, dict[str, Any]]] = []
+    kept: list[tuple[str, Doc]] = []
     duplicates: list[Duplicate] = []
     problems: list[str] = []
     health: dict[str, str | None] = {}
 
-    def why_broken(path: str, doc: dict[str, Any]) -> str | None:
+    def why_broken(path: str, doc: Doc) -> str | None:
         if path not in health:
             health[path] = broken(path, doc)
         return health[path]

@@ -4,7 +4,7 @@ regular files only), a run counted once."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,7 +58,7 @@ def load_all(paths: Iterable[str]) -> Loaded:
     return loaded
 
 
-def unreadable(path: str, doc: dict[str, Any]) -> str | None:
+def unreadable(path: str, doc: Mapping[str, object]) -> str | None:
     """Why a loaded document's records do not read through (a bad line, a links file that disagrees
     with its summary), or None: what tells a good copy of a run from a corrupted one."""
     results = doc.get("results")

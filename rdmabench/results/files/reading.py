@@ -8,6 +8,7 @@ import json
 import math
 import os
 import stat
+from collections.abc import Mapping
 from typing import Any
 
 from ... import userfiles
@@ -89,7 +90,7 @@ def _links_file_problem(file: str) -> str | None:
     return f"it is{linked} {userfiles.kind_of(found.st_mode)}, not a regular file; not read"
 
 
-def missing_plugin(doc: dict[str, Any]) -> str | None:
+def missing_plugin(doc: Mapping[str, object]) -> str | None:
     """Why a file cannot be read here: a test of it comes from a plugin ($RDMABENCH_PLUGINS) this
     process has not loaded, so its figure, unit and direction are unknown. None when it can be."""
     metadata = doc.get("metadata")
@@ -102,7 +103,7 @@ def missing_plugin(doc: dict[str, Any]) -> str | None:
     return None
 
 
-def _check_test(profile: dict[str, Any], where: str) -> None:
+def _check_test(profile: Mapping[str, object], where: str) -> None:
     """A profile's unit and figure field are its test's, as this process's registry has them (the
     schema holds the built-in tests to theirs; a plugin's come from its record). A test this
     process does not know is read by a figure field it knows, in that field's unit."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from operator import attrgetter
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 from ...measure.beside import unjudged_words
 from ...measure.blockrecord import BlockList
@@ -18,6 +18,50 @@ if TYPE_CHECKING:
 
 _LINK_KEY = attrgetter("test", "src_mode", "dst_mode", "size_bytes", "link", "load")
 ROW_KEY = attrgetter("test", "src_mode", "dst_mode", "size_bytes", "link", "load", "settings")  # link_key and settings
+
+
+class WireRecord(TypedDict):
+    dev: str | None
+    ratio: float | None
+
+
+class _RowFigures(TypedDict):
+    test: str
+    src_mode: str
+    dst_mode: str
+    size_bytes: int
+    link: str
+    link_class: str
+    load: str
+    settings: dict[str, str]
+    unit: str
+    runs: int
+    median: float
+    min: float
+    max: float
+    spread: float
+    share_of_limit: float | None
+    link_limit: str | None
+    cpu_s_per_gb: dict[str, float] | None
+    wire: WireRecord | None
+    transfer_p99_us: float | None
+    transfer_p999_us: float | None
+    transports: list[str]
+    warnings: list[str]
+
+
+class RowRecord(_RowFigures, total=False):
+    """A row as the report's JSON writes it; what ran beside it and the block list's posting path
+    only where it has them (older reports keep their shape)."""
+
+    transfer_alone: float
+    slowdown: float
+    slowdown_range: list[float] | None
+    posting: str
+    posting_sms: int | None
+    posting_green: bool
+    carveout: int | None
+    cpu_us_per_descriptor: float | None
 
 
 @dataclass(slots=True)
@@ -222,9 +266,9 @@ class Row:
             return None
         return median([t[0] for t in self.tails]), median([t[1] for t in self.tails])
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> RowRecord:
         tail = self.tail_us
-        found = {
+        found: RowRecord = {
             "test": self.test,
             "src_mode": self.src_mode,
             "dst_mode": self.dst_mode,

@@ -6,6 +6,7 @@ importable from here too, where callers have always imported them."""
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from operator import attrgetter
 from typing import Any, NamedTuple
@@ -73,7 +74,7 @@ def _link(src: End, dst: End, on_device: bool) -> _Link:
     return _Link(f"{src[3]} -> {dst[3]}", klass, src[0], dst[0], nics)  # type: ignore[arg-type]
 
 
-def _entry_end(entry: dict[str, Any], end: str) -> End:
+def _entry_end(entry: Mapping[str, object], end: str) -> End:
     nic = entry.get(f"{end}_nic")
     return (
         entry.get(f"{end}_host"),
@@ -83,7 +84,7 @@ def _entry_end(entry: dict[str, Any], end: str) -> End:
     )
 
 
-def _on_device(entry: dict[str, Any]) -> bool:
+def _on_device(entry: Mapping[str, object]) -> bool:
     return any(getattr(mode_named(entry.get(f"{end}_mode")), "on_device", False) for end in ("src", "dst"))
 
 
@@ -306,7 +307,7 @@ def _limit(limit: Any) -> tuple[str | None, str | None, float | None]:
     return f"{limit.get('kind')} {gbps:.1f} GB/s", str(limit.get("kind")), gbps
 
 
-def _rank_end(ranks: dict[int, dict[str, Any]], rank: int, has: tuple[bool, ...]) -> End:
+def _rank_end(ranks: dict[int, dict[str, object]], rank: int, has: tuple[bool, ...]) -> End:
     """An end from the rank table: the fields its profile takes from there."""
     info = ranks[rank]
     host, gpu, nic = (info[name] if wanted else None for name, wanted in zip(compact.RANK_FIELDS, has, strict=True))

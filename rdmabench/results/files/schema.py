@@ -18,7 +18,7 @@ import json
 import operator
 from collections.abc import Callable
 from importlib import resources
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from ...errors import ResultsFileError
 
@@ -43,12 +43,45 @@ _TYPES: dict[str, Callable[[Any], bool]] = {
 }
 
 
-def published(name: str) -> dict[str, Any]:
+# A schema as the published files write it: an object of the keywords this interpreter applies (KEYWORDS;
+# a file using another is refused when compiled), or true (anything) or false (nothing).
+SchemaObject = TypedDict(
+    "SchemaObject",
+    {
+        "$schema": str,
+        "$id": str,
+        "title": str,
+        "description": str,
+        "type": "str | list[str]",
+        "properties": "dict[str, Node]",
+        "required": list[str],
+        "items": "Node",
+        "minItems": int,
+        "minLength": int,
+        "const": object,
+        "enum": list[object],
+        "minimum": float,
+        "exclusiveMinimum": float,
+        "maximum": float,
+        "exclusiveMaximum": float,
+        "allOf": "list[Node]",
+        "if": "Node",
+        "then": "Node",
+    },
+    total=False,
+)
+Node = SchemaObject | bool
+
+
+def published(name: str) -> SchemaObject:
     """The published JSON Schema `name` (one of SCHEMAS), shipped in rdmabench/results/files/schemas/."""
     if name not in SCHEMAS:
         raise ValueError(f"unknown schema {name!r}: choose one of {', '.join(SCHEMAS)}")
     text = resources.files(__package__).joinpath("schemas").joinpath(f"{name}.schema.json").read_text(encoding="utf-8")
-    return json.loads(text)  # type: ignore[no-any-return]
+    found = json.loads(text)
+    if not isinstance(found, dict):
+        raise ValueError(f"the published schema {name!r} is not a JSON object")
+    return cast(SchemaObject, found)  # its keywords are checked as it is compiled (_walk)
 
 
 class _Invalid(Exception):
@@ -66,7 +99,6 @@ def shown(value: Any) -> str:
 
 
 Check = Callable[[Any, tuple[Any, ...]], Any]  # (value, its path) -> the value, integral floats made ints
-Node = dict[str, Any] | bool  # a schema: an object of keywords, or true (anything) or false (nothing)
 
 
 def compile_schema(node: Node) -> Check:
@@ -132,9 +164,9 @@ def _quick(node: Node) -> Callable[[Any], bool]:
     a call per field. A node it cannot judge quickly (const, enum, allOf, if) fails it, and the walk
     decides."""
     lines = ["def quick(value):", *_quick_lines(node, "value", 1, iter(range(1000))), "    return True"]
-    namespace: dict[str, Any] = {"NoneType": type(None), "_MISSING": _MISSING}
+    namespace: dict[str, object] = {"NoneType": type(None), "_MISSING": _MISSING}
     exec(compile("\n".join(lines), "<results schema>", "exec"), namespace)  # the source: the lines above
-    return namespace["quick"]  # type: ignore[no-any-return]
+    return cast("Callable[[Any], bool]", namespace["quick"])  # the function the lines define
 
 
 def _quick_lines(node: Node, name: str, depth: int, names: Any) -> list[str]:
@@ -156,7 +188,7 @@ def _quick_lines(node: Node, name: str, depth: int, names: Any) -> list[str]:
     def only(*wanted: str) -> str:  # a condition on the type, needless where the type is all it can be
         return "" if set(exact) <= set(wanted) else f"({' or '.join(f'{kind} is {t}' for t in wanted)}) and "
 
-    bounds = [f"{name} {spelled} {node[key]!r}" for key, (_, spelled, _) in _BOUNDS.items() if key in node]
+    bounds = [f"{name} {spelled} {node.get(key)!r}" for key, (_, spelled, _) in _BOUNDS.items() if key in node]
     if bounds:
         lines += [f"{pad}if {only('int', 'float')}not ({' and '.join(bounds)}):", f"{pad}    return False"]
     if "minLength" in node:
@@ -168,7 +200,7 @@ def _quick_lines(node: Node, name: str, depth: int, names: Any) -> list[str]:
     return lines
 
 
-def _object_lines(node: dict[str, Any], name: str, depth: int, names: Any) -> list[str]:
+def _object_lines(node: SchemaObject, name: str, depth: int, names: Any) -> list[str]:
     pad, required = "    " * depth, list(node.get("required", ()))
     lines = [f"{pad}if not {{{', '.join(map(repr, required))}}} <= {name}.keys():", f"{pad}    return False"]
     for key, sub in node.get("properties", {}).items():
@@ -181,13 +213,17 @@ def _object_lines(node: dict[str, Any], name: str, depth: int, names: Any) -> li
     return lines if required else lines[2:] or [f"{pad}pass"]
 
 
-def _array_lines(node: dict[str, Any], name: str, depth: int, names: Any) -> list[str]:
+def _array_lines(node: SchemaObject, name: str, depth: int, names: Any) -> list[str]:
     pad = "    " * depth
     lines = [f"{pad}if len({name}) < {node.get('minItems', 0)}:", f"{pad}    return False"]
     item = node.get("items")
     if item is None:
         return lines
-    if item.get("type") == "number" and set(item) <= _QUICK_KEYWORDS - {"properties", "items", "required"}:
+    if (
+        isinstance(item, dict)
+        and item.get("type") == "number"
+        and set(item) <= _QUICK_KEYWORDS - {"properties", "items", "required"}
+    ):
         # Samples: the types and the two ends of the list, a few calls in C (an interval holds all
         # between its ends).
         ends = [f"v{next(names)}", f"v{next(names)}"]
@@ -230,7 +266,7 @@ _SPOKEN = {
 }
 
 
-def _type_step(node: dict[str, Any]) -> Check:
+def _type_step(node: SchemaObject) -> Check:
     names = node["type"] if isinstance(node["type"], list) else [node["type"]]
     tests = [_TYPES[name] for name in names]
     integral = "integer" in names and "number" not in names
@@ -244,7 +280,7 @@ def _type_step(node: dict[str, Any]) -> Check:
     return typed
 
 
-def _value_step(node: dict[str, Any]) -> Check | None:
+def _value_step(node: SchemaObject) -> Check | None:
     if "const" in node:
         allowed = [node["const"]]
     elif "enum" in node:
@@ -274,8 +310,8 @@ def _equal(one: Any, two: Any) -> bool:
     return type(one) is type(two) and one == two
 
 
-def _bounds_step(node: dict[str, Any]) -> Check | None:
-    bounds = [(holds, words, node[key]) for key, (holds, _, words) in _BOUNDS.items() if key in node]
+def _bounds_step(node: SchemaObject) -> Check | None:
+    bounds = [(holds, words, node.get(key)) for key, (holds, _, words) in _BOUNDS.items() if key in node]
     if not bounds:
         return None
 
@@ -289,7 +325,7 @@ def _bounds_step(node: dict[str, Any]) -> Check | None:
     return bounded
 
 
-def _container_steps(node: dict[str, Any]) -> list[Check]:
+def _container_steps(node: SchemaObject) -> list[Check]:
     steps: list[Check] = []
     if "minLength" in node:
         shortest = node["minLength"]
@@ -353,7 +389,7 @@ def _where(path: tuple[Any, ...]) -> str:
     return "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in path).lstrip(".")
 
 
-def checker(node: dict[str, Any], what: str) -> Callable[[Any, str], Any]:
+def checker(node: Node, what: str) -> Callable[[Any, str], Any]:
     """check(value, where): `value` as `node` allows it (integral floats of integer fields made
     ints), or ResultsFileError in one line: where, that it is not `what`, the field and the fault."""
     compiled = compile_schema(node)
@@ -367,7 +403,7 @@ def checker(node: dict[str, Any], what: str) -> Callable[[Any, str], Any]:
     return check
 
 
-def fields(node: dict[str, Any]) -> dict[str, Check]:
+def fields(node: SchemaObject) -> dict[str, Check]:
     """The compiled check of each property `node` lists (a schema-1 entry is checked field by field)."""
     return {key: compile_schema(sub) for key, sub in node.get("properties", {}).items()}
 
@@ -385,15 +421,24 @@ class Parts:
 
     def __init__(self) -> None:
         summary, link = (published(name) for name in SCHEMAS)
-        parts = summary["properties"]
+        parts = summary.get("properties", {})
+        profile = _object(_object(parts.get("profiles"), "profiles").get("items"), "a profile")
+        rank = _object(_object(parts.get("ranks"), "ranks").get("items"), "a rank's row")
         self.summary = checker(summary, "a results summary")
-        self.metadata = checker(parts["metadata"], "the metadata of a result")
-        self.profile = checker(parts["profiles"]["items"], "a profile of a result")
-        self.rank = checker(parts["ranks"]["items"], "a row of a ranks table")
+        self.metadata = checker(_object(parts.get("metadata"), "metadata"), "the metadata of a result")
+        self.profile = checker(profile, "a profile of a result")
+        self.rank = checker(rank, "a row of a ranks table")
         self.link = checker(link, "a link record")
-        self.profile_fields = fields(parts["profiles"]["items"])
-        self.rank_fields = fields(parts["ranks"]["items"])
+        self.profile_fields = fields(profile)
+        self.rank_fields = fields(rank)
         self.link_fields = fields(link)
+
+
+def _object(node: Node | None, what: str) -> SchemaObject:
+    """The object schema of `what` in the published summary schema (ValueError where it is none)."""
+    if not isinstance(node, dict):
+        raise ValueError(f"the published results schema has no object schema for {what}")
+    return node
 
 
 _parts: list[Parts] = []

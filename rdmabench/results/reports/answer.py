@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from ...errors import ConfigError
 from ...stats import median
@@ -50,6 +50,51 @@ def budget_words(budget: float) -> str:
     return f"{(budget - 1) * 100:.4g}%"
 
 
+class _PointFigures(TypedDict):
+    path: str
+    sms: int | None
+    green: bool
+    carveout: int
+    label: str
+    gbps: float
+    gbps_range: list[float] | None
+    slowdown: float | None
+    slowdown_range: list[float] | None
+    cpu_us_per_descriptor: float | None
+
+
+class PointRecord(_PointFigures, total=False):
+    """A candidate as the JSON writes it; `unjudged` only where its slowdown was not judged."""
+
+    unjudged: str
+
+
+class AnswerRecord(TypedDict):
+    """One block size's answer as the JSON writes it."""
+
+    test: str
+    modes: str
+    link: str
+    size_bytes: int
+    load: str
+    list: str
+    budget: float
+    fastest_idle: PointRecord | None
+    fastest_within_budget: PointRecord | None
+    front: list[PointRecord]
+    candidates: list[PointRecord]
+    contiguous_gbps: float | None
+    ceiling_gbps: float | None
+
+
+class AnswerChange(TypedDict):
+    """One block size's answers of two sets of runs, and whether the choice changed."""
+
+    base: AnswerRecord
+    new: AnswerRecord
+    changed: bool
+
+
 @dataclass(frozen=True)
 class Point:
     """A candidate at one block size: a posting path at its SM budget and carve-out, and its figures."""
@@ -82,15 +127,18 @@ class Point:
         cpu = f"{self.cpu_us:.3g}" if self.cpu_us is not None else "-"
         return f"{model}, {self.carveout} SMs taken, CPU {cpu} us/descriptor"
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
+    def to_dict(self) -> PointRecord:
+        found: PointRecord = {
             "path": self.path, "sms": self.sms, "green": self.green, "carveout": self.carveout,
             "label": self.label, "gbps": round(self.gbps, 6),
             "gbps_range": [round(v, 6) for v in self.gbps_range] if self.gbps_range else None,
             "slowdown": self.slowdown,
             "slowdown_range": list(self.slowdown_range) if self.slowdown_range else None,
             "cpu_us_per_descriptor": self.cpu_us,
-        } | ({"unjudged": self.unjudged} if self.unjudged else {})  # fmt: skip
+        }  # fmt: skip
+        if self.unjudged:
+            found["unjudged"] = self.unjudged
+        return found
 
 
 def _point(row: Row, idle: bool) -> Point:
@@ -129,7 +177,7 @@ class Answer:
     contiguous_gbps: float | None = None  # the list's bytes as one message (its reference)
     ceiling_gbps: float | None = None  # a copy kernel over the same list
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> AnswerRecord:
         return {
             "test": self.test, "modes": self.modes, "link": self.link, "size_bytes": self.size_bytes,
             "load": self.load, "list": self.shape, "budget": self.budget,
@@ -226,12 +274,12 @@ def _answer_key(answer: Answer) -> tuple[Any, ...]:
     return (answer.test, answer.modes, answer.link, answer.size_bytes, answer.load, answer.shape)
 
 
-def changes(base: list[Row], new: list[Row], budget: float = BUDGET) -> list[dict[str, Any]]:
+def changes(base: list[Row], new: list[Row], budget: float = BUDGET) -> list[AnswerChange]:
     """The answers of two sets of runs side by side, for every block size and load both answer:
     which candidate each names idle and within the budget, with its costs, and whether that choice
     changed (another path, SM budget or carve-out)."""
     before = {_answer_key(answer): answer for answer in answers(base, budget)}
-    found = []
+    found: list[AnswerChange] = []
     for answer in answers(new, budget):
         old = before.get(_answer_key(answer))
         if old is None:
@@ -243,7 +291,7 @@ def changes(base: list[Row], new: list[Row], budget: float = BUDGET) -> list[dic
     return found
 
 
-def change_lines(found: list[dict[str, Any]]) -> list[str]:
+def change_lines(found: list[AnswerChange]) -> list[str]:
     """`changes` as text, one line a block size: BASE's choice -> NEW's, idle and within the budget,
     each with its costs."""
     if not found:
@@ -265,12 +313,12 @@ def change_lines(found: list[dict[str, Any]]) -> list[str]:
     return out
 
 
-def _from_dict(found: dict[str, Any] | None) -> Point | None:
+def _from_dict(found: PointRecord | None) -> Point | None:
     if not found:
         return None
-    low_high = found.get("slowdown_range")
+    low_high = found["slowdown_range"]
     return Point(
-        found["path"], found["gbps"], found["slowdown"], found.get("sms"), bool(found.get("green")),
-        found.get("carveout") or 0, found.get("cpu_us_per_descriptor"),
+        found["path"], found["gbps"], found["slowdown"], found["sms"], bool(found["green"]),
+        found["carveout"] or 0, found["cpu_us_per_descriptor"],
         (low_high[0], low_high[1]) if low_high else None, None, found.get("unjudged"),
     )  # fmt: skip

@@ -9,13 +9,13 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import numpy as np
 
 from ... import escape, stats
 from ...stats import sorted_median
-from ..files.classes import class_fields, class_label
+from ..files.classes import ClassFields, class_fields, class_label
 
 if TYPE_CHECKING:
     from ..files.rows import Row
@@ -24,6 +24,30 @@ SHARE = "share of limit"  # the unit of a class measured against its physical li
 BINS = 50  # a histogram's bins, between the class's min and max
 PERCENTILES = (1, 5, 95)  # beside min, the median (p50) and max
 OUTLIERS_FROM = 3  # links in a class: two have no majority to stand out from (report.outliers)
+
+
+class Histogram(TypedDict):
+    bins: int
+    edges: list[float]
+    counts: list[int]
+
+
+class DistributionRecord(ClassFields, total=False):
+    """A class's distribution as the report's JSON writes it: its class, then its figures."""
+
+    links: int
+    not_finite: int
+    unit: str
+    limit: str | None
+    min: float
+    p1: float
+    p5: float
+    p50: float
+    p95: float
+    max: float
+    outlier_threshold: float | None
+    outliers: int
+    histogram: Histogram
 
 
 @dataclass(frozen=True)
@@ -58,18 +82,22 @@ class Distribution:
         counts, edges = np.histogram(self.values, bins=bins)  # no values: bins from 0 to 1, empty
         return counts.tolist(), edges.tolist()
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> DistributionRecord:
         counts, edges = self.histogram()
-        return class_fields(self.key) | {
-            "links": self.links,
-            "not_finite": self.left_out,
-            "unit": self.unit,
-            "limit": self.limit,
-            **self.percentiles(),
-            "outlier_threshold": self.threshold,
-            "outliers": self.outliers,
-            "histogram": {"bins": len(counts), "edges": edges, "counts": counts},
+        found: DistributionRecord = {**class_fields(self.key)}
+        found |= {"links": self.links, "not_finite": self.left_out, "unit": self.unit, "limit": self.limit}
+        at = self.percentiles()
+        found |= {
+            "min": at["min"],
+            "p1": at["p1"],
+            "p5": at["p5"],
+            "p50": at["p50"],
+            "p95": at["p95"],
+            "max": at["max"],
         }
+        found |= {"outlier_threshold": self.threshold, "outliers": self.outliers}
+        found["histogram"] = {"bins": len(counts), "edges": edges, "counts": counts}
+        return found
 
 
 def distributions(groups: Iterable[tuple[tuple[Any, ...], list[Row]]], fraction: float) -> list[Distribution]:

@@ -158,7 +158,7 @@ def json_chunks(
     yield "\n ],\n" + rest[2:]
 
 
-def _indented_object(item: dict[str, Any], indent: str) -> str:
+def _indented_object(item: dict[str, object], indent: str) -> str:
     """json.dumps(item, indent=1) of a flat object nested `indent` deep."""
     inner = ",\n".join(f"{indent} {_ENCODE_STR(key)}: {_json(value)}" for key, value in item.items())
     return f"{indent}{{\n{inner}\n{indent}}}"
@@ -258,11 +258,12 @@ def csv_chunks(rows: list[Row]) -> Iterator[str]:
     writer = csv.writer(buffer)
     writer.writerow(CSV_FIELDS)
     for number, row in enumerate(rows, start=1):
-        data = row.to_dict()
-        cost = data["cpu_s_per_gb"] or {}
+        record = row.to_dict()
+        data: dict[str, object] = {**record}
+        cost = record["cpu_s_per_gb"] or {}
         data["cpu_src_s_per_gb"], data["cpu_dst_s_per_gb"] = cost.get("src"), cost.get("dst")
         data["wire_ratio"], data["wire_dev"] = row.wire_ratio, row.wire_dev
-        data["transports"] = ";".join(data["transports"])
+        data["transports"] = ";".join(record["transports"])
         data["settings"] = ";".join(f"{k}={v}" for k, v in row.settings)
         writer.writerow(
             [escape.csv_cell(value) if type(value) is str else value for value in map(data.get, CSV_FIELDS)]

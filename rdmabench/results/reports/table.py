@@ -4,7 +4,7 @@ direction and the aggregate, any other bandwidth the median, min and max."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from ...escape import visible, visible_lines
 from ...hardware.limits import CACHE_REGIME
@@ -16,6 +16,7 @@ from ...units import DISPLAY_UNITS, format_size
 if TYPE_CHECKING:
     from ...measure.entry import Entry
     from ...measure.registry import TestKind
+    from ..files.contents import MatrixRecord
 
 
 def _transport(entry: Entry) -> str:
@@ -35,8 +36,7 @@ def _cost(entry: Entry) -> str:
     """CPU seconds per GB at each end ('src/dst') and the wire check's ratio, or '-' for each."""
     cpu = entry.cpu_s_per_gb or {}
     spent = f"{cpu['src']:.2g}/{cpu['dst']:.2g}" if cpu.get("src") is not None and cpu.get("dst") is not None else "-"
-    wire = entry.wire or {}
-    ratio = wire.get("ratio")
+    ratio = entry.wire["ratio"] if entry.wire is not None else None
     return f"{spent:>13} {'-' if ratio is None else f'{ratio:.2f}':>5}"
 
 
@@ -257,7 +257,7 @@ class ProgressTable:
             self._warned.add(warning)
             self._emit(f"#   warning (first seen): {visible(warning)}")
 
-    def matrices(self, matrices: list[dict[str, Any]]) -> None:
+    def matrices(self, matrices: list[MatrixRecord]) -> None:
         if not self.per_link:
             self._emit("# the N x N matrices are in the results file (`matrices`); `rdmabench report` draws them")
             return

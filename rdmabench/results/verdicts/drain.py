@@ -23,9 +23,8 @@ from __future__ import annotations
 import os
 import re
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from ...errors import ConfigError, FileRefusedError, OutputWriteError
 from ...escape import visible
@@ -50,7 +49,7 @@ class Drain:
     reason: str
 
 
-def ran_on(documents: Iterable[tuple[str, dict[str, Any]]]) -> frozenset[str]:
+def ran_on(documents: Iterable[tuple[str, Mapping[str, object]]]) -> frozenset[str]:
     """The hosts the ranks of these results files ran on, as their metadata (`hosts`, `ranks`) and
     a schema-2 file's rank table record them."""
     found: set[str] = set()

@@ -21,10 +21,19 @@ from ... import escape
 from ...errors import InconclusiveError
 from ..files.rows import Row
 from .attribution import Attribution, attribute
-from .suspects import remeasure_lines
-from .verdict import OUTCOME_EXIT, Judgement, Verdict, format_verdict, judge, junit_xml
+from .suspects import AttributionRecord, remeasure_lines
+from .verdict import OUTCOME_EXIT, Judgement, Verdict, VerdictRecord, format_verdict, judge, junit_xml
 
 FAILING = ("SUSPECTS", "SLOW")  # the attribution's outcomes that fail a run
+
+
+class OutcomeRecord(VerdictRecord, total=False):
+    """The verdict's record with the one outcome (`passed`: the outcome is PASS), why the links gave
+    no verdict where they did not, and the attribution."""
+
+    outcome: str
+    links_inconclusive: str
+    attribution: AttributionRecord
 
 
 @dataclass
@@ -77,8 +86,8 @@ class Checked:
             lines += map(escape.visible, said)
         return "\n".join([*lines, self.last_line()])
 
-    def to_dict(self, passed_links: bool = True) -> dict[str, Any]:
-        found = self.verdict.to_dict(passed_links)
+    def to_dict(self, passed_links: bool = True) -> OutcomeRecord:
+        found: OutcomeRecord = {**self.verdict.to_dict(passed_links)}
         found["passed"] = self.outcome == "PASS"
         found["outcome"] = self.outcome
         if self.verdict.inconclusive is not None:

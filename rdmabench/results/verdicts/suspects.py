@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from ...units import is_digits
 from ..files.rows import Row
@@ -27,6 +27,53 @@ class Params:
     min_gain: float = 1.0  # the least weight of slow links a suspect explains
     max_suspects: int = 50
     listed: int = 5  # link names kept per suspect (explained, fine)
+
+
+class SuspectRecord(TypedDict):
+    """A suspect as the attribution's JSON writes it."""
+
+    component: str
+    kind: str
+    host: str
+    device: str | None
+    direction: str
+    peer: str | None
+    links: int
+    explained: int
+    explained_links: list[str]
+    fine: int
+    fine_links: list[str]
+    ratio: float
+    level: float
+    confidence: float
+    supporting: list[str]
+    contradicting: list[str]
+    placement: list[str]
+    alternatives: list[str]
+
+
+class RemeasureRecord(TypedDict):
+    """A link to measure again, and its figure's ratio to its class."""
+
+    link: str
+    test: str
+    modes: str
+    size_bytes: int
+    ratio: float
+
+
+class AttributionRecord(TypedDict):
+    """The attribution as its JSON writes it (a class's record is fleet.ClassFloor.to_dict's)."""
+
+    outcome: str
+    suspects: list[SuspectRecord]
+    remeasure: list[RemeasureRecord]
+    remeasure_command: str | None
+    judged: int
+    slow: int
+    unexplained: int
+    unexplained_links: list[str]
+    classes: list[dict[str, object]]
 
 
 @dataclass
@@ -70,7 +117,7 @@ class Suspect:
             f"(confidence {self.confidence:.2f})" + (f"; {evidence}" if evidence else "")
         )
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> SuspectRecord:
         return {
             "component": self.name,
             "kind": self.kind,
@@ -153,7 +200,7 @@ class Attribution:
             found.append(f"inconclusive, too small to judge against their class (it takes {least} links): {few}")
         return found
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> AttributionRecord:
         return {
             "outcome": self.outcome,
             "suspects": [s.to_dict() for s in self.suspects],

@@ -15,7 +15,7 @@ import json
 import math
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict
 
 from ... import escape
 from ...errors import ConfigError, InconclusiveError
@@ -96,6 +96,41 @@ def _beside_cost(row: Row, floors: dict[str, float]) -> tuple[bool, str | None]:
                   if slowdown > ceiling else None)  # fmt: skip
 
 
+class JudgementRecord(TypedDict):
+    """A judged link as the verdict's JSON writes it."""
+
+    link: str
+    link_class: str
+    test: str
+    modes: str
+    size_bytes: int
+    load: str
+    median: float
+    unit: str
+    share_of_limit: float | None
+    passed: bool
+    remeasure: bool
+    reason: str
+
+
+class _VerdictCounts(TypedDict):
+    passed: bool
+    judged: int
+    failed: list[JudgementRecord]
+    remeasure: list[JudgementRecord]
+
+
+class VerdictRecord(_VerdictCounts, total=False):
+    """The verdict as its JSON writes it: `passed_links` left out where written a line each
+    (outcome.Checked.json_chunks), then the skipped links and the failing links' culprits."""
+
+    passed_links: list[JudgementRecord]
+    skipped: list[str]
+    gpus: dict[str, int]
+    nodes: dict[str, int]
+    nics: dict[str, int]
+
+
 @dataclass
 class Judgement:
     row: Row
@@ -105,7 +140,7 @@ class Judgement:
     # by no floor of its own: measure it again.
     remeasure: bool = False
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JudgementRecord:
         return {
             "link": self.row.link,
             "link_class": self.row.link_class,
@@ -160,20 +195,19 @@ class Verdict:
         """How many failing links touch each GPU, node and NIC: the slow part shows up most."""
         return culprits([judgement.row for judgement in self.failed])
 
-    def to_dict(self, passed_links: bool = True) -> dict[str, Any]:
+    def to_dict(self, passed_links: bool = True) -> VerdictRecord:
         """The verdict; without `passed_links`, all but the list of passed links (a million of
         them are written a line each: outcome.Checked.json_chunks)."""
-        found = {
+        found: VerdictRecord = {
             "passed": self.passed,
             "judged": len(self.judged),
             "failed": [j.to_dict() for j in self.failed],
             "remeasure": [j.to_dict() for j in self.remeasure],
-            "passed_links": [j.to_dict() for j in self.judged if j.passed] if passed_links else [],
-            "skipped": self.skipped,
-            **self.culprits(),
         }
-        if not passed_links:
-            del found["passed_links"]
+        if passed_links:
+            found["passed_links"] = [j.to_dict() for j in self.judged if j.passed]
+        counts = self.culprits()
+        found |= {"skipped": self.skipped, "gpus": counts["gpus"], "nodes": counts["nodes"], "nics": counts["nics"]}
         return found
 
 
