@@ -86,6 +86,7 @@ class _End:
         self.where, self.rank, self.links = "here", 0, [self]  # what a slow step names (measure/slow.py)
         self.src = 0
         self.spans = True  # whether this end's steps span its transfers (the initiator's do)
+        self.idle_seconds = 0.0  # of each step's wall, spent ahead with no transfer in flight
 
     def spans_transfers(self, end: object) -> bool:
         return self.spans
@@ -101,6 +102,9 @@ class _End:
 
     def streak(self, end: object, on: bool) -> None:
         self.streaks = [*getattr(self, "streaks", []), (on, len(self.checked))]
+
+    def idle(self, end: object) -> float:
+        return self.idle_seconds
 
 
 def test_the_duty_is_the_shared_halfs_time_in_steps(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -138,10 +142,9 @@ def test_the_duty_is_the_shared_halfs_time_in_steps(monkeypatch: pytest.MonkeyPa
         assert end.streaks == [(True, 0), (False, 0)]  # a streak around the steps, ended before the check
 
 
-def test_the_duty_counts_a_steps_own_time_not_what_else_its_wall_holds(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A step whose wall holds 4 s but whose transfers were in flight 1 s of it (ce-armed arming the
-    next step while this one flies) adds 1 s to the duty's time in flight; an end with no time of its
-    own (the other end of a block list) counts its steps' wall."""
+def test_the_duty_leaves_out_what_a_step_spent_ahead_with_nothing_in_flight(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A step of 4 s whose protocol says 3 s of it were spent ahead with no transfer in flight (ce-armed
+    arming the next step for longer than this one's copies took) adds 1 s to the duty's time in flight."""
     import functools
     import types
 
@@ -149,17 +152,19 @@ def test_the_duty_counts_a_steps_own_time_not_what_else_its_wall_holds(monkeypat
 
     clock = [0.0]
     monkeypatch.setattr(engine, "time", types.SimpleNamespace(perf_counter=lambda: clock[0], process_time=lambda: 0.0))
-    for times, duty in (([1.0], 3 / 15), ([], 12 / 15)):
+    for idle, duty in ((3.0, 3 / 15), (0.0, 12 / 15)):
 
-        def step(end: object, index: int, times: list[float] = times) -> list[float]:
+        def step(end: object, index: int) -> list[float]:
             clock[0] += 4.0
-            return times
+            return [1.0]
 
         def agree(over: bool, step_seconds: float) -> tuple[bool, int]:
             clock[0] += 1.0
             return not over, 1
 
-        steps = engine._Steps(_End(clock), step)  # type: ignore[arg-type]
+        end = _End(clock)
+        end.idle_seconds = idle
+        steps = engine._Steps(end, step)  # type: ignore[arg-type]
         _, found = steps.shared(functools.partial(next, iter([False, False, True])), agree, 1, 1)
         assert found == pytest.approx(duty)
 

@@ -312,6 +312,10 @@ class BlocksProtocol(StepProtocol):
         if not on and lists.steps is not None and lists.device is not None:
             lists.steps.drain(lists.device)
 
+    def idle(self, end: RoundEnd) -> float:
+        found = _lists(end).device
+        return found.idle if found is not None else 0.0
+
     def fill(self, end: RoundEnd, index: int) -> None:
         """The sender's payloads of step `index`, then what its path does ahead of it (`ahead`), both
         outside the clock. In that order: the first fill loads its kernel, and loading a kernel may

@@ -240,6 +240,12 @@ class StepProtocol(Protocol):
         posted. Nothing by default."""
         return None
 
+    def idle(self, end: RoundEnd) -> float:
+        """Of the last step's wall, the seconds it spent on work ahead with no transfer in flight
+        (block lists armed ahead: arming the next step for longer than this one's copies took to
+        land), which the duty leaves out; 0 by default."""
+        return 0.0
+
     def spans_transfers(self, end: RoundEnd) -> bool:
         """Whether this end's steps span its transfers, so that its share of a shared half spent in
         steps is the duty beside compute. Block lists: only the initiator's (the other end's step

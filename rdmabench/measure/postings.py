@@ -42,6 +42,7 @@ class DeviceList:
     timeout: float
     where: str
     kept: Any = None  # ce-armed: its armed.ArmedPlan
+    idle: float = 0.0  # of the last step's wall, the seconds spent ahead with no copy in flight (post)
 
 
 @dataclass(frozen=True)
@@ -130,8 +131,8 @@ class ArmedSteps(DeviceSteps):
     def post(self, found: DeviceList, streak: bool = False) -> tuple[float, list[float], list[float]]:
         """Released and landed. In a streak (a step of one wave), the next step is armed between
         the two, while this one flies, and the step's seconds are the GPU's (its events, from the
-        release to the last landing): the host's wall then holds that arming too."""
-        plan = found.kept
+        release to the last landing); where the arming outlasts the copies, by `found.idle`."""
+        plan, found.idle = found.kept, 0.0
         if not (streak and plan.overlaps):
             released = plan.release()
             late = released.late_seconds / found.batch  # the host's submitting behind the release, in the clock
@@ -139,7 +140,9 @@ class ArmedSteps(DeviceSteps):
         plan.launch()
         plan.arm()
         released = plan.land()
-        return max(released.list_seconds), list(released.list_seconds), [0.0] * found.batch
+        flight = max(released.list_seconds)
+        found.idle = max(0.0, released.wall_seconds - flight)  # the arming outlasted the copies by this
+        return flight, list(released.list_seconds), [0.0] * found.batch
 
     def drain(self, found: DeviceList) -> None:
         """A step armed during the streak's last and never released: released and landed, untimed (it

@@ -425,8 +425,8 @@ class _Steps:
         the last batch's steps), until `agree(over(), seconds a step)` says every GPU's window has ended. Its payload is written before the first step and checked after the last
         (the steps between move the same bytes: writing and checking each would leave the window
         without a transfer for most of its time). Per link its step times, and the duty: the share of
-        the half's wall time with a transfer in flight (each step's own time, the longest of its links:
-        the wall of a step can hold more, a path's arming of the next step)."""
+        the half's wall time spent in steps, less what a step spent ahead with no transfer in flight
+        (StepProtocol.idle: a path's arming of the next step, where it outlasts this one's copies)."""
         end, protocol = self.end, self.end.spec.protocol
         per_link: list[list[float]] = [[] for _ in range(links)]
         protocol.fill(end, self.index)
@@ -443,7 +443,7 @@ class _Steps:
                 first = False
                 started = time.perf_counter()
                 times = self.step(end, self.index)
-                busy += min(max(times), time.perf_counter() - started) if times else time.perf_counter() - started
+                busy += time.perf_counter() - started - protocol.idle(end)
                 for position, seconds in enumerate(times):
                     per_link[position].append(seconds)
             on, batch = agree(over(), (time.perf_counter() - batch_began) / batch)
