@@ -231,6 +231,9 @@ def test_repeat_below_one_is_one_line() -> None:
     assert proc.returncode != 0 and len(lines) == 1 and "--repeat" in lines[0], proc.stderr
 
 
+STEADY_KEYS = ["steady_ratio_validated", "steady_ratio_unvalidated"]  # no one-buffer figure here
+
+
 def test_a_failed_round_keeps_the_rounds_before_it(monkeypatch: pytest.MonkeyPatch) -> None:
     """Five host rounds take minutes: the third failing keeps the medians of two, marked incomplete.
     (Generated rounds stand in for the comparisons: this is the merging, not the measuring.)"""
@@ -248,6 +251,9 @@ def test_a_failed_round_keeps_the_rounds_before_it(monkeypatch: pytest.MonkeyPat
     (row,) = anchor.compare("host", [65536], ["bw"], repeat=5)
     assert len(calls) == 3 and row["rounds"] == 2 and row["unvalidated"] == 10.5
     assert row["incomplete"].startswith("round 3 of 5 failed (ucx_perftest client failed")
+    # The JSON's shape: the round's own keys in their order, then the merge's, `incomplete` last.
+    own = list(_round_row(65536, 10.0, 9.0, 9.0))
+    assert list(row) == [*own, "rounds", "runs", "steady_rounds", *STEADY_KEYS, "incomplete"]
     assert "INCOMPLETE: round 3 of 5" in format_rows([row])
 
     def broken(mode: str, sizes: list[int], tests: list[str]) -> list[dict[str, object]]:

@@ -177,3 +177,40 @@ def test_a_storage_rate_above_the_devices_own_is_a_finding_not_an_error() -> Non
 
     assert share_of_limit(6.0, Limit(2.0, "storage", "the device's O_DIRECT read rate, measured", False)) == 3.0
     assert share_of_limit(6.0, Limit(2.0, "PCIe", "Gen4 x16", False)) is None  # a bound: above it is an error
+
+
+def test_a_storage_entry_keeps_its_keys_in_order() -> None:
+    """The entry's JSON shape (records.StorageEntry): every key, in the order results files have held
+    them, the pinned path's buffers (device memory) before the limit and its share."""
+    from rdmabench.storage.limits import Limits
+    from rdmabench.storage.records import Case, entry
+    from rdmabench.storage.sampling import Measured
+
+    fs = disk.FileSystemInfo("/f", "/", "ext4", "/dev/vda1", "vda", False, None, True)
+    measured = Measured([1.0, 2.0, 3.0], [1e-4, 2e-4], 0.01, [])
+    chosen = config.StorageConfig(file="/f", memory="device", buffers=3)
+    found = entry(chosen, Case(True, "pinned", 1 << 20, 2), measured, 4 << 20, fs, Limits(device_read_gbps=4.0))
+    assert list(found) == [
+        "test", "src_rank", "dst_rank", "src_mode", "dst_mode", "size_bytes", "bandwidth_gbps", "unit", "scope",
+        "stats", "samples", "window", "iterations", "warmup", "messages_per_sample", "validated", "wrong_bytes",
+        "engine", "transport", "protocol", "src_host", "dst_host", "src_gpu", "dst_gpu", "link", "storage_path",
+        "threads", "file_bytes", "file_system", "request_latency_us", "cpu_s_per_gb", "warnings", "pinned_buffers",
+        "link_limit", "share_of_limit",
+    ]  # fmt: skip
+    assert found["file_system"] == {"fstype": "ext4", "mount_point": "/", "device": "vda"}
+    assert found["link_limit"] == {"gbps": 4.0, "kind": "storage", "what": "the device's O_DIRECT read rate, measured"}
+    assert found["share_of_limit"] == 0.5 and found["pinned_buffers"] == 3 and found["src_gpu"] == 0
+
+
+def test_the_targets_read_each_entry_as_it_comes_and_skip_what_is_not_storage() -> None:
+    from rdmabench.storage.targets import ratios
+
+    def one(path: str, gbps: object, limit: object = None) -> dict[str, object]:
+        return {"test": "storage-read", "size_bytes": 4096, "storage_path": path, "bandwidth_gbps": gbps,
+                "link_limit": limit}  # fmt: skip
+
+    entries = [
+        {"test": "bw", "size_bytes": 8, "bandwidth_gbps": 1.0},  # a run's entry, no storage path
+        one("pinned", 3.0, {"gbps": 4.0}), one("pageable", 1.5), one("kvikio", "fast"),  # a figure not a number
+    ]  # fmt: skip
+    assert ratios(entries) == {("storage-read", 4096, 1): {"of_limit": 0.75, "over_pageable": 2.0}}

@@ -74,3 +74,29 @@ def test_torch_rows_are_their_own_rows_in_a_report(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     rows = [line for line in proc.stdout.splitlines() if line.startswith("copy-h2d")]
     assert len(rows) == 3 and sum("torch" in row for row in rows) == 2, proc.stdout
+
+
+def test_both_copy_entries_keep_their_keys_in_order() -> None:
+    """The entries `rdmabench copy` writes (copy.CopyResult.entry, torchcopy's): every key, in the order
+    results files have held them (copy/records.py, torchcopy.TorchEntry)."""
+    from types import SimpleNamespace
+
+    from rdmabench.copy.copy import CopyResult
+    from rdmabench.copy.torchcopy import CopyTimes, _entry
+
+    found = CopyResult(0, "h2d", "pinned", 4096, [1.0, 2.0, 3.0], 4.0, 0.001, True).entry()
+    assert list(found) == [
+        "test", "src_rank", "dst_rank", "src_mode", "dst_mode", "size_bytes", "bandwidth_gbps", "unit", "scope",
+        "stats", "samples", "validated", "wrong_bytes", "transport", "protocol", "gpu", "src_host", "dst_host",
+        "src_gpu", "dst_gpu", "link", "reference_gbps", "ratio_to_reference", "host_prepare_seconds", "warnings",
+    ]  # fmt: skip
+    assert (found["src_mode"], found["dst_mode"], found["ratio_to_reference"]) == ("pinned", "device", 0.5)
+    torch = SimpleNamespace(__version__="2.9", version=SimpleNamespace(cuda="13.0"))
+    entry = _entry(torch, "d2h", "pinned", 4096, True, CopyTimes([2.0], 1e-5), None)
+    assert list(entry) == [
+        "test", "src_rank", "dst_rank", "src_mode", "dst_mode", "size_bytes", "bandwidth_gbps", "unit", "scope",
+        "stats", "samples", "validated", "wrong_bytes", "engine", "transport", "protocol", "framework",
+        "framework_version", "cuda_version", "call_seconds", "raw_cupy_gbps", "ratio_to_raw", "src_host", "dst_host",
+        "link",
+    ]  # fmt: skip
+    assert (entry["src_mode"], entry["dst_mode"], entry["ratio_to_raw"]) == ("device", "pinned", None)

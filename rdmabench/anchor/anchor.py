@@ -7,9 +7,9 @@ differ by more than DRIFT_LIMIT is marked unsteady, and --repeat gives the stead
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TypedDict
 
 from ..errors import ConfigError, LaunchError
 from ..hardware.gpu import visible_gpu_count
@@ -17,7 +17,51 @@ from ..measure import registry
 from ..units import format_size
 from . import ceilings
 from .perftest import Bracket, perftests, same_ucx_settings
-from .rounds import DRIFT_LIMIT, Rows, repeated, round_lines, rounds_median, run_entries, spread
+from .rounds import DRIFT_LIMIT, figure, repeated, round_lines, rounds_median, run_entries, spread, text
+
+
+class _AnchorKey(TypedDict):
+    test: str
+    size_bytes: int
+    mode: str  # host, host/ucx or device
+    rdmabench_mode: str
+
+
+class AnchorRow(_AnchorKey, total=False):
+    """One row of the ucx_perftest anchor (its JSON: these keys, in the order each row is built):
+    the anchor's figure (the mean of its runs around rdmabench's, and their drift) or a copy-engine
+    ceiling's, rdmabench's checked, unchecked, Python-loop and one-buffer figures with their ratios,
+    the message rates and the extra time a message; with --repeat, the merge's (rounds.rounds_median)."""
+
+    anchor_test: str
+    anchor: float
+    anchor_before: float
+    anchor_after: float
+    anchor_drift: float
+    ranks: int  # a ceiling's: the ranks rdmabench ran on
+    validated: float
+    ratio_validated: float
+    unvalidated: float
+    ratio_unvalidated: float
+    python_loop: float | None
+    ratio_python_loop: float | None
+    one_buffer: float | None
+    ratio_one_buffer: float | None
+    anchor_msg_rate: float
+    rdmabench_msg_rate: float
+    overhead_us_per_msg: float | None
+    peer_copy: float | None
+    ratio_peer_copy: float | None
+    engine: str | None
+    ucx_settings_set_by_ucxx: dict[str, str]
+    transport: str | None
+    rounds: int
+    runs: dict[str, list[float]]
+    steady_rounds: int
+    steady_ratio_validated: float
+    steady_ratio_unvalidated: float
+    steady_ratio_one_buffer: float
+    incomplete: str
 
 
 def run_rdmabench(
@@ -29,7 +73,7 @@ def run_rdmabench(
     one_buffer: bool = False,
     ranks: int = 2,
     extra: tuple[str, ...] = (),
-) -> dict[int, dict[str, Any]]:
+) -> dict[int, Mapping[str, object]]:
     """rdmabench's entry per size of a `run --np ranks` of `test`: the one sent from rank 0, or, where
     rank 0 only receives (an incast to it), one received by it."""
     command = ["--test", test, "--mode", mode, *extra, "--sizes", ",".join(str(s) for s in sizes), "--engine", engine]
@@ -38,8 +82,8 @@ def run_rdmabench(
     if one_buffer:
         command.append("--one-buffer")
     entries = run_entries(command, ranks)
-    received = {e["size_bytes"]: e for e in entries if e["dst_rank"] == 0}
-    return received | {e["size_bytes"]: e for e in entries if e["src_rank"] == 0}
+    received = {int(figure(e, "size_bytes")): e for e in entries if e.get("dst_rank") == 0}
+    return received | {int(figure(e, "size_bytes")): e for e in entries if e.get("src_rank") == 0}
 
 
 @dataclass(frozen=True)
@@ -80,7 +124,7 @@ ANCHORS = {
 
 def compare(
     mode: str, sizes: list[int], tests: list[str], repeat: int = 1, progress: Callable[[str], None] | None = None
-) -> list[dict[str, Any]]:
+) -> list[AnchorRow]:
     """Rows of (test, size, anchor figure, rdmabench figures with and without validation, ratios).
     With `repeat` > 1 the whole comparison runs that many times and each row holds the medians
     (median_rows)."""
@@ -102,11 +146,10 @@ FIGURES = (
 STEADY_RATIOS = (("checked", "ratio_validated"), ("unchecked", "ratio_unvalidated"), ("1 buffer", "ratio_one_buffer"))
 
 
-def median_rows(rounds: list[Rows]) -> Rows:
+def median_rows(rounds: list[list[AnchorRow]], incomplete: str | None = None) -> list[AnchorRow]:
     """The rounds' rows as one (rounds.rounds_median): each figure's median, the steady rounds' ratios beside them."""
-    return rounds_median(
-        rounds, ("test", "mode", "size_bytes"), FIGURES, ("engine", "transport"), "anchor_drift", STEADY_RATIOS
-    )
+    key, labels = ("test", "mode", "size_bytes"), ("engine", "transport")
+    return rounds_median(rounds, key, FIGURES, labels, "anchor_drift", STEADY_RATIOS, incomplete)
 
 
 def _check(mode: str, tests: list[str]) -> None:
@@ -121,11 +164,11 @@ def _check(mode: str, tests: list[str]) -> None:
             )
 
 
-def _compare_once(mode: str, sizes: list[int], tests: list[str]) -> list[dict[str, Any]]:
+def _compare_once(mode: str, sizes: list[int], tests: list[str]) -> list[AnchorRow]:
     device = mode == "device"
     rd_mode = "device" if device else "pageable"
     shared = same_ucx_settings()
-    rows: list[dict[str, Any]] = []
+    rows: list[AnchorRow] = []
     for test in tests:
         if test in CEILINGS and device:
             rows.extend(_compare_ceiling(test, sizes))
@@ -138,9 +181,7 @@ def _compare_once(mode: str, sizes: list[int], tests: list[str]) -> list[dict[st
     return rows
 
 
-def _compare_test(
-    test: str, sizes: list[int], device: bool, rd_mode: str, shared: dict[str, str]
-) -> list[dict[str, Any]]:
+def _compare_test(test: str, sizes: list[int], device: bool, rd_mode: str, shared: dict[str, str]) -> list[AnchorRow]:
     perf_test, latency = ANCHORS[test]
     before = perftests(perf_test, sizes, device)
     checked = run_rdmabench(test, sizes, rd_mode, validate=True)
@@ -153,37 +194,43 @@ def _compare_test(
     one = run_rdmabench(test, sizes, rd_mode, False, one_buffer=True) if test in ONE_BUFFER_TESTS else None
     after = perftests(perf_test, sizes, device)
     rows = []
+    field = "latency_us" if latency else "bandwidth_gbps"
     for size in sizes:
         bracket = Bracket(before[size], after[size])
         mode = "device" if device else ("host" if rd_mode == "pageable" else f"host/{rd_mode}")
-        row: dict[str, Any] = {"test": test, "size_bytes": size, "mode": mode, "rdmabench_mode": rd_mode}
-        field = "latency_us" if latency else "bandwidth_gbps"
+        anchor = bracket.mean(latency)
+        validated, unvalidated = figure(checked[size], field), figure(unchecked[size], field)
+        python_loop = figure(python[size], field) if python is not None else None
+        one_buffer = figure(one[size], field) if one is not None else None
+        row: AnchorRow = {"test": test, "size_bytes": size, "mode": mode, "rdmabench_mode": rd_mode}
         row["anchor_test"] = perf_test
-        row["anchor"] = bracket.mean(latency)
+        row["anchor"] = anchor
         row["anchor_before"], row["anchor_after"] = bracket.pair(latency)
         row["anchor_drift"] = bracket.drift(latency)
-        columns = (("validated", checked), ("unvalidated", unchecked), ("python_loop", python), ("one_buffer", one))
-        for column, run in columns:
-            row[column] = run[size][field] if run is not None else None
-            row[f"ratio_{column}"] = row[column] / row["anchor"] if run is not None else None
+        row["validated"], row["ratio_validated"] = validated, validated / anchor
+        row["unvalidated"], row["ratio_unvalidated"] = unvalidated, unvalidated / anchor
+        row["python_loop"] = python_loop
+        row["ratio_python_loop"] = python_loop / anchor if python_loop is not None else None
+        row["one_buffer"] = one_buffer
+        row["ratio_one_buffer"] = one_buffer / anchor if one_buffer is not None else None
         if not latency:
             row["anchor_msg_rate"] = bracket.message_rate
-            row["rdmabench_msg_rate"] = row["unvalidated"] * 1e9 / size
+            row["rdmabench_msg_rate"] = unvalidated * 1e9 / size
             # Extra time rdmabench spends per message, beyond what UCX itself needs.
             row["overhead_us_per_msg"] = (1 / row["rdmabench_msg_rate"] - 1 / bracket.message_rate) * 1e6
             peer = ceilings.peer_copy_gbps(size) if device else None
             row["peer_copy"] = peer
-            row["ratio_peer_copy"] = row["validated"] / peer if peer else None
+            row["ratio_peer_copy"] = validated / peer if peer else None
         else:
-            row["overhead_us_per_msg"] = row["unvalidated"] - row["anchor"]
-        row["engine"] = checked[size].get("engine")
+            row["overhead_us_per_msg"] = unvalidated - anchor
+        row["engine"] = text(checked[size], "engine")
         row["ucx_settings_set_by_ucxx"] = shared
-        row["transport"] = checked[size].get("transport")
+        row["transport"] = text(checked[size], "transport")
         rows.append(row)
     return rows
 
 
-def _compare_ceiling(test: str, sizes: list[int]) -> list[dict[str, Any]]:
+def _compare_ceiling(test: str, sizes: list[int]) -> list[AnchorRow]:
     """A device pattern against its copy-engine ceiling: rdmabench's aggregate (bibw: each
     direction's bytes once over the slower direction's time; an incast: the pattern's) over the
     copies' aggregate."""
@@ -195,28 +242,35 @@ def _compare_ceiling(test: str, sizes: list[int]) -> list[dict[str, Any]]:
     unchecked = run_rdmabench(ceiling.test, sizes, "device", False, ranks=ranks, extra=ceiling.options)
     rows = []
     for size in sizes:
-        figure = ceiling.gbps(size)
-        if figure is None:
+        gbps = ceiling.gbps(size)
+        if gbps is None:
             raise LaunchError(f"the {ceiling.name} (the anchor of {test}) needs two GPUs")
-        row: dict[str, Any] = {"test": test, "size_bytes": size, "mode": "device", "rdmabench_mode": "device"}
-        row["anchor_test"], row["anchor"], row["ranks"] = ceiling.name, figure, ranks
-        for column, run in (("validated", checked), ("unvalidated", unchecked)):
-            entry = run[size]
-            row[column] = entry.get("pattern_aggregate_gbps") or entry.get("aggregate_gbps") or entry["bandwidth_gbps"]
-            row[f"ratio_{column}"] = row[column] / figure
+        validated, unvalidated = _aggregate(checked[size]), _aggregate(unchecked[size])
+        row: AnchorRow = {"test": test, "size_bytes": size, "mode": "device", "rdmabench_mode": "device"}
+        row["anchor_test"], row["anchor"], row["ranks"] = ceiling.name, gbps, ranks
+        row["validated"], row["ratio_validated"] = validated, validated / gbps
+        row["unvalidated"], row["ratio_unvalidated"] = unvalidated, unvalidated / gbps
         row["python_loop"] = row["ratio_python_loop"] = row["overhead_us_per_msg"] = None
         row["one_buffer"] = row["ratio_one_buffer"] = None
-        row["engine"], row["transport"] = checked[size].get("engine"), checked[size].get("transport")
+        row["engine"], row["transport"] = text(checked[size], "engine"), text(checked[size], "transport")
         rows.append(row)
     return rows
 
 
-def _one_round(row: dict[str, Any]) -> bool:
+def _aggregate(entry: Mapping[str, object]) -> float:
+    """An entry's aggregate GB/s: its pattern's, else its link's aggregate, else its bandwidth."""
+    for name in ("pattern_aggregate_gbps", "aggregate_gbps"):
+        if entry.get(name):
+            return figure(entry, name)
+    return figure(entry, "bandwidth_gbps")
+
+
+def _one_round(row: AnchorRow) -> bool:
     """The row is one round's figures: no --repeat, or an incomplete one that finished one round."""
     return (row.get("rounds") or 1) == 1
 
 
-def _drift(row: dict[str, Any]) -> str:
+def _drift(row: AnchorRow) -> str:
     drift = row.get("anchor_drift")
     if drift is None:  # a copy-engine ceiling: measured once, no bracket
         return "-"
@@ -225,7 +279,7 @@ def _drift(row: dict[str, Any]) -> str:
     return f"{drift:.1%}" + ("!" if drift > DRIFT_LIMIT else "")
 
 
-def _unsteady_lines(rows: list[dict[str, Any]]) -> list[str]:
+def _unsteady_lines(rows: list[AnchorRow]) -> list[str]:
     """Under a one-round table: a warning for each row whose anchor moved too much to trust its ratios."""
     unsteady = [r for r in rows if _one_round(r) and (r.get("anchor_drift") or 0) > DRIFT_LIMIT]
     lines = [
@@ -238,7 +292,7 @@ def _unsteady_lines(rows: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def _steady_text(row: dict[str, Any]) -> str:
+def _steady_text(row: AnchorRow) -> str:
     if "steady_rounds" not in row:
         return ""
     text = f"  steady rounds {row['steady_rounds']} of {row['rounds']}"
@@ -248,7 +302,7 @@ def _steady_text(row: dict[str, Any]) -> str:
     return text
 
 
-def _round_heading(repeated: Rows) -> str:
+def _round_heading(repeated: list[AnchorRow]) -> str:
     steady = (
         f"; drift is the rounds' median; steady rounds: those whose anchor drifted {DRIFT_LIMIT:.0%} or less, and "
         "each ratio's median over them alone"
@@ -262,7 +316,7 @@ def _round_heading(repeated: Rows) -> str:
     )
 
 
-def _round_line(r: dict[str, Any]) -> str:
+def _round_line(r: AnchorRow) -> str:
     return (
         f"{r['test']:<7} {r['mode']:<8} {format_size(r['size_bytes']):>7} checked {spread(r, 'ratio_validated')}"
         f"  unchecked {spread(r, 'ratio_unvalidated')}  1 buffer {spread(r, 'ratio_one_buffer')}"
@@ -270,7 +324,7 @@ def _round_line(r: dict[str, Any]) -> str:
     )
 
 
-def format_rows(rows: list[dict[str, Any]]) -> str:
+def format_rows(rows: list[AnchorRow]) -> str:
     lines = [
         "# ratios measured side by side in this run; bw, put, get in GB/s (1e9 B/s), lat, put-lat in us (half round trip)",
         "# anchor: ucx_perftest tag_bw, tag_lat, ucp_put_bw, ucp_get, ucp_put_lat; bibw (device): both copy engines "

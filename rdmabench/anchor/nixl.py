@@ -23,7 +23,7 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -174,7 +174,7 @@ def compare(plan: NixlPlan, repeat: int = 1, progress: Callable[[str], None] | N
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def median_rows(rounds: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+def median_rows(rounds: list[list[dict[str, Any]]], incomplete: str | None = None) -> list[dict[str, Any]]:
     """The rounds' rows as one: each measured figure's median (rounds.rounds_median), the steady rounds'
     ratios beside them."""
     figures = sorted(
@@ -185,7 +185,8 @@ def median_rows(rounds: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
             if name not in KEY + SHAPE and isinstance(value, (int, float)) and not isinstance(value, bool)
         }
     )
-    return rounds_median(rounds, KEY, tuple(figures), ("transport", "nixl_transport"), "nixl_drift", STEADY)
+    labels = ("transport", "nixl_transport")
+    return rounds_median(rounds, KEY, tuple(figures), labels, "nixl_drift", STEADY, incomplete)
 
 
 def _cases(plan: NixlPlan, folder: Path) -> list[_Case]:
@@ -361,9 +362,9 @@ def transport_of(log: str, test: str, size: int) -> str | None:
 # --- rdmabench's side -------------------------------------------------------------------------------
 
 
-def run_blocks(case: _Case, plan: NixlPlan, validate: bool) -> dict[int, dict[str, dict[str, Any]]]:
+def run_blocks(case: _Case, plan: NixlPlan, validate: bool) -> dict[int, dict[str, Mapping[str, object]]]:
     """rdmabench's block-list entries of one `rdmabench run` of the case's list: by size, then by who
-    posted the list (measure/postings.py), in the run's order."""
+    posted the list (measure/postings.py), in the run's order (entries read back: open JSON, narrowed)."""
     options = ["--test", case.test, "--mode", MEMORY[plan.mode][1], "--layout", case.shape.layout]
     if case.handoff is not None and case.model_file is not None:
         handoff = case.handoff
@@ -376,14 +377,18 @@ def run_blocks(case: _Case, plan: NixlPlan, validate: bool) -> dict[int, dict[st
         options += ["--posting", plan.posting]
     if plan.beside is not None:
         options += ["--beside", plan.beside.label]
-    found: dict[int, dict[str, dict[str, Any]]] = {}
+    found: dict[int, dict[str, Mapping[str, object]]] = {}
     ran = run_document(options, samples=plan.samples, sample_time=plan.sample_time)
-    case.skipped = dict((ran.get("metadata") or {}).get("skipped_postings") or {})  # a path the run left out, why
-    for entry in ran["results"]:
-        blocks = BlockList.from_json(entry.get(BLOCKS))
-        if blocks is not None and blocks.count == case.shape.count and entry["size_bytes"] in case.sizes:
+    metadata = ran.get("metadata")
+    skipped = metadata.get("skipped_postings") if isinstance(metadata, Mapping) else None
+    case.skipped = {str(path): str(why) for path, why in skipped.items()} if isinstance(skipped, Mapping) else {}
+    results = ran.get("results")
+    for entry in results if isinstance(results, list) else ():
+        blocks = BlockList.from_json(entry.get(BLOCKS)) if isinstance(entry, Mapping) else None
+        size = entry.get("size_bytes") if isinstance(entry, Mapping) else None
+        if blocks is not None and blocks.count == case.shape.count and isinstance(size, int) and size in case.sizes:
             if plan.beside is None or entry.get("beside"):  # (a list of one contiguous block is its own reference)
-                found.setdefault(entry["size_bytes"], {})[blocks.posted] = entry
+                found.setdefault(size, {})[blocks.posted] = entry
     missing_sizes = [size for size in case.sizes if size not in found]
     if missing_sizes:
         raise LaunchError(f"rdmabench run measured no block list of {case.label} at {missing_sizes}")
@@ -408,8 +413,8 @@ def _row(
     variant: str,
     before: PairRun,
     after: PairRun,
-    unchecked: dict[str, Any],
-    checked: dict[str, Any],
+    unchecked: Mapping[str, object],
+    checked: Mapping[str, object],
 ) -> dict[str, Any]:
     """One list at one size, one rdmabench path beside one NIXL variant: NIXL's figures (the mean of its
     runs before and after rdmabench's), rdmabench's unchecked and checked, and the ratios taken in this
@@ -428,7 +433,7 @@ def _row(
     part: Literal["blocks", "beside"] = "blocks" if plan.beside is None else "beside"
     row |= _nixl_figures(before, after, part) | _rdmabench_figures(unchecked, case.test)
     if plan.beside is not None:
-        row |= _beside_figures(plan.beside, before, after, unchecked)
+        row |= _beside_figures(plan.beside, before, after, dict(unchecked))
     record = _record(checked)
     row["checked_gbps"], row["checked_p99_us"] = record.transfer_gbps_p50, record.transfer_us["p99"]
     row["ratio_gbps"] = row["rdmabench_gbps"] / row["nixl_gbps"]
@@ -542,21 +547,21 @@ def _load_alone(gpus: list[GpuRecord]) -> float | None:
     return min(rates) if rates else None
 
 
-def _record(entry: dict[str, Any]) -> BlockList:
+def _record(entry: Mapping[str, object]) -> BlockList:
     """An rdmabench entry's block-list record (run_blocks kept only entries that have one)."""
     record = BlockList.from_json(entry.get(BLOCKS))
     assert record is not None
     return record
 
 
-def _rdmabench_figures(entry: dict[str, Any], test: str) -> dict[str, Any]:
+def _rdmabench_figures(entry: Mapping[str, object], test: str) -> dict[str, Any]:
     """rdmabench's figures of one run (validation off): its block record's, and the initiator's CPU."""
     record = _record(entry)
     out: dict[str, Any] = {f"rdmabench_{suffix}": getattr(record, name) for name, suffix in _PER_TRANSFER.items()}
     out |= {f"rdmabench_{suffix}": record.transfer_us[quantile] for quantile, suffix in _PERCENTILES.items()}
     out["rdmabench_step_gbps"] = entry["bandwidth_gbps"]  # all bytes over the step's time, samples' median
-    cpu = entry.get("cpu_s_per_gb") or {}
-    out["rdmabench_cpu_s_per_gb"] = cpu.get("src" if test == "put" else "dst")
+    cpu = entry.get("cpu_s_per_gb")
+    out["rdmabench_cpu_s_per_gb"] = cpu.get("src" if test == "put" else "dst") if isinstance(cpu, Mapping) else None
     out["rdmabench_vs_one"] = record.share_of_contiguous
     out["rdmabench_posted_by"] = record.posted
     if record.posted_descriptors is not None:  # a request per descriptor, adjacent blocks merged

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import click
@@ -155,12 +156,12 @@ def anchor(
             fail(ResultsWriteError(f"cannot write {output}: {exc.strerror or exc}; the rows are printed above"))
     say(text)
     if rows and rows[0].get("incomplete"):
-        fail(LaunchError(rows[0]["incomplete"]))
+        fail(LaunchError(str(rows[0]["incomplete"])))
 
 
 def _perftest_anchor(
     against: str, mode: str, sizes: str | None, tests: str | None, repeat: int, options: dict[str, Any], progress: Any
-) -> tuple[list[dict[str, Any]], str, dict[str, Any]]:
+) -> tuple[Sequence[Mapping[str, object]], str, Mapping[str, object]]:
     """The ucx_perftest anchor, which takes none of the NIXL anchor's options."""
     from ..anchor import anchor as anchor_module
 
@@ -179,7 +180,7 @@ def _perftest_anchor(
 
 def _nixl_anchor(
     mode: str, sizes: str | None, tests: str | None, repeat: int, options: dict[str, Any], progress: Any
-) -> tuple[list[dict[str, Any]], str, dict[str, Any]]:
+) -> tuple[Sequence[Mapping[str, object]], str, Mapping[str, object]]:
     """`anchor --against nixl`: the plan from the options, the rows, their table and their document."""
     from ..anchor import nixl, nixl_table
 

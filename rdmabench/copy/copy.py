@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypedDict
+from typing import Any
 
 import numpy as np
 
@@ -27,6 +27,7 @@ from ..hardware.gpu import gpu_unavailable_reason, import_cupy, visible_gpu_coun
 from ..results.files import document
 from ..stats import summarize
 from ..units import format_size, gbps
+from .records import AllGpusRead, CopyConfig, CopyEntry, CopyExtras, CopyMetadata, Overlap
 
 DIRECTIONS = ("h2d", "d2h", "d2d")
 HOST_KINDS = ("pageable", "pinned", "write-combined", "registered", "mapped", "managed")
@@ -96,28 +97,6 @@ class HostBuffer:
         self._keep = None
 
 
-class Overlap(TypedDict):
-    """How much of a copy hides behind a kernel on another stream (the document's "overlap" rows)."""
-
-    gpu: int
-    host_memory: str
-    direction: str
-    size_bytes: int
-    copy_seconds: float
-    kernel_seconds: float
-    together_seconds: float
-    overlap_efficiency: float
-
-
-class AllGpusRead(TypedDict):
-    """Every GPU reading pinned host memory at once (the document's "all_gpus_h2d")."""
-
-    host_memory: str
-    size_bytes: int
-    aggregate_gbps: float
-    per_gpu_gbps: list[float]
-
-
 @dataclass
 class CopyResult:
     gpu: int
@@ -129,7 +108,7 @@ class CopyResult:
     prepare_seconds: float | None  # allocation (+ registration) of the host buffer
     validated: bool
 
-    def entry(self) -> dict[str, Any]:
+    def entry(self) -> CopyEntry:
         stats = summarize(self.samples)
         host = self.host_kind or "device"
         src, dst = {"h2d": (host, "device"), "d2h": ("device", host), "d2d": ("device", "device")}[self.direction]
@@ -462,13 +441,19 @@ def run(
 ) -> dict[str, Any]:
     """Every measurement `rdmabench copy` makes, as a results document; `say` prints table rows."""
     entries = _copies(cupy, sizes, directions, kinds, gpus, samples, say)
-    extra: dict[str, Any] = {}
+    extra: CopyExtras = {}
     if together and len(gpus) > 1 and "pinned" in kinds:
         extra["all_gpus_h2d"] = _together(cupy, len(gpus), max(sizes), samples, say)
     if with_overlap:
         extra["overlap"] = _overlaps(cupy, gpus[0], max(sizes), say)
-    config = {"test": "copy", "sizes": sizes, "directions": directions, "host_memory": kinds, "samples": samples}
-    doc = document.document(_metadata(cupy, gpus, config), entries, complete=True)
+    config: CopyConfig = {
+        "test": "copy",
+        "sizes": sizes,
+        "directions": directions,
+        "host_memory": kinds,
+        "samples": samples,
+    }
+    doc = document.document(dict(_metadata(cupy, gpus, config)), [dict(e) for e in entries], complete=True)
     doc.update(extra)
     return doc
 
@@ -481,7 +466,7 @@ def _copies(
     gpus: list[int],
     samples: int,
     say: Callable[[str], None],
-) -> list[dict[str, Any]]:
+) -> list[CopyEntry]:
     say("# rdmabench copy: GB/s = 1e9 bytes/s, CUDA events on a dedicated stream, median of samples;")
     say("# reference = a plain CuPy loop (set/get/copy) timed by the wall clock; prepare = allocation + pinning")
     say(
@@ -528,7 +513,7 @@ def _overlaps(cupy: Any, gpu: int, size: int, say: Callable[[str], None]) -> lis
     return rows
 
 
-def _metadata(cupy: Any, gpus: list[int], config: dict[str, Any]) -> dict[str, Any]:
+def _metadata(cupy: Any, gpus: list[int], config: CopyConfig) -> CopyMetadata:
     from .. import __version__
     from ..hardware.gpu import driver_version, select_gpu
 

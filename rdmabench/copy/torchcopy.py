@@ -217,9 +217,37 @@ def dataloader_rate(torch: Any, pin_memory: bool, batches: int, batch_bytes: int
     }
 
 
-def _entry(
-    torch: Any, direction: str, kind: str, size: int, nb: bool, got: CopyTimes, raw: float | None
-) -> dict[str, Any]:
+class TorchEntry(TypedDict):
+    """One torch copy's results entry (a results file's entry, schema 1), in the order files hold its keys."""
+
+    test: str
+    src_rank: int
+    dst_rank: int
+    src_mode: str
+    dst_mode: str
+    size_bytes: int
+    bandwidth_gbps: float
+    unit: str
+    scope: str
+    stats: dict[str, float]
+    samples: list[float]
+    validated: bool
+    wrong_bytes: int
+    engine: str
+    transport: str
+    protocol: str
+    framework: str
+    framework_version: str
+    cuda_version: str | None
+    call_seconds: float
+    raw_cupy_gbps: float | None
+    ratio_to_raw: float | None
+    src_host: str
+    dst_host: str
+    link: str
+
+
+def _entry(torch: Any, direction: str, kind: str, size: int, nb: bool, got: CopyTimes, raw: float | None) -> TorchEntry:
     stats = summarize(got.samples)
     src, dst = (kind, "device") if direction == "h2d" else ("device", kind)
     host = socket.gethostname()
@@ -264,7 +292,7 @@ def _raw(cupy: Any, gpu: int, direction: str, kind: str, size: int, samples: int
 HEADER = f"{'dir':>4} {'host memory':>11} {'non_blocking':>12} {'size':>8} {'median':>9} {'raw CuPy':>9} {'ratio':>6} {'call held':>10}"
 
 
-def copies(torch: Any, cupy: Any, sizes: list[int], samples: int, say: Callable[[str], None]) -> list[dict[str, Any]]:
+def copies(torch: Any, cupy: Any, sizes: list[int], samples: int, say: Callable[[str], None]) -> list[TorchEntry]:
     say("# rdmabench copy --framework torch: GB/s = 1e9 bytes/s, CUDA events, median of samples; raw = CuPy's")
     say("# cudaMemcpyAsync from the same memory in the same run; call held = how long the copy_ call kept the CPU")
     say(HEADER)
@@ -331,6 +359,6 @@ def run(sizes: list[int], samples: int, gpu: int, say: Callable[[str], None]) ->
         },
         "config": {"test": "copy", "framework": "torch", "sizes": sizes, "samples": samples, "gpu": gpu},
     }
-    doc = document.document(metadata, entries, complete=True)
+    doc = document.document(metadata, [dict(e) for e in entries], complete=True)
     doc.update({"pin_memory_cost": pinning, "overlap": overlaps, "dataloader": loaders})
     return doc

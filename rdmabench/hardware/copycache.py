@@ -30,7 +30,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 import numpy as np
 
@@ -95,7 +95,19 @@ def boot_id() -> str | None:
     return text if re.fullmatch(r"[0-9a-f-]{32,36}", text) else None
 
 
-def _key() -> dict[str, Any] | None:
+class CopyKey(TypedDict):
+    """What a kept figure depends on (its record's "key"): this host, boot and code, the copy's and the
+    cache's bytes, the CPUs' NUMA nodes."""
+
+    host: str
+    boot_id: str
+    code: str
+    copy_bytes: int
+    cache_bytes: int | None
+    numa_nodes: list[int]
+
+
+def _key() -> CopyKey | None:
     """What the figure depends on, as stored beside it; None without a boot id (never kept then)."""
     boot = boot_id()
     if boot is None:
@@ -139,7 +151,7 @@ def _file_name(host: str) -> str:
     return f"host-copy-{plain}.json"
 
 
-def _records(path: Path, notes: list[str]) -> list[dict[str, Any]]:
+def _records(path: Path, notes: list[str]) -> list[dict[str, object]]:
     """The records of the cache file `path` (checked: ours, no link, a regular file of at most
     MAX_BYTES, this layout); [] where it is missing, and, with a note, where it is refused."""
     try:
@@ -163,10 +175,10 @@ def _records(path: Path, notes: list[str]) -> list[dict[str, Any]]:
     except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError; RecursionError: [[[[...
         notes.append(f"ignoring {path}: {str(exc)[:120] or type(exc).__name__}")
         return []
-    return records
+    return [record for record in records if isinstance(record, dict)]  # (all are: checked above)
 
 
-def _cached(path: Path, key: dict[str, Any], notes: list[str]) -> topology.HostCopy | None:
+def _cached(path: Path, key: CopyKey, notes: list[str]) -> topology.HostCopy | None:
     """The figure kept in `path` for `key`, where it holds one that is plausible; else None."""
     for record in _records(path, notes):
         if record.get("key") != key:
@@ -178,7 +190,7 @@ def _cached(path: Path, key: dict[str, Any], notes: list[str]) -> topology.HostC
     return None
 
 
-def _figure(record: dict[str, Any], key: dict[str, Any]) -> topology.HostCopy | None:
+def _figure(record: dict[str, object], key: CopyKey) -> topology.HostCopy | None:
     gbps, when = record.get("gbps"), record.get("measured_utc")
     if isinstance(gbps, bool) or not isinstance(gbps, (int, float)) or not math.isfinite(gbps):
         return None
@@ -193,15 +205,15 @@ def _figure(record: dict[str, Any], key: dict[str, Any]) -> topology.HostCopy | 
     return topology.HostCopy(float(gbps), key["copy_bytes"], key["cache_bytes"], when, cached=True)
 
 
-def _keep(path: Path, key: dict[str, Any], copy: topology.HostCopy) -> None:
+def _same_boot_other_key(found: object, key: CopyKey) -> bool:
+    """Whether a record's key (read back: open JSON) is another of this boot's."""
+    return isinstance(found, dict) and found.get("boot_id") == key["boot_id"] and found != key
+
+
+def _keep(path: Path, key: CopyKey, copy: topology.HostCopy) -> None:
     """Write `copy` as `key`'s record to `path` (under the host's lock), with the file's other
     records of this boot (at most MAX_RECORDS in all): a new file renamed over the old one."""
-    kept = [
-        record
-        for record in _records(path, [])
-        if isinstance(record.get("key"), dict) and record["key"].get("boot_id") == key["boot_id"]
-        and record["key"] != key
-    ]  # fmt: skip
+    kept = [record for record in _records(path, []) if _same_boot_other_key(record.get("key"), key)]
     mine = {"key": key, "gbps": copy.gbps, "measured_utc": copy.measured_utc}
     text = json.dumps({"format": FORMAT, "records": [*kept[-(MAX_RECORDS - 1) :], mine]}, indent=1)
     if len(text) > MAX_BYTES:

@@ -4,7 +4,7 @@ on the run's file, and the GPU's PCIe link; the smaller is an entry's limit."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TypedDict
 
 import numpy as np
 
@@ -18,6 +18,14 @@ from .sampling import measure
 _LIMIT_REQUEST = 16 << 20  # requests of the O_DIRECT rate measured as the device's limit
 
 
+class LinkLimit(TypedDict):
+    """An entry's limit: its GB/s, what kind of limit (storage, PCIe) and which, in words."""
+
+    gbps: float
+    kind: str
+    what: str
+
+
 @dataclass
 class Limits:
     """The device's own O_DIRECT rates into and out of host memory (measured on the run's file) and the
@@ -28,7 +36,7 @@ class Limits:
     pcie_gbps: float | None = None
     pcie: str | None = None
 
-    def limit(self, reading: bool, on_gpu: bool) -> dict[str, Any] | None:
+    def limit(self, reading: bool, on_gpu: bool) -> LinkLimit | None:
         device = self.device_read_gbps if reading else self.device_write_gbps
         options = (
             []

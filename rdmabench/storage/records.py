@@ -7,13 +7,13 @@ from __future__ import annotations
 import socket
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from ..hardware import storage as disk
 from ..stats import summarize
 from ..units import format_size
 from .config import StorageConfig
-from .limits import Limits
+from .limits import Limits, LinkLimit
 from .paths import describe, kvikio_mode
 from .sampling import Measured
 
@@ -25,6 +25,60 @@ def _percentiles_us(seconds: list[float]) -> dict[str, float]:
         return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1e6, 3)
 
     return {"p50": at(0.5), "p99": at(0.99), "p99_9": at(0.999), "max": round(ordered[-1] * 1e6, 3)}
+
+
+class EntryFileSystem(TypedDict):
+    """The file system the measured file is on, as an entry names it."""
+
+    fstype: str
+    mount_point: str
+    device: str | None
+
+
+class _Entry(TypedDict):
+    test: str
+    src_rank: int
+    dst_rank: int
+    src_mode: str
+    dst_mode: str
+    size_bytes: int
+    bandwidth_gbps: float
+    unit: str
+    scope: str
+    stats: dict[str, float]
+    samples: list[float]
+    window: int
+    iterations: int
+    warmup: int
+    messages_per_sample: int
+    validated: bool
+    wrong_bytes: int | None
+    engine: str
+    transport: str
+    protocol: str
+    src_host: str
+    dst_host: str
+    src_gpu: int | None
+    dst_gpu: int | None
+    link: str
+    storage_path: str
+    threads: int
+    file_bytes: int
+    file_system: EntryFileSystem
+    request_latency_us: dict[str, float]  # p50, p99, p99_9, max
+    cpu_s_per_gb: dict[str, float]  # src, dst
+    warnings: list[str]
+
+
+class StorageEntry(_Entry, total=False):
+    """One storage measurement's results entry (a results file's entry, schema 1), in this key order;
+    the pinned path's buffers and KvikIO's mode where they apply, then the limit and the share of it
+    (always written, after those)."""
+
+    pinned_buffers: int
+    kvikio_mode: str
+    link_limit: LinkLimit | None
+    share_of_limit: float | None
 
 
 @dataclass(frozen=True)
@@ -43,7 +97,7 @@ class Case:
 
 def entry(
     config: StorageConfig, case: Case, measured: Measured, size: int, fs: disk.FileSystemInfo, limits: Limits
-) -> dict[str, Any]:
+) -> StorageEntry:
     on_gpu = config.memory == "device"
     memory = config.memory or "host"
     stats = summarize(measured.gbps)
@@ -51,7 +105,7 @@ def entry(
     host = socket.gethostname()
     gpu = config.gpu if on_gpu else None
     requests = -(-size // case.request)
-    result: dict[str, Any] = {
+    result: StorageEntry = {
         "test": case.test,
         "src_rank": 0,
         "dst_rank": 0,
@@ -111,7 +165,7 @@ HEADER = (
 )
 
 
-def row(result: dict[str, Any]) -> str:
+def row(result: StorageEntry) -> str:
     s, lat = result["stats"], result["request_latency_us"]
     share = f"{result['share_of_limit']:.0%}" if result.get("share_of_limit") is not None else "-"
     memory = result["dst_mode"] if result["test"] == "storage-read" else result["src_mode"]
@@ -123,12 +177,12 @@ def row(result: dict[str, Any]) -> str:
 
 
 def results_document(
-    config: StorageConfig, entries: list[dict[str, Any]], fs: disk.FileSystemInfo, limits: Limits, cupy: Any
+    config: StorageConfig, entries: list[StorageEntry], fs: disk.FileSystemInfo, limits: Limits, cupy: Any
 ) -> dict[str, Any]:
     from .. import __version__
     from ..results.files import document
 
-    versions: dict[str, Any] = {"rdmabench": __version__}
+    versions: dict[str, str] = {"rdmabench": __version__}
     if cupy is not None:
         versions["cupy"] = cupy.__version__
     if "kvikio" in (config.paths or []) or any(e.get("kvikio_mode") for e in entries):
@@ -152,4 +206,4 @@ def results_document(
             "page_cache": "evicted per file (posix_fadvise DONTNEED) before each read sample; O_DIRECT bypasses it",
         },
     }
-    return document.document(metadata, entries, complete=True)
+    return document.document(metadata, [dict(e) for e in entries], complete=True)

@@ -30,7 +30,7 @@ from ..units import format_size
 from .config import DEFAULT_SIZES, StorageConfig, check, chosen_paths, cupy_or_none
 from .datafile import pattern, reset, write_pattern
 from .limits import Limits, device_rate, pcie_link
-from .records import HEADER, Case, entry, results_document, row
+from .records import HEADER, Case, StorageEntry, entry, results_document, row
 from .sampling import destination, measure
 
 # What callers import from here, wherever it lives.
@@ -114,7 +114,7 @@ def _measure_all(
     limits: Limits,
     write_target: str,
     say: Callable[[str], None],
-) -> list[dict[str, Any]]:
+) -> list[StorageEntry]:
     region = destination(cupy, size, config.memory == "device")
     say(HEADER)
     entries = []

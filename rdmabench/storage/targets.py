@@ -10,32 +10,42 @@ Each file is one `rdmabench storage` run; with several, each ratio's median and 
 from __future__ import annotations
 
 import sys
-from typing import Any
+from collections.abc import Iterable, Mapping
 
 from .. import stats
 from ..results.files import document
 from ..units import format_size
 
 
-def ratios(entries: list[dict[str, Any]]) -> dict[tuple[str, int, int], dict[str, float]]:
-    """Per (test, request size, threads): pinned / limit, pinned / kvikio, pinned / pageable."""
-    by_key: dict[tuple[str, int, int], dict[str, dict[str, Any]]] = {}
+def ratios(entries: Iterable[Mapping[str, object]]) -> dict[tuple[str, int, int], dict[str, float]]:
+    """Per (test, request size, threads): pinned / limit, pinned / kvikio, pinned / pageable (entries read
+    back from a results file: an entry without a storage path, or its figure, is not a storage one)."""
+    by_key: dict[tuple[str, int, int], dict[str, float]] = {}
+    limits: dict[tuple[str, int, int], float] = {}
     for entry in entries:
-        if entry.get("storage_path"):
-            key = (entry["test"], entry["size_bytes"], entry.get("threads", 1))
-            by_key.setdefault(key, {})[entry["storage_path"]] = entry
+        path, test, size, threads = (entry.get(name) for name in ("storage_path", "test", "size_bytes", "threads"))
+        gbps = entry.get("bandwidth_gbps")
+        if not (path and isinstance(path, str) and isinstance(test, str) and isinstance(size, int)):
+            continue
+        if not isinstance(gbps, (int, float)):
+            continue
+        key = (test, size, threads if isinstance(threads, int) else 1)
+        by_key.setdefault(key, {})[path] = float(gbps)
+        limit = entry.get("link_limit")
+        if path == "pinned":  # the last pinned entry of the key's limit, as its figure
+            figure = limit.get("gbps") if isinstance(limit, Mapping) else None
+            limits[key] = float(figure) if isinstance(figure, (int, float)) else 0.0
     result = {}
     for key, paths in sorted(by_key.items()):
         pinned = paths.get("pinned")
         if pinned is None:
             continue
         row = {}
-        limit = pinned.get("link_limit")
-        if limit:
-            row["of_limit"] = pinned["bandwidth_gbps"] / limit["gbps"]
+        if limits.get(key):
+            row["of_limit"] = pinned / limits[key]
         for other in ("kvikio", "pageable"):
             if other in paths:
-                row[f"over_{other}"] = pinned["bandwidth_gbps"] / paths[other]["bandwidth_gbps"]
+                row[f"over_{other}"] = pinned / paths[other]
         result[key] = row
     return result
 
