@@ -129,14 +129,15 @@ class ArmedSteps(DeviceSteps):
         return float(plan.arm())
 
     def post(self, found: DeviceList, streak: bool = False) -> tuple[float, list[float], list[float]]:
-        """Released and landed. In a streak (a step of one wave), the next step is armed between
-        the two, while this one flies, and the step's seconds are the GPU's (its events, from the
-        release to the last landing); where the arming outlasts the copies, by `found.idle`."""
+        """Released and landed; the step's seconds are the GPU's (its events, from the release to the
+        last landing), in a streak or not, so that its figures beside compute and alone compare. In a
+        streak (a step of one wave), the next step is armed between the two, while this one flies; the
+        host's wall then outlasts the copies where the arming does, by `found.idle`."""
         plan, found.idle = found.kept, 0.0
         if not (streak and plan.overlaps):
             released = plan.release()
             late = released.late_seconds / found.batch  # the host's submitting behind the release, in the clock
-            return released.wall_seconds, list(released.list_seconds), [late] * found.batch
+            return max(released.list_seconds), list(released.list_seconds), [late] * found.batch
         plan.launch()
         plan.arm()
         released = plan.land()
