@@ -145,3 +145,12 @@ def test_a_small_run_without_links_to_judge_has_no_suspects_nor_distributions() 
     assert "<h2>Outliers</h2>" not in page
     (said,) = [line for line in page.splitlines() if "class='unjudged'" in line]
     assert "each of its 5 class(es) (10 link(s)) has fewer than" in said
+
+
+def test_a_small_run_without_links_to_judge_has_no_distribution_in_text_or_markdown() -> None:
+    """The table and Markdown reports as the page: the suspects' one line says why nothing was judged,
+    and no distribution per class of one or two links, nor outliers, follow it."""
+    rows = _small_run()
+    for text in (format_table(rows, "none", 0.2), format_markdown(rows, "none", 0.2)):
+        assert "no suspect can be named" in text and "istribution per link class" not in text, text
+        assert "outlier" not in text.lower(), text

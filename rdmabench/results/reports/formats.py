@@ -52,9 +52,10 @@ def format_table(
     rows: list[Row], by: str, fraction: float, found: Attribution | None = None, budget: float = answer.BUDGET
 ) -> str:
     found = found if found is not None else attribute(rows)
-    lines = ["== suspects", *suspect_lines(found, escape.visible), ""]
-    lines += [*distribution.text_lines(class_distributions(rows, fraction)), ""]
-    lines += outlier_lines(outliers(rows, fraction), fraction)
+    lines = ["== suspects", *suspect_lines(found, escape.visible)]
+    if found.judged:  # a run with no link to judge against its class has no distribution to give (as html)
+        lines += ["", *distribution.text_lines(class_distributions(rows, fraction)), ""]
+        lines += outlier_lines(outliers(rows, fraction), fraction)
     for name, members in _grouped(rows, by):
         lines.append("")
         if name:
@@ -77,9 +78,10 @@ def format_markdown(
 ) -> str:
     found = found if found is not None else attribute(rows)
     lines = ["# rdmabench report", "", "## Suspects", ""]
-    lines += [f"- {line}" for line in suspect_lines(found, escape.markdown)] + [""]
-    lines += [*distribution.markdown_lines(class_distributions(rows, fraction)), "", "## Outliers", ""]
-    lines += [f"- {line.strip()}" for line in outlier_lines(outliers(rows, fraction), fraction, escape.markdown)]
+    lines += [f"- {line}" for line in suspect_lines(found, escape.markdown)]
+    if found.judged:  # as the table: no distribution where no link could be judged
+        lines += ["", *distribution.markdown_lines(class_distributions(rows, fraction)), "", "## Outliers", ""]
+        lines += [f"- {line.strip()}" for line in outlier_lines(outliers(rows, fraction), fraction, escape.markdown)]
     for name, members in _grouped(rows, by):
         lines.append("")
         if name:
