@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TypedDict
 
 from ..hardware.gpu import GpuRecord
+from ..results.files.contents import EntryHead
 
 
 class Overlap(TypedDict):
@@ -31,20 +32,9 @@ class AllGpusRead(TypedDict):
     per_gpu_gbps: list[float]
 
 
-class CopyEntry(TypedDict):
+class CopyEntry(EntryHead):
     """One copy's results entry (a results file's entry, schema 1), in the order files hold its keys."""
 
-    test: str
-    src_rank: int
-    dst_rank: int
-    src_mode: str
-    dst_mode: str
-    size_bytes: int
-    bandwidth_gbps: float
-    unit: str
-    scope: str
-    stats: dict[str, float]
-    samples: list[float]
     validated: bool
     wrong_bytes: int
     transport: str

@@ -24,6 +24,7 @@ from typing import Any, TypedDict
 
 from .. import stats
 from ..errors import ConfigError, ValidationError
+from ..results.files.contents import EntryHead
 from ..stats import summarize
 from ..units import format_size, gbps
 
@@ -217,20 +218,9 @@ def dataloader_rate(torch: Any, pin_memory: bool, batches: int, batch_bytes: int
     }
 
 
-class TorchEntry(TypedDict):
+class TorchEntry(EntryHead):
     """One torch copy's results entry (a results file's entry, schema 1), in the order files hold its keys."""
 
-    test: str
-    src_rank: int
-    dst_rank: int
-    src_mode: str
-    dst_mode: str
-    size_bytes: int
-    bandwidth_gbps: float
-    unit: str
-    scope: str
-    stats: dict[str, float]
-    samples: list[float]
     validated: bool
     wrong_bytes: int
     engine: str

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any, TypedDict
 
 from ..hardware import storage as disk
+from ..results.files.contents import EntryHead
 from ..stats import summarize
 from ..units import format_size
 from .config import StorageConfig
@@ -35,18 +36,7 @@ class EntryFileSystem(TypedDict):
     device: str | None
 
 
-class _Entry(TypedDict):
-    test: str
-    src_rank: int
-    dst_rank: int
-    src_mode: str
-    dst_mode: str
-    size_bytes: int
-    bandwidth_gbps: float
-    unit: str
-    scope: str
-    stats: dict[str, float]
-    samples: list[float]
+class _Entry(EntryHead):
     window: int
     iterations: int
     warmup: int

@@ -20,6 +20,23 @@ ENTRY_KEY = ("test", "src_rank", "dst_rank", "src_mode", "dst_mode", "size_bytes
 KNOWN_FIGURES = (("bandwidth_gbps", "GB/s"), ("latency_us", "us"))
 
 
+class EntryHead(TypedDict):
+    """The keys a bandwidth entry of another command than `run` begins with (copy's, torch's, storage's),
+    in the order files hold them: what `report` reads of any entry (its link, modes, size and figure)."""
+
+    test: str
+    src_rank: int
+    dst_rank: int
+    src_mode: str
+    dst_mode: str
+    size_bytes: int
+    bandwidth_gbps: float
+    unit: str
+    scope: str
+    stats: dict[str, float]
+    samples: list[float]
+
+
 class MatrixRecord(TypedDict):
     """An N x N matrix of a results file: row = sender rank, column = receiver, the figure where the
     link was measured, else null with the reason in `reasons`."""
