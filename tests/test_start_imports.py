@@ -20,7 +20,9 @@ OTHER_WINGS = ("rdmabench.anchor.nixl", "rdmabench.storage.storage", "rdmabench.
 def _modules_after(code: str) -> set[str]:
     """The modules loaded by a fresh interpreter after running `code` (a command's SystemExit included)."""
     probe = f"import json, sys\ntry:\n    {code}\nexcept SystemExit:\n    pass\nprint(json.dumps(sorted(sys.modules)))"
-    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=rdmabench_env(), timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, env=rdmabench_env(), timeout=60
+    )
     assert proc.returncode == 0, proc.stderr
     return set(json.loads(proc.stdout.splitlines()[-1]))
 
