@@ -58,3 +58,15 @@ def test_the_modules_every_process_loads_leave_out_the_web_client() -> None:
     from rdmabench.escape import xml_attribute
 
     assert xml_attribute('a "b" <c>') == "'a \"b\" &lt;c&gt;'"
+
+
+def test_the_launcher_loads_the_job_config_without_the_engine() -> None:
+    """`run --np N` imports job.config and job.spawner; the package's __init__ imported job.run with
+    them (the measurement engine, the protocols, the preflight), which only the ranks run."""
+    loaded = _modules_after("import rdmabench.job.config, rdmabench.job.spawner")
+    assert not loaded & {"rdmabench.job.run", "rdmabench.job.sweep", "rdmabench.job.preflight"}
+    from rdmabench.job import RunConfig, run_job
+    from rdmabench.job.config import RunConfig as Config
+    from rdmabench.job.run import run_job as run
+
+    assert RunConfig is Config and run_job is run
