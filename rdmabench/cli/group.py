@@ -4,6 +4,7 @@ lines shown safely, and the checked options that name the files a command writes
 from __future__ import annotations
 
 import functools
+import importlib
 import os
 import shlex
 import sys
@@ -15,7 +16,6 @@ import click
 from .. import __version__, userfiles
 from ..errors import ConfigError, RdmabenchError, error_line
 from ..escape import visible_lines
-from ..measure import registry
 from ..units import check_seconds, whole_number
 
 # Every command: -h as --help, wide enough for the option tables, defaults shown.
@@ -114,15 +114,50 @@ def writes(*targets: Written, checked_here: bool = True) -> Callable[[Any], Any]
     return decorate
 
 
+# Each command's module (rdmabench.cli.NAME), imported when its command is asked for: a command line
+# loads its own command's code, not the seven others' (the NIXL anchor, the beside loads, storage...).
+COMMANDS = ("anchor", "check", "compare", "copy", "doctor", "report", "run", "storage")
+
+
 class OneLineErrors(click.Group):
     """Every error as one line and an exit code: click's usage errors (not a Usage: block) and the
-    library's RdmabenchError, which commands let rise to here rather than catch themselves."""
+    library's RdmabenchError, which commands let rise to here rather than catch themselves. Commands
+    load lazily (COMMANDS); `commands` itself, as click's help and suggestions read it, holds them all."""
+
+    _loaded: dict[str, click.Command]
+
+    @property  # type: ignore[override]
+    def commands(self) -> dict[str, click.Command]:
+        for name in COMMANDS:
+            self._load(name)
+        return self._loaded
+
+    @commands.setter
+    def commands(self, value: dict[str, click.Command]) -> None:
+        self._loaded = value
+
+    def _load(self, name: str) -> None:
+        if name in COMMANDS and name not in self._loaded:
+            importlib.import_module(f"{__package__}.{name}")  # its @main.command() adds it
+
+    def add_command(self, cmd: click.Command, name: str | None = None) -> None:
+        self._loaded[name or cmd.name or ""] = cmd
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        self._load(cmd_name)
+        return self._loaded.get(cmd_name)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(self.commands)
 
     def main(self, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
         kwargs["standalone_mode"] = False
-        problem = registry.plugin_problem()
-        if problem and {"-h", "--help"} & set(sys.argv[1:]):  # a run refuses with it; help goes on, and says so
-            click.echo(f"rdmabench: warning: {problem}", err=True)
+        if {"-h", "--help"} & set(sys.argv[1:]):  # a run refuses with a broken plugin; help goes on, and says so
+            from ..measure import registry
+
+            problem = registry.plugin_problem()
+            if problem:
+                click.echo(f"rdmabench: warning: {problem}", err=True)
         try:
             code = super().main(*args, **kwargs)
         except click.UsageError as exc:
