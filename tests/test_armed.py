@@ -171,6 +171,17 @@ def _pair(count: int) -> list[Any]:
     return [pytest.param((0, 1), id="two-gpus", marks=pytest.mark.skipif(count < 2, reason="needs two GPUs"))]
 
 
+def _peers(cupy: Any, gpus: tuple[int, int]) -> None:
+    """Each GPU of the pair may reach the other's memory."""
+    for gpu in set(gpus):
+        with cupy.cuda.Device(gpu):
+            for other in set(gpus) - {gpu}:
+                try:
+                    cupy.cuda.runtime.deviceEnablePeerAccess(other)
+                except cupy.cuda.runtime.CUDARuntimeError:
+                    pass  # enabled already
+
+
 class _Pools:
     """Two pools of 4 KiB slots, the source filled with a seeded pattern and the target zeroed, and a
     random list of `total` blocks between them (slots drawn without repetition from pools four times
@@ -180,13 +191,7 @@ class _Pools:
         self.cupy, self.total = cupy, total
         src_gpu, dst_gpu = gpus if direction == "put" else gpus[::-1]
         slots, rng = 4 * total, np.random.default_rng(seed)
-        for gpu in set(gpus):
-            with cupy.cuda.Device(gpu):
-                for other in set(gpus) - {gpu}:
-                    try:
-                        cupy.cuda.runtime.deviceEnablePeerAccess(other)
-                    except cupy.cuda.runtime.CUDARuntimeError:
-                        pass  # enabled already
+        _peers(cupy, gpus)
         with cupy.cuda.Device(src_gpu):
             self.src = cupy.asarray(rng.integers(0, 256, size=(slots, BLOCK), dtype=np.uint8))
         with cupy.cuda.Device(dst_gpu):
@@ -321,6 +326,42 @@ def test_the_next_step_armed_while_this_one_flies_lands_after_it(gpus: tuple[int
             plan.arm()
         plan.land()
         waves.check()
+
+
+@pytest.mark.gpu
+@_needs_gpu
+@pytest.mark.parametrize("gpus", _pair(visible_gpu_count()))
+def test_a_landing_that_times_out_leaves_nothing_waiting_on_the_gpu(gpus: tuple[int, int]) -> None:
+    """A streak's step whose landing times out (1 MiB blocks, ~5 ms of copies, against a timeout of a
+    microsecond) with the next step armed behind it: one line, the step armed ahead let go with it,
+    and after close() the whole GPU drains and every block lands (a wait left on the GPU would hold
+    its hardware queue, and every stream sharing it, for ever)."""
+    cupy, block, count = import_cupy(), 1 << 20, 2048
+    _peers(cupy, gpus)
+    with cupy.cuda.Device(gpus[0]):
+        src = (cupy.arange(count * block, dtype=cupy.int64) % 251).astype(cupy.uint8)
+        cupy.cuda.Device().synchronize()
+    with cupy.cuda.Device(gpus[1]):
+        dst = cupy.zeros(count * block, dtype=cupy.uint8)
+        cupy.cuda.Device().synchronize()
+    offsets = np.arange(count, dtype=np.int64) * block
+    sizes = np.full(count, block, dtype=np.int64)
+    plan = armed.ArmedPlan(src.data.ptr + offsets, dst.data.ptr + offsets, sizes, 2, "put", timeout=1e-6, where="test")
+    try:
+        plan.arm()
+        plan.launch()
+        plan.arm()
+        with pytest.raises(TransportError, match="had not"):
+            plan.land()
+        assert not plan.armed  # the step armed ahead went with the timeout
+    finally:
+        plan.close()
+    for gpu in gpus:
+        with cupy.cuda.Device(gpu):
+            cupy.cuda.Device().synchronize()  # returns: nothing is left waiting on the flag
+    with cupy.cuda.Device(gpus[1]):
+        expected = (cupy.arange(count * block, dtype=cupy.int64) % 251).astype(cupy.uint8)
+        assert bool((dst == expected).all())
 
 
 @pytest.mark.gpu

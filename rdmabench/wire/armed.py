@@ -96,6 +96,8 @@ def configure(library: Any) -> Any:
     library.rb_arm_launch.restype = ctypes.c_int
     library.rb_arm_land.argtypes = [ptr, ctypes.c_double, doubles, doubles, text, size]
     library.rb_arm_land.restype = ctypes.c_int
+    library.rb_arm_state.argtypes = [ptr, out_int, out_int]
+    library.rb_arm_state.restype = None
     library.rb_arm_describe.argtypes = [ptr, out_int, out_int, out_int, out_size, out_int, out_size]
     library.rb_arm_describe.restype = None
     library.rb_arm_destroy.argtypes = [ptr]
@@ -215,6 +217,11 @@ class ArmedPlan:
         return f"{line} ({self._where})" if self._where else line
 
     def _check(self, rc: int, why: Any) -> None:
+        """`armed` and `flying` as the plan has them after a call (a failed one too), then the call's error."""
+        armed, flying = ctypes.c_int(), ctypes.c_int()
+        if self._plan.value:
+            self._lib.rb_arm_state(self._plan, ctypes.byref(armed), ctypes.byref(flying))
+        self.armed, self.flying = bool(armed.value), bool(flying.value)
         if rc != 0:
             raise TransportError(self._said(why.value.decode(errors="replace")))
 
@@ -232,7 +239,7 @@ class ArmedPlan:
         seconds in the arming calls, also kept as `arm_seconds`."""
         seconds, why = ctypes.c_double(), ctypes.create_string_buffer(_WHY_LEN)
         self._check(self._lib.rb_arm_arm(self._plan, ctypes.byref(seconds), why, _WHY_LEN), why)
-        self.arm_seconds, self.armed = seconds.value, True
+        self.arm_seconds = seconds.value
         return seconds.value
 
     @property
@@ -253,25 +260,20 @@ class ArmedPlan:
         rc = self._lib.rb_arm_release(
             self._plan, self._timeout, ctypes.byref(wall), seconds, ctypes.byref(late), why, _WHY_LEN
         )
-        self.armed = False
         self._check(rc, why)
         return Released(wall.value, list(seconds), late.value)
 
     def launch(self) -> float:
         """Release the armed lists without waiting: the host's seconds submitting waves past the bound."""
         late, why = ctypes.c_double(), ctypes.create_string_buffer(_WHY_LEN)
-        rc = self._lib.rb_arm_launch(self._plan, ctypes.byref(late), why, _WHY_LEN)
-        self.armed, self.flying = False, rc == 0 or self.flying
-        self._check(rc, why)
+        self._check(self._lib.rb_arm_launch(self._plan, ctypes.byref(late), why, _WHY_LEN), why)
         return late.value
 
     def land(self, late_seconds: float = 0.0) -> Released:
         """Wait until every copy of the last launch has landed (at most the plan's timeout from it)."""
         wall = ctypes.c_double()
         seconds, why = (ctypes.c_double * self.lists)(), ctypes.create_string_buffer(_WHY_LEN)
-        rc = self._lib.rb_arm_land(self._plan, self._timeout, ctypes.byref(wall), seconds, why, _WHY_LEN)
-        self.flying = self.flying and rc != 0
-        self._check(rc, why)
+        self._check(self._lib.rb_arm_land(self._plan, self._timeout, ctypes.byref(wall), seconds, why, _WHY_LEN), why)
         return Released(wall.value, list(seconds), late_seconds)
 
     release_and_wait = release

@@ -20,7 +20,9 @@ _LINK_KEY = attrgetter("test", "src_mode", "dst_mode", "size_bytes", "link", "lo
 ROW_KEY = attrgetter("test", "src_mode", "dst_mode", "size_bytes", "link", "load", "settings")  # link_key and settings
 
 
-class WireRecord(TypedDict):
+class RowWire(TypedDict):
+    """A row's wire check as its JSON gives it: the counters' device and wire bytes over payload bytes."""
+
     dev: str | None
     ratio: float | None
 
@@ -43,7 +45,7 @@ class _RowFigures(TypedDict):
     share_of_limit: float | None
     link_limit: str | None
     cpu_s_per_gb: dict[str, float] | None
-    wire: WireRecord | None
+    wire: RowWire | None
     transfer_p99_us: float | None
     transfer_p999_us: float | None
     transports: list[str]

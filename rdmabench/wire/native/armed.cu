@@ -342,8 +342,10 @@ void rb_arm_destroy(rb_arm_plan *p)
     if (p == NULL)
         return;
     cudaSetDevice(p->device);
-    if (p->armed && !p->stuck && /* armed, never released: let the lists go, else they would wait for ever */
-        write_value((CUstream)p->release, (CUdeviceptr)(uintptr_t)p->flag, p->generation, 0) != CUDA_SUCCESS)
+    /* Armed, never released: let the lists go, stuck or not (the write is queued on the release stream and
+     * never blocks the host), else their waits would hold their hardware queues, and any stream sharing
+     * one, for ever. */
+    if (p->armed && write_value((CUstream)p->release, (CUdeviceptr)(uintptr_t)p->flag, p->generation, 0) != CUDA_SUCCESS)
         p->stuck = 1;
     if (!p->stuck) { /* a stuck stream would hold these calls for ever: leaked instead */
         for (int s = 0; s < p->nstreams; s++)
@@ -508,8 +510,12 @@ int rb_arm_land(rb_arm_plan *p, double timeout, double *wall, double *seconds, c
     int at = (int)(p->flown & 1);
     int rc = wait_landed(p, at, p->launched_at + timeout, timeout, why, len);
     *wall = now() - p->launched_at;
-    if (rc != RB_ARM_OK)
+    if (rc != RB_ARM_OK) {
+        if (p->armed && write_value((CUstream)p->release, (CUdeviceptr)(uintptr_t)p->flag, p->generation, 0) ==
+                            CUDA_SUCCESS) /* the step armed ahead goes too: nothing is left waiting on the flag */
+            p->armed = 0;
         return rc;
+    }
     p->flying = 0;
     return list_times(p, at, seconds, why, len);
 }
@@ -521,8 +527,20 @@ int rb_arm_release(rb_arm_plan *p, double timeout, double *wall, double *seconds
     *wall = 0.0;
     int rc = rb_arm_launch(p, late_seconds, why, len);
     if (rc == RB_ARM_OK)
-        rc = rb_arm_land(p, timeout, wall, seconds, why, len);
+        return rb_arm_land(p, timeout, wall, seconds, why, len);
+    if (p->flying) { /* released, then a later wave failed: land what went, so the plan can be armed again */
+        char ignored[64];
+        rb_arm_land(p, timeout, wall, seconds, ignored, sizeof(ignored));
+    }
     return rc;
+}
+
+/* Whether a step is armed (not yet released) and whether one flies (released, not yet landed): what
+ * armed.py mirrors after each call, failed ones included. */
+void rb_arm_state(rb_arm_plan *p, int *armed, int *flying)
+{
+    *armed = p->armed;
+    *flying = p->flying;
 }
 
 /* The plan's shape as made: its GPUs, waves, chunks and streams, and its bound. */
