@@ -140,10 +140,12 @@ def run_cli_here(args: list[str], timeout: float = 0) -> subprocess.CompletedPro
     return subprocess.CompletedProcess([sys.executable, "-m", "rdmabench", *args], code, out.getvalue(), err.getvalue())
 
 
-def refused_in_one_line(tmp_path: Path, args: list[str], message: str) -> None:
+def refused_in_one_line(tmp_path: Path, args: list[str], message: str, process: bool = False) -> None:
     """`rdmabench run ARGS` is refused before any rank starts: exit 2, one line naming `message`,
-    and no results file."""
-    proc = run_cli(["run", "--np", "2", "-o", str(tmp_path / "r.json"), *args])
+    and no results file. In this process (run_cli_here: it fails where a process starts), or with
+    `process`, in a process of its own (a refusal of the files it is given: their modes, links, kinds)."""
+    command = ["run", "--np", "2", "-o", str(tmp_path / "r.json"), *args]
+    proc = run_cli(command) if process else run_cli_here(command)
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert proc.returncode == 2 and len(lines) == 1 and message in lines[0], proc.stderr
     assert not (tmp_path / "r.json").exists()
