@@ -100,10 +100,6 @@ def run_cli(
     )
 
 
-def _no_process_here(args: Any, *rest: Any, **kwargs: Any) -> NoReturn:
-    raise AssertionError(f"run_cli_here: the command starts a process ({args!r}): test it with run_cli")
-
-
 def run_cli_here(args: list[str], timeout: float = 0) -> subprocess.CompletedProcess[str]:
     """`python -m rdmabench ARGS` as run_cli runs it, in this process: for a test of the CLI's own
     answer (a refusal, a help text, parsed options), where a process costs ~0.35 s of CPU, mostly
@@ -120,12 +116,18 @@ def run_cli_here(args: list[str], timeout: float = 0) -> subprocess.CompletedPro
     import rdmabench
     from rdmabench.cli import main
 
+    started: list[Any] = []  # what the command tried to start: the test fails, whatever the command made of it
+
+    def no_process_here(command: Any, *rest: Any, **kwargs: Any) -> NoReturn:
+        started.append(command)
+        raise AssertionError(f"run_cli_here: the command starts a process ({command!r}): test it with run_cli")
+
     out, err = io.StringIO(), io.StringIO()
     code: int = 0
     with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         patch.delenv("RDMABENCH_FAULT", raising=False)
         patch.setattr(sys, "argv", [str(Path(rdmabench.__file__).with_name("__main__.py")), *args])
-        patch.setattr(subprocess, "Popen", _no_process_here)
+        patch.setattr(subprocess, "Popen", no_process_here)
         try:
             main(prog_name="python -m rdmabench")
         except SystemExit as exc:
@@ -137,6 +139,7 @@ def run_cli_here(args: list[str], timeout: float = 0) -> subprocess.CompletedPro
         except Exception:
             traceback.print_exc()
             code = 1
+    assert not started, f"run_cli_here: the command starts a process ({started[0]!r}): test it with run_cli"
     return subprocess.CompletedProcess([sys.executable, "-m", "rdmabench", *args], code, out.getvalue(), err.getvalue())
 
 
