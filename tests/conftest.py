@@ -10,7 +10,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 
@@ -100,10 +100,55 @@ def run_cli(
     )
 
 
-def refused_in_one_line(tmp_path: Path, args: list[str], message: str) -> None:
+def run_cli_here(args: list[str], timeout: float = 0) -> subprocess.CompletedProcess[str]:
+    """`python -m rdmabench ARGS` as run_cli runs it, in this process: for a test of the CLI's own
+    answer (a refusal, a help text, parsed options), where a process costs ~0.35 s of CPU, mostly
+    imports, and this milliseconds. The same entry point and top-level error handling as the command
+    (cli.main: one line and an exit code), the same sys.argv and program name, no RDMABENCH_FAULT;
+    what escapes it is printed as Python prints it (a traceback, exit 1). Returns what run_cli
+    returns. `timeout` is taken, and unused, so that a call reads as run_cli's does. A test of the
+    process itself (signals, environment, launcher, ranks, files' modes) stays with run_cli: a command
+    that starts a process here (mpiexec, ranks, a tool) fails the test, saying so."""
+    import contextlib
+    import io
+    import traceback
+
+    import rdmabench
+    from rdmabench.cli import main
+
+    started: list[Any] = []  # what the command tried to start: the test fails, whatever the command made of it
+
+    def no_process_here(command: Any, *rest: Any, **kwargs: Any) -> NoReturn:
+        started.append(command)
+        raise AssertionError(f"run_cli_here: the command starts a process ({command!r}): test it with run_cli")
+
+    out, err = io.StringIO(), io.StringIO()
+    code: int = 0
+    with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        patch.delenv("RDMABENCH_FAULT", raising=False)
+        patch.setattr(sys, "argv", [str(Path(rdmabench.__file__).with_name("__main__.py")), *args])
+        patch.setattr(subprocess, "Popen", no_process_here)
+        try:
+            main(prog_name="python -m rdmabench")
+        except SystemExit as exc:
+            if exc.code is None or isinstance(exc.code, int):
+                code = exc.code or 0
+            else:  # sys.exit("text"): Python prints it and exits 1
+                print(exc.code, file=sys.stderr)
+                code = 1
+        except Exception:
+            traceback.print_exc()
+            code = 1
+    assert not started, f"run_cli_here: the command starts a process ({started[0]!r}): test it with run_cli"
+    return subprocess.CompletedProcess([sys.executable, "-m", "rdmabench", *args], code, out.getvalue(), err.getvalue())
+
+
+def refused_in_one_line(tmp_path: Path, args: list[str], message: str, process: bool = False) -> None:
     """`rdmabench run ARGS` is refused before any rank starts: exit 2, one line naming `message`,
-    and no results file."""
-    proc = run_cli(["run", "--np", "2", "-o", str(tmp_path / "r.json"), *args])
+    and no results file. In this process (run_cli_here: it fails where a process starts), or with
+    `process`, in a process of its own (a refusal of the files it is given: their modes, links, kinds)."""
+    command = ["run", "--np", "2", "-o", str(tmp_path / "r.json"), *args]
+    proc = run_cli(command) if process else run_cli_here(command)
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert proc.returncode == 2 and len(lines) == 1 and message in lines[0], proc.stderr
     assert not (tmp_path / "r.json").exists()

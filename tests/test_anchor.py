@@ -14,7 +14,7 @@ from rdmabench.anchor.rounds import DRIFT_LIMIT
 from rdmabench.errors import LaunchError
 from rdmabench.wire import native
 
-from .conftest import run_cli
+from .conftest import run_cli, run_cli_here
 
 # ucx_perftest -t tag_bw -s 8 on the CI VM (UCX 1.21): its "MB/s" are MiB/s.
 _PERFTEST_TAIL = """\
@@ -67,7 +67,9 @@ def test_the_anchor_runs_end_to_end_on_a_one_sided_test(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("test", ["bibw", "incast"])
 def test_copy_engine_anchors_are_only_for_gpu_memory(test: str, tmp_path: Path) -> None:
-    proc = run_cli(["anchor", "--mode", "host", "--sizes", "1MiB", "--tests", test, "-o", str(tmp_path / "a.json")])
+    proc = run_cli_here(
+        ["anchor", "--mode", "host", "--sizes", "1MiB", "--tests", test, "-o", str(tmp_path / "a.json")]
+    )
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert proc.returncode != 0 and len(lines) == 1 and test in lines[0], proc.stderr
     assert not (tmp_path / "a.json").exists()
@@ -75,7 +77,7 @@ def test_copy_engine_anchors_are_only_for_gpu_memory(test: str, tmp_path: Path) 
 
 def test_a_bad_test_is_refused_before_the_good_ones_run(tmp_path: Path) -> None:
     """bw first, then a name that does not exist: nothing is measured (a comparison takes minutes)."""
-    proc = run_cli(["anchor", "--mode", "host", "--tests", "bw,bandwidth", "--repeat", "3"])
+    proc = run_cli_here(["anchor", "--mode", "host", "--tests", "bw,bandwidth", "--repeat", "3"])
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert proc.returncode != 0 and len(lines) == 1 and "'bandwidth'" in lines[0], proc.stderr
     assert proc.stdout == ""  # no round started, no table
@@ -226,7 +228,7 @@ def test_rounds_that_measured_different_rows_are_refused() -> None:
 
 
 def test_repeat_below_one_is_one_line() -> None:
-    proc = run_cli(["anchor", "--repeat", "0"])
+    proc = run_cli_here(["anchor", "--repeat", "0"])
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert proc.returncode != 0 and len(lines) == 1 and "--repeat" in lines[0], proc.stderr
 

@@ -19,7 +19,7 @@ from rdmabench.results.reports import html
 from rdmabench.results.reports.answer import BUDGET, answers, lines, parse_budget
 from rdmabench.results.reports.formats import format_markdown
 
-from .conftest import QUICK, run_cli
+from .conftest import QUICK, run_cli, run_cli_here
 
 GENERATED = "tests: answer-report (generated figures, not a measurement)"
 KIB = 1024
@@ -207,7 +207,7 @@ def test_a_bad_model_budget_is_refused(text: str) -> None:
 def test_a_bad_model_budget_is_one_line_and_exit_2(tmp_path: Path, command: str) -> None:
     path = str(_write(tmp_path / "r.json", _candidates()))
     given = {"report": [path], "compare": [path, path], "run": ["--blocks", "8", "-o", str(tmp_path / "x.json")]}
-    proc = run_cli([command, *given[command], "--model-budget", "5"])
+    proc = run_cli_here([command, *given[command], "--model-budget", "5"])
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert "--model-budget '5' is ambiguous" in proc.stderr and not proc.stdout
 
@@ -255,7 +255,7 @@ def test_the_markdown_and_json_reports_carry_the_answer_with_its_costs(tmp_path:
     markdown = format_markdown(rows, "none", 0.2, budget=parse_budget("10%"))
     assert "## Which posting path" in markdown and "within 10%" in markdown
     path = str(_write(tmp_path / "r.json", _candidates()))
-    found = json.loads(run_cli(["report", path, "--format", "json", "--model-budget", "0.05"]).stdout)["answers"]
+    found = json.loads(run_cli_here(["report", path, "--format", "json", "--model-budget", "0.05"]).stdout)["answers"]
     small = found[0]
     assert small["budget"] == 1.05 and small["fastest_within_budget"]["path"] == "ce-armed"
     assert small["fastest_idle"]["slowdown_range"] == [1.25, 1.35] and len(small["candidates"]) == 5
@@ -265,7 +265,7 @@ def test_the_markdown_and_json_reports_carry_the_answer_with_its_costs(tmp_path:
 def test_compare_shows_the_answer_changed_with_its_costs(tmp_path: Path) -> None:
     base = str(_write(tmp_path / "base.json", _candidates(armed=False)))
     new = str(_write(tmp_path / "new.json", _candidates()))
-    shown = run_cli(["compare", base, new])
+    shown = run_cli_here(["compare", base, new])
     chosen = [line for line in shown.stdout.splitlines() if line.startswith(("* put", "  put"))]
     assert len(chosen) == 3, shown.stdout
     assert chosen[0].startswith("* ") and chosen[2].startswith("  ")  # 4 KiB changed; 1 MiB did not
@@ -273,7 +273,7 @@ def test_compare_shows_the_answer_changed_with_its_costs(tmp_path: Path) -> None
         "beside gemm:8192: gpu (8 SMs, green context), model carved 8 SMs 121.000 GB/s (model x1.040 "
         "[1.030-1.050], 8 SMs taken, CPU - us/descriptor) -> ce-armed 150.000 GB/s" in chosen[0]
     )
-    as_json = json.loads(run_cli(["compare", base, new, "--format", "json", "--model-budget", "10%"]).stdout)
+    as_json = json.loads(run_cli_here(["compare", base, new, "--format", "json", "--model-budget", "10%"]).stdout)
     small, middle = as_json["answers"][:2]  # at 10%, the carve-out of 16 both times at 4 KiB; not at 64 KiB
     assert small["changed"] is False and small["base"]["fastest_within_budget"]["carveout"] == 16
     assert small["new"]["fastest_within_budget"]["carveout"] == 16 and small["new"]["budget"] == pytest.approx(1.1)

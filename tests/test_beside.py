@@ -21,7 +21,7 @@ from rdmabench.results.files import document
 from rdmabench.results.files.rows import Row, aggregate
 from rdmabench.results.reports.answer import BUDGET, answers, lines
 
-from .conftest import QUICK, rdmabench_env, refused_in_one_line, run_cli
+from .conftest import QUICK, rdmabench_env, refused_in_one_line, run_cli, run_cli_here
 
 MEASURED = Path(__file__).resolve().parent.parent / "measurements" / "h200x2-20261126-beside"
 
@@ -121,7 +121,7 @@ def test_each_option_is_refused_in_one_line_before_any_rank_starts(
 
 @pytest.mark.skipif(visible_gpu_count() > 0, reason="a machine without a GPU")
 def test_beside_compute_without_a_gpu_is_one_line(tmp_path: Path) -> None:
-    proc = run_cli(["run", "--np", "2", *DEVICE_PUT, "--beside", "gemm", "-o", str(tmp_path / "r.json"), *QUICK])
+    proc = run_cli_here(["run", "--np", "2", *DEVICE_PUT, "--beside", "gemm", "-o", str(tmp_path / "r.json"), *QUICK])
     lines_out = [line for line in proc.stderr.splitlines() if line.strip()]
     assert proc.returncode == 2 and len(lines_out) == 1 and "GPU" in lines_out[0], proc.stderr
     assert not (tmp_path / "r.json").exists()
@@ -316,13 +316,13 @@ def test_check_holds_a_link_beside_compute_to_a_slowdown_ceiling(tmp_path: Path)
     slowed the GEMM about 3x, so a 1.5x ceiling fails it (and passes the copy engines and the CPU),
     while a ceiling above every slowdown passes all."""
     path = str(MEASURED / "all-gemm.json")
-    failed = run_cli(["check", path, "--expect", "slowdown=1.5"])
+    failed = run_cli_here(["check", path, "--expect", "slowdown=1.5"])
     assert failed.returncode == 1, failed.stdout + failed.stderr
     fails = [line for line in failed.stdout.splitlines() if line.startswith("FAIL")]
     assert len(fails) == 1 and "posted by the GPU" in fails[0] and "above the ceiling of 1.5x" in fails[0], fails
-    passed = run_cli(["check", path, "--expect", "slowdown=4"])
+    passed = run_cli_here(["check", path, "--expect", "slowdown=4"])
     assert passed.returncode == 0 and passed.stdout.splitlines()[-1] == "verdict: PASS", passed.stdout
-    refused = run_cli(["check", path, "--expect", "slowdown=0.5"])
+    refused = run_cli_here(["check", path, "--expect", "slowdown=0.5"])
     assert refused.returncode == 2 and "a factor of at least 1" in refused.stderr
 
 
@@ -330,7 +330,7 @@ def test_compare_says_how_the_answer_changed_between_two_runs() -> None:
     """The two committed runs of two H200s (the alone window before and after 9b721f0): `compare`
     puts each block size's choice side by side and marks where it changed."""
     base, new = str(MEASURED / "bracket-mean" / "all-gemm.json"), str(MEASURED / "all-gemm.json")
-    shown = run_cli(["compare", base, new])
+    shown = run_cli_here(["compare", base, new])
     lines = shown.stdout.splitlines()
     first = lines.index(
         "which posting path, BASE -> NEW (idle; within the load's slowdown budget of 5%), each with its costs; "
@@ -340,7 +340,7 @@ def test_compare_says_how_the_answer_changed_between_two_runs() -> None:
     assert [line.split(": idle")[0].split()[-1] for line in chosen] == ["4KiB", "64KiB", "1MiB"], chosen
     assert chosen[2].startswith("* ") and "beside gemm:8192: none -> ce-batch" in chosen[2]
     assert chosen[1].startswith("  ")  # the copy engines both times within the budget at 64 KiB
-    as_json = run_cli(["compare", base, new, "--format", "json"])
+    as_json = run_cli_here(["compare", base, new, "--format", "json"])
     answers = json.loads(as_json.stdout)["answers"]
     assert [one["changed"] for one in answers] == [True, False, True]
     assert (

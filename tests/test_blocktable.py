@@ -133,10 +133,14 @@ def test_a_table_behind_another_place_or_no_file_is_refused(tmp_path: Path) -> N
     os.chmod(shared, 0o777)  # a folder anyone can write: what a link into it reads can be swapped
     (tmp_path / "link.json").symlink_to(shared / "t.json")
     args = ["--test", "put", "--blocks-from", str(tmp_path / "link.json")]
-    refused_in_one_line(tmp_path, args, "other users can write to it")
+    refused_in_one_line(tmp_path, args, "other users can write to it", process=True)
     os.mkfifo(tmp_path / "fifo")  # never opened for reading: that would wait for a writer
-    refused_in_one_line(tmp_path, ["--test", "put", "--blocks-from", str(tmp_path / "fifo")], "not a regular file")
-    refused_in_one_line(tmp_path, ["--test", "put", "--blocks-from", str(tmp_path / "none")], "cannot read")
+    refused_in_one_line(
+        tmp_path, ["--test", "put", "--blocks-from", str(tmp_path / "fifo")], "not a regular file", process=True
+    )
+    refused_in_one_line(
+        tmp_path, ["--test", "put", "--blocks-from", str(tmp_path / "none")], "cannot read", process=True
+    )
 
 
 def test_a_table_of_our_own_behind_our_own_link_is_read(tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ from rdmabench.results.files.rows import aggregate
 from rdmabench.results.reports import html
 from rdmabench.results.verdicts.suspects import end_order
 
-from .conftest import QUICK, run_cli
+from .conftest import QUICK, run_cli, run_cli_here
 
 CLUSTER = Cluster(16, 4, 2)  # a screen of 544 links: 16 hosts x 4 GPUs, 2 rails
 NIC = Fault("nic", 5, 1, "send", factor=0.8)  # node005's mlx5_1:1, on its way out
@@ -48,7 +48,7 @@ def test_check_names_the_suspect_first_then_the_links_then_the_verdict(tmp_path:
     doc = _screen(tmp_path, NIC)
     summary, junit, drain = tmp_path / "v.json", tmp_path / "v.xml", tmp_path / "drain.txt"
     args = ["check", str(doc), "--expect", "default", "--json", str(summary), "--junit", str(junit)]
-    proc = run_cli([*args, "--drain", str(drain)])
+    proc = run_cli_here([*args, "--drain", str(drain)])
     assert proc.returncode == 1, proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[0].startswith("suspect 1: nic node005:mlx5_1:1 send: ") and "of their class median" in lines[0]
@@ -76,7 +76,7 @@ def test_check_names_the_suspect_first_then_the_links_then_the_verdict(tmp_path:
 def test_a_healthy_screen_passes_and_drains_no_host(tmp_path: Path) -> None:
     doc = _write(tmp_path / "healthy.json", _nvlink_with_room(generated(CLUSTER, "screen", Fault("none"), seed=3)))
     drain = tmp_path / "drain.txt"
-    proc = run_cli(["check", str(doc), "--expect", "default", "--drain", str(drain)])
+    proc = run_cli_here(["check", str(doc), "--expect", "default", "--drain", str(drain)])
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[0].startswith("no suspect: ") and lines[-2] == "verdict: PASS"
@@ -87,20 +87,20 @@ def test_a_mild_fault_within_every_floor_still_fails_as_a_suspect(tmp_path: Path
     """A host receiving at 90%: no link of it falls below its class floor, but together they name
     it, and `default` fails them in check, report --expect and the JSON alike."""
     doc = _screen(tmp_path, MILD)
-    proc = run_cli(["check", str(doc), "--expect", "default"])
+    proc = run_cli_here(["check", str(doc), "--expect", "default"])
     assert proc.returncode == 1 and proc.stdout.startswith("suspect 1: host node009 receive: "), proc.stdout
     fails = [line for line in proc.stdout.splitlines() if line.startswith("FAIL ")]
     blamed = [line for line in fails if "explained by suspect host node009 receive" in line]
     assert len(blamed) == 15 * 4 and all(" -> node009:gpu" in line for line in blamed)
     below = [line for line in blamed if "of its class median" in line]  # below the class floor alone
     assert len(below) < len(blamed) / 4, below
-    report = run_cli(["report", str(doc), "--expect", "default"])
+    report = run_cli_here(["report", str(doc), "--expect", "default"])
     assert report.returncode == 1 and f" link(s) judged at their largest size, {len(fails)} failed" in report.stderr
     assert report.stderr.count("explained by suspect host node009 receive") == len(blamed)
     # Hand floors judge what they judge; the suspect still fails the check, and the report's verdict alike.
-    lenient = run_cli(["check", str(doc), "--expect", "all=0.01"])
+    lenient = run_cli_here(["check", str(doc), "--expect", "all=0.01"])
     assert lenient.returncode == 1 and lenient.stdout.splitlines()[-1] == "verdict: FAIL (the suspects above)"
-    assert run_cli(["report", str(doc), "--expect", "all=0.01"]).returncode == 1
+    assert run_cli_here(["report", str(doc), "--expect", "all=0.01"]).returncode == 1
 
 
 def test_a_link_below_its_class_floor_says_how_far(tmp_path: Path) -> None:
@@ -108,13 +108,13 @@ def test_a_link_below_its_class_floor_says_how_far(tmp_path: Path) -> None:
     slow = next(e for e in doc["results"] if e["src_host"] != e["dst_host"] and e.get("remeasured_from") is None)
     slow["samples"] = [v * 0.5 for v in slow["samples"]]
     slow["bandwidth_gbps"] *= 0.5
-    proc = run_cli(["check", str(_write(tmp_path / "one.json", doc)), "--expect", "default"])
+    proc = run_cli_here(["check", str(_write(tmp_path / "one.json", doc)), "--expect", "default"])
     assert proc.returncode == 3, proc.stdout  # one figure, never measured again: measure it again
     (again,) = [line for line in proc.stdout.splitlines() if line.startswith("REMEASURE ")]
     assert re.search(r": 5\d% of its class median, floor [89]\d%; .*never measured again", again), again
     # Re-measured alone and slow again: evidence, a suspect, and a failure.
     doc["results"].append(dict(slow, remeasured_from=slow["bandwidth_gbps"], concurrent_links=1))
-    proc = run_cli(["check", str(_write(tmp_path / "two.json", doc)), "--expect", "default"])
+    proc = run_cli_here(["check", str(_write(tmp_path / "two.json", doc)), "--expect", "default"])
     assert proc.returncode == 1, proc.stdout
     fails = [line for line in proc.stdout.splitlines() if line.startswith("FAIL ")]
     assert len(fails) == 2 and "re-measured after the screen" in fails[0], proc.stdout  # alone, and in the screen
@@ -130,8 +130,8 @@ def test_default_means_the_same_in_run_report_and_check(tmp_path: Path) -> None:
     errors = {}
     for name, proc in (
         ("run", run),
-        ("report", run_cli(["report", str(out), "--expect", "default"])),
-        ("check", run_cli(["check", str(out), "--expect", "default"])),
+        ("report", run_cli_here(["report", str(out), "--expect", "default"])),
+        ("check", run_cli_here(["check", str(out), "--expect", "default"])),
     ):
         (line,) = [one for one in proc.stderr.splitlines() if one.startswith("rdmabench: error:")]
         assert proc.returncode == 2 and reason in line, (name, proc.stderr)
@@ -143,13 +143,13 @@ def test_the_drain_list_goes_through_the_output_checks(tmp_path: Path) -> None:
     doc = _screen(tmp_path, NIC)
     drain = tmp_path / "drain.txt"
     drain.write_text("mine\n")
-    proc = run_cli(["check", str(doc), "--expect", "default", "--drain", str(drain)])
+    proc = run_cli_here(["check", str(doc), "--expect", "default", "--drain", str(drain)])
     lines = proc.stderr.splitlines()
     assert proc.returncode == 2 and len(lines) == 1 and "already exists; pass --force" in lines[0], proc.stderr
     assert drain.read_text() == "mine\n" and not proc.stdout  # refused before anything was judged
-    proc = run_cli(["check", str(doc), "--expect", "default", "--drain", str(tmp_path), "--force"])
+    proc = run_cli_here(["check", str(doc), "--expect", "default", "--drain", str(tmp_path), "--force"])
     assert proc.returncode == 2 and "it is a directory" in proc.stderr
-    proc = run_cli(["check", str(doc), "--expect", "default", "--drain", str(drain), "--force"])
+    proc = run_cli_here(["check", str(doc), "--expect", "default", "--drain", str(drain), "--force"])
     assert proc.returncode == 1 and "NodeName=node005" in drain.read_text()
 
 
@@ -173,7 +173,9 @@ def test_a_crafted_results_file_cannot_drain_the_cluster(tmp_path: Path) -> None
     the drain list with a comment saying why."""
     doc = _all_for(generated(CLUSTER, "screen", Fault("host", 5, direction="both", factor=0.5), seed=3), "node005")
     drain = tmp_path / "drain.txt"
-    proc = run_cli(["check", str(_write(tmp_path / "crafted.json", doc)), "--expect", "default", "--drain", str(drain)])
+    proc = run_cli_here(
+        ["check", str(_write(tmp_path / "crafted.json", doc)), "--expect", "default", "--drain", str(drain)]
+    )
     assert proc.returncode == 1 and proc.stdout.splitlines()[-2] == "verdict: FAIL", proc.stderr
     assert proc.stdout.splitlines()[-1] == f"drain list: {drain} (no host: 0 of 16 hosts; 1 refused: ALL)"
     text = drain.read_text()
@@ -191,7 +193,7 @@ def test_one_crafted_file_costs_only_its_own_hosts_not_the_fleets_fail(tmp_path:
     crafted = generated(CLUSTER, "screen", Fault("host", 2, direction="both", factor=0.5), seed=4)
     _write(folder / "crafted.json", _all_for(crafted, "node002", prefix="b-"))
     summary, drain = tmp_path / "v.json", tmp_path / "drain.txt"
-    proc = run_cli(["check", str(folder), "--expect", "default", "--json", str(summary), "--drain", str(drain)])
+    proc = run_cli_here(["check", str(folder), "--expect", "default", "--json", str(summary), "--drain", str(drain)])
     lines = proc.stdout.splitlines()
     assert proc.returncode == 1 and lines[-2] == "verdict: FAIL", proc.stderr
     assert lines[-1] == f"drain list: {drain} (node005: 1 of 32 hosts; 1 refused: ALL)"
@@ -213,23 +215,23 @@ def test_report_puts_the_suspects_first_in_every_format_escaped(tmp_path: Path) 
             if entry[f"{end}_host"] == "node005":
                 entry[f"{end}_host"] = HOSTILE
     path = _write(tmp_path / "hostile.json", doc)
-    table = run_cli(["report", str(path)])
+    table = run_cli_here(["report", str(path)])
     assert table.returncode == 0 and table.stdout.splitlines()[:2] == [
         "== suspects",
         table.stdout.splitlines()[1],
     ]
     assert table.stdout.splitlines()[1].startswith(f"suspect 1: nic {HOSTILE}:mlx5_1:1 send: ")
-    markdown = run_cli(["report", str(path), "--format", "markdown"]).stdout
+    markdown = run_cli_here(["report", str(path), "--format", "markdown"]).stdout
     first = markdown.split("## Suspects\n\n", 1)[1].splitlines()[0]
     assert first.startswith("- suspect 1: nic evil\\|&lt;b>x&lt;/b>:mlx5_1:1 send: "), first
     assert markdown.index("## Suspects") < markdown.index("## Outliers")
-    page = run_cli(["report", str(path), "--format", "html"]).stdout
+    page = run_cli_here(["report", str(path), "--format", "html"]).stdout
     assert "<ul class='suspects'><li>suspect 1: nic evil|&lt;b&gt;x&lt;/b&gt;:mlx5_1:1 send: " in page
     assert "<b>x</b>" not in page and page.index("Suspects") < page.index("Per-link matrices")
-    data = json.loads(run_cli(["report", str(path), "--format", "json"]).stdout)
+    data = json.loads(run_cli_here(["report", str(path), "--format", "json"]).stdout)
     assert data["suspects"][0].startswith(f"nic {HOSTILE}:mlx5_1:1 send: ")
     assert data["attribution"]["suspects"][0]["host"] == HOSTILE and data["attribution"]["outcome"] == "SUSPECTS"
-    csv = run_cli(["report", str(path), "--format", "csv"]).stdout
+    csv = run_cli_here(["report", str(path), "--format", "csv"]).stdout
     assert csv.startswith("test,") and "suspect" not in csv
 
 

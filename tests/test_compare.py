@@ -20,7 +20,7 @@ from rdmabench import stats
 from rdmabench.results.files.document import load
 from rdmabench.results.verdicts.compare import ChangeRecord
 
-from .conftest import run_cli
+from .conftest import run_cli, run_cli_here
 
 DATA = Path(__file__).resolve().parent / "data" / "compare"
 
@@ -67,14 +67,14 @@ def test_a_planted_slowdown_is_caught(tmp_path: Path) -> None:
     for change in changes:
         assert change["regression"] and change["change"] == pytest.approx(-0.2)
         assert change["p_value"] == pytest.approx(2 / math.comb(10, 5)) and change["q_value"] < 0.05  # exact
-    same = run_cli(["compare", str(tmp_path / "base"), str(tmp_path / "base")])
+    same = run_cli_here(["compare", str(tmp_path / "base"), str(tmp_path / "base")])
     assert same.returncode == 0 and "0 regression(s)" in same.stdout
 
 
 def test_single_runs_show_the_change_untested() -> None:
     """One run a side: its samples are not independent, so nothing is called significant, and with
     no pair tested there is no verdict (exit 2, as `check` when nothing could be judged)."""
-    proc = run_cli(["compare", str(DATA / "base" / "r01.json"), str(DATA / "new" / "r02.json")])
+    proc = run_cli_here(["compare", str(DATA / "base" / "r01.json"), str(DATA / "new" / "r02.json")])
     assert proc.returncode == 2 and "no verdict: none of the 3 link/size pair(s)" in proc.stderr, proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[0].split() == ["test", "modes", "size", "link", "runs", "base", "new", "change", "p", "q", "verdict"]

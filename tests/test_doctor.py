@@ -9,7 +9,7 @@ import pytest
 
 from rdmabench.hardware.gpu import visible_gpu_count
 
-from .conftest import rdmabench_env, run_cli
+from .conftest import rdmabench_env, run_cli, run_cli_here
 
 VERDICTS = {"ok", "warn", "fail", "n/a"}
 
@@ -37,7 +37,7 @@ def test_doctor_json_and_conflicting_settings() -> None:
 
 
 def test_doctor_bad_format() -> None:
-    proc = run_cli(["doctor", "--format", "xml"])
+    proc = run_cli_here(["doctor", "--format", "xml"])
     assert proc.returncode == 2 and proc.stderr.startswith("rdmabench: error:")
 
 

@@ -15,7 +15,7 @@ from devtools.diagnose import Cluster, Fault, generated
 from rdmabench.errors import ConfigError
 from rdmabench.results.verdicts.nodes import from_file
 
-from .conftest import rdmabench_env, run_cli
+from .conftest import rdmabench_env, run_cli, run_cli_here
 
 CLUSTER = Cluster(16, 4, 2)
 NODES = [f"node{n:03d}" for n in range(16)]
@@ -147,9 +147,9 @@ def test_node_options_are_refused_without_a_drain_list_or_together(tmp_path: Pat
     nodes = tmp_path / "nodes.txt"
     nodes.write_text("node001\n")
     screen = str(_screen(tmp_path))
-    proc = run_cli(["check", screen, "--expect", "default", "--nodes", str(nodes)])
+    proc = run_cli_here(["check", screen, "--expect", "default", "--nodes", str(nodes)])
     assert proc.returncode == 2 and "--nodes and --nodes-from-slurm only with --drain" in proc.stderr
     drain = str(tmp_path / "d.txt")
     both = ["--nodes", str(nodes), "--nodes-from-slurm", "--drain", drain]
-    proc = run_cli(["check", screen, "--expect", "default", *both])
+    proc = run_cli_here(["check", screen, "--expect", "default", *both])
     assert proc.returncode == 2 and "give --nodes FILE or --nodes-from-slurm, not both" in proc.stderr

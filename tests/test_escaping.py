@@ -28,7 +28,7 @@ from rdmabench.results.reports.formats import format_csv, format_json, format_ma
 from rdmabench.results.reports.table import ProgressTable
 from rdmabench.results.verdicts.verdict import format_verdict, judge, junit_xml
 
-from .conftest import QUICK, run_cli
+from .conftest import QUICK, run_cli, run_cli_here
 
 # Each pair names the two hosts of one results file.
 HOSTILE = [
@@ -178,7 +178,7 @@ def test_the_cli_end_to_end(real_run: Path, tmp_path: Path) -> None:
 def test_one_line_messages_stay_one_line(tmp_path: Path) -> None:
     """A path with an escape sequence and a newline in it: the warning and the error are one line each."""
     missing = tmp_path / "x\x1b[31m\nrdmabench: error: fake.json"
-    proc = run_cli(["report", str(missing)])
+    proc = run_cli_here(["report", str(missing)])
     lines = proc.stderr.splitlines()
     assert proc.returncode == 2 and len(lines) == 2 and not RAW.search(proc.stderr), proc.stderr
     assert lines[0].startswith("rdmabench: warning: skipped") and "x\\x1b[31m\\nrdmabench" in lines[0]

@@ -300,7 +300,7 @@ def test_the_wire_check_catches_tcp_over_loopback_between_ranks_of_one_host(
     shared memory there is no counter, and no figure is invented."""
     from rdmabench.results.files.document import load as load_results
 
-    from .conftest import rdmabench_env, run_cli
+    from .conftest import rdmabench_env
 
     base = ["run", "--np", "2", "--sizes", "4MiB", "--samples", "2", "--sample-time", "0.02"]
     forced = run_cli([*base, "-o", str(tmp_path / "tcp.json")], env=rdmabench_env(UCX_TLS="tcp,self"))

@@ -27,7 +27,7 @@ from rdmabench.errors import ResultsFileError
 from rdmabench.results.files import document
 from rdmabench.results.files.rows import aggregate
 
-from .conftest import run_cli
+from .conftest import run_cli_here
 from .test_schema_agreement import DATA, LINK_CHECK, SUMMARY, SUMMARY_CHECK, schema_errors
 
 SOURCES = ("allpairs-bw", "bibw", "ring-bw", "lat", "lat512")
@@ -210,7 +210,7 @@ def test_a_refused_result_is_one_line_from_the_command_itself(tmp_path: Path) ->
     summary["ranks"][1]["host"] = ["not", "a", "name"]
     (tmp_path / "r.json").write_text(json.dumps(summary))
     (tmp_path / "r.links.jsonl").write_text((DATA / "bibw.links.jsonl").read_text())
-    proc = run_cli(["check", str(tmp_path / "r.json"), "--expect", "all=0.5"])
+    proc = run_cli_here(["check", str(tmp_path / "r.json"), "--expect", "all=0.5"])
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     assert 'ranks[1].host is ["not", "a", "name"], not a string' in proc.stderr
     assert all(line.startswith("rdmabench: ") for line in proc.stderr.splitlines()), proc.stderr

@@ -15,7 +15,7 @@ import pytest
 from rdmabench.results.files.document import load as load_results
 from rdmabench.wire import native
 
-from .conftest import QUICK, rdmabench_env, run_cli
+from .conftest import QUICK, rdmabench_env, run_cli, run_cli_here
 
 needs_native = pytest.mark.skipif(native.load().library is None, reason=f"no native loop: {native.load().reason}")
 
@@ -79,7 +79,7 @@ def test_without_a_compiler(tmp_path: Path) -> None:
 
 
 def test_unknown_engine() -> None:
-    proc = run_cli(["run", "--engine", "rust"])
+    proc = run_cli_here(["run", "--engine", "rust"])
     assert proc.returncode == 2 and "unknown engine 'rust'" in proc.stderr
 
 

@@ -20,7 +20,7 @@ from rdmabench.hardware.gpu import visible_gpu_count
 from rdmabench.measure.kvhandoff import handoff
 from rdmabench.wire import native
 
-from .conftest import StandInLoad, run_cli
+from .conftest import StandInLoad, run_cli, run_cli_here
 
 DATA = Path(__file__).resolve().parent / "data"
 REPO = Path(__file__).resolve().parents[1]
@@ -122,12 +122,14 @@ def test_without_nixl_the_anchor_says_so_in_one_line(tmp_path: Path) -> None:
 
 
 def test_the_nixl_anchors_options_need_it() -> None:
-    line = _one_line(run_cli(["anchor", "--blocks", "64"]))
+    line = _one_line(run_cli_here(["anchor", "--blocks", "64"]))
     assert "--blocks is an option of the NIXL anchor: add --against nixl" in line
-    assert "--nixl-threads is an option of the NIXL anchor" in _one_line(run_cli(["anchor", "--nixl-threads", "4"]))
-    assert "unknown anchor 'nccl'" in _one_line(run_cli(["anchor", "--against", "nccl"]))
-    assert "--nixl is an option of the NIXL anchor" in _one_line(run_cli(["anchor", "--nixl", "sgl"]))
-    assert "--beside is an option of the NIXL anchor" in _one_line(run_cli(["anchor", "--beside", "gemm"]))
+    assert "--nixl-threads is an option of the NIXL anchor" in _one_line(
+        run_cli_here(["anchor", "--nixl-threads", "4"])
+    )
+    assert "unknown anchor 'nccl'" in _one_line(run_cli_here(["anchor", "--against", "nccl"]))
+    assert "--nixl is an option of the NIXL anchor" in _one_line(run_cli_here(["anchor", "--nixl", "sgl"]))
+    assert "--beside is an option of the NIXL anchor" in _one_line(run_cli_here(["anchor", "--beside", "gemm"]))
 
 
 @needs_nixl
@@ -148,16 +150,16 @@ def test_the_nixl_anchors_options_need_it() -> None:
     ],
 )
 def test_bad_nixl_anchor_options_are_one_line(args: list[str], message: str) -> None:
-    assert message in _one_line(run_cli(["anchor", "--against", "nixl", *args]))
+    assert message in _one_line(run_cli_here(["anchor", "--against", "nixl", *args]))
 
 
 @needs_nixl
 @pytest.mark.skipif(visible_gpu_count() > 0, reason="this machine has a GPU")
 def test_device_memory_without_a_gpu_is_one_line(tmp_path: Path) -> None:
-    assert "device memory needs a GPU" in _one_line(run_cli(["anchor", "--against", "nixl", "--mode", "device"]))
+    assert "device memory needs a GPU" in _one_line(run_cli_here(["anchor", "--against", "nixl", "--mode", "device"]))
     out = tmp_path / "beside.json"
     args = ["anchor", "--against", "nixl", "--mode", "device", "--beside", "gemm", "-o", str(out)]
-    assert "device memory needs a GPU" in _one_line(run_cli(args)) and not out.exists()
+    assert "device memory needs a GPU" in _one_line(run_cli_here(args)) and not out.exists()
 
 
 def test_the_protocol_nixl_reports_for_its_operation() -> None:

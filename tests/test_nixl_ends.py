@@ -17,7 +17,7 @@ from rdmabench import privatedirs
 from rdmabench.anchor.nixl import _wait
 from rdmabench.errors import LaunchError
 
-from .conftest import run_cli
+from .conftest import run_cli_here
 
 
 def _end(folder: Path, role: str, code: str) -> subprocess.Popen[bytes]:
@@ -79,6 +79,6 @@ def test_the_wait_for_a_frozen_end_is_named_by_its_option(tmp_path: Path) -> Non
     ],
 )
 def test_the_nixl_timeout_option_is_checked(args: list[str], says: str) -> None:
-    proc = run_cli(["anchor", *args])
+    proc = run_cli_here(["anchor", *args])
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert proc.returncode == 2 and len(lines) == 1 and says in lines[0], proc.stderr

@@ -18,7 +18,7 @@ import pytest
 from devtools.diagnose import Cluster, Fault, generated
 from rdmabench.anchor import nixl
 
-from .conftest import QUICK, rdmabench_env, run_cli
+from .conftest import QUICK, rdmabench_env, run_cli, run_cli_here
 
 REPO = Path(__file__).resolve().parents[1]
 CLI = "from rdmabench.cli import main; main()"
@@ -67,7 +67,7 @@ def test_two_outputs_naming_one_file_are_refused_before_anything(tmp_path: Path)
     """`--json X --drain X`: the drain list found the verdict there (exit 1, after the verdict)."""
     doc = _screen(tmp_path / "screen.json")
     both = tmp_path / "out.txt"
-    proc = run_cli(["check", str(doc), "--expect", "default", "--json", str(both), "--drain", str(both)])
+    proc = run_cli_here(["check", str(doc), "--expect", "default", "--json", str(both), "--drain", str(both)])
     assert _one_line(proc) == f"rdmabench: error: --json and --drain name the same file {both}"
     assert not both.exists() and not proc.stdout
 

@@ -133,11 +133,11 @@ def test_pinned_pool_reuses_and_respects_its_cap() -> None:
 def test_copy_needs_a_gpu() -> None:
     from rdmabench.hardware.gpu import visible_gpu_count
 
-    from .conftest import run_cli
+    from .conftest import run_cli_here
 
     if visible_gpu_count():
         pytest.skip("this machine has a GPU")
-    proc = run_cli(["copy"])
+    proc = run_cli_here(["copy"])
     assert proc.returncode == 2 and proc.stderr.strip().startswith("rdmabench: error: rdmabench copy needs a CUDA GPU")
     assert len(proc.stderr.strip().splitlines()) == 1
 

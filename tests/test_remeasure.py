@@ -18,7 +18,7 @@ from devtools.diagnose import Cluster, Fault, generated
 from rdmabench.job.closing import verdict as run_verdict
 from rdmabench.results.files.rows import aggregate
 
-from .conftest import run_cli
+from .conftest import run_cli_here
 
 FLEET = Cluster(8, 8, 4)  # 64 ranks, all-pairs: 4,032 links
 
@@ -45,7 +45,7 @@ def test_a_healthy_fleet_with_transient_slow_links_is_to_remeasure(tmp_path: Pat
     path = tmp_path / "fleet.json"
     path.write_text(json.dumps(_transient()))
     verdict, drain = tmp_path / "v.json", tmp_path / "drain.txt"
-    proc = run_cli(["check", str(path), "--expect", "default", "--json", str(verdict), "--drain", str(drain)])
+    proc = run_cli_here(["check", str(path), "--expect", "default", "--json", str(verdict), "--drain", str(drain)])
     lines = proc.stdout.splitlines()
     assert proc.returncode == 3 and not any(line.startswith("suspect ") for line in lines), proc.stdout
     said = next(line for line in lines if line.startswith("re-measure ") and "link(s)" in line)
@@ -59,7 +59,7 @@ def test_a_healthy_fleet_with_transient_slow_links_is_to_remeasure(tmp_path: Pat
     found = json.loads(verdict.read_text())
     assert found["outcome"] == "REMEASURE" and found["attribution"]["outcome"] == "REMEASURE"
     assert len(found["attribution"]["remeasure"]) == len(found["remeasure"]) == count and found["failed"] == []
-    report = run_cli(["report", str(path), "--expect", "default"])
+    report = run_cli_here(["report", str(path), "--expect", "default"])
     assert report.returncode == 3 and "verdict: REMEASURE" in report.stderr, report.stderr
 
 
@@ -68,7 +68,7 @@ def test_a_suspect_fails_check_report_and_run_alike_under_hand_floors(tmp_path: 
     doc = generated(Cluster(16, 4, 2), "screen", Fault("nic", 5, 1, "send", factor=0.8), seed=3)
     path = tmp_path / "screen.json"
     path.write_text(json.dumps(doc))
-    codes = {name: run_cli([name, str(path), "--expect", "all=0.01"]).returncode for name in ("check", "report")}
+    codes = {name: run_cli_here([name, str(path), "--expect", "all=0.01"]).returncode for name in ("check", "report")}
     out = io.StringIO()
     codes["run"] = run_verdict(str(path), aggregate([("screen", doc)]), {"all": 0.01}, out)
     assert codes == {"check": 1, "report": 1, "run": 1}, codes

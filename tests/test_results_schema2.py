@@ -13,7 +13,7 @@ import pytest
 from rdmabench.results.files import compact
 from rdmabench.results.files.document import load as load_results
 
-from .conftest import RESULTS_DATA, browse, million_sources, needs_chromium, run_cli
+from .conftest import RESULTS_DATA, browse, million_sources, needs_chromium, run_cli, run_cli_here
 
 SCHEMA_1 = RESULTS_DATA / "allpairs-bw-device.json"
 
@@ -65,7 +65,7 @@ def test_schema_1_entries_survive_the_round_trip() -> None:
 
 def test_a_links_file_given_for_its_summary_is_one_line(tmp_path: Path) -> None:
     (tmp_path / "x.links.jsonl").write_text('{"src": 0}\n')
-    proc = run_cli(["report", str(tmp_path / "x.links.jsonl")])
+    proc = run_cli_here(["report", str(tmp_path / "x.links.jsonl")])
     assert proc.returncode == 2 and "the links file of a schema-2 result; give its summary" in proc.stderr
 
 
@@ -96,7 +96,7 @@ def test_a_generated_cluster_result_reports_in_every_format(
     summary = json.loads(path.read_text())
     assert summary["metadata"]["generated"].startswith("SYNTHETIC")
     out = directory / f"report.{name}"
-    proc = run_cli(["report", str(path), "--format", name, "-o", str(out), "--force"], timeout=300)
+    proc = run_cli_here(["report", str(path), "--format", name, "-o", str(out), "--force"], timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert out.stat().st_size > 0
 
@@ -109,7 +109,7 @@ def test_a_cluster_page_stays_small_and_renders(tmp_path: Path) -> None:
     path = tmp_path / "generated-256.json"
     generate(str(path), 256, 8, million_sources())
     page = tmp_path / "cluster.html"
-    proc = run_cli(["report", str(path), "--format", "html", "-o", str(page)], timeout=300)
+    proc = run_cli_here(["report", str(path), "--format", "html", "-o", str(page)], timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert page.stat().st_size < 10 << 20
     text = page.read_text()

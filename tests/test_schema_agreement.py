@@ -30,7 +30,7 @@ from rdmabench.measure import registry
 from rdmabench.results.files import compact, document, schema
 from rdmabench.results.files.rows import aggregate
 
-from .conftest import run_cli
+from .conftest import run_cli_here
 
 DATA = Path(__file__).resolve().parent / "data" / "schema"
 SUMMARY, LINK = (document.json_schema(name) for name in document.SCHEMAS)
@@ -202,7 +202,7 @@ def test_check_judges_the_share_of_the_figure_not_the_share_stored(tmp_path: Pat
         line["share"] = 1e9
     path = write(tmp_path, summary, links)
     verdict = tmp_path / "verdict.json"
-    proc = run_cli(["check", str(path), "--expect", "all=0.99", "--json", str(verdict)])
+    proc = run_cli_here(["check", str(path), "--expect", "all=0.99", "--json", str(verdict)])
     assert proc.returncode == 1 and "verdict: FAIL" in proc.stdout, proc.stdout + proc.stderr
     limit = summary["profiles"][0]["link_limit"]["gbps"]
     for judged in json.loads(verdict.read_text())["failed"]:
@@ -220,7 +220,7 @@ def test_a_unit_that_is_not_its_tests_is_refused_for_every_record(tmp_path: Path
     for line in links[1:]:
         line["samples"] = [5e5] * len(line["samples"])
     path = write(tmp_path, summary, links)
-    proc = run_cli(["report", str(path)])
+    proc = run_cli_here(["report", str(path)])
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stderr
     assert [line for line in lines if 'profiles[0].unit is "us", not "GB/s"' in line], proc.stderr

@@ -19,7 +19,7 @@ from rdmabench.hardware import storage as disk
 from rdmabench.results.files.document import load as load_results
 from rdmabench.storage import config, datafile
 
-from .conftest import run_cli
+from .conftest import run_cli, run_cli_here
 
 SMALL = ["--sizes", "256KiB,1MiB", "--samples", "1", "--memory", "host"]
 
@@ -94,7 +94,7 @@ def test_no_space_for_the_write_file_is_one_line(tmp_path: Path) -> None:
         pytest.skip("cannot mount a small tmpfs here (not root)")
     try:
         data = small / "f.dat"
-        proc = run_cli(
+        proc = run_cli_here(
             ["storage", str(data), "--size", "2MiB", "--test", "write", *SMALL, "-o", str(tmp_path / "r.json")]
         )
         _one_line(proc, 1, "cannot write", "No space left")
@@ -133,7 +133,7 @@ def test_a_file_system_that_refuses_o_direct_is_refused_for_the_pinned_path(tmp_
     for candidate in ("/dev/shm", "/run", "/sys/fs/cgroup"):
         if os.path.isdir(candidate) and os.access(candidate, os.W_OK) and disk.direct_io_supported(candidate) is False:
             data = Path(candidate) / f"rdmabench-test-{os.getpid()}.dat"
-            proc = run_cli(["storage", str(data), "--size", "1MiB", "--paths", "pinned", *SMALL[2:]])
+            proc = run_cli_here(["storage", str(data), "--size", "1MiB", "--paths", "pinned", *SMALL[2:]])
             _one_line(proc, 2, "refuses O_DIRECT")
             assert not data.exists()
             break

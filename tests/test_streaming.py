@@ -16,7 +16,7 @@ from rdmabench.measure.plan import DEVICE, HOST, MAX_PASSES, MIXED, STREAM_ROUND
 from rdmabench.results.files.compact import links_path
 from rdmabench.results.files.document import load as load_results
 
-from .conftest import rdmabench_env, run_cli
+from .conftest import rdmabench_env, run_cli, run_cli_here
 
 
 def test_default_passes_stream_about_a_step_of_bytes_and_stay_bounded() -> None:
@@ -128,7 +128,7 @@ def test_lat_of_50_round_trips_a_step_is_about_one_round_trip(tmp_path: Path) ->
 
 
 def test_passes_out_of_range_are_refused_in_one_line(tmp_path: Path) -> None:
-    proc = run_cli(["run", "--np", "2", "--passes", "0", "-o", str(tmp_path / "r.json")])
+    proc = run_cli_here(["run", "--np", "2", "--passes", "0", "-o", str(tmp_path / "r.json")])
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert proc.returncode == 2 and len(lines) == 1 and "--passes" in lines[0], proc.stderr
     assert not (tmp_path / "r.json").exists()

@@ -12,7 +12,7 @@ import pytest
 from rdmabench.errors import ConfigError
 from rdmabench.units import check_seconds, is_digits, whole_number
 
-from .conftest import run_cli
+from .conftest import run_cli, run_cli_here
 
 
 def _one_line(proc: subprocess.CompletedProcess[str], *words: str) -> None:
@@ -58,7 +58,7 @@ def test_seconds_are_finite_and_within_their_range(value: float) -> None:
 )
 def test_bad_numbers_and_empty_lists_are_one_line(tmp_path: Path, args: list[str], words: list[str]) -> None:
     out = tmp_path / "a.json"
-    proc = run_cli([*args, "-o", str(out)], timeout=60)
+    proc = run_cli_here([*args, "-o", str(out)], timeout=60)
     if not words:  # refused for another reason here (no NIXL), never for the list
         assert "names nothing" not in proc.stderr and "Traceback" not in proc.stderr
         return

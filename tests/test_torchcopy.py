@@ -12,7 +12,7 @@ import pytest
 from rdmabench.errors import ConfigError
 from rdmabench.results.files.document import document, write
 
-from .conftest import run_cli
+from .conftest import run_cli_here
 
 
 def _one_line(proc: subprocess.CompletedProcess[str], code: int, words: str) -> None:
@@ -36,7 +36,7 @@ def test_a_gpu_less_pytorch_says_so_in_one_line(tmp_path: Path) -> None:
     torch = pytest.importorskip("torch")
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU PyTorch can use")
-    proc = run_cli(["copy", "--framework", "torch", "-o", str(tmp_path / "r.json")])
+    proc = run_cli_here(["copy", "--framework", "torch", "-o", str(tmp_path / "r.json")])
     _one_line(proc, 2, "needs a CUDA GPU")
     assert not (tmp_path / "r.json").exists()
 
@@ -70,7 +70,7 @@ def test_torch_rows_are_their_own_rows_in_a_report(tmp_path: Path) -> None:
     doc = document({"generated": "by tests/test_torchcopy.py, not measured", "hosts": ["gen"]}, entries, True)
     path = tmp_path / "r.json"
     write(str(path), doc)
-    proc = run_cli(["report", str(path), "--format", "csv"])
+    proc = run_cli_here(["report", str(path), "--format", "csv"])
     assert proc.returncode == 0, proc.stderr
     rows = [line for line in proc.stdout.splitlines() if line.startswith("copy-h2d")]
     assert len(rows) == 3 and sum("torch" in row for row in rows) == 2, proc.stdout

@@ -15,7 +15,7 @@ import pytest
 from rdmabench.hardware import copycache, topology
 from rdmabench.results.files.document import load as load_results
 
-from .conftest import QUICK, rdmabench_env, run_cli
+from .conftest import QUICK, rdmabench_env, run_cli, run_cli_here
 
 
 def _gpu_doc(shares: dict[tuple[int, int], float]) -> dict[str, Any]:
@@ -50,7 +50,7 @@ def _write(path: Path, doc: dict[str, Any]) -> Path:
 def test_a_slow_gpu_link_fails_and_is_named(tmp_path: Path) -> None:
     doc = _write(tmp_path / "gpus.json", _gpu_doc({(0, 1): 0.80, (1, 0): 0.81, (0, 2): 0.50, (2, 0): 0.79}))
     junit, summary = tmp_path / "check.xml", tmp_path / "check.json"
-    proc = run_cli(["check", str(doc), "--expect", "default", "--junit", str(junit), "--json", str(summary)])
+    proc = run_cli_here(["check", str(doc), "--expect", "default", "--junit", str(junit), "--json", str(summary)])
     assert proc.returncode == 1, proc.stderr
     fails = [line for line in proc.stdout.splitlines() if line.startswith("FAIL")]
     assert len(fails) == 1 and "n1:gpu0 -> n1:gpu2" in fails[0] and "below the NVLink floor of 75%" in fails[0]
@@ -62,14 +62,14 @@ def test_a_slow_gpu_link_fails_and_is_named(tmp_path: Path) -> None:
     assert sum(1 for case in suite if case.find("failure") is not None) == 1
     verdict = json.loads(summary.read_text())
     assert verdict["passed"] is False and verdict["nodes"] == {"n1": 1} and len(verdict["failed"]) == 1
-    lenient = run_cli(["check", str(doc), "--expect", "NVLink=0.4"])
+    lenient = run_cli_here(["check", str(doc), "--expect", "NVLink=0.4"])
     assert lenient.returncode == 0 and "verdict: PASS" in lenient.stdout
 
 
 def test_a_baseline_with_a_tolerance(tmp_path: Path) -> None:
     good = _gpu_doc({(0, 1): 0.80, (1, 0): 0.80})
     base = _write(tmp_path / "base.json", good)
-    same = run_cli(["check", str(base), "--baseline", str(base)])
+    same = run_cli_here(["check", str(base), "--baseline", str(base)])
     assert same.returncode == 0, same.stdout + same.stderr
     slower = copy.deepcopy(good)
     slower["metadata"]["generated"] += "; link 1 -> 0 made 20% slower"
@@ -77,10 +77,10 @@ def test_a_baseline_with_a_tolerance(tmp_path: Path) -> None:
     slow_entry["bandwidth_gbps"] *= 0.8
     slow_entry["samples"] = [v * 0.8 for v in slow_entry["samples"]]
     new = _write(tmp_path / "new.json", slower)
-    proc = run_cli(["check", str(new), "--baseline", str(base), "--tolerance", "0.1"])
+    proc = run_cli_here(["check", str(new), "--baseline", str(base), "--tolerance", "0.1"])
     assert proc.returncode == 1
     assert "FAIL n1:gpu1 -> n1:gpu0" in proc.stdout and "-20%" in proc.stdout
-    assert run_cli(["check", str(new), "--baseline", str(base), "--tolerance", "0.25"]).returncode == 0
+    assert run_cli_here(["check", str(new), "--baseline", str(base), "--tolerance", "0.25"]).returncode == 0
 
 
 PLANTED_GBPS = 1000.0  # far above any one memory copy between two processes: a link's share well below 1
@@ -116,14 +116,14 @@ def test_run_with_a_floor_gives_a_verdict(tmp_path: Path) -> None:
     assert share is not None and 0 < share < 0.1, entry
     assert proc.returncode == 1 and len(errors) == 1, proc.stderr
     assert "below their --expect floor" in errors[0] and "verdict: FAIL" in proc.stdout
-    passed = run_cli(["check", str(out), "--expect", "host memory copy=0.0001"])
+    passed = run_cli_here(["check", str(out), "--expect", "host memory copy=0.0001"])
     assert passed.returncode == 0 and "verdict: PASS" in passed.stdout, passed.stdout + passed.stderr
-    assert run_cli(["check", str(out), "--expect", "intra-node=0.001"]).returncode == 0
-    failed = run_cli(["check", str(out), "--expect", "host memory copy=1"])
+    assert run_cli_here(["check", str(out), "--expect", "intra-node=0.001"]).returncode == 0
+    failed = run_cli_here(["check", str(out), "--expect", "host memory copy=1"])
     assert failed.returncode == 1 and "verdict: FAIL" in failed.stdout, failed.stdout + failed.stderr
-    none = run_cli(["check", str(out), "--expect", "NVLink=0.5"])
+    none = run_cli_here(["check", str(out), "--expect", "NVLink=0.5"])
     assert none.returncode == 2 and "no verdict" in none.stdout + none.stderr, none.stdout + none.stderr
-    report = run_cli(["report", str(out), "--expect", "all=0.99"])  # the report's verdict on the same figure
+    report = run_cli_here(["report", str(out), "--expect", "all=0.99"])  # the report's verdict on the same figure
     assert report.returncode == 1 and "verdict: FAIL" in report.stderr, report.stderr
 
 
@@ -141,7 +141,7 @@ def test_bad_verdict_input_is_one_line(tmp_path: Path, args: list[str], message:
     doc = _write(tmp_path / "gpus.json", _gpu_doc({(0, 1): 0.8}))
     anchor = _write(tmp_path / "anchor.json", {"schema": {"name": "rdmabench-anchor", "version": 1}, "rows": []})
     args = [str(anchor) if a == "ANCHOR" else a for a in args]
-    proc = run_cli(["check", str(doc), *args])
+    proc = run_cli_here(["check", str(doc), *args])
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert proc.returncode == 2 and len(lines) == 1 and message in lines[0], proc.stderr
 
@@ -159,7 +159,9 @@ def test_failing_inter_node_links_name_the_nic_of_each_end(tmp_path: Path) -> No
             bandwidth_gbps=entry["share_of_limit"] * 50.0, samples=[entry["share_of_limit"] * 50.0] * 3,
         )  # fmt: skip
     summary = tmp_path / "nic.json"
-    proc = run_cli(["check", str(_write(tmp_path / "nics.json", doc)), "--expect", "NIC=0.8", "--json", str(summary)])
+    proc = run_cli_here(
+        ["check", str(_write(tmp_path / "nics.json", doc)), "--expect", "NIC=0.8", "--json", str(summary)]
+    )
     assert proc.returncode == 1, proc.stderr
     verdict = json.loads(summary.read_text())
     assert verdict["nics"] == {"n1/mlx5_1:1": 1, "n2/mlx5_1:1": 1}
