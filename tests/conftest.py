@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -109,7 +111,6 @@ def run_cli_here(args: list[str], timeout: float = 0) -> subprocess.CompletedPro
     returns. `timeout` is taken, and unused, so that a call reads as run_cli's does. A test of the
     process itself (signals, environment, launcher, ranks, files' modes) stays with run_cli: a command
     that starts a process here (mpiexec, ranks, a tool) fails the test, saying so."""
-    import contextlib
     import io
     import traceback
 
@@ -124,7 +125,18 @@ def run_cli_here(args: list[str], timeout: float = 0) -> subprocess.CompletedPro
 
     out, err = io.StringIO(), io.StringIO()
     code: int = 0
-    with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+    # What a command may change of its process, which a process of its own would take with it when it
+    # exits: set back after the call, so that no later test of this worker sees it (the results file's
+    # reservation is an environment variable; run installs its signal handlers).
+    environ, cwd, mask = dict(os.environ), os.getcwd(), os.umask(0o022)
+    os.umask(mask)
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1)}
+    with (
+        pytest.MonkeyPatch.context() as patch,
+        contextlib.redirect_stdout(out),
+        contextlib.redirect_stderr(err),
+        _process_state_kept(environ, cwd, mask, handlers),
+    ):
         patch.delenv("RDMABENCH_FAULT", raising=False)
         patch.setattr(sys, "argv", [str(Path(rdmabench.__file__).with_name("__main__.py")), *args])
         patch.setattr(subprocess, "Popen", no_process_here)
@@ -141,6 +153,20 @@ def run_cli_here(args: list[str], timeout: float = 0) -> subprocess.CompletedPro
             code = 1
     assert not started, f"run_cli_here: the command starts a process ({started[0]!r}): test it with run_cli"
     return subprocess.CompletedProcess([sys.executable, "-m", "rdmabench", *args], code, out.getvalue(), err.getvalue())
+
+
+@contextlib.contextmanager
+def _process_state_kept(environ: dict[str, str], cwd: str, mask: int, handlers: dict[Any, Any]) -> Iterator[None]:
+    """Set the environment, working folder, umask and signal handlers back as they were, after the block."""
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(environ)
+        os.chdir(cwd)
+        os.umask(mask)
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
 
 
 def refused_in_one_line(tmp_path: Path, args: list[str], message: str, process: bool = False) -> None:

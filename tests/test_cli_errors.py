@@ -259,3 +259,24 @@ def test_a_parameter_file_that_chooses_the_transports_is_left_to_choose(
     params.unlink()
     os.mkfifo(params)  # not a file to read (an open would wait for a writer): left to Open MPI, unread
     assert spawner.btl_in_param_files(spawner.find_mpiexec(), {"OMPI_MCA_mca_param_files": str(params)})
+
+
+def test_a_command_run_in_the_tests_process_leaves_it_as_it_was(monkeypatch: pytest.MonkeyPatch) -> None:
+    """run_cli_here sets back what a command may change of its process (a process of its own takes it
+    away when it exits): the environment, the working folder and the signal handlers, here changed by a
+    command stood in for the CLI."""
+    import signal
+
+    from rdmabench import cli
+
+    before = (dict(os.environ), os.getcwd(), signal.getsignal(signal.SIGTERM))
+
+    def changes_everything(prog_name: str) -> None:
+        os.environ["RDMABENCH_LEFT_BEHIND"] = "1"
+        os.chdir("/")
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        raise SystemExit(3)
+
+    monkeypatch.setattr(cli, "main", changes_everything)
+    assert run_cli_here(["--version"]).returncode == 3
+    assert (dict(os.environ), os.getcwd(), signal.getsignal(signal.SIGTERM)) == before
