@@ -269,12 +269,13 @@ class ArmedPlan:
         self._check(self._lib.rb_arm_launch(self._plan, ctypes.byref(late), why, _WHY_LEN), why)
         return late.value
 
-    def land(self, late_seconds: float = 0.0) -> Released:
-        """Wait until every copy of the last launch has landed (at most the plan's timeout from it)."""
+    def land(self) -> Released:
+        """Wait until every copy of the last launch has landed (at most the plan's timeout from it); the
+        later waves were submitted by launch(), whose seconds it returned."""
         wall = ctypes.c_double()
         seconds, why = (ctypes.c_double * self.lists)(), ctypes.create_string_buffer(_WHY_LEN)
         self._check(self._lib.rb_arm_land(self._plan, self._timeout, ctypes.byref(wall), seconds, why, _WHY_LEN), why)
-        return Released(wall.value, list(seconds), late_seconds)
+        return Released(wall.value, list(seconds), 0.0)
 
     release_and_wait = release
 
