@@ -125,17 +125,11 @@ def run_cli_here(args: list[str], timeout: float = 0) -> subprocess.CompletedPro
 
     out, err = io.StringIO(), io.StringIO()
     code: int = 0
-    # What a command may change of its process, which a process of its own would take with it when it
-    # exits: set back after the call, so that no later test of this worker sees it (the results file's
-    # reservation is an environment variable; run installs its signal handlers).
-    environ, cwd, mask = dict(os.environ), os.getcwd(), os.umask(0o022)
-    os.umask(mask)
-    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1)}
     with (
         pytest.MonkeyPatch.context() as patch,
         contextlib.redirect_stdout(out),
         contextlib.redirect_stderr(err),
-        _process_state_kept(environ, cwd, mask, handlers),
+        _process_state_kept(),
     ):
         patch.delenv("RDMABENCH_FAULT", raising=False)
         patch.setattr(sys, "argv", [str(Path(rdmabench.__file__).with_name("__main__.py")), *args])
@@ -156,8 +150,14 @@ def run_cli_here(args: list[str], timeout: float = 0) -> subprocess.CompletedPro
 
 
 @contextlib.contextmanager
-def _process_state_kept(environ: dict[str, str], cwd: str, mask: int, handlers: dict[Any, Any]) -> Iterator[None]:
-    """Set the environment, working folder, umask and signal handlers back as they were, after the block."""
+def _process_state_kept() -> Iterator[None]:
+    """The environment, working folder, umask and signal handlers set back as they were before the block:
+    what a command may change of its process, which a process of its own would take with it when it
+    exits, so that no later test of this worker sees it (the results file's reservation is an
+    environment variable; run installs its signal handlers)."""
+    environ, cwd, mask = dict(os.environ), os.getcwd(), os.umask(0o022)
+    os.umask(mask)
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1)}
     try:
         yield
     finally:
