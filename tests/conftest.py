@@ -265,6 +265,7 @@ class StandInLoad:
         self.carveout = sms
 
     def start(self, where: int = 0) -> None:
+        assert not self.running, "the compute load is running already"  # as the library refuses
         self.seconds, self.running, self.where = [], True, where
 
     def done(self) -> int:

@@ -50,17 +50,76 @@ def test_the_slowdown_is_the_work_lost_over_the_whole_window(busy_share: float, 
 
 @pytest.mark.parametrize("ring", [1 << 16, 1000])
 def test_what_is_kept_of_the_window_stands_past_the_ring(ring: int) -> None:
-    """The library keeps only the latest `ring` operations: where the window before is gone, the
-    window and the one after still give the slowdown (and no drift is claimed)."""
+    """The library keeps only the latest `ring` operations of a run, and a run holds one window: where
+    the ring keeps only the shared window's last operations, they still give the slowdown, and the
+    windows alone (runs of their own) still give the drift."""
     load = StandInLoad(step=1, ring=ring)
     pairs = Pairs(Beside("gemm", 1024), load, partitioned=False)
-    # A window longer than the ring: the window before is gone (what follows it, 0.15 + 0.08 s of polls
-    # each finishing one operation, holds at most 460 of the ring's 1000)
-    pairs.operations = 2000
+    pairs.operations = 2000  # a window longer than the ring
     for _ in range(2):
         _one_pair(pairs, load, 1.0)
     found = pairs.summary()
-    assert found["slowdown_pairs"] == [2.0, 2.0] and (found["alone_drift"] is None) == (ring == 1000)
+    assert found["slowdown_pairs"] == [2.0, 2.0] and found["alone_drift"] == 0.0
+    assert [count < 2000 for count in found["operations"]] == [ring == 1000] * 2
+
+
+class _RecoveringLoad(StandInLoad):
+    """Its first alone run after a run the transfers stalled goes 10% faster (its clocks up under less
+    power, as a GEMM's do), then back to its own speed."""
+
+    def __init__(self) -> None:
+        super().__init__(step=1, ring=1 << 16)
+        self.fast_next = False
+
+    def start(self, where: int = 0) -> None:
+        super().start(where)
+        self.times[0] = 0.9e-3 if self.fast_next else 1e-3
+        self.fast_next = False
+
+    def stop(self) -> Any:
+        run = super().stop()
+        self.fast_next = any(seconds > 1.5e-3 for seconds in run.seconds)
+        return run
+
+
+def test_the_window_after_waits_until_the_load_has_settled_and_the_load_runs_on_between_pairs() -> None:
+    """Right after a stalled window the load runs 10% fast: the pair takes alone windows until two in
+    a row agree (3), so the window after reads the load's own speed and the pair does not drift; the
+    load runs on between pairs (its clocks never see an idle GPU) until finish()."""
+    load = _RecoveringLoad()
+    pairs = Pairs(Beside("gemm", 1024), load, partitioned=False)
+    pairs.settle()
+    assert load.running
+    for _ in range(2):
+        _one_pair(pairs, load, 1.0)
+        assert load.running
+    pairs.finish()
+    assert not load.running
+    found = pairs.summary()
+    assert found["after_windows_pairs"] == [3, 3] and found["alone_drift"] == 0.0
+    assert found["slowdown_pairs"] == [2.0, 2.0] and found["drifting_pairs"] == []
+
+
+def test_a_window_after_that_never_settles_stops_at_after_tries() -> None:
+    """A load whose every alone window differs from the last by 5% is given AFTER_TRIES windows after
+    the shared half, no more; the last is the window after, and the pair says it drifted."""
+    from rdmabench.measure.beside import AFTER_TRIES
+
+    load = StandInLoad(step=1, ring=1 << 16)
+    pairs = Pairs(Beside("gemm", 1024), load, partitioned=False)
+    pairs.settle()
+    plain_start = load.start
+
+    def slower_each_run(where: int = 0) -> None:
+        plain_start(where)
+        if not load.busy:
+            load.times[0] *= 1.05
+
+    load.start = slower_each_run  # type: ignore[method-assign]
+    _one_pair(pairs, load, 1.0)
+    found = pairs.summary()
+    assert AFTER_TRIES == 4 and found["after_windows_pairs"] == [AFTER_TRIES]
+    assert found["alone_drift"] is not None and found["alone_drift"] > 0.2
 
 
 def test_a_carve_out_costs_its_own_share_and_the_slowdown_stays_against_the_whole_gpu() -> None:
@@ -228,6 +287,42 @@ def test_a_drifting_pair_is_taken_again_at_most_retakes_times(takes: int, kept_a
     found = pairs.summary()
     assert found["retakes"] == kept_after and found["drifting_pairs"] == ([0] if drifting else [])
     assert found["alone_drift"] == (0.05 if drifting else 0.0)
+
+
+@pytest.mark.parametrize("fails", [False, True])
+def test_every_transfer_alone_is_taken_first_on_an_idle_gpu_and_the_load_stops_after_the_pairs(fails: bool) -> None:
+    """Each pair's transfer alone is taken before the load starts (the load then runs on through the
+    pairs, never stopping for a transfer alone); after the last pair, or a step that failed, the load
+    has stopped, so the next round's transfers alone see an idle GPU."""
+    from types import SimpleNamespace
+
+    from rdmabench.measure import round as engine
+
+    load = _DriftingLoad(0.0, 0)
+    end = _End([0.0])
+    end.plan = SimpleNamespace(samples=3)  # type: ignore[attr-defined]
+    end.alone_steps = []  # type: ignore[attr-defined]
+    seen: list[tuple[bool, bool]] = []  # (in the shared half, the load running) at each step
+
+    def step(_end: object, _index: int) -> list[float]:
+        seen.append((load.busy, load.running))
+        if fails and load.busy:
+            raise TransportError("a step failed")
+        return [1e-3]
+
+    end.streak = lambda _end, on: load.set_busy(on)  # type: ignore[method-assign]  # the shared half's steps
+    pairs = Pairs(Beside("gemm", 1024), load, partitioned=False)
+    steps = engine._Steps(end, step)  # type: ignore[arg-type]
+    if fails:
+        with pytest.raises(TransportError, match="a step failed"):
+            engine._pairs_in_a_row(end, _Comm(), steps, pairs, (2, 1, 1))  # type: ignore[arg-type]
+    else:
+        found = engine._pairs_in_a_row(end, _Comm(), steps, pairs, (2, 1, 1))  # type: ignore[arg-type]
+        assert len(found) == 3 and len(pairs.kept) == 3
+    assert seen[:6] == [(False, False)] * 6  # 3 samples x 2 steps alone, the load not started
+    assert all(running for _, running in seen[6:]) and len(seen) > 6
+    assert end.alone_steps == [[[1e-3] * 2] * 3]  # type: ignore[attr-defined]
+    assert not load.running
 
 
 @pytest.mark.parametrize("spans", [True, False])

@@ -76,8 +76,10 @@ def initiator_pairs(
             drift = pairs.close(busy / span if span > 0 else None)
             pairs.keep(0, drifting(drift))
             wait_for(folder, f"pair-{index}.stopped", deadline)
+        pairs.finish()
         return found, pairs.summary()
     finally:
+        pairs.finish()  # the load runs on between pairs
         release_loads()
 
 
@@ -100,6 +102,8 @@ def target_pairs(folder: Path, plan: AgentPlan, beside: Beside, deadline: float)
             drift = pairs.close(None)  # the initiator's transfers: its duty is the pair's
             pairs.keep(0, drifting(drift))
             _mark(folder, f"pair-{index}.stopped")
+        pairs.finish()
         return pairs.summary()
     finally:
+        pairs.finish()  # the load runs on between pairs
         release_loads()

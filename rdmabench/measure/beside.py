@@ -2,20 +2,23 @@
 
 A serving engine never moves a KV cache on an idle GPU: the next request's prefill (a matrix
 product) or decode (a kernel streaming HBM) runs beside it. A round run beside compute times each
-sample as an interleaved pair on the same buffers: the transfer alone, the load alone on the whole
-GPU, then both at once, then the load alone again. The model's cost is what it loses: its shared
-window is K operations (K sized so the window lasts WINDOW_SECONDS alone), the transfers run back to
-back until every GPU's window has ended, and the pair's slowdown is the window's total operation
-time over K x the operation's time alone (a mean over the window, never a median: a median never
-sees the operations a few transfers stalled). Operations are timed on the GPU by CUDA events
-(wire/gpuload.py). Before the first pair the load runs alone until two windows in a row agree within
-SETTLE_AGREE (the GPU's clocks settle under a GEMM's power draw); a pair whose alone windows before
-and after differ by more than DRIFT_LIMIT is taken again, at most RETAKES times, and kept but not
-judged where it still drifts. The load alone is the mean of those two windows. Each pair records its
-duty (the share of the shared half with a transfer in flight): a pair below DUTY_FLOOR is kept but not
-judged. The slowdown is always against the model alone on the
-whole GPU, also where a carve-out plans its GEMM for fewer SMs (whose own cost, the carved GEMM alone
-over the whole GPU's, is `carveout_cost`).
+sample as a pair on the same buffers: the transfer alone (every pair's, first, on an idle GPU), then
+the load alone on the whole GPU, both at once, and the load alone again. The model's cost is what it
+loses: its shared window is K operations (K sized so the window lasts WINDOW_SECONDS alone), the
+transfers run back to back until every GPU's window has ended, and the pair's slowdown is the
+window's total operation time over K x the operation's time alone (a mean over the window, never a
+median: a median never sees the operations a few transfers stalled). Operations are timed on the GPU
+by CUDA events (wire/gpuload.py). Before the first pair the load runs alone until two windows in a
+row agree within SETTLE_AGREE (the GPU's clocks settle under a GEMM's power draw); after each shared
+half, alone windows again until two in a row agree (a GEMM the transfers stalled runs faster for a
+while after: its clocks rise under less power), the last of them also the next pair's window before.
+Between pairs the load keeps running, so its clocks never see an idle GPU. A pair whose alone windows
+before and after differ by more than DRIFT_LIMIT is taken again, at most RETAKES times, and kept but
+not judged where it still drifts. The load alone is the mean of those two windows. Each pair records
+its duty (the share of the shared half with a transfer in flight): a pair below DUTY_FLOOR is kept but
+not judged. The slowdown is always against the model alone on the whole GPU, also where a carve-out
+plans its GEMM for fewer SMs (whose own cost, the carved GEMM alone over the whole GPU's, is
+`carveout_cost`).
 
 Each rank of the round runs the load on its own GPU, in its own process (kernels of two processes
 time-slice a GPU; the engine's transfer and its model share one), from a thread of its own.
@@ -47,13 +50,15 @@ MAX_CARVEOUT = 1024
 ALONE_SECONDS = 0.08
 ALONE_OPERATIONS = 8  # ... and this many operations, after ...
 WARM_OPERATIONS = 3  # ... the first few, left out (the GPU's clocks settle)
-# Before a pair's first alone window the load runs at least this long, left out: a GEMM started after
-# an idle GPU ran 13-19% faster than after its shared window (2 x H100, every pair retaken twice); after
-# 0.2 s, still up to 10% faster where the transfers alone had left the GPU idle longest (2 x H200).
+# Where a pair has no alone window just before it (the load stopped), the load first runs this long,
+# left out: a GEMM started after an idle GPU ran 13-19% faster than after its shared window (2 x H100,
+# every pair retaken twice); after 0.2 s, still up to 10% faster where the transfers alone had left the
+# GPU idle longest (2 x H200). Pairs in a row never need it: the load runs on between them.
 WARM_SECONDS = 0.4
-# After the shared half the load runs this long before its alone window, left out: a GEMM the transfers
-# had stalled to half its rate ran 6-10% faster alone just after (its clocks up under less power).
-AFTER_SECONDS = 0.15
+# After the shared half, alone windows until two in a row agree within SETTLE_AGREE, at most this many:
+# a GEMM the transfers had stalled to half its rate ran 6-10% faster alone just after (its clocks up
+# under less power), and a fixed 0.15 s wait left the GPU path's 1 MiB pairs drifting +14% (2 x H200).
+AFTER_TRIES = 4
 WINDOW_SECONDS = 0.08  # the shared window: operations enough to last this long alone ...
 WINDOW_OPERATIONS = 8  # ... and at least this many
 SETTLE_AGREE = 0.02  # the clocks are settled when two alone windows in a row agree this well ...
@@ -62,9 +67,9 @@ DRIFT_LIMIT = 0.03  # a pair whose alone windows differ more is taken again ...
 RETAKES = 2  # ... at most this many times, then kept and marked
 DUTY_FLOOR = 0.9  # a pair whose shared half had a transfer in flight for less of it is not judged
 STALLED_SECONDS = 60.0  # a load with no operation finished for this long has stopped (its thread failed)
-# The library keeps the latest RING operations of a run: the window before, the shared window, the wait
-# after it and the window after each take at most a fifth, so that a fast load (decode:1MiB, a few us an
-# operation) keeps all four.
+# The library keeps the latest RING operations of a run; a run holds one window (alone or shared) after
+# its first operations: a window is held to a fifth of it, the rest room for the polls' overshoot, so
+# that a fast load (decode:1MiB, a few us an operation) keeps its whole window.
 SEGMENT_OPERATIONS = RING // 5
 _MAX_GEMM = 32768
 
@@ -201,6 +206,7 @@ class Pair:
     window: list[float]
     duty: float | None
     span: float
+    after_windows: int = 0  # alone windows taken after the shared half until two agreed
     retakes: int = 0
     drifting: bool = False
 
@@ -233,7 +239,6 @@ class _Open:
     """The pair being taken: its window's first and last operation, and the wait's progress."""
 
     before: float | None = None
-    marks: tuple[int, int] = (0, 0)  # the window before: its first and last operation (shared load)
     first: int = 0
     last: int = 0
     began: float = 0.0
@@ -243,8 +248,10 @@ class _Open:
 class Pairs:
     """One rank's load through a round's pairs: settled first, then for each pair the load alone,
     its shared window (WINDOW operations, the transfers running until every GPU's has ended), and the
-    load alone again. Where the shared half runs the load elsewhere (an SM partition's SMs, a carved
-    plan) the load restarts there for it; the alone windows are always on the whole GPU."""
+    load alone again until it has settled (the next pair's window before). Where the shared half runs
+    the load elsewhere (an SM partition's SMs, a carved plan) the load restarts there for it; the alone
+    windows are always on the whole GPU. Between pairs the load runs on, its operations left out:
+    finish() stops it."""
 
     def __init__(self, beside: Beside, load: Any, partitioned: bool):
         self.beside = beside
@@ -258,6 +265,9 @@ class Pairs:
         self.carveout_cost: float | None = None
         self._open = _Open()
         self._pending: Pair | None = None
+        self._alone: float | None = None  # the latest alone window, the load running on since (or None)
+        self._after_windows = 0
+        self._running = False
 
     def _wait(self, operations: int, seconds: float = ALONE_SECONDS, kept: bool = True) -> None:
         """Until the load has finished `operations` and `seconds` passed, or (`kept`: what it finishes
@@ -267,7 +277,7 @@ class Pairs:
         cap = self.load.done() + SEGMENT_OPERATIONS if kept else math.inf
         while (done := self.load.done()) < operations or (time.perf_counter() - began < seconds and done < cap):
             if self.load.failed():  # its thread ended on a CUDA error: stop() raises it, with the reason
-                self.load.stop()
+                self._stopped()
             if time.perf_counter() - began > STALLED_SECONDS:
                 raise TransportError(
                     f"the compute load ({self.beside.label}) finished {self.load.done()} of {operations} operations "
@@ -275,60 +285,71 @@ class Pairs:
                 )
             time.sleep(0.0005)
 
+    def _run(self, where: int) -> None:
+        """(Re)start the load `where`, stopping the run kept going between windows (its operations unread)."""
+        if self._running:
+            self._stopped()
+        self.load.start(where)
+        self._running = True
+
     def _stopped(self) -> tuple[list[float], int]:
         """Stop the load: its operations' seconds and the number of the first of them (the library keeps
         the latest RING operations: a long run's first ones are gone)."""
+        self._running = False
         seconds = self.load.stop().seconds
         return seconds, self.load.done() - len(seconds)
 
     def _window(self, where: int, warm: float = 0.0) -> list[float]:
         """The load alone (`where`) for one window after `warm` seconds left out, stopped: its
         operations' seconds."""
-        self.load.start(where)
+        self._run(where)
         self._wait(WARM_OPERATIONS, warm, kept=False)
         mark = self.load.done()
         self._wait(mark + ALONE_OPERATIONS)
         seconds, number = self._stopped()
         return _between(seconds, number, mark, None)
 
+    def _settled_alone(self, tries: int) -> tuple[float | None, bool, int]:
+        """Alone windows on the whole GPU until two in a row agree within SETTLE_AGREE (at most `tries`):
+        the last one's mean seconds, whether they agreed, and the windows taken. The load then runs on."""
+        previous: float | None = None
+        now, agreed, taken = None, False, 0
+        while taken < tries and not agreed:
+            taken += 1
+            now = _mean(self._window(WHOLE))
+            agreed = bool(now and previous and abs(now / previous - 1) <= SETTLE_AGREE)
+            previous = now
+        return now, agreed, taken
+
     def settle(self) -> None:
         """Before the first pair: alone windows on the whole GPU until two in a row agree within
         SETTLE_AGREE (at most SETTLE_TRIES); the shared window's operations from the settled time; a
-        carve-out's own cost, its GEMM alone against the whole GPU's, from the windows around it."""
-        previous: float | None = None
-        settled, tries, now = False, 0, None
-        while tries < SETTLE_TRIES and not settled:
-            tries += 1
-            now = _mean(self._window(WHOLE))
-            settled = bool(now and previous and abs(now / previous - 1) <= SETTLE_AGREE)
-            previous = now
+        carve-out's own cost, its GEMM alone against the whole GPU's, from the windows around it. The
+        load then runs on until the first pair."""
+        now, settled, tries = self._settled_alone(SETTLE_TRIES)
         self.settled = {"settled": settled, "windows": tries, "agree": SETTLE_AGREE}
         if now:
             self.operations = min(max(WINDOW_OPERATIONS, math.ceil(WINDOW_SECONDS / now)), SEGMENT_OPERATIONS)
+        self._alone = now
         if self.beside.carveout:
             self.load.carve(self.beside.carveout)
             carved, whole = _mean(self._window(CARVED)), _mean(self._window(WHOLE))
             if carved and now and whole:  # against the whole GPU's windows before and after it
                 self.carveout_cost = carved / ((now + whole) / 2)
+            self._alone = whole
+        self._run(WHOLE)
 
     def begin(self) -> None:
-        """Before the pair's shared half: the load alone on the whole GPU, then running on (restarted
-        where the shared half runs it elsewhere) past its first operations."""
+        """Before the pair's shared half: the load's latest alone window is this pair's window before
+        (one is taken, after WARM_SECONDS, where there is none); the load then runs where the shared
+        half runs it, past its first operations."""
         self._pending = None
         self._open = _Open()
-        if self.where != WHOLE:
-            self.load.start(WHOLE)
-            self._wait(WARM_OPERATIONS, WARM_SECONDS, kept=False)
-            self.load.stop()
-            self._open.before = _mean(self._window(WHOLE))
-            self.load.start(self.where)
-            self._wait(WARM_OPERATIONS, 0.0)
-            return
-        self.load.start(WHOLE)
-        self._wait(WARM_OPERATIONS, WARM_SECONDS, kept=False)
-        warm = self.load.done()
-        self._wait(warm + ALONE_OPERATIONS)
-        self._open.marks = (warm, self.load.done())
+        if self._alone is None:
+            self._alone = _mean(self._window(WHOLE, WARM_SECONDS))
+        self._open.before = self._alone
+        self._run(self.where)
+        self._wait(WARM_OPERATIONS, 0.0)
 
     def open(self) -> None:
         """The shared half starts (every GPU's load runs; the transfers start now): the window is the
@@ -351,14 +372,11 @@ class Pairs:
 
     def close(self, duty: float | None) -> float | None:
         """After the shared half (`duty`: its share with a transfer in flight, where this end knows):
-        the window's operations and the load alone again. Returns the alone windows' drift, or None."""
+        the window's operations, then the load alone until it has settled (at most AFTER_TRIES windows;
+        the load runs on after them). Returns the alone windows' drift, or None."""
         span = time.perf_counter() - self._open.began
         first, last = self._open.first, self._open.last
-        mark = 0
-        if self.where == WHOLE:
-            self._wait(last + 1 + WARM_OPERATIONS, AFTER_SECONDS)
-            mark = self.load.done()
-            self._wait(mark + ALONE_OPERATIONS)
+        self._alone = None  # a close that fails leaves no window to chain the next pair to
         seconds, number = self._stopped()
         finished = self.load.done()
         window = _between(seconds, number, first, last)
@@ -367,13 +385,17 @@ class Pairs:
                 f"the compute load ({self.beside.label}) finished {max(finished - first, 0)} of its window's "
                 f"{self.operations} operations while the transfers ran: it stopped making progress"
             )
-        if self.where == WHOLE:
-            before = _mean(_between(seconds, number, *self._open.marks))
-            after = _mean(_between(seconds, number, mark, None))
-        else:
-            before, after = self._open.before, _mean(self._window(WHOLE, AFTER_SECONDS))
-        self._pending = Pair(before, after, window, duty, span)
+        after, _, taken = self._settled_alone(AFTER_TRIES)
+        self._alone = after
+        self._run(WHOLE)
+        self._pending = Pair(self._open.before, after, window, duty, span, after_windows=taken)
         return self._pending.drift
+
+    def finish(self) -> None:
+        """After the last pair (or a failed one): the load kept running between pairs stops."""
+        if self._running:
+            self._stopped()
+        self._alone = None
 
     def keep(self, retakes: int, drifting: bool) -> None:
         """File the pair just closed (after `retakes` takes; `drifting`: it still drifted past the limit)."""
@@ -412,6 +434,7 @@ class Pairs:
             "drifting_pairs": [index for index, pair in enumerate(kept) if pair.drifting],
             "retakes": self.retakes,
             "operations": [len(pair.window) for pair in kept],
+            "after_windows_pairs": [pair.after_windows for pair in kept],
             "settle": self.settled,
             "carveout": self.beside.carveout,
             "carveout_cost": _round(self.carveout_cost, 4),

@@ -42,6 +42,7 @@ class GpuRecord(_LoadSms):
     drifting_pairs: list[int]
     retakes: int
     operations: list[int]
+    after_windows_pairs: list[int]  # alone windows each pair took after its shared half until two agreed
     settle: Settle
     carveout: int
     carveout_cost: float | None

@@ -477,8 +477,8 @@ def _sample(
     CPU seconds in the sampled steps (fills and checks left out: the cost of moving the bytes), and
     its link counters read around them (its GPU's NVLinks only where both ends of one of its links
     are in GPU memory: NVML's reads are not free). Beside compute (`pairs`), each sample is a pair
-    (_pair): the steps alone, then as many as the load's shared window takes (the alone halves go to
-    end.alone_steps)."""
+    (_pairs_in_a_row): the steps alone, taken first, and as many as the load's shared window takes
+    (the alone halves go to end.alone_steps)."""
     plan = end.spec.plan
     steps = _Steps(end, step)
     if plan.auto_passes and end.passes > 1:
@@ -495,33 +495,38 @@ def _sample(
     steps.cpu = 0.0  # the warm-up's steps are not measured
     wall, timed = _agree_to_start(end, comm, wall, timed)
     iterations = calibrated_iterations(wall, plan, timed)
-    samples: list[list[list[float]]] = []
-    alone: list[list[list[float]]] = []  # beside compute: each pair's transfer alone
     nvlink = any(side.link.src_mode.on_device and side.link.dst_mode.on_device for side in end.targets + end.sources)
     before = counters.read(nvlink)
-    if pairs is not None:
-        pairs.settle()  # the load's clocks, before the first pair
-    batch = max(1, round(WINDOW_BATCH_SECONDS / timed)) if timed > 0 else 1
-    for _ in range(plan.samples):
-        if pairs is None:
-            samples.append(steps.sample(iterations, links))
-            continue
-        first, shared = _pair(end, comm, steps, pairs, (iterations, links, batch))
-        alone.append(first)
-        samples.append(shared)
-    if pairs is not None:  # per timed link, the alone halves of its samples (run_round files them)
-        end.alone_steps = [[per_link[position] for per_link in alone] for position in range(links)]
+    if pairs is None:
+        samples = [steps.sample(iterations, links) for _ in range(plan.samples)]
+    else:
+        batch = max(1, round(WINDOW_BATCH_SECONDS / timed)) if timed > 0 else 1
+        samples = _pairs_in_a_row(end, comm, steps, pairs, (iterations, links, batch))
     return samples, iterations, steps.cpu, counters.Window(before, counters.read(nvlink))
 
 
-def _pair(
+def _pairs_in_a_row(
     end: EngineEnd, comm: Any, steps: _Steps, pairs: Pairs, sizes: tuple[int, int, int]
-) -> tuple[list[list[float]], list[list[float]]]:
-    """One pair, taken again (at most RETAKES times) while the worst of its GPUs' alone windows drift
-    more than DRIFT_LIMIT, then kept (marked where it still drifts): the steps alone, then the load
-    alone, then the steps back to back through the load's shared window (every rank's: the transfers
-    stop when every GPU's window has ended), then the load alone again."""
-    iterations, links, batch = sizes
+) -> list[list[list[float]]]:
+    """Beside compute: every pair's transfer alone first, on an idle GPU (end.alone_steps, per timed
+    link, which run_round files), then the load settled and the pairs' shared halves in a row, the load
+    running on between them (its clocks never see an idle GPU); the shared halves' step times."""
+    iterations, links, _ = sizes
+    alone = [steps.sample(iterations, links) for _ in range(end.spec.plan.samples)]
+    end.alone_steps = [[per_link[position] for per_link in alone] for position in range(links)]
+    try:
+        pairs.settle()  # the load's clocks, before the first pair
+        return [_pair(end, comm, steps, pairs, sizes) for _ in alone]
+    finally:
+        pairs.finish()
+
+
+def _pair(end: EngineEnd, comm: Any, steps: _Steps, pairs: Pairs, sizes: tuple[int, int, int]) -> list[list[float]]:
+    """One pair's shared half, taken again (at most RETAKES times) while the worst of its GPUs' alone
+    windows drift more than DRIFT_LIMIT, then kept (marked where it still drifts): the load alone,
+    then the steps back to back through the load's shared window (every rank's: the transfers stop
+    when every GPU's window has ended), then the load alone again."""
+    _, links, batch = sizes
     ranks = end.spec.ranks
 
     def agree(over: bool, step_seconds: float) -> tuple[bool, int]:
@@ -532,7 +537,6 @@ def _pair(
         return on > 0, max(1, int(-fewest))
 
     for retake in range(RETAKES + 1):
-        first = steps.sample(iterations, links)
         pairs.begin()  # the load alone on the whole GPU, then on (where the shared half runs it)
         try:
             agree_max(comm, ranks, (0.0,), _TAG_PAIR)  # every rank's load runs
@@ -546,7 +550,7 @@ def _pair(
         (worst,) = agree_max(comm, ranks, (abs(drift or 0.0),), _TAG_RETAKE)
         if not drifting(worst) or retake == RETAKES:
             pairs.keep(retake, drifting(worst))
-            return first, shared
+            return shared
         pairs.discard()
     raise AssertionError("unreachable: the last take is kept")
 
