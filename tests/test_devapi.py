@@ -50,7 +50,7 @@ def test_two_libraries_loaded_through_their_descriptors_stay_two(
 def test_without_nvcc_the_library_says_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RDMABENCH_NVCC", str(tmp_path / "no-nvcc"))
     monkeypatch.setenv("RDMABENCH_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(devapi, "_loaded", None)
+    monkeypatch.setattr(devapi.load, "kept", None)
     found = devapi.load()
     assert found.library is None and "cannot build the GPU-initiated path" in found.note and "no-nvcc" in found.note
 
