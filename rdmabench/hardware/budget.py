@@ -36,14 +36,6 @@ def memory_available() -> Amount | None:
     return best
 
 
-def usable_cores() -> Amount:
-    """Cores this process may run on: its CPU affinity, or fewer where a cgroup's CPU quota allows
-    less (a quota of 1.5 cores counts as 2: both run, for part of the time)."""
-    cores = Amount(len(affinity()), "CPU affinity")
-    quota = cpu_quota()
-    return quota if quota is not None and quota.value < cores.value else cores
-
-
 def cpu_quota() -> Amount | None:
     """The fewest cores a CPU quota of this process's cgroup or one above it allows, or None."""
     best: Amount | None = None

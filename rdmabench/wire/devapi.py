@@ -35,7 +35,6 @@ from .native.nvccbuild import CudaLibrary
 
 SOURCE = Path(native.__file__).with_name("devlists.cu")
 COMMON = nvccbuild.COMMON  # included by the source: part of what a build is of
-UCP_FEATURE_DEVICE = 1 << 8  # ucp.h: the context feature that gives endpoints a device lane
 # Operations of a step, as devlists.cu numbers them.
 PUT, GET, CEILING_PUT, CEILING_GET, CE_PUT, CE_GET = 0, 1, 2, 3, 4, 5
 _CODES = {"RB_DEV_OK": 0, "RB_DEV_TIMEOUT": 1, "RB_DEV_UCX": 2, "RB_DEV_CUDA": 3, "RB_DEV_NO_MEMORY": 4}
