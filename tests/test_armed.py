@@ -126,7 +126,7 @@ def test_the_armed_build_is_named_by_every_source_it_compiles(tmp_path: Path, mo
 def test_without_nvcc_ce_armed_says_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RDMABENCH_NVCC", str(tmp_path / "no-nvcc"))
     monkeypatch.setenv("RDMABENCH_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(armed, "_loaded", None)
+    monkeypatch.setattr(armed.load, "kept", None)
     line = armed.why_not(0)
     assert line is not None and "cannot build the armed copy engines' path" in line and "no-nvcc" in line
 

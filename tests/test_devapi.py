@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from rdmabench.anchor import nixl
-from rdmabench.wire import devapi, native
+from rdmabench.wire import armed, devapi, gpuload, native
+from rdmabench.wire.native.cache import FirstUse
 
 from .conftest import rdmabench_env, run_cli
 
@@ -50,9 +51,25 @@ def test_two_libraries_loaded_through_their_descriptors_stay_two(
 def test_without_nvcc_the_library_says_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RDMABENCH_NVCC", str(tmp_path / "no-nvcc"))
     monkeypatch.setenv("RDMABENCH_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(devapi, "_loaded", None)
+    monkeypatch.setattr(devapi.load, "kept", None)
     found = devapi.load()
     assert found.library is None and "cannot build the GPU-initiated path" in found.note and "no-nvcc" in found.note
+
+
+def test_each_native_library_is_loaded_once_and_its_answer_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every native library's load() (the hot loop, devapi, armed, gpuload) is one FirstUse: the first
+    answer, a library or why not, is every later call's; its own docstring stays."""
+    monkeypatch.setenv("RDMABENCH_NVCC", str(tmp_path / "no-nvcc"))
+    monkeypatch.setenv("RDMABENCH_CACHE_DIR", str(tmp_path / "cache"))
+    for module in (native, devapi, armed, gpuload):
+        assert isinstance(module.load, FirstUse) and module.load.__doc__, module.__name__
+        monkeypatch.setattr(module.load, "kept", None)
+    first = gpuload.load()
+    assert first.library is None and "no-nvcc" in first.note
+    monkeypatch.setenv("RDMABENCH_NVCC", str(tmp_path / "still-no-nvcc"))
+    assert gpuload.load() is first  # not asked again
 
 
 def test_a_library_whose_codes_differ_is_refused(tmp_path: Path) -> None:

@@ -103,7 +103,7 @@ def test_a_ucx_library_of_other_headers_is_refused(tmp_path: Path, monkeypatch: 
     assert why is not None and "UCX headers 1.22" in why and "but library 1.21.0" in why and "\n" not in why
     # At load: the kernel is neither built nor loaded; --posting auto keeps the CPU's path, with this reason.
     monkeypatch.setattr(native, "ucx_prefix", lambda: prefix)
-    monkeypatch.setattr(devapi, "_loaded", None)
+    monkeypatch.setattr(devapi.load, "kept", None)
     found = devapi.load()
     assert found.library is None and found.note == why
     monkeypatch.setattr(doctor, "_ucx_root", lambda: str(prefix))

@@ -87,7 +87,7 @@ def victim(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shared: Path) -> Pat
     """This process as the victim: a first-use build (no install-time library), a cache directory that
     cannot be made (a read-only home), the shared directory as its temporary one; returns the file of
     the victim's that a planted link points at."""
-    monkeypatch.setattr(native, "_loaded", None)
+    monkeypatch.setattr(native.load, "kept", None)
     monkeypatch.setenv("RDMABENCH_NATIVE", "build")
     monkeypatch.setenv("RB_PLANTED_MARK", str(tmp_path / "planted-library-ran"))
     blocker = tmp_path / "read-only-home"
@@ -153,7 +153,7 @@ def test_a_cache_others_can_write_is_refused_and_so_is_a_library_others_can_writ
     assert built.library is None and not _planted_ran(tmp_path)
     assert f"refusing {open_dir}: other users can write to it (mode 0777)" in built.reason, built.reason
 
-    monkeypatch.setattr(native, "_loaded", None)
+    monkeypatch.setattr(native.load, "kept", None)
     open_dir.chmod(0o700)
     library = next(open_dir.glob("hotloop-*.so"))
     library.chmod(0o666)
@@ -180,7 +180,7 @@ def test_a_lock_that_is_a_symlink_is_not_followed(
 @pytest.fixture
 def own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A first-use build into a cache directory of our own (0700), with the system's cc."""
-    monkeypatch.setattr(native, "_loaded", None)
+    monkeypatch.setattr(native.load, "kept", None)
     for name, value in (("RDMABENCH_NATIVE", "build"), ("CC", "cc"), ("RDMABENCH_CACHE_DIR", str(tmp_path / "cache"))):
         monkeypatch.setenv(name, value)
     monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)

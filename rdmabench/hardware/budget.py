@@ -11,6 +11,7 @@ import os
 from dataclasses import dataclass
 
 from ..units import is_digits
+from .topology import read_text
 
 _UNLIMITED = 1 << 60  # cgroup v1 writes "no limit" as a page-rounded LONG_MAX
 
@@ -34,14 +35,6 @@ def memory_available() -> Amount | None:
             limit_file = "memory.max" if version == 2 else "memory.limit_in_bytes"
             best = Amount(max(0, room), f"the memory limit of cgroup {folder} ({limit_file})")
     return best
-
-
-def usable_cores() -> Amount:
-    """Cores this process may run on: its CPU affinity, or fewer where a cgroup's CPU quota allows
-    less (a quota of 1.5 cores counts as 2: both run, for part of the time)."""
-    cores = Amount(len(affinity()), "CPU affinity")
-    quota = cpu_quota()
-    return quota if quota is not None and quota.value < cores.value else cores
 
 
 def cpu_quota() -> Amount | None:
@@ -73,23 +66,15 @@ def _meminfo_available() -> int | None:
     return None
 
 
-def _read(path: str) -> str | None:
-    try:
-        with open(path) as handle:
-            return handle.read().strip()
-    except OSError:
-        return None
-
-
 def _number(path: str) -> int | None:
-    text = _read(path)
+    text = read_text(path)
     if text is None or not is_digits(text.lstrip("-")):
         return None  # absent, or "max"
     return int(text)
 
 
 def _stat(path: str, key: str) -> int:
-    for line in (_read(path) or "").splitlines():
+    for line in (read_text(path) or "").splitlines():
         name, _, value = line.partition(" ")
         if name == key and is_digits(value.strip()):
             return int(value)
@@ -112,7 +97,7 @@ def _cgroup_memory_room(folder: str, version: int) -> int | None:
 def _cgroup_cpu_quota(folder: str, version: int) -> int | None:
     """Cores a cgroup's CPU quota allows, rounded up; None without a quota."""
     if version == 2:
-        parts = (_read(f"{folder}/cpu.max") or "").split()
+        parts = (read_text(f"{folder}/cpu.max") or "").split()
         if len(parts) != 2 or not is_digits(parts[0]) or not is_digits(parts[1]):
             return None  # "max 100000": no quota
         quota, period = int(parts[0]), int(parts[1])
@@ -131,7 +116,7 @@ def _cgroup_folders(controller: str) -> list[tuple[str, int]]:
     `controller`, each with its cgroup version."""
     mounts = _cgroup_mounts()
     folders: list[tuple[str, int]] = []
-    for line in (_read("/proc/self/cgroup") or "").splitlines():
+    for line in (read_text("/proc/self/cgroup") or "").splitlines():
         parts = line.split(":", 2)
         if len(parts) != 3:
             continue
@@ -157,7 +142,7 @@ def _cgroup_folders(controller: str) -> list[tuple[str, int]]:
 def _cgroup_mounts() -> dict[tuple[int, str], list[tuple[str, str]]]:
     """(version, v1 controller or "") -> [(the cgroup path the mount shows, where it is mounted)]."""
     mounts: dict[tuple[int, str], list[tuple[str, str]]] = {}
-    for line in (_read("/proc/self/mountinfo") or "").splitlines():
+    for line in (read_text("/proc/self/mountinfo") or "").splitlines():
         before, _, after = line.partition(" - ")
         fields, tail = before.split(), after.split()
         if len(fields) < 5 or len(tail) < 3:

@@ -142,16 +142,3 @@ def gds_verdict(fs: FileSystemInfo, driver: GdsInfo) -> str:
     if fs.block_device and fs.block_device.startswith("vd"):
         return f"GPUDirect Storage unlikely: {fs.block_device} is a virtio disk, not NVMe the GPU can reach over PCIe"
     return f"GPUDirect Storage possible: nvidia-fs {driver.nvidia_fs}, {fs.fstype} on {fs.block_device or fs.source}"
-
-
-def can_drop_page_cache() -> bool:
-    """Whether this process may drop the whole page cache (root, /proc/sys/vm/drop_caches writable).
-    A file's own clean pages can always be evicted with posix_fadvise(DONTNEED)."""
-    return os.access("/proc/sys/vm/drop_caches", os.W_OK)
-
-
-def memory_bytes() -> int | None:
-    for line in (read_text("/proc/meminfo") or "").splitlines():
-        if line.startswith("MemTotal:"):
-            return int(line.split()[1]) * 1024
-    return None

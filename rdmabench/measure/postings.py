@@ -173,7 +173,6 @@ class Posting:
     # Why this rank cannot run it (None: it can), as a one-line reason; checked once, before a run.
     problem: Callable[[], str | None] = field(default=lambda: None, compare=False, repr=False)
     in_all: bool = True  # one of the paths `all` runs
-    falls_back: bool = False  # the GPU's path where it can, else the CPU's, and the entry says why
     posts_as: str | None = None  # the path the entry names where it posts (auto: gpu); None: its own name
 
     @property
@@ -217,7 +216,7 @@ _ARMED = ArmedSteps(
 _RECORDS = (
     Posting(
         "auto", "the GPU where it can, else the CPU (the entry says why)", "gpu", steps=_GPU, in_all=False,
-        falls_back=True, posts_as="gpu",
+        posts_as="gpu",
     ),
     Posting(
         "gpu", "one kernel a transfer posts every block (UCX's device API)", "gpu",

@@ -21,6 +21,7 @@ import numpy as np
 from ..errors import ConfigError, TransportError
 from . import native
 from .native import nvccbuild
+from .native.cache import FirstUse
 from .native.nvccbuild import CudaLibrary
 
 SOURCE = Path(native.__file__).with_name("armed.cu")
@@ -37,7 +38,6 @@ ARMED_PATH = (
     "released by cuStreamWriteValue32"
 )
 _WHY_LEN = 512
-_loaded: CudaLibrary | None = None
 
 
 def compile_command(compiler: str, output: Path) -> list[str]:
@@ -51,15 +51,9 @@ def library_name(compiler: str) -> str:
     return nvccbuild.digest_name("armed", (SOURCE, COMMON), compiler)
 
 
+@FirstUse
 def load() -> CudaLibrary:
     """The armed-lists library, built once per source and compiler; never raises."""
-    global _loaded
-    if _loaded is None:
-        _loaded = _load()
-    return _loaded
-
-
-def _load() -> CudaLibrary:
     return nvccbuild.build(
         "the armed copy engines' path",
         "the armed copy engines' path needs it once",
@@ -276,8 +270,6 @@ class ArmedPlan:
         seconds, why = (ctypes.c_double * self.lists)(), ctypes.create_string_buffer(_WHY_LEN)
         self._check(self._lib.rb_arm_land(self._plan, self._timeout, ctypes.byref(wall), seconds, why, _WHY_LEN), why)
         return Released(wall.value, list(seconds), 0.0)
-
-    release_and_wait = release
 
     def close(self) -> None:
         if self._plan.value:

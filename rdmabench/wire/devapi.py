@@ -30,11 +30,11 @@ from ..hardware.devstack import nvcc as nvcc  # where callers and the tests find
 from ..hardware.devstack import version_mismatch, version_text
 from . import native
 from .native import nvccbuild
+from .native.cache import FirstUse
 from .native.nvccbuild import CudaLibrary
 
 SOURCE = Path(native.__file__).with_name("devlists.cu")
 COMMON = nvccbuild.COMMON  # included by the source: part of what a build is of
-UCP_FEATURE_DEVICE = 1 << 8  # ucp.h: the context feature that gives endpoints a device lane
 # Operations of a step, as devlists.cu numbers them.
 PUT, GET, CEILING_PUT, CEILING_GET, CE_PUT, CE_GET = 0, 1, 2, 3, 4, 5
 _CODES = {"RB_DEV_OK": 0, "RB_DEV_TIMEOUT": 1, "RB_DEV_UCX": 2, "RB_DEV_CUDA": 3, "RB_DEV_NO_MEMORY": 4}
@@ -52,9 +52,6 @@ HOST_POSTED = "host-posted: one ucp_put_nbx/ucp_get_nbx per descriptor from the 
 _WHY_LEN = 512
 
 
-_loaded: CudaLibrary | None = None
-
-
 def compile_command(compiler: str, prefix: Path, output: Path) -> list[str]:
     lib = prefix / "lib"
     return nvccbuild.nvcc_command(
@@ -68,15 +65,9 @@ def library_name(prefix: Path, compiler: str) -> str:
     return nvccbuild.digest_name("devlists", (SOURCE, COMMON), str(prefix), version, compiler)
 
 
+@FirstUse
 def load() -> CudaLibrary:
     """The GPU-initiated block-list library, built once per source and UCX; never raises."""
-    global _loaded
-    if _loaded is None:
-        _loaded = _load()
-    return _loaded
-
-
-def _load() -> CudaLibrary:
     prefix = native.ucx_prefix()
     if prefix is None:
         return CudaLibrary(None, "UCX headers not found (the libucx wheel provides them)")

@@ -18,6 +18,7 @@ from typing import Any
 from ..errors import TransportError
 from . import native
 from .native import nvccbuild
+from .native.cache import FirstUse
 from .native.nvccbuild import CudaLibrary
 
 SOURCE = Path(native.__file__).with_name("gpuload.cu")
@@ -41,9 +42,6 @@ class Partition:
     load_sms: int
 
 
-_loaded: CudaLibrary | None = None
-
-
 def driver_stubs(compiler: str) -> list[str]:
     """-L options for the CUDA driver's link stubs beside `compiler` (libcuda.so itself comes with the
     driver at run time)."""
@@ -65,15 +63,9 @@ def library_name(compiler: str) -> str:
     return nvccbuild.digest_name("gpuload", (SOURCE, COMMON), compiler)
 
 
+@FirstUse
 def load() -> CudaLibrary:
     """The compute-load library, built once per source and compiler; never raises."""
-    global _loaded
-    if _loaded is None:
-        _loaded = _load()
-    return _loaded
-
-
-def _load() -> CudaLibrary:
     return nvccbuild.build(
         "the compute load", "the compute load is built with it once", library_name, compile_command, _configure
     )

@@ -35,10 +35,6 @@ def end_name(entry: Mapping[str, object], end: str) -> str:
     return f"{host}:gpu{gpu}" if gpu is not None else f"{host}:rank{entry[f'{end}_rank']}"
 
 
-def link_name(entry: Mapping[str, object]) -> str:
-    return f"{end_name(entry, 'src')} -> {end_name(entry, 'dst')}"
-
-
 def mode_label(entry: Mapping[str, object], end: str) -> str:
     """An end's memory mode; a staged end with its pipeline shape, since chunk size and buffer
     count change the figure as much as the mode does."""

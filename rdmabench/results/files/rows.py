@@ -65,7 +65,8 @@ End = tuple[Any, Any, str | None, str]  # an end's host, GPU, "host/NIC" (None: 
 
 
 def _link(src: End, dst: End, on_device: bool) -> _Link:
-    """A link from its ends, as `entries.link_name`, `entries.link_class` and the NICs of an entry."""
+    """A link from its ends (its name: each end's `entries.end_name`, src -> dst), as `entries.link_class`
+    and the NICs of an entry."""
     if src[0] != dst[0]:
         klass = "inter-node"
     else:

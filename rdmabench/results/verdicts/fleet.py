@@ -260,12 +260,6 @@ class LinkTable:
     def __len__(self) -> int:
         return len(self.rows)
 
-    def end_host(self, end: int) -> str:
-        return _parse_end(self.ends[end])[0]
-
-    def end_device(self, end: int) -> str:
-        return _parse_end(self.ends[end])[1]
-
 
 def _nics(row: Row, owners: dict[str, str]) -> tuple[str | None, str | None]:
     """The NICs of a row's two ends ("host/mlx5_3:1", or None): each NIC's host read once, since

@@ -11,7 +11,6 @@ A verdict that judged nothing is no verdict: `conclude` (what `check`, `report -
 
 from __future__ import annotations
 
-import json
 import math
 from collections import Counter
 from dataclasses import dataclass, field
@@ -27,17 +26,13 @@ if TYPE_CHECKING:
     from .fleet import ClassFloor
 
 LIMIT_KINDS = ("NVLink", "PCIe", "NIC", "host memory copy")
-# Floors that `--expect default` sets, with where each comes from.
+# Floors that `--expect default` sets, with where each comes from; host memory copies are not judged
+# by default (a copy between processes is a fraction of the measured copy rate).
 DEFAULT_FLOORS = {
     "NVLink": 0.75,  # device-to-device on two H200s: 0.79-0.80 of 18 x NVLink 4 at 64-256 MiB (this project)
     "PCIe": 0.70,  # pinned <-> device through UCX: 0.79-0.81 of PCIe Gen5 x16 at 256 MiB (this project)
     "NIC": 0.80,  # published health checks ask 375 Gb/s of a 400G port (0.94) with GPUDirect; not yet measured here
 }
-DEFAULT_SOURCES = (
-    "NVLink 0.75 and PCIe 0.70: below what this project measured on two H200s (0.79-0.81 at 64-256 MiB); "
-    "NIC 0.80: below the 0.94 of a port that published cluster health checks ask for; host memory copies "
-    "are not judged by default (a copy between processes is a fraction of the measured copy rate)"
-)
 # What `default` adds beside DEFAULT_FLOORS: each link against the floor of its class in the same
 # run(s) (fleet.py: the class median less k robust spreads, at least 5% below it; classes of 6 links
 # or more). Not a limit kind: no hand floor can name it, and its value means only "on".
@@ -470,7 +465,3 @@ def junit_xml(verdict: Verdict) -> str:
         f'<testsuite name="rdmabench check" tests="{len(verdict.judged)}" failures="{len(verdict.failed)}" '
         f'skipped="{len(verdict.skipped) + len(verdict.remeasure)}">\n' + "\n".join(cases) + "\n</testsuite>\n"
     )
-
-
-def summary_json(verdict: Verdict) -> str:
-    return json.dumps(verdict.to_dict(), indent=1)

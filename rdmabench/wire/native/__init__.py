@@ -31,7 +31,7 @@ from typing import Any
 from ... import privatedirs
 from ...errors import UnsafePathError
 from ...hardware.devstack import version_text
-from .cache import build_cached, note, open_descriptor
+from .cache import FirstUse, build_cached, note, open_descriptor
 from .loop import HotLoop
 from .mirror import (
     RMA_GET,
@@ -93,9 +93,6 @@ class Availability:
     reason: str  # why not, when library is None; where it came from otherwise
 
 
-_loaded: Availability | None = None
-
-
 def ucx_prefix() -> Path | None:
     """The UCX installation UCXX uses (the libucx wheel's), with include/ and lib/."""
     try:
@@ -128,33 +125,27 @@ def _load_checked(fd: int) -> Any:
     return configure(ctypes.PyDLL(open_descriptor(fd)))
 
 
+@FirstUse
 def load() -> Availability:
     """Load the hot loop: the library built at install time when it matches this UCX and this
     source, else one built (once per UCX and source) on first use; never raises."""
-    global _loaded
-    if _loaded is not None:
-        return _loaded
     prefix = ucx_prefix()
     compiler = shlex.split(os.environ.get("CC") or "cc")
     if prefix is None:
-        _loaded = Availability(None, "UCX headers not found (the libucx wheel provides them)")
-        return _loaded
+        return Availability(None, "UCX headers not found (the libucx wheel provides them)")
     refused: list[str] = []
     prebuilt = _prebuilt(prefix, refused)
     if prebuilt is not None:
         try:
-            _loaded = Availability(configure(prebuilt[0]), _with_refusals(prebuilt[1], refused))
-            return _loaded
+            return Availability(configure(prebuilt[0]), _with_refusals(prebuilt[1], refused))
         except OSError as exc:  # built from this source, yet laid out otherwise: build one here
             note(refused, f"the library built at install: {exc}")
     try:
         library, path = _build(prefix, compiler, refused)
     except (OSError, subprocess.SubprocessError, UnsafePathError) as exc:
-        _loaded = Availability(None, f"cannot build the native loop: {_with_refusals(str(exc), refused)}")
-        return _loaded
+        return Availability(None, f"cannot build the native loop: {_with_refusals(str(exc), refused)}")
     where = f"built on first use with {shlex.join(compiler)} against {prefix} ({path})"
-    _loaded = Availability(library, _with_refusals(where, refused))
-    return _loaded
+    return Availability(library, _with_refusals(where, refused))
 
 
 def _with_refusals(text: str, refused: list[str]) -> str:

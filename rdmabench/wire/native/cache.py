@@ -1,16 +1,18 @@
 """The build cache every native library shares (the hot loop; through nvccbuild the GPU's device
 lists, the armed lists, the GPU load): a private cache directory per user, one build per node at a
 time, a cached copy loaded through the descriptor that was checked, and a stale or broken copy
-rebuilt in place."""
+rebuilt in place; and each library's load kept for the process (`FirstUse`: the library, or the one
+line saying why it cannot be had)."""
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import Generic, TypeVar
 
 from ... import privatedirs
 from ...errors import UnsafePathError
@@ -43,6 +45,23 @@ def _open_built(name: str, refused: list[str]) -> tuple[int, Path] | None:
 
 
 T = TypeVar("T")
+
+
+class FirstUse(Generic[T]):
+    """A native library's `load()`, run on its first call and kept for the life of the process: the
+    decorated function never raises, it answers the library or why it cannot be had, and every later
+    call answers the same. `kept` holds it (None until the first call; a test sets it back to None,
+    through monkeypatch, to load anew)."""
+
+    def __init__(self, make: Callable[[], T]) -> None:
+        self._make = make
+        self.kept: T | None = None
+        functools.update_wrapper(self, make)
+
+    def __call__(self) -> T:
+        if self.kept is None:
+            self.kept = self._make()
+        return self.kept
 
 
 def build_cached(
