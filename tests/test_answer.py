@@ -288,7 +288,7 @@ def test_a_real_cpu_run_reports_its_answer_as_a_page(tmp_path: Path) -> None:
     args = ["run", "--np", "2", "--test", "put", "--blocks", "8", "--posting", "cpu", "--sizes", "4KiB,64KiB"]
     proc = run_cli([*args, "-o", str(results), *QUICK])
     assert proc.returncode == 0, proc.stderr
-    proc = run_cli(["report", str(results), "--format", "html", "-o", str(page)])
+    proc = run_cli_here(["report", str(results), "--format", "html", "-o", str(page)])
     assert proc.returncode == 0, proc.stderr
     text = page.read_text()
     section = text.split("<h2>Which posting path</h2>")[1].split("<h2>")[0]

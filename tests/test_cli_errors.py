@@ -10,7 +10,7 @@ import pytest
 from .conftest import rdmabench_env, run_cli, run_cli_here
 
 # Refusals the ranks make once started (of the hosts they run on, the NICs and memory they find).
-BY_THE_RANKS = ("its 4 ranks are all on", "no such active RDMA port", "more than --max-pinned")
+BY_THE_RANKS = ("its 2 ranks are all on", "no such active RDMA port", "more than --max-pinned")
 
 
 def _one_line_error(args: list[str], expected: str, code: int | None = None, **kwargs: object) -> str:
@@ -55,7 +55,7 @@ def _one_line_error(args: list[str], expected: str, code: int | None = None, **k
         (["run", "--max-pinned", "lots"], "--max-pinned: bad size 'lots'"),
         (["run", "--mode", "staged", "--stage-buffers", "0"], "--stage-buffers must be at least 1"),
         (["run", "--pattern", "screen", "--remeasure-below", "1.5"], "--remeasure-below is a share of the class"),
-        (["run", "--np", "4", "--pattern", "screen"], "--pattern screen checks a cluster: its 4 ranks are all on"),
+        (["run", "--np", "2", "--pattern", "screen"], "--pattern screen checks a cluster: its 2 ranks are all on"),
         (["run", "--np", "4", "--pattern", "screen", "--test", "lat"], "--test lat measures one link at a time"),
         (["run", "--nics", ","], "--nics takes device names separated by commas"),
         (["run", "--one-buffer"], "so none can be checked: add --no-validate"),

@@ -20,13 +20,13 @@ from rdmabench import stats
 from rdmabench.results.files.document import load
 from rdmabench.results.verdicts.compare import ChangeRecord
 
-from .conftest import run_cli, run_cli_here
+from .conftest import run_cli_here
 
 DATA = Path(__file__).resolve().parent / "data" / "compare"
 
 
 def _compare(base: Path, new: Path) -> tuple[int, dict[str, Any]]:
-    proc = run_cli(["compare", str(base), str(new), "--format", "json"])
+    proc = run_cli_here(["compare", str(base), str(new), "--format", "json"])
     assert proc.returncode in (0, 1), proc.stderr
     return proc.returncode, json.loads(proc.stdout)
 

@@ -45,7 +45,7 @@ def test_the_nixl_anchor_runs_end_to_end_on_host_memory(tmp_path: Path, monkeypa
     from a caller's environment)."""
     out = tmp_path / "nixl.json"
     args = ["anchor", "--against", "nixl", "--sizes", "4KiB", "--blocks", "16", "--layout", "random", "-o", str(out)]
-    args += ["--nixl-seconds", "0.2"]
+    args += ["--nixl-seconds", "0.05"]
     monkeypatch.setenv("NIXL_UCX_SGL_ENABLE", "1")  # the default row must still be NIXL's default
     proc = run_cli(args, timeout=600)
     assert proc.returncode == 0, proc.stderr

@@ -20,7 +20,7 @@ from rdmabench.results.files.rows import aggregate
 from rdmabench.results.reports.formats import render
 from rdmabench.stats import mann_whitney_p
 
-from .conftest import RESULTS_DATA, browse, needs_chromium, run_cli
+from .conftest import RESULTS_DATA, browse, needs_chromium, run_cli, run_cli_here
 
 SIZES = "4KiB,64KiB"
 
@@ -49,7 +49,7 @@ def _as_schema_1(doc: dict[str, Any]) -> dict[str, Any]:
 
 
 def _report(*args: str) -> subprocess.CompletedProcess[str]:
-    return run_cli(["report", *args])
+    return run_cli_here(["report", *args])
 
 
 def test_aggregates_match_the_inputs(runs: Path) -> None:
@@ -135,7 +135,7 @@ def test_reports_never_overwrite_without_force(runs: Path, tmp_path: Path) -> No
 def test_compare_of_single_runs_shows_the_change_untested(runs: Path, tmp_path: Path) -> None:
     """One run a side: the change is shown, never called significant (one run's samples are not
     independent; tests/test_compare.py compares sets of runs). No pair tested: no verdict, exit 2."""
-    same = run_cli(["compare", str(runs / "first.json"), str(runs / "first.json")])
+    same = run_cli_here(["compare", str(runs / "first.json"), str(runs / "first.json")])
     assert same.returncode == 2 and "0 regression(s)" in same.stdout and "no verdict" in same.stderr
     slower = _as_schema_1(copy.deepcopy(load_results(str(runs / "first.json"))))  # a schema-1 file against a 2
     victim = slower["results"][0]
@@ -143,7 +143,7 @@ def test_compare_of_single_runs_shows_the_change_untested(runs: Path, tmp_path: 
     victim["samples"] = [floor * (1 - 0.01 * k) for k in range(len(victim["samples"]))]
     victim["bandwidth_gbps"] = statistics.median(victim["samples"])
     (tmp_path / "slower.json").write_text(json.dumps(slower))
-    proc = run_cli(["compare", str(runs / "first.json"), str(tmp_path / "slower.json"), "--format", "json"])
+    proc = run_cli_here(["compare", str(runs / "first.json"), str(tmp_path / "slower.json"), "--format", "json"])
     assert proc.returncode == 2
     changes = json.loads(proc.stdout)["changes"]
     assert not any(c["regression"] or c["tested"] for c in changes)
@@ -206,7 +206,7 @@ def test_runs_with_different_settings_are_never_merged(tmp_path: Path) -> None:
     assert sorted(r["settings"]["validated"] for r in rows) == ["no", "yes"]
     table = _report(str(tmp_path)).stdout
     assert "validated=no" in table and "validated=yes" in table
-    verdict = run_cli(["compare", str(tmp_path / "checked.json"), str(tmp_path / "unchecked.json")])
+    verdict = run_cli_here(["compare", str(tmp_path / "checked.json"), str(tmp_path / "unchecked.json")])
     assert verdict.returncode == 2 and "no link and size in common" in verdict.stderr
     from rdmabench.results.files.document import load
     from rdmabench.results.files.rows import aggregate

@@ -48,7 +48,7 @@ def test_host_paths_read_and_write_a_created_file_and_leave_nothing(tmp_path: Pa
         assert entry["request_latency_us"]["p50"] <= entry["request_latency_us"]["max"]
         assert entry["cpu_s_per_gb"]["src"] > 0
         assert entry["link_limit"] is None or entry["link_limit"]["kind"] == "storage"
-    report = run_cli(["report", str(out)])
+    report = run_cli_here(["report", str(out)])
     assert report.returncode == 0 and "storage-read" in report.stdout and "pinned->host" in report.stdout
 
 
