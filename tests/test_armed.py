@@ -332,14 +332,16 @@ def test_the_next_step_armed_while_this_one_flies_lands_after_it(gpus: tuple[int
 @_needs_gpu
 @pytest.mark.parametrize("gpus", _pair(visible_gpu_count()))
 def test_a_landing_that_times_out_leaves_nothing_waiting_on_the_gpu(gpus: tuple[int, int]) -> None:
-    """A streak's step whose landing times out (1 MiB blocks, ~5 ms of copies, against a timeout of a
-    microsecond) with the next step armed behind it: one line, the step armed ahead let go with it,
-    and after close() the whole GPU drains and every block lands (a wait left on the GPU would hold
-    its hardware queue, and every stream sharing it, for ever)."""
-    cupy, block, count = import_cupy(), 1 << 20, 2048
+    """A streak's step whose landing times out (8 MiB blocks, ~22 ms of copies on NVLink, against a
+    timeout of a microsecond; arming the next 1,024 copies takes about 1 ms, so its copies are still in
+    flight when it lands) with the next step armed behind it: one line, the step armed ahead let go
+    with it, and after close() the whole GPU drains and every block lands (a wait left on the GPU would
+    hold its hardware queue, and every stream sharing it, for ever)."""
+    cupy, block, count = import_cupy(), 8 << 20, 1024
     _peers(cupy, gpus)
     with cupy.cuda.Device(gpus[0]):
-        src = (cupy.arange(count * block, dtype=cupy.int64) % 251).astype(cupy.uint8)
+        pattern = (cupy.arange(block, dtype=cupy.int64) % 251).astype(cupy.uint8)
+        src = cupy.tile(pattern, count)
         cupy.cuda.Device().synchronize()
     with cupy.cuda.Device(gpus[1]):
         dst = cupy.zeros(count * block, dtype=cupy.uint8)
@@ -360,8 +362,8 @@ def test_a_landing_that_times_out_leaves_nothing_waiting_on_the_gpu(gpus: tuple[
         with cupy.cuda.Device(gpu):
             cupy.cuda.Device().synchronize()  # returns: nothing is left waiting on the flag
     with cupy.cuda.Device(gpus[1]):
-        expected = (cupy.arange(count * block, dtype=cupy.int64) % 251).astype(cupy.uint8)
-        assert bool((dst == expected).all())
+        expected = (cupy.arange(block, dtype=cupy.int64) % 251).astype(cupy.uint8)
+        assert bool((dst.reshape(count, block) == expected).all())
 
 
 @pytest.mark.gpu
