@@ -309,15 +309,14 @@ class Pairs:
         seconds, number = self._stopped()
         return _between(seconds, number, mark, None)
 
-    def _settled_alone(self, tries: int, warm: float = 0.0) -> tuple[float | None, bool, int]:
-        """Alone windows on the whole GPU, the first after `warm` seconds left out, until two in a row
-        agree within SETTLE_AGREE (at most `tries`): the last one's mean seconds, whether they agreed,
-        and the windows taken."""
+    def _settled_alone(self, tries: int) -> tuple[float | None, bool, int]:
+        """Alone windows on the whole GPU until two in a row agree within SETTLE_AGREE (at most `tries`):
+        the last one's mean seconds, whether they agreed, and the windows taken."""
         previous: float | None = None
         now, agreed, taken = None, False, 0
         while taken < tries and not agreed:
             taken += 1
-            now = _mean(self._window(WHOLE, warm if taken == 1 else 0.0))
+            now = _mean(self._window(WHOLE))
             agreed = bool(now and previous and abs(now / previous - 1) <= SETTLE_AGREE)
             previous = now
         return now, agreed, taken
@@ -326,10 +325,8 @@ class Pairs:
         """Before the first pair: alone windows on the whole GPU until two in a row agree within
         SETTLE_AGREE (at most SETTLE_TRIES); the shared window's operations from the settled time; a
         carve-out's own cost, its GEMM alone against the whole GPU's, from the windows around it. The
-        load then runs on until the first pair. The first window follows WARM_SECONDS of the load: two
-        windows of a load just started on an idle GPU agreed while its clocks still fell (the first pairs
-        of a row drifted most, 2 x H100)."""
-        now, settled, tries = self._settled_alone(SETTLE_TRIES, WARM_SECONDS)
+        load then runs on until the first pair."""
+        now, settled, tries = self._settled_alone(SETTLE_TRIES)
         self.settled = {"settled": settled, "windows": tries, "agree": SETTLE_AGREE}
         if now:
             self.operations = min(max(WINDOW_OPERATIONS, math.ceil(WINDOW_SECONDS / now)), SEGMENT_OPERATIONS)
