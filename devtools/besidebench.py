@@ -15,6 +15,7 @@ A developer harness: it prints what it measured and never changes a default test
 from __future__ import annotations
 
 import argparse
+import signal
 import subprocess
 import sys
 import time
@@ -92,7 +93,16 @@ def run_lists(args: argparse.Namespace, out: Path) -> float:
     ]  # fmt: skip
     print("#", " ".join(command[2:]), flush=True)
     began = time.monotonic()
-    subprocess.run(command, check=False, timeout=args.timeout)
+    with subprocess.Popen(command) as run:
+        try:
+            run.wait(timeout=args.timeout)
+        except subprocess.TimeoutExpired:  # stopped as a user's Ctrl-C would: its ranks too, its partial file kept
+            run.send_signal(signal.SIGINT)
+            try:
+                run.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                run.kill()
+            sys.exit(f"besidebench: the run took more than its {args.timeout:g} s (--timeout) and was stopped")
     return time.monotonic() - began
 
 
