@@ -413,18 +413,13 @@ class Pairs:
         """What this rank's GPU did: the load's rate alone and beside, and each pair's figures."""
         unit, work, kept = self.beside.unit, self.load.work, self.kept
         slowdowns = [pair.slowdown for pair in kept]
-        judged = [
-            s
-            for s, pair in zip(slowdowns, kept, strict=True)
-            if s is not None and _judged(pair.duty) and not pair.drifting
-        ]
         drifts = [pair.drift for pair in kept if pair.drift is not None]
         found: GpuRecord = {
             "load": self.beside.label,
             "unit": unit,
             "alone": round(rate(work, [p.alone for p in kept if p.alone], unit), 3),
             "beside": round(rate(work, [s for p in kept for s in p.window], unit), 3),
-            "slowdown": round(median(judged), 4) if judged else None,
+            "slowdown": None,  # below: the median of the pairs judge_pairs judges on this GPU alone
             "slowdown_pairs": [_round(s, 4) for s in slowdowns],
             "duty_pairs": [_round(pair.duty, 4) for pair in kept],
             "lost_s_pairs": [_round(pair.lost, 6) for pair in kept],
@@ -441,6 +436,8 @@ class Pairs:
         }
         if self.load.partition is not None and self.partitioned:
             found["load_sms"] = self.load.partition.load_sms
+        judged = [s for index in judge_pairs([found], [0] * len(kept)).judged if (s := slowdowns[index]) is not None]
+        found["slowdown"] = round(median(judged), 4) if judged else None
         return found
 
 
