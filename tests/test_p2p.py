@@ -143,7 +143,9 @@ def test_units_change_the_table_not_the_file(default_run: tuple[subprocess.Compl
     assert entry["unit"] == "GB/s"
     assert "Gb/s = 1e9 bits/s" in proc.stdout
     row = next(line for line in proc.stdout.splitlines() if line.strip().startswith("1MiB"))
-    assert float(row.split()[3]) == pytest.approx(entry["bandwidth_gbps"] * 8, rel=1e-3)
+    printed = row.split()[3]  # to the table's decimals: on a loaded machine 1 MiB may read 0.252 for 0.2517
+    decimals = len(printed.partition(".")[2])
+    assert float(printed) == pytest.approx(entry["bandwidth_gbps"] * 8, rel=1e-3, abs=0.5 * 10**-decimals)
 
 
 def test_under_mpiexec_with_an_idle_third_rank(results_path: Path) -> None:
