@@ -147,6 +147,11 @@ def test_a_copy_that_may_run_from_the_cache_is_no_measurement_error() -> None:
     assert limit.to_dict()["regime"] == "memory" and limit.kind == "host memory copy"
     share, warning = limits.judge(13.1, limit)
     assert share is None and warning is not None and "measurement error, not a record" in warning
+    # The same figure above a limit kept from an earlier run of this boot: the kept limit is suspect first.
+    kept = dataclasses.replace(limit, provenance="cached from 2026-11-26T20:20:28Z on this boot")
+    share, warning = limits.judge(13.1, kept)
+    assert share is None and warning is not None and "may be from a busier moment" in warning
+    assert "else a measurement error" in warning
 
 
 def test_a_cached_copy_is_bound_by_the_other_links_it_crosses() -> None:
