@@ -262,11 +262,13 @@ class StandInLoad:
         return self.error is not None
 
     def carve(self, sms: int) -> None:
+        assert not self.running, "a carve-out is planned while the load is stopped"  # as the library needs
         self.carveout = sms
 
     def start(self, where: int = 0) -> None:
         assert not self.running, "the compute load is running already"  # as the library refuses
         self.seconds, self.running, self.where = [], True, where
+        self.starts = getattr(self, "starts", 0) + 1
 
     def done(self) -> int:
         if self.running and self.error is None:

@@ -281,9 +281,9 @@ def test_the_beside_lines_give_throughput_and_both_sides_slowdowns() -> None:
     assert nixl_table._beside_lines([_row(1.0, 1.0, 1.0)]) == [] and nixl_table._beside_heading([]) == []
 
 
-def _lockstep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fail_target: bool) -> tuple[Any, Any]:
-    """NIXL's two ends' pairs (nixl_beside) in two threads meeting through a real private folder, each
-    with its own fake load; the initiator's transfers mark both loads busy."""
+def _lockstep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fail: bool) -> tuple[Any, Any, dict[str, StandInLoad]]:
+    """NIXL's two ends' pairs (nixl_beside) in two threads meeting through a real private folder, each with
+    its own fake load, not released (the test sees if each end stopped its own), busy with the transfers."""
     import threading
     import time
 
@@ -312,7 +312,7 @@ def _lockstep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fail_target: bool
 
     def load_here(beside: Any) -> StandInLoad:
         role = owner.get(threading.get_ident(), "target")
-        if role == "target" and fail_target:
+        if role == "target" and fail:
             raise RdmabenchError("the compute load on GPU 1: out of memory")
         return loads[role]
 
@@ -335,12 +335,12 @@ def _lockstep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fail_target: bool
     thread = threading.Thread(target=target)
     thread.start()
     try:
-        deadline = time.monotonic() + (2 if fail_target else 30)
+        deadline = time.monotonic() + (2 if fail else 30)
         found["initiator"] = nixl_beside.initiator_pairs(folder, plan, beside, transfers, deadline)
     except Exception as exc:
         found["initiator"] = exc
     thread.join(30)
-    return found["initiator"], found["target"]
+    return found["initiator"], found["target"], loads
 
 
 def test_nixls_two_ends_keep_their_pairs_in_step(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -349,7 +349,8 @@ def test_nixls_two_ends_keep_their_pairs_in_step(tmp_path: Path, monkeypatch: py
     (slowdown 2 on both); the worse GPU is taken pair by pair."""
     from rdmabench.measure.beside import worse_pairs
 
-    (runs, mine), theirs = _lockstep(tmp_path, monkeypatch, fail_target=False)
+    (runs, mine), theirs, loads = _lockstep(tmp_path, monkeypatch, fail=False)
+    assert not any(load.running for load in loads.values())  # each end stopped the load it ran on between pairs
     assert len(runs) == 3 and all(run >= 1 for run in runs)  # each pair's transfers, added up
     assert mine["operations"] == [80] * 3 and theirs["operations"] == [80] * 3 and theirs["settle"]["settled"]
     assert mine["slowdown_pairs"] == [2.0, 2.0, 2.0] and theirs["slowdown_pairs"] == [2.0, 2.0, 2.0]
@@ -363,7 +364,8 @@ def test_an_end_that_fails_before_its_pair_leaves_the_other_a_reason(
     file it waited for (the anchor reports the target's own line first: its process exited)."""
     from rdmabench.anchor.nixl_files import AgentError
 
-    mine, theirs = _lockstep(tmp_path, monkeypatch, fail_target=True)
+    mine, theirs, loads = _lockstep(tmp_path, monkeypatch, fail=True)
+    assert not loads["initiator"].running  # the load it had settled and kept running, stopped on the error
     assert isinstance(theirs, Exception) and "out of memory" in str(theirs)
     assert isinstance(mine, AgentError) and "pair-0.ready" in str(mine), mine
 

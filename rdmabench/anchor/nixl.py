@@ -494,7 +494,7 @@ def _beside_figures(beside: Beside, before: PairRun, after: PairRun, unchecked: 
         "beside_load": beside.label, "beside_unit": beside.unit,
         "nixl_alone_gbps": _mean(_throughput(run["initiator"]["blocks"]) for run in runs),
         "nixl_beside_gbps": _mean(_throughput(run["initiator"]["beside"]) for run in runs),
-        "rdmabench_alone_gbps": record["transfer_alone"],  # its steps' figure in each pair's first half
+        "rdmabench_alone_gbps": record["transfer_alone"],  # its steps' figure in each pair's alone half
         "rdmabench_beside_gbps": unchecked["bandwidth_gbps"],  # its steps' figure beside the load
         "nixl_slowdown": median(pairs) if pairs else None,
         "nixl_slowdown_min": min(pairs) if pairs else None, "nixl_slowdown_max": max(pairs) if pairs else None,

@@ -3,8 +3,9 @@
 Each end runs the compute load on its own GPU (measure.beside.Pairs, as rdmabench's ranks do: settled
 first, the model's cost as the work it loses over a shared window of its operations), and the pairs
 (load alone, then load and transfers at once, then the load alone again) are kept in step through
-files in the anchor's private folder: the initiator says `go`, both start their load, the target
-says `ready` once its window before has ended, the initiator opens its own window, says `started` and
+files in the anchor's private folder: the initiator says `go`, both take their last window after as
+this pair's before and start the shared half's run (the load runs on between pairs), the target
+says `ready`, the initiator opens its own window, says `started` and
 times transfers back to back, the target opens its window once it sees `started` (a window opened
 before the transfers began held a few operations alone), the initiator stops when its window has
 ended and the target has said `over` (its window ended), says `stop`, and both close the pair; the
@@ -79,7 +80,7 @@ def initiator_pairs(
         pairs.finish()
         return found, pairs.summary()
     finally:
-        pairs.finish()  # the load runs on between pairs
+        pairs.finish(quiet=True)  # the load runs on between pairs; an error on its way is the one to say
         release_loads()
 
 
@@ -105,5 +106,5 @@ def target_pairs(folder: Path, plan: AgentPlan, beside: Beside, deadline: float)
         pairs.finish()
         return pairs.summary()
     finally:
-        pairs.finish()  # the load runs on between pairs
+        pairs.finish(quiet=True)  # the load runs on between pairs; an error on its way is the one to say
         release_loads()

@@ -26,6 +26,7 @@ time-slice a GPU; the engine's transfer and its model share one), from a thread 
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from dataclasses import dataclass, field, replace
@@ -207,6 +208,8 @@ class Pair:
     duty: float | None
     span: float
     after_windows: int = 0  # alone windows taken after the shared half until two agreed
+    after_settled: bool = False  # whether two of them agreed (else AFTER_TRIES were taken)
+    reference: float | None = None  # the row's settled load alone (Pairs.settle), to which both are held
     retakes: int = 0
     drifting: bool = False
 
@@ -219,7 +222,13 @@ class Pair:
 
     @property
     def drift(self) -> float | None:
-        return self.after / self.before - 1 if self.after and self.before else None
+        """How far the alone windows moved: after against before, and each against the row's settled
+        reference, the furthest (signed). The window before is the last pair's window after, so a load
+        still recovering from the stalls would read the same in both and drift by none against each
+        other: against the reference, taken before any shared half, it does."""
+        pairs = ((self.after, self.before), (self.before, self.reference), (self.after, self.reference))
+        drifts = [a / b - 1 for a, b in pairs if a and b]
+        return largest_drift(drifts)
 
     @property
     def slowdown(self) -> float | None:
@@ -266,7 +275,7 @@ class Pairs:
         self._open = _Open()
         self._pending: Pair | None = None
         self._alone: float | None = None  # the latest alone window, the load running on since (or None)
-        self._after_windows = 0
+        self._reference: float | None = None  # the settled load alone (settle()), every pair held to it
         self._running = False
 
     def _wait(self, operations: int, seconds: float = ALONE_SECONDS, kept: bool = True) -> None:
@@ -286,17 +295,27 @@ class Pairs:
             time.sleep(0.0005)
 
     def _run(self, where: int) -> None:
-        """(Re)start the load `where`, stopping the run kept going between windows (its operations unread)."""
+        """(Re)start the load `where`, stopping the run kept going between windows (its operations unread).
+        Marked running before it starts, so that finish() stops it whatever interrupts the start."""
         if self._running:
             self._stopped()
-        self.load.start(where)
         self._running = True
+        try:
+            self.load.start(where)
+        except TransportError:  # not started (the library said why)
+            self._running = False
+            raise
 
     def _stopped(self) -> tuple[list[float], int]:
         """Stop the load: its operations' seconds and the number of the first of them (the library keeps
-        the latest RING operations: a long run's first ones are gone)."""
+        the latest RING operations: a long run's first ones are gone). Marked stopped once the library
+        has stopped it (or said why not: its thread ended on an error)."""
+        try:
+            seconds = self.load.stop().seconds
+        except TransportError:
+            self._running = False
+            raise
         self._running = False
-        seconds = self.load.stop().seconds
         return seconds, self.load.done() - len(seconds)
 
     def _window(self, where: int, warm: float = 0.0) -> list[float]:
@@ -330,10 +349,12 @@ class Pairs:
         self.settled = {"settled": settled, "windows": tries, "agree": SETTLE_AGREE}
         if now:
             self.operations = min(max(WINDOW_OPERATIONS, math.ceil(WINDOW_SECONDS / now)), SEGMENT_OPERATIONS)
-        self._alone = now
+        self._alone = self._reference = now
         if self.beside.carveout:
             self.load.carve(self.beside.carveout)
-            carved, whole = _mean(self._window(CARVED)), _mean(self._window(WHOLE))
+            carved = _mean(self._window(CARVED))
+            # the whole GPU again, settled after the carved plan's other power draw: the first pair's before
+            whole, _, _ = self._settled_alone(AFTER_TRIES)
             if carved and now and whole:  # against the whole GPU's windows before and after it
                 self.carveout_cost = carved / ((now + whole) / 2)
             self._alone = whole
@@ -385,17 +406,23 @@ class Pairs:
                 f"the compute load ({self.beside.label}) finished {max(finished - first, 0)} of its window's "
                 f"{self.operations} operations while the transfers ran: it stopped making progress"
             )
-        after, _, taken = self._settled_alone(AFTER_TRIES)
+        after, agreed, taken = self._settled_alone(AFTER_TRIES)
         self._alone = after
         self._run(WHOLE)
-        self._pending = Pair(self._open.before, after, window, duty, span, after_windows=taken)
+        self._pending = Pair(self._open.before, after, window, duty, span, taken, agreed, self._reference)
         return self._pending.drift
 
-    def finish(self) -> None:
-        """After the last pair (or a failed one): the load kept running between pairs stops."""
-        if self._running:
-            self._stopped()
+    def finish(self, quiet: bool = False) -> None:
+        """After the last pair (or a failed one): the load kept running between pairs stops. `quiet`:
+        an error is already on its way, and the load's own (its thread's CUDA error) must not replace it."""
         self._alone = None
+        if not self._running:
+            return
+        if not quiet:
+            self._stopped()
+            return
+        with contextlib.suppress(Exception):
+            self._stopped()
 
     def keep(self, retakes: int, drifting: bool) -> None:
         """File the pair just closed (after `retakes` takes; `drifting`: it still drifted past the limit)."""
@@ -430,6 +457,9 @@ class Pairs:
             "retakes": self.retakes,
             "operations": [len(pair.window) for pair in kept],
             "after_windows_pairs": [pair.after_windows for pair in kept],
+            "after_settled_pairs": [pair.after_settled for pair in kept],
+            "alone_s_pairs": [[_round(pair.before, 9), _round(pair.after, 9)] for pair in kept],
+            "reference_s": _round(self._reference, 9),
             "settle": self.settled,
             "carveout": self.beside.carveout,
             "carveout_cost": _round(self.carveout_cost, 4),

@@ -43,6 +43,9 @@ class GpuRecord(_LoadSms):
     retakes: int
     operations: list[int]
     after_windows_pairs: list[int]  # alone windows each pair took after its shared half until two agreed
+    after_settled_pairs: list[bool]  # whether two of them agreed (else the cap was taken)
+    alone_s_pairs: list[list[float | None]]  # each pair's windows before and after: mean seconds an operation
+    reference_s: float | None  # the settled load alone before the first pair (every pair's drift is held to it)
     settle: Settle
     carveout: int
     carveout_cost: float | None

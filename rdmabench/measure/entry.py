@@ -130,7 +130,7 @@ def _entry(
 
 
 def beside_record(spec: RoundSpec, m: LinkMeasurement, values: list[float]) -> BesideRecord:
-    """A figure beside compute: the transfer alone (each pair's first half), both GPUs' load alone and
+    """A figure beside compute: the transfer alone (each pair's alone half), both GPUs' load alone and
     beside, and the model's cost, the worse of the link's two GPUs pair by pair: its slowdown (the lost
     work over the shared window; median and range over the pairs judged: a transfer in flight for at
     least DUTY_FLOOR of the shared half), the duty, the model's milliseconds lost per GiB moved, and a

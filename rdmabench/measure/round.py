@@ -13,7 +13,6 @@ through pinned buffers, else Python; every measurement says which.
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -516,9 +515,12 @@ def _pairs_in_a_row(
     end.alone_steps = [[per_link[position] for per_link in alone] for position in range(links)]
     try:
         pairs.settle()  # the load's clocks, before the first pair
-        return [_pair(end, comm, steps, pairs, sizes) for _ in alone]
-    finally:
-        pairs.finish()
+        shared = [_pair(end, comm, steps, pairs, sizes) for _ in alone]
+    except BaseException:
+        pairs.finish(quiet=True)  # the error on its way is the one to say
+        raise
+    pairs.finish()
+    return shared
 
 
 def _pair(end: EngineEnd, comm: Any, steps: _Steps, pairs: Pairs, sizes: tuple[int, int, int]) -> list[list[float]]:
@@ -543,8 +545,7 @@ def _pair(end: EngineEnd, comm: Any, steps: _Steps, pairs: Pairs, sizes: tuple[i
             pairs.open()
             shared, duty = steps.shared(pairs.over, agree, links, batch)
         except BaseException:
-            with contextlib.suppress(Exception):  # the step's own error is the one to say
-                pairs.close(None)
+            pairs.finish(quiet=True)  # the step's own error is the one to say
             raise
         drift = pairs.close(duty if end.spec.protocol.spans_transfers(end) else None)  # None: the other end's
         (worst,) = agree_max(comm, ranks, (abs(drift or 0.0),), _TAG_RETAKE)

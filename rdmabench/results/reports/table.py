@@ -112,7 +112,7 @@ class ProgressTable:
             if self.beside:
                 lines.append(
                     f"# beside {self.beside} on each rank's GPU: alone = the link with no compute beside it (each "
-                    "pair's first half); model = the load's slowdown beside it: its work lost over the shared window "
+                    "pair's alone half, taken before the load starts); model = the load's slowdown beside it: its work lost over the shared window "
                     "(median [range] of the pairs judged, the worse GPU)"
                 )
             lines.append(
@@ -166,7 +166,7 @@ class ProgressTable:
                 + by_words()
                 + ")"
                 + (
-                    f"; alone = the same list with no compute beside it (the first half of each pair); model = "
+                    f"; alone = the same list with no compute beside it (each pair's alone half, taken before the load starts); model = "
                     f"the slowdown of {self.beside} beside it (its work lost over the shared window: median [range] of "
                     "the pairs judged, the worse GPU; carve N: its GEMM planned for N SMs fewer); one msg rows "
                     "are measured alone"
