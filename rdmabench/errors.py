@@ -49,11 +49,18 @@ class ValidationError(RdmabenchError):
 
 
 class ResultsFileError(RdmabenchError):
-    """A results file cannot be written, or one that was read is not valid."""
+    """A results file cannot be written, or one that was read is not valid. Exit status 2, as bad
+    input: `check`'s and `compare`'s 1 says a link failed or a regression was found, never that a
+    file could not be read."""
+
+    exit_code = 2
 
 
 class ResultsWriteError(ResultsFileError):
-    """Results could not be written (a full disk, say); the message says where what was measured is kept."""
+    """Results could not be written (a full disk, say); the message says where what was measured is kept.
+    Exit status 1: the run failed, its input was fine."""
+
+    exit_code = 1
 
 
 class OutputWriteError(ResultsFileError):

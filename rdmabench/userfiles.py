@@ -102,10 +102,14 @@ def _followed(path: str, mode: int, refuse: str) -> int:
         ) from None
 
 
+# What rdmabench writes (results, reports, verdicts): readable as the umask allows, never writable
+# by anyone but its owner, whatever the umask (a umask of 000 or 002 would let a neighbour edit it).
+OUTPUT_MODE = 0o644
+
+
 @contextlib.contextmanager
 def replacing(path: str) -> Iterator[TextIO]:
-    """A file that replaces `path` atomically once written (synced; readable by all the umask
-    allows), so a reader or a crash never sees half of it. It is created beside `path` under a new
+    """A file that replaces `path` atomically once written (synced; OUTPUT_MODE less the umask), so a reader or a crash never sees half of it. It is created beside `path` under a new
     name (O_EXCL: never an existing file or link) and renamed over it: a link planted at `path`
     is replaced, never followed. On an error `path` is left as it was."""
     folder = os.path.dirname(os.path.abspath(path))
@@ -114,7 +118,7 @@ def replacing(path: str) -> Iterator[TextIO]:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             yield handle
             handle.flush()
-            os.fchmod(handle.fileno(), 0o666 & ~_umask())  # on the descriptor: never through a name
+            os.fchmod(handle.fileno(), OUTPUT_MODE & ~_umask())  # on the descriptor: never through a name
             os.fsync(handle.fileno())
         os.replace(tmp, path)
     except BaseException:

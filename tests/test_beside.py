@@ -65,6 +65,9 @@ def test_a_carve_out_is_read_as_one_load_each(text: str, expected: list[tuple[st
         ("gemm,carveout=x", "carveout takes 0 to 1024"),
         ("gemm,carveout=2000", "carveout takes 0 to 1024"),
         ("gemm,carveout=", "carveout takes 0 to 1024"),
+        ("gemm,carveout=²", "carveout takes 0 to 1024 SMs or all, not '²'"),  # isdigit() says yes, int() no
+        ("gemm,carveout=٣", "carveout takes 0 to 1024"),  # int() would read 3
+        ("gemm:٣٠٠", "is not a size for gemm"),
         ("gemm,carve=8", "is not carveout=N"),
         ("gemm,carveout=4,carveout=8", "given once"),
         ("decode,carveout=8", "decode has none"),

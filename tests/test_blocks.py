@@ -132,6 +132,9 @@ def test_block_shapes() -> None:
         (["--layout", "random"], "give --blocks N as well"),
         (["--blocks", "4", "--batch", "0"], "--batch must be at least 1"),
         (["--blocks", "4", "--posting", "fpga"], "unknown --posting 'fpga'"),
+        (["--blocks", "4", "--posting", ","], "--posting ',' leaves a name empty"),  # never auto in its place
+        (["--blocks", "4", "--posting", "cpu,"], "--posting 'cpu,' leaves a name empty"),
+        (["--blocks", "4", "--posting", ""], "--posting '' leaves a name empty"),
         (["--posting", "cpu"], "give --blocks N as well"),
         (["--no-merge"], "--no-merge shape block lists: give --blocks N as well"),
         (["--blocks", "4", "--layout", "runs:0"], "--layout runs:MEAN takes a mean run length of at least 1"),

@@ -31,7 +31,7 @@ from rdmabench.results.verdicts.outcome import Checked
 from rdmabench.results.verdicts.verdict import judge, parse_expect
 from rdmabench.stats import percentile
 
-from .conftest import browse, million_sources, needs_chromium
+from .conftest import browse, million_sources, needs_chromium, run_cli_here
 
 NVLINK = {"gbps": 478.125, "kind": "NVLink", "detail": "18 x NVLink 4", "measured": False}
 NIC = {"gbps": 50.0, "kind": "NIC", "detail": "400 Gb/sec (4X NDR)", "measured": False}
@@ -292,3 +292,18 @@ def test_the_json_verdict_streams_every_passed_link_last(tmp_path: Path) -> None
     passed = [line.rstrip(",") for line in text.split('"passed_links": [\n', 1)[1].splitlines()[:-2]]
     assert len(passed) == sum(j.passed for j in checked.verdict.judged) > 1000  # a line each
     assert [json.loads(line) for line in passed] == [j.to_dict() for j in checked.verdict.judged if j.passed]
+
+
+@pytest.mark.parametrize("command", ["report", "compare", "check"])
+def test_a_links_file_that_is_not_utf8_or_not_records_is_bad_input(tmp_path: Path, command: str) -> None:
+    """A links file with bytes that are not UTF-8, or a line that is no link record: one line naming
+    the file and exit 2, as bad input (check's and compare's 1 says a link failed or a regression)."""
+    path = _generated(tmp_path, ranks=4)
+    links = Path(compact.links_path(str(path)))
+    lines = links.read_bytes().splitlines(keepends=True)
+    for bad in (b"\xff\xfe\n", json.dumps(dict(json.loads(lines[0]), samples=[-1.0, -2.0])).encode() + b"\n"):
+        links.write_bytes(bad + b"".join(lines[1:]))
+        args = {"report": [str(path)], "compare": [str(path), str(path)], "check": ["--expect", "default", str(path)]}
+        proc = run_cli_here([command, *args[command]])
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+        assert "not UTF-8" in proc.stderr or "not a link record" in proc.stderr, proc.stderr

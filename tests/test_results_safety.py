@@ -15,7 +15,7 @@ import pytest
 
 from rdmabench.results.files import document
 
-from .conftest import QUICK, load, rdmabench_env, run_cli
+from .conftest import QUICK, load, rdmabench_env, run_cli, run_cli_here
 
 
 def _written(stdout: str) -> str:
@@ -124,10 +124,12 @@ def test_a_record_cut_off_by_a_dying_run_is_said(tmp_path: Path) -> None:
     assert len(document.load(str(tmp_path / "dead.json"))["results"]) == 1
 
 
-def test_results_files_follow_the_umask(tmp_path: Path) -> None:
+def test_results_files_are_never_writable_by_others_whatever_the_umask(tmp_path: Path) -> None:
+    """Under a umask of 000 the results and links files are still 0644 (the stream's and the
+    replacement's mode), never writable by a neighbour."""
     out = tmp_path / "r.json"
     proc = subprocess.run(
-        ["sh", "-c", f"umask 022; {sys.executable} -m rdmabench run --sizes 8 -o {out} " + " ".join(QUICK)],
+        ["sh", "-c", f"umask 000; {sys.executable} -m rdmabench run --sizes 8 -o {out} " + " ".join(QUICK)],
         capture_output=True,
         text=True,
         timeout=120,
@@ -136,3 +138,25 @@ def test_results_files_follow_the_umask(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     for path in (out, tmp_path / "r.links.jsonl"):
         assert stat.S_IMODE(path.stat().st_mode) == 0o644
+
+
+@pytest.mark.parametrize(("umask", "mode"), [(0o000, 0o644), (0o002, 0o644), (0o077, 0o600)])
+def test_a_report_follows_the_umask_but_is_never_writable_by_others(tmp_path: Path, umask: int, mode: int) -> None:
+    from rdmabench import userfiles
+
+    out = tmp_path / "report.txt"
+    old = os.umask(umask)
+    try:
+        userfiles.write_text(str(out), "a report\n")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(out.stat().st_mode) == mode
+
+
+def test_a_partial_stream_behind_a_link_is_not_read(tmp_path: Path) -> None:
+    """A run's .partial stream is read back as it was written: never through a symbolic link."""
+    target = tmp_path / "elsewhere.txt"
+    target.write_text('{"schema": {"name": "rdmabench-results", "version": 2}}\n')
+    (tmp_path / "r.json.partial").symlink_to(target)
+    proc = run_cli_here(["report", str(tmp_path / "r.json.partial")])
+    assert proc.returncode == 2 and "symbolic link" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr

@@ -79,7 +79,7 @@ def test_a_bad_link_record_names_its_line(tmp_path: Path) -> None:
     summary["links"]["count"] += 1  # as many records as the summary says: the bad one is read, and named
     out.write_text(json.dumps(summary))
     bad = run_cli_here(["report", str(out)])
-    assert bad.returncode == 1 and "r.links.jsonl: line 2 is not a link record" in bad.stderr  # read as reported
+    assert bad.returncode == 2 and "r.links.jsonl: line 2 is not a link record" in bad.stderr  # bad input
 
 
 @pytest.mark.parametrize("name", ["table", "markdown", "json", "csv", "html"])

@@ -48,10 +48,14 @@ def test_seconds_are_finite_and_within_their_range(value: float) -> None:
         # or not NIXL is installed: nothing is measured)
         (["anchor", "--against", "nixl", "--blocks", "64,", "--nixl-seconds", "nan"], ["--nixl-seconds", "not nan"]),
         (["copy", "--gpus", "0,²"], ["--gpus takes whole numbers (0-9), not '²'"]),
-        (["anchor", "--against", "nixl", "--tests", ","], ["--tests names nothing: give at least one"]),
+        # the option's name as its help gives it (--tests is its old name, still read)
+        (["anchor", "--against", "nixl", "--tests", ","], ["--test names nothing: give at least one"]),
+        (["anchor", "--test", ""], ["--test names nothing"]),  # empty is a list of nothing, never the default
+        (["anchor", "--against", "nixl", "--test", ""], ["--test names nothing"]),
+        (["anchor", "--sizes", ""], ["bad size list", "empty entry"]),
         (["anchor", "--against", "nixl", "--layout", ","], ["--layout names nothing"]),
         (["anchor", "--against", "nixl", "--blocks", ", ,"], ["--blocks names nothing"]),
-        (["anchor", "--tests", ","], ["--tests names nothing"]),
+        (["anchor", "--tests", ","], ["--test names nothing"]),
         (["anchor", "--against", "nixl", "--nixl-seconds", "nan"], ["--nixl-seconds must be above 0", "not nan"]),
         (["anchor", "--against", "nixl", "--nixl-seconds", "inf"], ["--nixl-seconds", "inf"]),
     ],

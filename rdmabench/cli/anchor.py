@@ -172,10 +172,16 @@ def _perftest_anchor(
             option = _OPTION_NAMES.get(name, f"--{name.replace('_', '-')}")
             raise ConfigError(f"{option} is an option of the NIXL anchor: add --against nixl")
     rows = anchor_module.compare(
-        mode, parse_sizes(sizes or "8,1MiB,64MiB"), names(tests or "bw,lat"), repeat, progress=progress
+        mode, parse_sizes(_given(sizes, "8,1MiB,64MiB")), names(_given(tests, "bw,lat")), repeat, progress=progress
     )
     written = {"schema": {"name": "rdmabench-anchor", "version": 1}, "rows": rows}
     return rows, anchor_module.format_rows(rows), written
+
+
+def _given(value: str | None, default: str) -> str:
+    """An option's value, or its default where it was not given: an empty value (`--test ''`) is a
+    list of nothing, refused as such, never the default."""
+    return default if value is None else value
 
 
 def _nixl_anchor(
@@ -187,10 +193,10 @@ def _nixl_anchor(
     sets = {"--blocks": options["counts"], "--sizes": sizes}
     handoff = model_handoff(options["model"], options["kv_layout"], options["prompt"], sets)
     plan = nixl.NixlPlan(
-        sizes=tuple(parse_sizes(sizes or "4KiB,64KiB,1MiB")),
+        sizes=tuple(parse_sizes(_given(sizes, "4KiB,64KiB,1MiB"))),
         counts=options["counts"] or (1024,),
         layouts=options["layouts"] or ("random",),
-        tests=tuple(names(tests or "put")),
+        tests=tuple(names(_given(tests, "put"))),
         mode=mode,
         handoff=handoff,
         threads=options["nixl_threads"],

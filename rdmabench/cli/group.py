@@ -53,7 +53,8 @@ def _holding(text: str) -> str:
     if context is not None:
         for param in context.command.params:
             if isinstance(param, click.Option) and context.params.get(param.name or "") == text:
-                return max(param.opts, key=len)
+                # its name as help shows it first (a renamed option's old name comes after)
+                return next((opt for opt in param.opts if opt.startswith("--")), param.opts[0])
     return f"the list {text!r}"
 
 

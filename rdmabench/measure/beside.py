@@ -100,6 +100,8 @@ class Beside:
         if name not in LOADS:
             raise ConfigError(f"unknown --beside {text!r}: choose none, gemm[:M][,carveout=N|all] or decode[:SIZE]")
         try:
+            if size and not size.isascii():  # int() reads other scripts' digits: '٣٠٠' would be 300
+                raise ValueError(size)
             value = LOADS[name][1] if not size else int(size) if name == "gemm" else parse_size(size)
         except ValueError:
             raise ConfigError(f"--beside {text}: {size!r} is not a size for {name}") from None
@@ -145,7 +147,7 @@ def _carveouts(text: str, options: list[str]) -> tuple[int, ...]:
         if value == "all":
             found = CARVEOUTS
             continue
-        number = int(value) if value.isdigit() else -1
+        number = int(value) if value.isascii() and value.isdigit() else -1
         if not 0 <= number <= MAX_CARVEOUT:
             raise ConfigError(f"--beside {text}: carveout takes 0 to {MAX_CARVEOUT} SMs or all, not {value!r}")
         found = (number,)

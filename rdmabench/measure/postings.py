@@ -256,7 +256,9 @@ def posting(name: str | None) -> Posting | None:
 
 def parse_postings(text: str) -> tuple[str, ...]:
     """--posting's paths, in order: a path, a comma-separated list, `all` (every path, PATHS)."""
-    names = [name.strip() for name in text.split(",") if name.strip()]
+    names = [name.strip() for name in text.split(",")]
+    if not all(names):  # `,`, `cpu,` or nothing: a path left out, never the default in its place
+        raise ConfigError(f"--posting {text!r} leaves a name empty: name each path, or all")
     found = [path for name in names for path in (PATHS if name == "all" else (name,))]
     for name in found:
         if name not in POSTINGS:
@@ -264,7 +266,7 @@ def parse_postings(text: str) -> tuple[str, ...]:
     found = list(dict.fromkeys(found))
     if "auto" in found and len(found) > 1:  # auto may choose a path the list names too: one entry for two
         raise ConfigError("--posting auto chooses a path itself: name the paths of a list (or all)")
-    return tuple(found) or ("auto",)
+    return tuple(found)
 
 
 def posting_help() -> str:

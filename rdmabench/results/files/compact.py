@@ -379,7 +379,7 @@ def _lines(path: str) -> Iterator[tuple[int, Any]]:
     except FileRefusedError as exc:
         raise ResultsFileError(f"{exc} (the links file)") from None
     with handle:  # a line at a time, each bounded: a file of one endless line is not read whole
-        for number, line in enumerate(iter(lambda: handle.readline(longest), ""), start=1):
+        for number, line in enumerate(iter(lambda: _line(handle, path, longest), ""), start=1):
             if len(line) == longest and not line.endswith("\n"):
                 raise ResultsFileError(f"{path}: line {number} is longer than {longest} characters: not a link record")
             if schema.too_deep(line):
@@ -398,6 +398,17 @@ def _lines(path: str) -> Iterator[tuple[int, Any]]:
             except (ValueError, RecursionError) as exc:  # json.JSONDecodeError among them
                 raise ResultsFileError(f"{path}: line {number} is not a link record ({exc})") from None
             yield number, record
+
+
+def _line(handle: io.TextIOWrapper, path: str, longest: int) -> str:
+    """The file's next line (at most `longest` characters); bytes that are not UTF-8 are one line
+    naming the file, never a traceback."""
+    try:
+        return handle.readline(longest)
+    except UnicodeDecodeError as exc:
+        raise ResultsFileError(
+            f"{path}: a line is not UTF-8 ({exc.reason} at byte {exc.start}): not a link record"
+        ) from None
 
 
 def _expanded(

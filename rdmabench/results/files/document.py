@@ -151,7 +151,7 @@ def _open_stream(path: str) -> TextIO:
                 # O_NONBLOCK: a FIFO planted there must not hold the open until a reader comes.
                 flags = os.O_WRONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
                 return _reserved_stream(path, os.open(partial, flags))
-        return open(os.open(partial, CREATE, 0o666), "w", encoding="utf-8")
+        return open(os.open(partial, CREATE, userfiles.OUTPUT_MODE), "w", encoding="utf-8")
     except FileExistsError:
         raise ResultsFileError(taken(path)) from None
     except OSError as exc:  # ELOOP: a link planted at the stream's name

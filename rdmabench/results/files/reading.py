@@ -38,7 +38,9 @@ def load(path: str, lazy: bool = False) -> dict[str, Any]:
             f"{path}: the links file of a schema-2 result; give its summary, {path[: -len(compact.LINKS_SUFFIX)]}.json"
         )
     try:  # not a regular file, or too large: FileRefusedError names it (a report skips it)
-        text = userfiles.read_input(path, userfiles.max_input_bytes()).decode("utf-8")
+        # a run's stream is read back as it was written: never through a link (docs/security.md)
+        stream = path.endswith(STREAM_SUFFIX)
+        text = userfiles.read_input(path, userfiles.max_input_bytes(), follow_links=not stream).decode("utf-8")
     except OSError as exc:
         raise ResultsFileError(f"{path}: cannot read ({exc.strerror or exc})") from None
     except UnicodeDecodeError as exc:

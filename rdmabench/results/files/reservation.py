@@ -72,7 +72,7 @@ def reserve(path: str) -> None:
     or left behind, is never truncated."""
     partial = stream_path(path)
     try:
-        fd = os.open(partial, CREATE, 0o666)
+        fd = os.open(partial, CREATE, userfiles.OUTPUT_MODE)
     except FileExistsError:
         raise ResultsFileError(taken(path)) from None
     except OSError as exc:
