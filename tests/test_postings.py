@@ -75,7 +75,9 @@ def test_a_new_path_is_its_record(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_parse_postings_keeps_its_words() -> None:
-    assert parse_postings("all") == ("gpu", "ce-batch", "ce-armed", "cpu") and parse_postings("") == ("auto",)
+    assert parse_postings("all") == ("gpu", "ce-batch", "ce-armed", "cpu") and parse_postings("auto") == ("auto",)
+    with pytest.raises(ConfigError, match="leaves a name empty"):  # a list of nothing is never auto
+        parse_postings("")
     with pytest.raises(ConfigError, match=r"unknown --posting 'nope': choose auto, gpu, ce-batch, ce-armed, cpu, all"):
         parse_postings("gpu,nope")
     with pytest.raises(ConfigError, match="auto chooses a path itself"):

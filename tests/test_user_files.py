@@ -280,7 +280,7 @@ def test_a_links_file_is_read_a_bounded_line_at_a_time(tmp_path: Path, run_file:
     real = (RUNS / "r01.links.jsonl").read_text().splitlines(keepends=True)
     links.write_text("[" * 20000 + "\n" + "".join(real[1:]))  # one line longer than a whole document may be
     result = _cli(["report", str(run_file)], RDMABENCH_MAX_INPUT="16KiB")
-    _one_line(result, f"{links}: line 1 is longer than 16384 characters", code=1)
+    _one_line(result, f"{links}: line 1 is longer than 16384 characters", code=2)  # bad input
     links.write_text((RUNS / "r01.links.jsonl").read_text() * 3000)  # 1.5 MB: beyond 64 x 16 KiB
     result = _cli(["report", str(run_file)], RDMABENCH_MAX_INPUT="16KiB")
     # Refused when its lines are counted against its summary, before any is read: the file is left out
