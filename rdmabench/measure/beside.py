@@ -34,7 +34,7 @@ from typing import Any
 
 from ..errors import ConfigError, TransportError
 from ..stats import median
-from ..units import format_size, parse_size
+from ..units import format_size, is_digits, parse_size
 from ..wire.gpuload import RING
 from .besiderecord import GpuRecord, PairsSaid, Settle
 
@@ -147,7 +147,7 @@ def _carveouts(text: str, options: list[str]) -> tuple[int, ...]:
         if value == "all":
             found = CARVEOUTS
             continue
-        number = int(value) if value.isascii() and value.isdigit() else -1
+        number = int(value) if is_digits(value) else -1
         if not 0 <= number <= MAX_CARVEOUT:
             raise ConfigError(f"--beside {text}: carveout takes 0 to {MAX_CARVEOUT} SMs or all, not {value!r}")
         found = (number,)
