@@ -540,13 +540,9 @@ def _pair(end: EngineEnd, comm: Any, steps: _Steps, pairs: Pairs, sizes: tuple[i
 
     for retake in range(RETAKES + 1):
         pairs.begin()  # the load alone on the whole GPU, then on (where the shared half runs it)
-        try:
-            agree_max(comm, ranks, (0.0,), _TAG_PAIR)  # every rank's load runs
-            pairs.open()
-            shared, duty = steps.shared(pairs.over, agree, links, batch)
-        except BaseException:
-            pairs.finish(quiet=True)  # the step's own error is the one to say
-            raise
+        agree_max(comm, ranks, (0.0,), _TAG_PAIR)  # every rank's load runs
+        pairs.open()
+        shared, duty = steps.shared(pairs.over, agree, links, batch)  # on an error, the caller stops the load
         drift = pairs.close(duty if end.spec.protocol.spans_transfers(end) else None)  # None: the other end's
         (worst,) = agree_max(comm, ranks, (abs(drift or 0.0),), _TAG_RETAKE)
         if not drifting(worst) or retake == RETAKES:
