@@ -130,7 +130,7 @@ def test_the_drain_list_is_a_new_file_never_followed_never_executable(tmp_path: 
         write_drain_list(str(link), found, HOSTS)
     write_drain_list(str(link), found, HOSTS, force=True)  # the link is replaced by the file, its target untouched
     assert target.read_text() == "keep me\n" and not link.is_symlink() and link.read_text() == drain_text(found, HOSTS)
-    assert not [name for name in os.listdir(tmp_path) if name.startswith(".rdmabench-drain-")]
+    assert not [name for name in os.listdir(tmp_path) if name.startswith(".rdmabench-")]  # no temporary left
     with pytest.raises(ResultsFileError, match="is a directory; give a file name"):
         write_drain_list(str(tmp_path), found, HOSTS, force=True)
     with pytest.raises(ResultsFileError, match="cannot write the drain list"):

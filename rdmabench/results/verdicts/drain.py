@@ -22,10 +22,10 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from ... import userfiles
 from ...errors import ConfigError, FileRefusedError, OutputWriteError
 from ...escape import visible
 from .attribution import Attribution, Suspect
@@ -200,22 +200,8 @@ def write_drain_list(
         raise FileRefusedError(f"drain list {path} is a directory; give a file name")
     if os.path.lexists(path) and not force:
         raise FileRefusedError(f"drain list {path} already exists; choose another path or pass --force")
-    directory = os.path.dirname(os.path.abspath(path))
-    try:
-        fd, temporary = tempfile.mkstemp(dir=directory, prefix=".rdmabench-drain-", suffix=".tmp")  # ours, 0600
+    try:  # beside `path`, 0644 less the umask, renamed over it: never through a link, never half written
+        userfiles.write_text(path, text)
     except OSError as exc:
-        raise OutputWriteError(f"cannot write the drain list {path}: {exc.strerror or exc}") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        mask = os.umask(0)
-        os.umask(mask)
-        os.chmod(temporary, 0o644 & ~mask)  # readable as the umask allows; never executable
-        os.replace(temporary, path)  # renames over a link at `path`, never through it
-    except OSError as exc:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
         raise OutputWriteError(f"cannot write the drain list {path}: {exc.strerror or exc}") from None
     return drains(found, hosts, min_confidence, nodes)
