@@ -66,12 +66,28 @@ def load(paths: tuple[str, ...], warn_duplicates: bool = True) -> Any:
     return loaded
 
 
-def aggregate(documents: list[tuple[str, Any]], chosen: Any) -> Any:
-    """The rows of loaded documents; a warning per file whose records repeat a link (counted once)."""
+def aggregate(loaded: Any, chosen: Any) -> Any:
+    """The rows of loaded documents (`loading.Loaded`); a warning per file whose records repeat a
+    link (counted once). Of several runs, one whose links file turns out damaged while it is folded
+    is left out as a bad summary is: a warning naming the file and why, the run taken out of
+    `loaded.documents` (its rows taken back) and put among `loaded.problems`; the others are
+    aggregated. A single run that is damaged stops the command in one line, as before; so does a set
+    of runs that are all damaged (nothing usable)."""
     from ..results.files.rows import aggregate as rows_of
 
     notes: list[str] = []
-    rows = rows_of(documents, chosen, notes)
+    documents = loaded.documents
+    dropped: list[tuple[str, str]] | None = [] if len(documents) > 1 else None
+    rows = rows_of(documents, chosen, notes, dropped)
     for note in notes:
         click.echo(f"rdmabench: warning: {visible(note)}", err=True)
+    if dropped:
+        left_out = {path for path, _why in dropped}
+        for path, why in dropped:
+            problem = f"{why} (the run of {path}: left out)"
+            loaded.problems.append(problem)
+            click.echo(f"rdmabench: warning: skipped {visible(problem)}", err=True)
+        loaded.documents = [(path, doc) for path, doc in documents if path not in left_out]
+        if not loaded.documents:
+            raise ConfigError("no usable results files among " + ", ".join(path for path, _doc in documents))
     return rows
