@@ -57,6 +57,7 @@ def _node_options(command: Any) -> Any:
         "Write a Slurm drain list here: the hosts of the suspect parts, as a hostlist and one `scontrol "
         "update NodeName=... State=DRAIN` line each (never run: review, then run them yourself).",
     ),
+    reads=lambda given: reading.results_inputs(given["paths"], given["baseline"], given["nodes_path"]),
 )
 @_node_options
 @selection_options

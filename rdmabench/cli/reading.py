@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import click
@@ -32,6 +32,20 @@ def filters(
             raise ConfigError(f"unknown link class {cls!r}: choose one of {', '.join(LINK_CLASSES)}")
     first, last = dates.parse_bounds(since, until)
     return Filters(tests, modes, tuple(parse_sizes(sizes)) if sizes else (), hosts, link_classes, first, last)
+
+
+def results_inputs(*paths: str | tuple[str, ...] | None) -> Iterator[str]:
+    """The files `report`, `check` and `compare` would read of these arguments (a path, a tuple of
+    them, or None): each results file named or found under a named folder, and the links file beside
+    it; a file that is no results file (a node list) as itself. Only names: nothing is opened."""
+    from ..results.files import compact
+    from ..results.files.loading import find_files
+
+    named = [path for given in paths if given is not None for path in ((given,) if isinstance(given, str) else given)]
+    files, _problems = find_files(named)
+    for path in files:
+        yield path
+        yield compact.links_path(path)
 
 
 def write_or_print(chunks: Iterable[str], output: str | None) -> None:
