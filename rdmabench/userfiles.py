@@ -90,6 +90,35 @@ def check_output(path: str, force: bool, what: str) -> None:
         raise FileRefusedError(f"{refuse}: {exc.strerror or exc}") from None
 
 
+def identities(path: str) -> frozenset[tuple[int, int]]:
+    """The (device, inode) of `path` and, where it is a symbolic link, of what it points to: how two
+    names (another spelling, a hard or a symbolic link) are known to be one file. Empty where nothing
+    is there."""
+    found = set()
+    for look in (os.stat, os.lstat):
+        try:
+            seen = look(path)
+        except (OSError, ValueError):  # missing, unreadable folder, a NUL in the name
+            continue
+        found.add((seen.st_dev, seen.st_ino))
+    return frozenset(found)
+
+
+def check_not_an_input(path: str, option: str, inputs: Iterable[str]) -> None:
+    """Refuse an output `path` that is one of the command's `inputs` (by device and inode, so another
+    spelling, a hard link or a symbolic link either way is caught), even with --force: the write
+    would replace what the command reads, a results file lost. A path where nothing is yet is none."""
+    mine = identities(path)
+    if not mine:
+        return
+    for name in inputs:
+        if mine & identities(name):
+            raise ConfigError(
+                f"{option} {path} is the same file as the input {name}: refused, even with --force "
+                "(the output would replace what the command reads); write it elsewhere"
+            )
+
+
 def _followed(path: str, mode: int, refuse: str) -> int:
     """The mode of what a link leads to (a link's own mode is no answer); a link to nothing refused."""
     if not stat.S_ISLNK(mode):

@@ -152,15 +152,16 @@ def test_an_output_that_is_not_a_new_file_is_refused_before_anything_runs(
     assert result.stdout == ""
 
 
-def test_check_does_not_overwrite_the_file_it_judged_without_force(run_file: Path) -> None:
+def test_check_never_overwrites_the_file_it_judged(run_file: Path) -> None:
+    """Not even with --force: the verdict would replace the results it judged (never a lost results file)."""
     before = run_file.read_bytes()
     for option in ("--json", "--junit"):
-        refused = _cli(["check", str(run_file), "--expect", "all=0.0001", option, str(run_file)])
-        _one_line(refused, f"cannot write the verdict to {run_file}: it already exists; pass --force")
-        assert run_file.read_bytes() == before
-    judged = _cli(["check", str(run_file), "--expect", "all=0.0001", "--json", str(run_file), "--force"])
-    assert judged.exit_code == 0, judged.stderr
-    assert json.loads(run_file.read_text())["passed"] is True
+        for force in ([], ["--force"]):
+            refused = _cli(["check", str(run_file), "--expect", "all=0.0001", option, str(run_file), *force])
+            _one_line(
+                refused, f"{option} {run_file} is the same file as the input {run_file}: refused, even with --force"
+            )
+            assert run_file.read_bytes() == before
 
 
 def test_a_link_at_an_output_is_replaced_never_written_through(tmp_path: Path, run_file: Path) -> None:

@@ -16,7 +16,7 @@ from ..job.config import model_handoff
 from ..measure.beside import Beside
 from ..measure.kvhandoff import KV_LAYOUTS
 from ..units import parse_sizes
-from .blocklists import blocks_option, layout_option, model_options, posting_option
+from .blocklists import blocks_option, files_read, layout_option, model_options, posting_option
 from .group import SETTINGS, Written, fail, main, names, say, seconds_within, writes
 from .options import beside_option, choices, group, renamed, sizes_option
 
@@ -123,7 +123,7 @@ anchor_options = group(
 
 @main.command(context_settings=SETTINGS)
 @anchor_options
-@writes(Written(("--output", "-o"), "output", "the anchor rows", "Also write the rows as JSON here."))
+@writes(Written(("--output", "-o"), "output", "the anchor rows", "Also write the rows as JSON here."), reads=files_read)
 def anchor(
     mode: str, against: str, sizes: str | None, tests: str | None, repeat: int, output: str | None, force: bool,
     **nixl_options: Any,

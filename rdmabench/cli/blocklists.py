@@ -5,6 +5,8 @@ name several (each a list of its own: `several=True`), with the same metavar and
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from ..measure import kvmodels
@@ -59,6 +61,15 @@ posting_option = click.option(
     "in turn. " + posting_help() + ". Results name the path "
     "that ran, and why where auto fell back or a path of a list could not run.",
 )
+
+
+def files_read(given: dict[str, Any]) -> list[str]:
+    """The files the block-list options of a command read (--blocks-from, a --model given as a JSON
+    file before its overrides): no output of the command may replace them (cli.group.writes)."""
+    model = given.get("model")
+    found = [given.get("blocks_from"), model.split(",", 1)[0] if isinstance(model, str) else None]
+    return [path for path in found if path]
+
 
 # A model's KV-cache handoff as the block list (run, anchor --against nixl); checked once, by
 # job.config.model_handoff.

@@ -57,6 +57,7 @@ def _node_options(command: Any) -> Any:
         "Write a Slurm drain list here: the hosts of the suspect parts, as a hostlist and one `scontrol "
         "update NodeName=... State=DRAIN` line each (never run: review, then run them yourself).",
     ),
+    reads=lambda given: reading.results_inputs(given["paths"], given["baseline"], given["nodes_path"]),
 )
 @_node_options
 @selection_options
@@ -121,9 +122,9 @@ def _check(
     from ..results.verdicts.outcome import conclude, no_verdict
 
     chosen = reading.filters(**selection)
-    documents = reading.load(paths).documents
-    rows = reading.aggregate(documents, chosen)
-    base = reading.aggregate(reading.load((baseline,)).documents, chosen) if baseline is not None else None
+    loaded = reading.load(paths)
+    rows = reading.aggregate(loaded, chosen)  # a run whose links file is damaged: left out, its hosts too
+    base = reading.aggregate(reading.load((baseline,)), chosen) if baseline is not None else None
     if not rows:
         raise ConfigError("no results match the filters")
     found = attribute(rows)
@@ -138,7 +139,7 @@ def _check(
     drain_path = files["drain_path"]
     if drain_path is None:
         return checked, None
-    hosts = ran_on(documents)  # a drain list names only hosts the results' own ranks ran on
+    hosts = ran_on(loaded.documents)  # a drain list names only hosts the results' own ranks ran on
     drain = write_drain_list(drain_path, found, hosts, force=files["force"], nodes=files["nodes"])
     return checked, (
         drain,

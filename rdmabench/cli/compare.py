@@ -39,8 +39,8 @@ def compare(base: str, new: str, tolerance: float, output_format: str, model_bud
         raise ConfigError(f"unknown format {output_format!r}: choose table or json")
     chosen = reading.filters(**selection)
     base_loaded, new_loaded = reading.load((base,), warn_duplicates=False), reading.load((new,), warn_duplicates=False)
-    base_rows = reading.aggregate(base_loaded.documents, chosen)
-    new_rows = reading.aggregate(new_loaded.documents, chosen)
+    base_rows = reading.aggregate(base_loaded, chosen)
+    new_rows = reading.aggregate(new_loaded, chosen)
     changes, unmatched = compare_module.compare(base_rows, new_rows, tolerance)
     if not changes:
         differ = next((line.split("; ", 1)[1] for line in unmatched if "other settings" in line), "")

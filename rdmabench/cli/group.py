@@ -8,7 +8,7 @@ import importlib
 import os
 import shlex
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple, NoReturn
 
 import click
@@ -82,17 +82,26 @@ class Written(NamedTuple):
     help: str
 
 
-def writes(*targets: Written, checked_here: bool = True) -> Callable[[Any], Any]:
+def writes(
+    *targets: Written, checked_here: bool = True, reads: Callable[[dict[str, Any]], Iterable[str]] | None = None
+) -> Callable[[Any], Any]:
     """The options naming the files a command writes, and one --force for them all. Each named file
     is checked (`userfiles.check_output`: no device, FIFO, directory, dangling link or missing folder;
     an existing file only with --force) before the command does anything, so nothing is measured or
     computed for a file that cannot be written. `checked_here=False`: the command checks in the
-    library (run: under mpirun every rank parses the command line, and only rank 0 writes)."""
+    library (run: under mpirun every rank parses the command line, and only rank 0 writes). `reads`:
+    the files the command reads, from its parameters; an output that is one of them is refused, even
+    with --force (`userfiles.check_not_an_input`), before anything is read or written."""
 
     def decorate(command: Any) -> Any:
         @functools.wraps(command)
         def checked(**kwargs: Any) -> Any:
             try:
+                outputs = [(t, kwargs[t.dest]) for t in targets if kwargs.get(t.dest) is not None]
+                if reads is not None and outputs:
+                    inputs = list(reads(kwargs))  # named once: a folder's files are listed once
+                    for target, path in outputs:
+                        userfiles.check_not_an_input(path, target.flags[0], inputs)
                 named: dict[str, str] = {}
                 for target in targets if checked_here else ():
                     if kwargs.get(target.dest) is not None:

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import click
@@ -32,6 +32,20 @@ def filters(
             raise ConfigError(f"unknown link class {cls!r}: choose one of {', '.join(LINK_CLASSES)}")
     first, last = dates.parse_bounds(since, until)
     return Filters(tests, modes, tuple(parse_sizes(sizes)) if sizes else (), hosts, link_classes, first, last)
+
+
+def results_inputs(*paths: str | tuple[str, ...] | None) -> Iterator[str]:
+    """The files `report`, `check` and `compare` would read of these arguments (a path, a tuple of
+    them, or None): each results file named or found under a named folder, and the links file beside
+    it; a file that is no results file (a node list) as itself. Only names: nothing is opened."""
+    from ..results.files import compact
+    from ..results.files.loading import find_files
+
+    named = [path for given in paths if given is not None for path in ((given,) if isinstance(given, str) else given)]
+    files, _problems = find_files(named)
+    for path in files:
+        yield path
+        yield compact.links_path(path)
 
 
 def write_or_print(chunks: Iterable[str], output: str | None) -> None:
@@ -66,12 +80,28 @@ def load(paths: tuple[str, ...], warn_duplicates: bool = True) -> Any:
     return loaded
 
 
-def aggregate(documents: list[tuple[str, Any]], chosen: Any) -> Any:
-    """The rows of loaded documents; a warning per file whose records repeat a link (counted once)."""
+def aggregate(loaded: Any, chosen: Any) -> Any:
+    """The rows of loaded documents (`loading.Loaded`); a warning per file whose records repeat a
+    link (counted once). Of several runs, one whose links file turns out damaged while it is folded
+    is left out as a bad summary is: a warning naming the file and why, the run taken out of
+    `loaded.documents` (its rows taken back) and put among `loaded.problems`; the others are
+    aggregated. A single run that is damaged stops the command in one line, as before; so does a set
+    of runs that are all damaged (nothing usable)."""
     from ..results.files.rows import aggregate as rows_of
 
     notes: list[str] = []
-    rows = rows_of(documents, chosen, notes)
+    documents = loaded.documents
+    dropped: list[tuple[str, str]] | None = [] if len(documents) > 1 else None
+    rows = rows_of(documents, chosen, notes, dropped)
     for note in notes:
         click.echo(f"rdmabench: warning: {visible(note)}", err=True)
+    if dropped:
+        left_out = {path for path, _why in dropped}
+        for path, why in dropped:
+            problem = f"{why} (the run of {path}: left out)"
+            loaded.problems.append(problem)
+            click.echo(f"rdmabench: warning: skipped {visible(problem)}", err=True)
+        loaded.documents = [(path, doc) for path, doc in documents if path not in left_out]
+        if not loaded.documents:
+            raise ConfigError("no usable results files among " + ", ".join(path for path, _doc in documents))
     return rows

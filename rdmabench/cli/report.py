@@ -17,7 +17,10 @@ from .options import choices, expect_option, format_option, model_budget_option,
 @main.command(context_settings=SETTINGS)
 @click.argument("paths", nargs=-1, required=True)
 @format_option(FORMATS, "Output format; html is one self-contained page with plots.")
-@writes(Written(("--output", "-o"), "output", "the report", "Write here instead of standard output."))
+@writes(
+    Written(("--output", "-o"), "output", "the report", "Write here instead of standard output."),
+    reads=lambda given: reading.results_inputs(given["paths"]),
+)
 @click.option("--by", default=GROUPINGS[0], metavar=choices(GROUPINGS), help="Group the rows.")
 @click.option("--outlier-fraction", default=0.2, help="List links this much worse than the median of their class.")
 @expect_option(
@@ -72,7 +75,7 @@ def _report(
 
     chosen = reading.filters(**selection)
     loaded = reading.load(paths)
-    rows = reading.aggregate(loaded.documents, chosen)
+    rows = reading.aggregate(loaded, chosen)  # a run whose links file is damaged: left out
     if not rows:
         raise ConfigError("no results match the filters")
     skipped = [*loaded.problems, *map(str, loaded.duplicates)]  # files left out, each with why

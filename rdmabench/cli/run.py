@@ -12,7 +12,7 @@ from ..errors import ConfigError
 from ..job.config import ENGINES, OUTPUT_FORMATS, PROGRESS, UNITS, RunConfig
 from ..job.schedule import LINK_CLASSES, PATTERNS, pattern_help
 from ..results.files import document
-from .blocklists import block_options
+from .blocklists import block_options, files_read
 from .group import SETTINGS, Written, command_line, main, writes
 from .options import (
     RAILS,
@@ -155,6 +155,7 @@ output_options = group(
             "Results file (JSON). [default: results/rdmabench-<test>-<modes>-<time>.json]",
         ),
         checked_here=False,
+        reads=files_read,  # a block table or a model's file: never replaced by the results
     ),
     click.option(
         "--units",

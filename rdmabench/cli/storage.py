@@ -58,7 +58,8 @@ storage_options = group(
 @click.argument("file", type=click.Path())
 @storage_options
 @writes(
-    Written(("--output", "-o"), "output", "results", "Results file. [default: results/rdmabench-storage-<time>.json]")
+    Written(("--output", "-o"), "output", "results", "Results file. [default: results/rdmabench-storage-<time>.json]"),
+    reads=lambda given: [given["file"]],  # the file it measures: never replaced by its results
 )
 def storage_command(file: str, size: str | None, tests: str, paths: str | None, **options: Any) -> None:
     """Read a file into GPU (or host) memory, and write memory to a file, by each path side by side:

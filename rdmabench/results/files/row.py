@@ -124,6 +124,24 @@ class Row:
     # Beside compute, where the run's model figure was not judged: why, in words (its duty, its drift).
     unjudged: str | None = None
 
+    def state(self) -> RowState:
+        """What a run's figure may change of this row, kept to be put back (`restore`) if the run
+        turns out damaged after it was folded: every field but those set when the row is made, and the
+        lengths of the lists a run appends to in place."""
+        tails, besides = self.tails, self.besides
+        lengths = (len(self.values), len(self.shares), len(tails) if tails else 0, len(besides) if besides else 0)
+        return _FOLDED_STATE(self), lengths
+
+    def restore(self, state: RowState) -> None:
+        """The row as it was when `state` was taken."""
+        fields, lengths = state
+        for name, value in zip(_FOLDED, fields, strict=True):
+            setattr(self, name, value)
+        for name, length in zip(_APPENDED, lengths, strict=True):
+            found = getattr(self, name)
+            if found is not None:
+                del found[length:]
+
     @property
     def link_key(self) -> tuple[str, str, str, int, str, str]:
         return _LINK_KEY(self)  # type: ignore[no-any-return]
@@ -304,6 +322,20 @@ class Row:
                 "carveout": self.carveout, "cpu_us_per_descriptor": self.cpu_us_per_descriptor,
             }  # fmt: skip
         return found
+
+
+# A row's fields set when it is made (its key, labels and a block list's posting path, from its first
+# run) or after every run is folded (`differs`); a run's figure may change any other (Row.state).
+_FIXED = frozenset(
+    {
+        "test", "src_mode", "dst_mode", "size_bytes", "link", "link_class", "src_host", "dst_host", "unit", "load",
+        "settings", "higher_is_better", "differs", "posting", "posting_sms", "posting_green", "block_list", "carveout",
+    }
+)  # fmt: skip
+_FOLDED = tuple(name for name in Row.__slots__ if name not in _FIXED)
+_FOLDED_STATE = attrgetter(*_FOLDED)
+_APPENDED = ("values", "shares", "tails", "besides")  # lists a run's figure appends to in place
+RowState = tuple[tuple[Any, ...], tuple[int, ...]]
 
 
 def _pair(found: Any) -> tuple[float | None, float | None]:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from operator import attrgetter
 from typing import Any, NamedTuple
 
+from ...errors import ResultsFileError
 from ...hardware.limits import Limit
 from ...measure import registry
 from ...modes import mode_named
@@ -19,7 +20,7 @@ from . import compact, dates, derived
 from .bulk import bulk, bulk_chunks
 from .entries import LINK_CLASSES, end_name, figure, load_of, mode_label, record_key, settings_of
 from .filters import Filters
-from .row import ROW_KEY, Row
+from .row import ROW_KEY, Row, RowState
 from .standings import CULPRITS_LISTED, class_key, classes, culprits, outliers, standings
 
 # What callers import from here, wherever it lives.
@@ -91,15 +92,27 @@ def _on_device(entry: Mapping[str, object]) -> bool:
 
 @bulk
 def aggregate(
-    documents: list[tuple[str, dict[str, Any]]], filters: Filters | None = None, notes: list[str] | None = None
+    documents: list[tuple[str, dict[str, Any]]],
+    filters: Filters | None = None,
+    notes: list[str] | None = None,
+    dropped: list[tuple[str, str]] | None = None,
 ) -> list[Row]:
     """The rows of `documents`, each a run: a row takes one figure a run, the first record of its
     link, size and settings in the file; records that repeat one (a file edited or joined, never one
-    rdmabench writes) are not runs: counted once, and a line per file says so in `notes`."""
+    rdmabench writes) are not runs: counted once, and a line per file says so in `notes`.
+
+    A links file is judged as it is folded, in the one pass: a bad line, bytes that are not UTF-8, a
+    line too long or a count its summary does not give raise ResultsFileError. Without `dropped` that
+    stops the aggregation; with it, the damaged file costs only its own run: what it had given the rows
+    is taken back, and (its path, why) is added to `dropped`."""
     folder = _Folder(filters or Filters())
     for number, (path, doc) in enumerate(documents):
         folder.run, before = number, folder.repeated
-        folder.document(doc)
+        if dropped is None:
+            folder.document(doc)
+        elif (why := folder.whole_or_none(doc)) is not None:
+            dropped.append((path, why))
+            continue
         if notes is not None and folder.repeated > before:
             notes.append(
                 f"{path}: {folder.repeated - before} record(s) repeat a link, size and settings measured "
@@ -125,6 +138,28 @@ class _Folder:
         self.filtering = any((filters.sizes, filters.hosts, filters.link_classes))
         self.run = 0  # which document is being folded
         self.repeated = 0  # records that repeated a row's figure of the same run: not counted
+        # While a run that may turn out damaged is folded: the key of each row it made, or the key and
+        # the state of a row it changed (Row.state), to put the rows back as they were. None: not kept.
+        self.undo: list[tuple[tuple[Any, ...], RowState | None]] | None = None
+
+    def whole_or_none(self, doc: dict[str, Any]) -> str | None:
+        """Fold a document; if its records turn out damaged on the way (ResultsFileError), put the
+        rows back as they were before it and say why. The rows of other runs it touched are kept as
+        they were: a new row removed, a changed one restored."""
+        self.undo, repeated = [], self.repeated
+        try:
+            self.document(doc)
+        except ResultsFileError as exc:
+            for key, state in reversed(self.undo):
+                if state is None:
+                    del self.rows[key]
+                else:
+                    self.rows[key].restore(state)
+            self.repeated = repeated
+            return str(exc)
+        finally:
+            self.undo = None
+        return None
 
     def document(self, doc: dict[str, Any]) -> None:
         metadata = doc["metadata"]
@@ -251,10 +286,14 @@ class _Folder:
         if row is None:
             row = self.rows[key] = self._new_row(kind, link, size, value, shares)
             row.run = self.run
+            if self.undo is not None:
+                self.undo.append((key, None))
         elif row.run == self.run:  # a record repeated in one file is not another run
             self.repeated += 1
             return
         else:
+            if self.undo is not None:  # the row as another run left it (a run changes a row once)
+                self.undo.append((key, row.state()))
             row.run = self.run
             row.values.append(value)
             row.shares.extend(shares)

@@ -1,0 +1,124 @@
+"""No output replaces one of its command's inputs, not even with --force ("never a lost results file"):
+`report -o`, `check --json/--junit/--drain`, `run -o` (its --blocks-from table), `anchor -o` (a --model
+file), `storage -o` (the file it measures) naming a file the command reads, by any spelling, a hard link or a symbolic link either
+way, is refused in one line naming the option and the file (exit 2), before anything is read or
+written. Real files (GENERATED runs of devtools.million), the CLI in this process."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from .conftest import million_sources, run_cli_here
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder of two runs (a and b), a damaged summary beside them (c.json: read, it is a warning)
+    and a node list."""
+    from devtools.million import generate
+
+    folder = tmp_path_factory.mktemp("runs")
+    for seed, name in enumerate(("a", "b"), start=1):
+        generate(str(folder / f"{name}.json"), 4, 8, million_sources(), seed=seed)
+    (folder / "c.json").write_text('{"schema": ')
+    (folder / "nodes.txt").write_text("node0000\n")
+    return folder
+
+
+def _snapshot(folder: Path) -> dict[str, bytes]:
+    return {path.name: path.read_bytes() for path in sorted(folder.iterdir()) if not path.is_symlink()}
+
+
+def _refused(folder: Path, args: list[str], option: str, output: str, input_name: str) -> None:
+    before = _snapshot(folder)
+    proc = run_cli_here(args)
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr  # no "skipped c.json": nothing was read
+    assert lines[0].startswith(f"rdmabench: error: {option} {output} is the same file as the input "), lines[0]
+    assert input_name in lines[0] and "refused, even with --force" in lines[0], lines[0]
+    assert proc.stdout == "" and _snapshot(folder) == before
+
+
+# Other names of runs/a.json: (the output's spelling, the input's), made in the folder `runs`.
+SPELLINGS: dict[str, Callable[[Path], tuple[str, str]]] = {
+    "the same path": lambda d: (str(d / "a.json"), str(d / "a.json")),
+    "another spelling": lambda d: (f"{d}/./../{d.name}//a.json", str(d / "a.json")),
+    "relative and absolute": lambda d: (os.path.relpath(d / "a.json"), str(d / "a.json")),
+    "a folder that holds it": lambda d: (str(d / "a.json"), str(d)),
+    "its links file": lambda d: (str(d / "a.links.jsonl"), str(d / "a.json")),
+}
+
+
+@pytest.mark.parametrize("spelling", SPELLINGS)
+def test_a_report_never_replaces_its_own_input(runs: Path, spelling: str) -> None:
+    output, given = SPELLINGS[spelling](runs)
+    for force in ([], ["--force"]):  # the refusal is this one, with --force or without
+        shown = os.path.basename(output if spelling != "a folder that holds it" else "a.json")
+        _refused(runs, ["report", given, "-o", output, "--format", "json", *force], "--output", output, shown)
+
+
+@pytest.mark.parametrize("link", ["hard", "symbolic to the input", "symbolic from the input"])
+def test_a_link_to_an_input_is_the_input(runs: Path, tmp_path: Path, link: str) -> None:
+    """The output is another name of an input (a hard link, or a symbolic link to it), or the input is a
+    symbolic link to the output: the write would replace the results all the same."""
+    other = tmp_path / "other.json"
+    if link == "hard":
+        os.link(runs / "b.json", other)
+        given, output = str(runs / "b.json"), str(other)
+    elif link == "symbolic to the input":
+        other.symlink_to(runs / "b.json")
+        given, output = str(runs / "b.json"), str(other)
+    else:
+        other.symlink_to(runs / "b.json")
+        given, output = str(other), str(runs / "b.json")
+    _refused(runs, ["report", given, "-o", output, "--force"], "--output", output, os.path.basename(given))
+
+
+@pytest.mark.parametrize(
+    ("option", "more"),
+    [("--json", []), ("--junit", []), ("--drain", []), ("--drain", ["--nodes", "nodes.txt"])],
+)
+def test_check_never_replaces_what_it_judged(runs: Path, option: str, more: list[str]) -> None:
+    nodes = [more[0], str(runs / more[1])] if more else []
+    output = str(runs / "nodes.txt") if more else str(runs / "b.json")
+    args = ["check", "--expect", "default", str(runs), option, output, *nodes, "--force"]
+    _refused(runs, args, option, output, "nodes.txt" if more else "b.json")
+
+
+def test_check_never_replaces_its_baseline(runs: Path, tmp_path: Path) -> None:
+    baseline = tmp_path / "base.links.jsonl"  # the baseline's links file, named beside its summary
+    baseline.write_text("")
+    (tmp_path / "base.json").write_text("{}")
+    args = ["check", "--expect", "default", str(runs / "a.json"), "--baseline", str(tmp_path / "base.json")]
+    _refused(tmp_path, [*args, "--json", str(baseline), "--force"], "--json", str(baseline), "base.links.jsonl")
+
+
+def test_run_anchor_and_storage_never_replace_the_file_they_read(tmp_path: Path) -> None:
+    table = tmp_path / "table.json"
+    table.write_text('{"block_bytes": 4096, "transfers": [[[0, 0]]]}')
+    _refused(
+        tmp_path, ["run", "--blocks-from", str(table), "-o", str(table), "--force"], "--output", str(table), "table"
+    )
+    model = ["anchor", "--against", "nixl", "--model", f"{table},tp=2", "-o", str(table), "--force"]
+    _refused(tmp_path, model, "--output", str(table), "table")  # a --model file, before its overrides
+    data = tmp_path / "data.bin"
+    data.write_bytes(b"\0" * 4096)
+    _refused(tmp_path, ["storage", str(data), "-o", str(data), "--force"], "--output", str(data), "data.bin")
+
+
+def test_an_output_beside_the_inputs_is_written(runs: Path, tmp_path: Path) -> None:
+    """Not an input: a new file in the folder reported on, and an existing file elsewhere with --force."""
+    beside = runs / "report.md"
+    try:
+        first = run_cli_here(["report", str(runs / "a.json"), "-o", str(beside), "--format", "markdown"])
+        assert first.returncode == 0 and beside.read_text().startswith("# rdmabench report"), first.stderr
+    finally:
+        beside.unlink(missing_ok=True)
+    elsewhere = tmp_path / "verdict.json"
+    elsewhere.write_text("last week's verdict")
+    judged = run_cli_here(["check", "--expect", "all=0.01", str(runs), "--json", str(elsewhere), "--force"])
+    assert judged.returncode == 0 and '"outcome"' in elsewhere.read_text(), judged.stderr
