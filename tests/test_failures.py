@@ -283,3 +283,14 @@ def test_of_ranks_failing_together_the_first_says_it(tmp_path: Path, monkeypatch
     assert job_run._first_to_fail(SimpleNamespace(ranks=[SimpleNamespace(host="h", pid=42)]))  # type: ignore[arg-type]
     monkeypatch.delenv(ucx_env.SCRATCH_ENV)
     assert job_run._first_to_fail(job)  # type: ignore[arg-type]  # another launcher: each rank says its own
+
+
+def test_ctrl_c_while_the_command_loads_is_one_line(tmp_path: Path) -> None:
+    """A Ctrl-C in the command's first fraction of a second, while click and the command group are
+    imported, is "aborted" and 130 as it is once the command runs, not Python's traceback. The
+    interrupt is made certain, not timed: a `click` on the path that is interrupted as it loads."""
+    (tmp_path / "click.py").write_text("raise KeyboardInterrupt\n")
+    path = os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    proc = run_cli(["--help"], timeout=60, env=rdmabench_env(PYTHONPATH=path))
+    assert proc.returncode == 130, proc.stderr
+    assert proc.stderr.splitlines() == ["rdmabench: error: aborted"]

@@ -22,7 +22,7 @@ from ..errors import ConfigError, TransportError
 from . import native
 from .native import nvccbuild
 from .native.cache import FirstUse
-from .native.nvccbuild import CudaLibrary
+from .native.nvccbuild import WHY_LEN, CudaLibrary
 
 SOURCE = Path(native.__file__).with_name("armed.cu")
 COMMON = nvccbuild.COMMON  # included by the source: part of what a build is of
@@ -37,7 +37,6 @@ ARMED_PATH = (
     "copy engines armed ahead: cuStreamWaitValue32 on a flag in device memory, one cudaMemcpyBatchAsync a list, "
     "released by cuStreamWriteValue32"
 )
-_WHY_LEN = 512
 
 
 def compile_command(compiler: str, output: Path) -> list[str]:
@@ -106,8 +105,8 @@ def why_not(device: int = 0) -> str | None:
     available = load()
     if available.library is None:
         return available.note
-    why = ctypes.create_string_buffer(_WHY_LEN)
-    if available.library.rb_arm_unsupported(device, why, _WHY_LEN) != 0:
+    why = ctypes.create_string_buffer(WHY_LEN)
+    if available.library.rb_arm_unsupported(device, why, WHY_LEN) != 0:
         return why.value.decode(errors="replace")
     return None
 
@@ -194,10 +193,10 @@ class ArmedPlan:
         if available.library is None:
             raise TransportError(self._said(available.note))
         self._lib = available.library
-        u64s, why = ctypes.POINTER(ctypes.c_uint64), ctypes.create_string_buffer(_WHY_LEN)
+        u64s, why = ctypes.POINTER(ctypes.c_uint64), ctypes.create_string_buffer(WHY_LEN)
         rc = self._lib.rb_arm_create(
             DIRECTIONS[direction], *(x.ctypes.data_as(u64s) for x in (self._src, self._dst, self._sizes)),
-            len(self._src), lists, bound, ctypes.byref(self._plan), why, _WHY_LEN,
+            len(self._src), lists, bound, ctypes.byref(self._plan), why, WHY_LEN,
         )  # fmt: skip
         if rc != 0:
             self.close()
@@ -231,8 +230,8 @@ class ArmedPlan:
     def arm(self) -> float:
         """Arm the step's first wave (every list of it held on the GPU behind the flag): the host's
         seconds in the arming calls, also kept as `arm_seconds`."""
-        seconds, why = ctypes.c_double(), ctypes.create_string_buffer(_WHY_LEN)
-        self._check(self._lib.rb_arm_arm(self._plan, ctypes.byref(seconds), why, _WHY_LEN), why)
+        seconds, why = ctypes.c_double(), ctypes.create_string_buffer(WHY_LEN)
+        self._check(self._lib.rb_arm_arm(self._plan, ctypes.byref(seconds), why, WHY_LEN), why)
         self.arm_seconds = seconds.value
         return seconds.value
 
@@ -250,25 +249,25 @@ class ArmedPlan:
     def release(self) -> Released:
         """Release the armed lists and wait until every copy has landed (at most the plan's timeout)."""
         wall, late = ctypes.c_double(), ctypes.c_double()
-        seconds, why = (ctypes.c_double * self.lists)(), ctypes.create_string_buffer(_WHY_LEN)
+        seconds, why = (ctypes.c_double * self.lists)(), ctypes.create_string_buffer(WHY_LEN)
         rc = self._lib.rb_arm_release(
-            self._plan, self._timeout, ctypes.byref(wall), seconds, ctypes.byref(late), why, _WHY_LEN
+            self._plan, self._timeout, ctypes.byref(wall), seconds, ctypes.byref(late), why, WHY_LEN
         )
         self._check(rc, why)
         return Released(wall.value, list(seconds), late.value)
 
     def launch(self) -> float:
         """Release the armed lists without waiting: the host's seconds submitting waves past the bound."""
-        late, why = ctypes.c_double(), ctypes.create_string_buffer(_WHY_LEN)
-        self._check(self._lib.rb_arm_launch(self._plan, ctypes.byref(late), why, _WHY_LEN), why)
+        late, why = ctypes.c_double(), ctypes.create_string_buffer(WHY_LEN)
+        self._check(self._lib.rb_arm_launch(self._plan, ctypes.byref(late), why, WHY_LEN), why)
         return late.value
 
     def land(self) -> Released:
         """Wait until every copy of the last launch has landed (at most the plan's timeout from it); the
         later waves were submitted by launch(), whose seconds it returned."""
         wall = ctypes.c_double()
-        seconds, why = (ctypes.c_double * self.lists)(), ctypes.create_string_buffer(_WHY_LEN)
-        self._check(self._lib.rb_arm_land(self._plan, self._timeout, ctypes.byref(wall), seconds, why, _WHY_LEN), why)
+        seconds, why = (ctypes.c_double * self.lists)(), ctypes.create_string_buffer(WHY_LEN)
+        self._check(self._lib.rb_arm_land(self._plan, self._timeout, ctypes.byref(wall), seconds, why, WHY_LEN), why)
         return Released(wall.value, list(seconds), 0.0)
 
     def close(self) -> None:

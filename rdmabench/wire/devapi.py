@@ -31,7 +31,7 @@ from ..hardware.devstack import version_mismatch, version_text
 from . import native
 from .native import nvccbuild
 from .native.cache import FirstUse
-from .native.nvccbuild import CudaLibrary
+from .native.nvccbuild import WHY_LEN, CudaLibrary
 
 SOURCE = Path(native.__file__).with_name("devlists.cu")
 COMMON = nvccbuild.COMMON  # included by the source: part of what a build is of
@@ -49,7 +49,6 @@ PATHS = {
 }
 API_CALLS = ("ucp_device_put", "ucp_device_get_ptr")  # what a put, a get calls on the GPU
 HOST_POSTED = "host-posted: one ucp_put_nbx/ucp_get_nbx per descriptor from the CPU"
-_WHY_LEN = 512
 
 
 def compile_command(compiler: str, prefix: Path, output: Path) -> list[str]:
@@ -139,12 +138,12 @@ class DevicePlan:
         self._lib, self._where, self._batch, self._timeout = library, where, batch, timeout
         local = np.ascontiguousarray(offsets, dtype=np.uint64)
         far = np.ascontiguousarray(remote_offsets, dtype=np.uint64)
-        plan, status, why = ctypes.c_void_p(), ctypes.c_int(), ctypes.create_string_buffer(_WHY_LEN)
+        plan, status, why = ctypes.c_void_p(), ctypes.c_int(), ctypes.create_string_buffer(WHY_LEN)
         u64s = ctypes.POINTER(ctypes.c_uint64)
         rc = library.rb_dev_plan_create(
             worker, endpoint, memh, pool[0], pool[1], remote[0], remote[1], local.ctypes.data_as(u64s),
             far.ctypes.data_as(u64s), len(local), batch, timeout, ctypes.byref(plan), ctypes.byref(status), why,
-            _WHY_LEN,
+            WHY_LEN,
         )  # fmt: skip
         self._plan = plan
         if rc != 0:
@@ -154,9 +153,9 @@ class DevicePlan:
     def step(self, operation: int, block: int) -> tuple[float, list[float], list[float]]:
         """One step: (seconds of the step, each transfer's seconds, each transfer's posting seconds)."""
         seconds, posting = (ctypes.c_double * self._batch)(), (ctypes.c_double * self._batch)()
-        step, why = ctypes.c_double(), ctypes.create_string_buffer(_WHY_LEN)
+        step, why = ctypes.c_double(), ctypes.create_string_buffer(WHY_LEN)
         rc = self._lib.rb_dev_step(
-            self._plan, operation, block, self._timeout, posting, seconds, ctypes.byref(step), why, _WHY_LEN
+            self._plan, operation, block, self._timeout, posting, seconds, ctypes.byref(step), why, WHY_LEN
         )
         if rc != 0:
             raise TransportError(f"{why.value.decode(errors='replace')} ({self._where})")

@@ -19,7 +19,7 @@ from ..errors import TransportError
 from . import native
 from .native import nvccbuild
 from .native.cache import FirstUse
-from .native.nvccbuild import CudaLibrary
+from .native.nvccbuild import WHY_LEN, CudaLibrary
 
 SOURCE = Path(native.__file__).with_name("gpuload.cu")
 COMMON = nvccbuild.COMMON  # included by the source: part of what a build is of
@@ -29,7 +29,6 @@ RING = 65536  # operation times kept per run (gpuload.cu's RING)
 _CODES = {"RB_LOAD_OK": 0, "RB_LOAD_CUDA": 1, "RB_LOAD_NO_MEMORY": 2, "RB_LOAD_UNSUPPORTED": 3}
 _CODES.update(RB_LOAD_GEMM=GEMM, RB_LOAD_DECODE=DECODE, RING=RING)
 _CODES.update(RB_LOAD_WHOLE=WHOLE, RB_LOAD_PART=PART, RB_LOAD_CARVED=CARVED)
-_WHY_LEN = 512
 
 
 @dataclass(frozen=True)
@@ -121,8 +120,8 @@ class ComputeLoad:
             raise TransportError(available.note)
         self._lib = available.library
         self._handle = ctypes.c_void_p()
-        why = ctypes.create_string_buffer(_WHY_LEN)
-        rc = self._lib.rb_load_create(device, kind, size, ctypes.byref(self._handle), why, _WHY_LEN)
+        why = ctypes.create_string_buffer(WHY_LEN)
+        rc = self._lib.rb_load_create(device, kind, size, ctypes.byref(self._handle), why, WHY_LEN)
         if rc != 0:
             self.release()
             raise TransportError(f"the compute load on GPU {device}: {why.value.decode(errors='replace')}")
@@ -135,10 +134,10 @@ class ComputeLoad:
         if self.partition is not None:
             return self.partition
         stream, context, mine, theirs = ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_int(), ctypes.c_int()
-        why = ctypes.create_string_buffer(_WHY_LEN)
+        why = ctypes.create_string_buffer(WHY_LEN)
         rc = self._lib.rb_load_partition(
             self._handle, sms, ctypes.byref(stream), ctypes.byref(context), ctypes.byref(mine), ctypes.byref(theirs),
-            why, _WHY_LEN,
+            why, WHY_LEN,
         )  # fmt: skip
         if rc != 0:
             raise TransportError(f"an SM partition of {sms}: {why.value.decode(errors='replace')}")
@@ -147,14 +146,14 @@ class ComputeLoad:
 
     def carve(self, sms: int) -> None:
         """Plan the GEMM for the GPU's SMs less `sms` (cuBLASLt's SM-count target) for runs started CARVED."""
-        why = ctypes.create_string_buffer(_WHY_LEN)
-        if self._lib.rb_load_carve(self._handle, sms, why, _WHY_LEN) != 0:
+        why = ctypes.create_string_buffer(WHY_LEN)
+        if self._lib.rb_load_carve(self._handle, sms, why, WHY_LEN) != 0:
             raise TransportError(f"a carve-out of {sms} SMs: {why.value.decode(errors='replace')}")
 
     def start(self, where: int = WHOLE) -> None:
         """Start the operations: on the whole GPU (WHOLE), the partition's SMs (PART) or the carved plan (CARVED)."""
-        why = ctypes.create_string_buffer(_WHY_LEN)
-        if self._lib.rb_load_start(self._handle, int(where), why, _WHY_LEN) != 0:
+        why = ctypes.create_string_buffer(WHY_LEN)
+        if self._lib.rb_load_start(self._handle, int(where), why, WHY_LEN) != 0:
             raise TransportError(f"the compute load: {why.value.decode(errors='replace')}")
 
     def done(self) -> int:
@@ -167,8 +166,8 @@ class ComputeLoad:
 
     def stop(self) -> LoadRun:
         times = (ctypes.c_double * RING)()
-        count, wall, why = ctypes.c_size_t(), ctypes.c_double(), ctypes.create_string_buffer(_WHY_LEN)
-        rc = self._lib.rb_load_stop(self._handle, times, RING, ctypes.byref(count), ctypes.byref(wall), why, _WHY_LEN)
+        count, wall, why = ctypes.c_size_t(), ctypes.c_double(), ctypes.create_string_buffer(WHY_LEN)
+        rc = self._lib.rb_load_stop(self._handle, times, RING, ctypes.byref(count), ctypes.byref(wall), why, WHY_LEN)
         if rc != 0:
             raise TransportError(f"the compute load: {why.value.decode(errors='replace')}")
         return LoadRun(list(times[: count.value]), wall.value)

@@ -20,6 +20,9 @@ from .cache import build_cached, open_descriptor
 NVCC_TIMEOUT = 300  # seconds one nvcc build may take
 COMMON = Path(__file__).with_name("cudacommon.cuh")  # what every library's source includes (it hashes it too)
 
+# The buffer each CUDA library writes its one-line reason into (`char *why, size_t len`).
+WHY_LEN = 512
+
 
 def nvcc_command(compiler: str, output: Path, *rest: str) -> list[str]:
     """nvcc's line for a shared library of ours at `output`, for this machine's GPU: the flags every
