@@ -4,7 +4,7 @@
 
 On a node of two GPUs: first the anchors, then one `rdmabench run` of every posting path and carve-out
 beside a bf16 GEMM on each GPU, then the targets as ratios against those anchors:
-- the GEMM alone: 40 back-to-back GEMMs on GPU 0 after WARM_SECONDS of them, each timed by its own CUDA events
+- the GEMM alone: 40 back-to-back GEMMs on GPU 0 after SETTLE_SECONDS of them, each timed by its own CUDA events
   (three rounds; the beside figures' alone half must read within 5% of it);
 - `cudaMemcpyPeer` of the list's bytes as one copy, GPU 0 -> GPU 1 (median of 7);
 - per block size and path (a carve-out is a path of its own): GB/s beside the GEMM, the model's
@@ -39,8 +39,9 @@ TARGETS = [
 
 def gemm_reference(rounds: int = 3, count: int = 40) -> list[float]:
     """TFLOP/s of `count` back-to-back bf16 GEMMs on GPU 0, each timed by CUDA events, `rounds` times,
-    each after `WARM_SECONDS` of GEMMs left out (a GEMM started on an idle GPU runs faster at first)."""
-    from rdmabench.measure.beside import WARM_SECONDS
+    each after `SETTLE_SECONDS` of GEMMs left out (a GEMM started on an idle GPU runs faster until its
+    power reaches the GPU's limit), as the beside rows' own load is settled."""
+    from rdmabench.measure.beside import SETTLE_SECONDS
     from rdmabench.wire.gpuload import GEMM, ComputeLoad
 
     load = ComputeLoad(0, GEMM, GEMM_M)
@@ -48,7 +49,7 @@ def gemm_reference(rounds: int = 3, count: int = 40) -> list[float]:
     try:
         for _ in range(rounds):
             load.start()
-            time.sleep(WARM_SECONDS)
+            time.sleep(SETTLE_SECONDS)
             mark = load.done()
             while load.done() < mark + count:
                 time.sleep(0.002)

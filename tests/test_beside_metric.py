@@ -10,9 +10,19 @@ from typing import Any
 import pytest
 
 from rdmabench.errors import TransportError
+from rdmabench.measure import beside
 from rdmabench.measure.beside import Beside, Pairs
 
 from .conftest import StandInLoad
+
+SETTLE_SECONDS = beside.SETTLE_SECONDS
+
+
+@pytest.fixture(autouse=True)
+def _no_power_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stand-in load has no power limit to reach: the settle's wait for one would only cost the test
+    time (the test of that wait gives it back)."""
+    monkeypatch.setattr(beside, "SETTLE_SECONDS", 0.0)
 
 
 def _one_pair(pairs: Pairs, load: StandInLoad, busy_share: float) -> None:
@@ -518,3 +528,44 @@ def test_an_entrys_beside_record_takes_the_worse_gpu_and_the_initiators_duty() -
     assert found["pairs"] == 2 and found["slowdown"] == pytest.approx(1.175) and found["drifting_pairs"] == [2]
     assert found["alone_drift"] == 0.05 and "1 of 3 pairs not judged" in found.get("note", "")
     assert found["model_ms_per_gib"] is not None and found["transfer_alone"] == pytest.approx(1.048576)
+
+
+class _PowerLimitedLoad(StandInLoad):
+    """As a GEMM from an idle GPU (whose power reached the H200's limit after 0.6-0.8 s; sooner here,
+    the test's time): its own speed for its first 0.25 s of running, then 20% slower for 0.2 s as the
+    GPU's power limit bites, then 4% slower for good."""
+
+    def __init__(self) -> None:
+        super().__init__(step=1, ring=1 << 16)
+        self.first_start: float | None = None
+
+    def start(self, where: int = 0) -> None:
+        import time
+
+        super().start(where)
+        self.first_start = self.first_start or time.perf_counter()
+
+    def done(self) -> int:
+        import time
+
+        ran = time.perf_counter() - (self.first_start or time.perf_counter())
+        self.times[0] = 1e-3 * (1.0 if ran < 0.25 else 1.2 if ran < 0.45 else 1.04)
+        return super().done()
+
+
+def test_the_reference_is_settled_past_the_power_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The load settles for SETTLE_SECONDS before its windows: the row's reference is the load under
+    its power limit, which every later window reads, so no pair drifts from it. Settled in the load's
+    first fraction of a second (as before), the reference was 4% fast and every pair drifted past 3%."""
+    monkeypatch.setattr(beside, "SETTLE_SECONDS", SETTLE_SECONDS)
+    assert SETTLE_SECONDS >= 1.0  # past the limit's onset and its dip (0.6-1.0 s on H200)
+    load = _PowerLimitedLoad()
+    pairs = Pairs(Beside("gemm", 1024), load, partitioned=False)
+    pairs.settle()
+    for _ in range(3):
+        _one_pair(pairs, load, 1.0)
+    pairs.finish()
+    found = pairs.summary()
+    assert found["reference_s"] == pytest.approx(1.04e-3)
+    assert all(pair.drift is not None and abs(pair.drift) < 0.001 for pair in pairs.kept)
+    assert found["slowdown_pairs"] == [pytest.approx(2e-3 / 1.04e-3, rel=1e-3)] * 3

@@ -290,6 +290,7 @@ def _lockstep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fail: bool) -> tu
     from rdmabench import privatedirs
     from rdmabench.anchor import nixl_beside
     from rdmabench.errors import RdmabenchError
+    from rdmabench.measure import beside as beside_module
     from rdmabench.measure.beside import Beside
 
     folder = privatedirs.scratch_dir("rdmabench-test-lockstep-", tmp_path)
@@ -317,6 +318,7 @@ def _lockstep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fail: bool) -> tu
         return loads[role]
 
     monkeypatch.setattr(nixl_beside, "load_on_this_gpu", load_here)
+    monkeypatch.setattr(beside_module, "SETTLE_SECONDS", 0.0)  # a stand-in has no power limit to reach
     monkeypatch.setattr(nixl_beside, "release_loads", lambda: None)
     plan = {"pairs": 3}
     beside = Beside("gemm", 1024)

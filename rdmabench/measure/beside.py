@@ -9,7 +9,8 @@ transfers run back to back until every GPU's window has ended, and the pair's sl
 window's total operation time over K x the operation's time alone (a mean over the window, never a
 median: a median never sees the operations a few transfers stalled). Operations are timed on the GPU
 by CUDA events (wire/gpuload.py). Before the first pair the load runs alone until two windows in a
-row agree within SETTLE_AGREE (the GPU's clocks settle under a GEMM's power draw); after each shared
+row agree within SETTLE_AGREE, the first of them after SETTLE_SECONDS of the load (past the moment its
+power draw reaches the GPU's limit and the clocks are held down); after each shared
 half, alone windows again until two in a row agree (a GEMM the transfers stalled runs faster for a
 while after: its clocks rise under less power), the last of them also the next pair's window before.
 Between pairs the load keeps running, so its clocks never see an idle GPU. A pair whose alone windows
@@ -62,6 +63,12 @@ WARM_SECONDS = 0.4
 AFTER_TRIES = 4
 WINDOW_SECONDS = 0.08  # the shared window: operations enough to last this long alone ...
 WINDOW_OPERATIONS = 8  # ... and at least this many
+# Before the first pair, the load runs this long before its settled windows: a GEMM of 8192^3 from an
+# idle H200 ran at one speed for 0.6-0.8 s while its power rose, then hit the 700 W limit, dipped 5-27%
+# for 0.2 s and held 2-6% slower than its first windows, swinging a few percent about once a second
+# (devtools/probes/loadtrend.py, 4 x H200, measurements/h200x4-20261127-session7/). Windows settled in
+# its first 0.3 s (as they were) made a reference every later pair drifted from: 49 of 105 pairs unjudged.
+SETTLE_SECONDS = 1.2
 SETTLE_AGREE = 0.02  # the clocks are settled when two alone windows in a row agree this well ...
 SETTLE_TRIES = 10  # ... within this many windows (else the record says they never did)
 DRIFT_LIMIT = 0.03  # a pair whose alone windows differ more is taken again ...
@@ -330,24 +337,26 @@ class Pairs:
         seconds, number = self._stopped()
         return _between(seconds, number, mark, None)
 
-    def _settled_alone(self, tries: int) -> tuple[float | None, bool, int]:
-        """Alone windows on the whole GPU until two in a row agree within SETTLE_AGREE (at most `tries`):
-        the last one's mean seconds, whether they agreed, and the windows taken."""
+    def _settled_alone(self, tries: int, warm: float = 0.0) -> tuple[float | None, bool, int]:
+        """Alone windows on the whole GPU until two in a row agree within SETTLE_AGREE (at most `tries`),
+        the first after `warm` seconds of the load left out: the last one's mean seconds, whether they
+        agreed, and the windows taken."""
         previous: float | None = None
         now, agreed, taken = None, False, 0
         while taken < tries and not agreed:
             taken += 1
-            now = _mean(self._window(WHOLE))
+            now = _mean(self._window(WHOLE, warm if taken == 1 else 0.0))
             agreed = bool(now and previous and abs(now / previous - 1) <= SETTLE_AGREE)
             previous = now
         return now, agreed, taken
 
     def settle(self) -> None:
-        """Before the first pair: alone windows on the whole GPU until two in a row agree within
-        SETTLE_AGREE (at most SETTLE_TRIES); the shared window's operations from the settled time; a
+        """Before the first pair: the load for SETTLE_SECONDS, then alone windows on the whole GPU until
+        two in a row agree within SETTLE_AGREE (at most SETTLE_TRIES); the shared window's operations from
+        the settled time; a
         carve-out's own cost, its GEMM alone against the whole GPU's, from the windows around it. The
         load then runs on until the first pair."""
-        now, settled, tries = self._settled_alone(SETTLE_TRIES)
+        now, settled, tries = self._settled_alone(SETTLE_TRIES, SETTLE_SECONDS)
         self.settled = {"settled": settled, "windows": tries, "agree": SETTLE_AGREE}
         if now:
             self.operations = min(max(WINDOW_OPERATIONS, math.ceil(WINDOW_SECONDS / now)), SEGMENT_OPERATIONS)
