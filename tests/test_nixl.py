@@ -290,7 +290,6 @@ def _lockstep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fail: bool) -> tu
     from rdmabench import privatedirs
     from rdmabench.anchor import nixl_beside
     from rdmabench.errors import RdmabenchError
-    from rdmabench.measure import beside as beside_module
     from rdmabench.measure.beside import Beside
 
     folder = privatedirs.scratch_dir("rdmabench-test-lockstep-", tmp_path)
@@ -318,11 +317,9 @@ def _lockstep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fail: bool) -> tu
         return loads[role]
 
     monkeypatch.setattr(nixl_beside, "load_on_this_gpu", load_here)
-    monkeypatch.setattr(beside_module, "SETTLE_SECONDS", 0.0)  # a stand-in has no power limit to reach
+    monkeypatch.setattr("rdmabench.measure.beside.SETTLE_SECONDS", 0.0)  # a stand-in has no power limit
     monkeypatch.setattr(nixl_beside, "release_loads", lambda: None)
-    plan = {"pairs": 3}
-    beside = Beside("gemm", 1024)
-    found: dict[str, Any] = {}
+    plan, beside, found = {"pairs": 3}, Beside("gemm", 1024), dict[str, Any]()
 
     def target() -> None:
         try:
