@@ -188,5 +188,5 @@ def test_many_links_print_a_line_per_round(results_path: Path) -> None:
     assert not any(" -> " in line and "GB/s  " in line and "links:" not in line for line in proc.stdout.splitlines())
     assert "matrices are in the results file" in proc.stdout and "bw matrix" not in proc.stdout
     assert len(load_results(str(results_path))["results"]) == 12
-    bad = run_cli(["run", "--progress", "chatty"])
+    bad = run_cli_here(["run", "--progress", "chatty"])  # refused by the options: no process
     assert bad.returncode == 2 and "unknown --progress 'chatty'" in bad.stderr
