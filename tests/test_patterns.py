@@ -12,7 +12,7 @@ from rdmabench.errors import ConfigError
 from rdmabench.job.schedule import estimate_seconds, schedule, tournament_rounds
 from rdmabench.results.files.document import load as load_results
 
-from .conftest import QUICK, run_cli
+from .conftest import QUICK, run_cli, run_cli_here
 
 
 @pytest.mark.parametrize("n", [2, 3, 4, 5, 8, 9])
@@ -133,14 +133,17 @@ def test_ring_and_bad_combinations(ring_run: list[dict[str, Any]], results_path:
     for size in (8, 4096):
         links = sorted((e["src_rank"], e["dst_rank"]) for e in ring_run if e["size_bytes"] == size)
         assert links == [(0, 1), (1, 2), (2, 0)]
-    for args, message in (
-        (["--pattern", "ring", "--test", "lat"], "--test lat measures one link at a time"),
-        (["--pattern", "ring", "--concurrent"], "--concurrent schedules all-pairs"),
-        (["--pattern", "mesh"], "unknown pattern 'mesh'"),
-        (["--pattern", "all-pairs", "--links", "inter-node"], "no inter-node links to measure"),
-        (["--pattern", "incast", "--root", "5"], "--root 5 is not a rank"),
+    # Refused by the options alone, before any process starts: in this process (run_cli_here fails the
+    # test where the command starts one). The two that need the ranks' hosts and count start them.
+    for args, message, here in (
+        (["--pattern", "ring", "--test", "lat"], "--test lat measures one link at a time", True),
+        (["--pattern", "ring", "--concurrent"], "--concurrent schedules all-pairs", True),
+        (["--pattern", "mesh"], "unknown pattern 'mesh'", True),
+        (["--pattern", "all-pairs", "--links", "inter-node"], "no inter-node links to measure", False),
+        (["--pattern", "incast", "--root", "5"], "--root 5 is not a rank", False),
     ):
-        bad = run_cli(["run", "--np", "2", "--sizes", "8", *args, "-o", str(results_path) + ".bad", *QUICK])
+        command = ["run", "--np", "2", "--sizes", "8", *args, "-o", str(results_path) + ".bad", *QUICK]
+        bad = run_cli_here(command) if here else run_cli(command)
         assert bad.returncode == 2 and message in bad.stderr and "Traceback" not in bad.stderr, bad.stderr
 
 
@@ -185,5 +188,5 @@ def test_many_links_print_a_line_per_round(results_path: Path) -> None:
     assert not any(" -> " in line and "GB/s  " in line and "links:" not in line for line in proc.stdout.splitlines())
     assert "matrices are in the results file" in proc.stdout and "bw matrix" not in proc.stdout
     assert len(load_results(str(results_path))["results"]) == 12
-    bad = run_cli(["run", "--progress", "chatty"])
+    bad = run_cli_here(["run", "--progress", "chatty"])  # refused by the options: no process
     assert bad.returncode == 2 and "unknown --progress 'chatty'" in bad.stderr
