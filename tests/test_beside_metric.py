@@ -41,6 +41,17 @@ def _one_pair(pairs: Pairs, load: StandInLoad, busy_share: float) -> None:
     pairs.keep(0, False)
 
 
+def _row_of_pairs(load: StandInLoad, count: int) -> Pairs:
+    """A row: the load settled, `count` pairs each with a transfer in flight the whole window, the load
+    stopped."""
+    pairs = Pairs(Beside("gemm", 1024), load, partitioned=False)
+    pairs.settle()
+    for _ in range(count):
+        _one_pair(pairs, load, 1.0)
+    pairs.finish()
+    return pairs
+
+
 @pytest.mark.parametrize(("busy_share", "expected"), [(1.0, 2.0), (0.5, 1.5), (0.25, 1.25)])
 def test_the_slowdown_is_the_work_lost_over_the_whole_window(busy_share: float, expected: float) -> None:
     """The load's operations take twice as long while a transfer is in flight, for a known share of
@@ -134,12 +145,7 @@ def test_a_load_still_recovering_is_held_to_the_rows_settled_reference() -> None
     """The window after agrees with the one before it while both are still fast (the load recovering
     from the stalls), and each pair's window before is the last pair's after: against each other they
     drift by none. Held to the reference settled before the first pair, every pair drifts about -9%."""
-    load = _SlowlyRecoveringLoad()
-    pairs = Pairs(Beside("gemm", 1024), load, partitioned=False)
-    pairs.settle()
-    for _ in range(3):
-        _one_pair(pairs, load, 1.0)
-    pairs.finish()
+    pairs = _row_of_pairs(_SlowlyRecoveringLoad(), 3)
     assert [pair.after_windows for pair in pairs.kept] == [2, 2, 2] and all(p.after_settled for p in pairs.kept)
     assert pairs.kept[1].after == pytest.approx(pairs.kept[1].before)  # the chained windows agree ...
     assert all(pair.drift is not None and pair.drift < -0.08 for pair in pairs.kept)  # ... the reference does not
@@ -559,12 +565,7 @@ def test_the_reference_is_settled_past_the_power_limit(monkeypatch: pytest.Monke
     first fraction of a second (as before), the reference was 4% fast and every pair drifted past 3%."""
     monkeypatch.setattr(beside, "SETTLE_SECONDS", SETTLE_SECONDS)
     assert SETTLE_SECONDS >= 1.0  # past the limit's onset and its dip (0.6-1.0 s on H200)
-    load = _PowerLimitedLoad()
-    pairs = Pairs(Beside("gemm", 1024), load, partitioned=False)
-    pairs.settle()
-    for _ in range(3):
-        _one_pair(pairs, load, 1.0)
-    pairs.finish()
+    pairs = _row_of_pairs(_PowerLimitedLoad(), 3)
     found = pairs.summary()
     assert found["reference_s"] == pytest.approx(1.04e-3)
     assert all(pair.drift is not None and abs(pair.drift) < 0.001 for pair in pairs.kept)
