@@ -122,3 +122,50 @@ def test_an_output_beside_the_inputs_is_written(runs: Path, tmp_path: Path) -> N
     elsewhere.write_text("last week's verdict")
     judged = run_cli_here(["check", "--expect", "all=0.01", str(runs), "--json", str(elsewhere), "--force"])
     assert judged.returncode == 0 and '"outcome"' in elsewhere.read_text(), judged.stderr
+
+
+def test_a_renamed_summarys_links_file_is_its_input(runs: Path, tmp_path: Path) -> None:
+    """A summary renamed (or copied) still reads the links file its record names, `a.links.jsonl`: that
+    file is an input though no name derives from the summary's, and `check`'s verdict or a report never
+    replaces it."""
+    folder = tmp_path / "renamed"
+    folder.mkdir()
+    (folder / "kept.json").write_bytes((runs / "a.json").read_bytes())
+    (folder / "a.links.jsonl").write_bytes((runs / "a.links.jsonl").read_bytes())
+    links = str(folder / "a.links.jsonl")
+    args = ["report", str(folder / "kept.json"), "--format", "json", "-o", links, "--force"]
+    _refused(folder, args, "--output", links, "a.links.jsonl")
+    args = ["check", "--expect", "default", str(folder / "kept.json"), "--json", links, "--force"]
+    _refused(folder, args, "--json", links, "a.links.jsonl")
+
+
+@pytest.mark.parametrize("command", ["report", "check"])
+def test_a_report_or_verdict_kept_in_the_folder_is_replaced_on_the_next_run(
+    runs: Path, tmp_path: Path, command: str
+) -> None:
+    """The command's own JSON kept in the results folder is found there as a file that is no results
+    (the loader skips it): the next run's --force replaces it, as any earlier output. A results file
+    there, even damaged (c.json), stays an input."""
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    for name in ("a.json", "a.links.jsonl", "c.json"):
+        (folder / name).write_bytes((runs / name).read_bytes())
+    kept = str(folder / "kept.json")
+    args = ["report", str(folder), "--format", "json", "-o", kept]
+    if command == "check":
+        args = ["check", "--expect", "all=0.01", str(folder), "--json", kept]
+    for force in ([], ["--force"]):  # written, then replaced
+        proc = run_cli_here([*args, *force])
+        assert proc.returncode == 0 and "same file as the input" not in proc.stderr, proc.stderr
+    assert Path(kept).read_text().startswith("{")
+    damaged = str(folder / "c.json")
+    option = "--output" if command == "report" else "--json"
+    _refused(folder, [*args[:-1], damaged, "--force"], option, damaged, "c.json")
+
+
+def test_a_report_to_dash_goes_to_standard_output(runs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`-o -` is standard output, as in the tools a user knows (it wrote a file named `-`)."""
+    monkeypatch.chdir(tmp_path)
+    proc = run_cli_here(["report", str(runs / "a.json"), "--format", "json", "-o", "-"])
+    assert proc.returncode == 0 and proc.stdout.startswith("{"), proc.stderr
+    assert not (tmp_path / "-").exists()

@@ -57,7 +57,12 @@ def _node_options(command: Any) -> Any:
         "Write a Slurm drain list here: the hosts of the suspect parts, as a hostlist and one `scontrol "
         "update NodeName=... State=DRAIN` line each (never run: review, then run them yourself).",
     ),
-    reads=lambda given: reading.results_inputs(given["paths"], given["baseline"], given["nodes_path"]),
+    reads=lambda given: reading.results_inputs(
+        given["paths"],
+        given["baseline"],
+        given["nodes_path"],
+        outputs=[given[k] for k in ("json_path", "junit_path", "drain_path")],
+    ),
 )
 @_node_options
 @selection_options

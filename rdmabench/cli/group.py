@@ -80,6 +80,7 @@ class Written(NamedTuple):
     dest: str
     holds: str  # for the refusal: "cannot write <holds> to PATH: ..."
     help: str
+    dash_is_stdout: bool = False  # `-` names standard output, as leaving the option out does (no file "-")
 
 
 def writes(
@@ -97,6 +98,9 @@ def writes(
         @functools.wraps(command)
         def checked(**kwargs: Any) -> Any:
             try:
+                for target in targets:
+                    if target.dash_is_stdout and kwargs.get(target.dest) == "-":
+                        kwargs[target.dest] = None
                 outputs = [(t, kwargs[t.dest]) for t in targets if kwargs.get(t.dest) is not None]
                 if reads is not None and outputs:
                     inputs = list(reads(kwargs))  # named once: a folder's files are listed once

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -34,18 +36,31 @@ def filters(
     return Filters(tests, modes, tuple(parse_sizes(sizes)) if sizes else (), hosts, link_classes, first, last)
 
 
-def results_inputs(*paths: str | tuple[str, ...] | None) -> Iterator[str]:
-    """The files `report`, `check` and `compare` would read of these arguments (a path, a tuple of
-    them, or None): each results file named or found under a named folder, and the links file beside
-    it; a file that is no results file (a node list) as itself. Only names: nothing is opened."""
+def results_inputs(*paths: str | tuple[str, ...] | None, outputs: Iterable[str | None] = ()) -> Iterator[str]:
+    """The files `report` and `check` would read of these arguments (a path, a tuple of them, or
+    None), as far as an output could replace one (cli.group.writes): each file named (a results file,
+    a baseline, a node list); each results file found under a named folder; and every links file
+    beside any of them (a summary reads the links file its own record names, which a renamed or copied
+    summary does not share with its name). A file found under a folder that is other JSON (the
+    command's own report or verdict, kept there: `reading.other_document`) is no input; only where it is
+    one of `outputs` is it opened (bounded) to tell."""
     from ..results.files import compact
     from ..results.files.loading import find_files
+    from ..results.files.reading import other_document
+    from ..userfiles import identities
 
     named = [path for given in paths if given is not None for path in ((given,) if isinstance(given, str) else given)]
+    written = frozenset().union(*(identities(path) for path in outputs if path is not None))
     files, _problems = find_files(named)
+    folders = set()
     for path in files:
-        yield path
-        yield compact.links_path(path)
+        explicit = path in named
+        if explicit or not written or not written & identities(path) or not other_document(path):
+            yield path
+        folders.add(os.path.dirname(path) or ".")
+    for folder in sorted(folders):  # each folder listed, nothing in it read
+        with contextlib.suppress(OSError):
+            yield from (os.path.join(folder, n) for n in sorted(os.listdir(folder)) if n.endswith(compact.LINKS_SUFFIX))
 
 
 def write_or_print(chunks: Iterable[str], output: str | None) -> None:

@@ -18,8 +18,14 @@ from .options import choices, expect_option, format_option, model_budget_option,
 @click.argument("paths", nargs=-1, required=True)
 @format_option(FORMATS, "Output format; html is one self-contained page with plots.")
 @writes(
-    Written(("--output", "-o"), "output", "the report", "Write here instead of standard output."),
-    reads=lambda given: reading.results_inputs(given["paths"]),
+    Written(
+        ("--output", "-o"),
+        "output",
+        "the report",
+        "Write here instead of standard output (`-`: standard output).",
+        True,
+    ),
+    reads=lambda given: reading.results_inputs(given["paths"], outputs=[given["output"]]),
 )
 @click.option("--by", default=GROUPINGS[0], metavar=choices(GROUPINGS), help="Group the rows.")
 @click.option("--outlier-fraction", default=0.2, help="List links this much worse than the median of their class.")

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ... import userfiles
-from ...errors import OtherDocumentError, ResultsFileError
+from ...errors import OtherDocumentError, RdmabenchError, ResultsFileError
 from ...measure import registry
 from . import compact, derived, schema
 from .contents import (
@@ -50,6 +50,20 @@ def load(path: str, lazy: bool = False) -> dict[str, Any]:
         doc = _expand_summary(doc, path, lazy)
     validate(doc, path)
     return doc  # type: ignore[no-any-return]
+
+
+def other_document(path: str) -> bool:
+    """Whether `path` is JSON that is no rdmabench results (a report, a verdict kept beside them), read
+    bounded: what an output may replace among a folder's files. A results file, a run's stream and a
+    file that cannot be read or parsed (a damaged result, perhaps) are not."""
+    if path.endswith(STREAM_SUFFIX):
+        return False
+    try:
+        doc = json.loads(userfiles.read_input(path, userfiles.max_input_bytes()), parse_constant=schema.not_json)
+    except (OSError, ValueError, RecursionError, RdmabenchError):  # unreadable, refused, not JSON
+        return False
+    found = doc.get("schema") if isinstance(doc, dict) else None
+    return not (isinstance(found, dict) and found.get("name") == SCHEMA_NAME)
 
 
 def _version(doc: Any) -> Any:
