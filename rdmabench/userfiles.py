@@ -104,19 +104,22 @@ def identities(path: str) -> frozenset[tuple[int, int]]:
     return frozenset(found)
 
 
-def check_not_an_input(path: str, option: str, inputs: Iterable[str]) -> None:
-    """Refuse an output `path` that is one of the command's `inputs` (by device and inode, so another
-    spelling, a hard link or a symbolic link either way is caught), even with --force: the write
-    would replace what the command reads, a results file lost. A path where nothing is yet is none."""
-    mine = identities(path)
-    if not mine:
+def check_not_an_input(outputs: Iterable[tuple[str, str]], inputs: Iterable[str]) -> None:
+    """Refuse an output (its option, its path) that is one of the command's `inputs` (by device and
+    inode, so another spelling, a hard link or a symbolic link either way is caught), even with --force:
+    the write would replace what the command reads, a results file lost. A path where nothing is yet is
+    none. Each input is looked at once, whatever the number of outputs."""
+    existing = [(option, path, mine) for option, path in outputs if (mine := identities(path))]
+    if not existing:
         return
     for name in inputs:
-        if mine & identities(name):
-            raise ConfigError(
-                f"{option} {path} is the same file as the input {name}: refused, even with --force "
-                "(the output would replace what the command reads); write it elsewhere"
-            )
+        theirs = identities(name)
+        for option, path, mine in existing:
+            if mine & theirs:
+                raise ConfigError(
+                    f"{option} {path} is the same file as the input {name}: refused, even with --force "
+                    "(the output would replace what the command reads); write it elsewhere"
+                )
 
 
 def _followed(path: str, mode: int, refuse: str) -> int:
@@ -138,9 +141,10 @@ OUTPUT_MODE = 0o644
 
 @contextlib.contextmanager
 def replacing(path: str) -> Iterator[TextIO]:
-    """A file that replaces `path` atomically once written (synced; OUTPUT_MODE less the umask), so a reader or a crash never sees half of it. It is created beside `path` under a new
-    name (O_EXCL: never an existing file or link) and renamed over it: a link planted at `path`
-    is replaced, never followed. On an error `path` is left as it was."""
+    """A file that replaces `path` atomically once written (synced; OUTPUT_MODE less the umask), so a
+    reader or a crash never sees half of it. It is created beside `path` under a new name (O_EXCL:
+    never an existing file or link) and renamed over it: a link planted at `path` is replaced, never
+    followed. On an error `path` is left as it was."""
     folder = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=".rdmabench-", suffix=".tmp")
     try:

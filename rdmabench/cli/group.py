@@ -101,11 +101,9 @@ def writes(
                 for target in targets:
                     if target.dash_is_stdout and kwargs.get(target.dest) == "-":
                         kwargs[target.dest] = None
-                outputs = [(t, kwargs[t.dest]) for t in targets if kwargs.get(t.dest) is not None]
+                outputs = [(t.flags[0], kwargs[t.dest]) for t in targets if kwargs.get(t.dest) is not None]
                 if reads is not None and outputs:
-                    inputs = list(reads(kwargs))  # named once: a folder's files are listed once
-                    for target, path in outputs:
-                        userfiles.check_not_an_input(path, target.flags[0], inputs)
+                    userfiles.check_not_an_input(outputs, reads(kwargs))  # a folder's files listed once
                 named: dict[str, str] = {}
                 for target in targets if checked_here else ():
                     if kwargs.get(target.dest) is not None:

@@ -23,7 +23,7 @@ from .options import choices, expect_option, format_option, model_budget_option,
         "output",
         "the report",
         "Write here instead of standard output (`-`: standard output).",
-        True,
+        dash_is_stdout=True,
     ),
     reads=lambda given: reading.results_inputs(given["paths"], outputs=[given["output"]]),
 )

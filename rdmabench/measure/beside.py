@@ -10,8 +10,8 @@ window's total operation time over K x the operation's time alone (a mean over t
 median: a median never sees the operations a few transfers stalled). Operations are timed on the GPU
 by CUDA events (wire/gpuload.py). Before the first pair the load runs alone until two windows in a
 row agree within SETTLE_AGREE, the first of them after SETTLE_SECONDS of the load (past the moment its
-power draw reaches the GPU's limit and the clocks are held down); after each shared
-half, alone windows again until two in a row agree (a GEMM the transfers stalled runs faster for a
+power draw reaches the GPU's limit and the clocks are held down); after each shared half, alone
+windows again until two in a row agree (a GEMM the transfers stalled runs faster for a
 while after: its clocks rise under less power), the last of them also the next pair's window before.
 Between pairs the load keeps running, so its clocks never see an idle GPU. A pair whose alone windows
 before and after differ by more than DRIFT_LIMIT is taken again, at most RETAKES times, and kept but
@@ -353,9 +353,8 @@ class Pairs:
     def settle(self) -> None:
         """Before the first pair: the load for SETTLE_SECONDS, then alone windows on the whole GPU until
         two in a row agree within SETTLE_AGREE (at most SETTLE_TRIES); the shared window's operations from
-        the settled time; a
-        carve-out's own cost, its GEMM alone against the whole GPU's, from the windows around it. The
-        load then runs on until the first pair."""
+        the settled time; a carve-out's own cost, its GEMM alone against the whole GPU's, from the windows
+        around it. The load then runs on until the first pair."""
         now, settled, tries = self._settled_alone(SETTLE_TRIES, SETTLE_SECONDS)
         self.settled = {"settled": settled, "windows": tries, "agree": SETTLE_AGREE}
         if now:
