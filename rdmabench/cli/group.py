@@ -16,6 +16,7 @@ import click
 from .. import __version__, userfiles
 from ..errors import ConfigError, RdmabenchError, error_line
 from ..escape import visible_lines
+from ..job import stopping
 from ..units import check_seconds, whole_number
 
 # Every command: -h as --help, wide enough for the option tables, defaults shown.
@@ -179,6 +180,8 @@ class OneLineErrors(click.Group):
         except click.Abort:
             click.echo(error_line("aborted"), err=True)
             sys.exit(130)
+        except stopping.Stopped as stop:  # SIGTERM or Ctrl-C (cli/__init__ armed the handler)
+            sys.exit(stopping.said(stop, stopping.command_named(sys.argv)))
         except click.ClickException as exc:
             click.echo(error_line(exc.format_message()), err=True)
             sys.exit(exc.exit_code)

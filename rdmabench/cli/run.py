@@ -229,16 +229,17 @@ def _run_local(np_: int, config: RunConfig) -> None:
     if config.needs_gpu and visible_gpu_count() == 0:
         needing = "/".join(dict.fromkeys(m.value for m in config.modes if m.needs_gpu))
         raise ConfigError(f"{needing} memory needs a GPU: {gpu_unavailable_reason()}")
-    if config.out.output is None:  # a free name, reserved for this run
-        config.out.output = document.default_output_path(
-            config.what.test, config.memory.src_mode.value, config.memory.dst_mode.value
-        )
-    else:
-        document.check_writable(config.out.output, config.out.force)
-        document.reserve(config.out.output)
-    config.out.output = os.path.abspath(config.out.output)
-    try:
+    try:  # a signal between the reservation and the run gives the name back too
+        if config.out.output is None:  # a free name, reserved for this run
+            config.out.output = document.default_output_path(
+                config.what.test, config.memory.src_mode.value, config.memory.dst_mode.value
+            )
+        else:
+            document.check_writable(config.out.output, config.out.force)
+            document.reserve(config.out.output)
+        config.out.output = os.path.abspath(config.out.output)
         code = run_local(np_, config)
     finally:
-        document.release(config.out.output)  # a run that ended before its first line leaves no stream
+        if config.out.output is not None and document.reserved_here(config.out.output):
+            document.release(config.out.output)  # a run that ended before its first line leaves no stream
     sys.exit(code)

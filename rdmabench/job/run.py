@@ -17,7 +17,6 @@ import os
 import signal
 import sys
 import traceback
-from types import FrameType
 from typing import TextIO
 
 from .. import privatedirs
@@ -26,28 +25,12 @@ from ..measure.beside import release_loads
 from ..memory.buffers import PINNED_POOL, RECYCLER
 from ..wire import ucx_env
 from ..wire.mpi import World, import_ucx_first
-from . import schedule
+from . import schedule, stopping
 from .config import RunConfig
 from .preflight import preflight
 from .recorder import Recorder
+from .stopping import Stopped
 from .sweep import Sweep
-
-
-class Stopped(BaseException):
-    """A signal asked the job to stop (BaseException: no `except Exception` may swallow it)."""
-
-    def __init__(self, signum: int):
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
-
-
-def _raise_stopped(signum: int, _frame: FrameType | None) -> None:
-    raise Stopped(signum)
-
-
-def _ignore_signals() -> None:
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, signal.SIG_IGN)
 
 
 def _before_ucx(config: RunConfig) -> str | None:
@@ -64,39 +47,68 @@ def run_job(config: RunConfig, out: TextIO | None = None) -> int:
     if isinstance(started, int):
         return started
     world, log_dir = started
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, _raise_stopped)
-    recorder = Recorder(config, out or sys.stdout) if world.rank == 0 else None
+    return run_started(world, log_dir, config, out)
+
+
+def run_started(world: World, log_dir: str | None, config: RunConfig, out: TextIO | None = None) -> int:
+    """The job on a rank whose world has started: its sweep, and how it ends. A signal stops it at
+    most once (job/stopping.py); where that one lands outside the sweep's own `except Stopped` (in a
+    failure's first steps, before the failure path has said that nothing may interrupt it, or in the
+    clean-up) it ends the job as the stop it is, quietly."""
+    recorder: Recorder | None = None
+    try:
+        stopping.arm(keep_ignored=False)  # the launcher stops ranks with signals: none may stay ignored
+        recorder = Recorder(config, out or sys.stdout) if world.rank == 0 else None
+        return _sweep(world, log_dir, config, recorder)
+    except Stopped as stop:
+        _stopped(world, recorder, stop, log_dir)
+        return stop.status  # not reached: _stopped ends the process
+
+
+def _sweep(world: World, log_dir: str | None, config: RunConfig, recorder: Recorder | None) -> int:
     PINNED_POOL.cap = config.memory.max_pinned
     try:
         rounds = _checked_rounds(world, config)
         return Sweep(world, config, log_dir, recorder).run(rounds) if rounds is not None else 2
     except Stopped as stop:
-        _ignore_signals()  # a second signal must not interrupt the saving of the results
-        # A signal on rank 0 is often the launcher's answer to another rank's abort: that rank said why.
-        told = world.told_by_a_rank() if world.rank == 0 and stop.signum == signal.SIGTERM else None
-        if recorder is not None:
-            recorder.stop(told or f"stopped by {stop}")
-        # The launcher is ending the job (or the user is): leave quietly, without MPI_Finalize,
-        # which would wait for ranks that are gone.
-        sys.stdout.flush()
-        ucx_env.cleanup(log_dir)  # os._exit skips the `finally` below
-        os._exit(1 if told else 128 + stop.signum)
+        _stopped(world, recorder, stop, log_dir)  # before the clean-up below: the results first
+        return stop.status  # not reached: _stopped ends the process
     except BaseException as exc:
-        _ignore_signals()  # the launcher's SIGTERM, which a failure brings, must not cut the saving short
-        reason = _report(world, exc)
-        world.tell_rank0(reason)
-        if recorder is not None:
-            recorder.stop(reason)
-        ucx_env.cleanup(log_dir)  # MPI_Abort ends the process before the `finally` below
-        world.abort(_describe(exc)[1])
+        stopping.end()  # the launcher's SIGTERM, which a failure brings, must not cut the saving short
+        _failed(world, recorder, exc, log_dir)
         return 1  # not reached: Abort ends the process
     finally:
+        stopping.end(block=False)  # the job is over: no Stopped in its clean-up or the exit that follows
         release_loads()
         PINNED_POOL.clear()
         RECYCLER.enabled = False
         RECYCLER.clear()
         ucx_env.cleanup(log_dir)
+
+
+def _stopped(world: World, recorder: Recorder | None, stop: Stopped, log_dir: str | None) -> None:
+    """A signal stopped the job: rank 0 keeps what was measured; then leave at once."""
+    stopping.end()  # a second signal must not interrupt the saving of the results
+    # A signal on rank 0 is often the launcher's answer to another rank's abort: that rank said why.
+    told = world.told_by_a_rank() if world.rank == 0 and stop.signum == signal.SIGTERM else None
+    if recorder is not None:
+        recorder.stop(told or f"stopped by {stop}")
+    # The launcher is ending the job (or the user is): leave quietly, without MPI_Finalize,
+    # which would wait for ranks that are gone.
+    sys.stdout.flush()
+    ucx_env.cleanup(log_dir)  # os._exit skips the clean-up of a `finally`
+    os._exit(1 if told else stop.status)
+
+
+def _failed(world: World, recorder: Recorder | None, exc: BaseException, log_dir: str | None) -> None:
+    """A rank failed: it says why (once for the job), rank 0 learns it and keeps what was measured,
+    and the job is aborted, so that no rank waits on this one."""
+    reason = _report(world, exc)
+    world.tell_rank0(reason)
+    if recorder is not None:
+        recorder.stop(reason)
+    ucx_env.cleanup(log_dir)  # MPI_Abort ends the process before the `finally`
+    world.abort(_describe(exc)[1])
 
 
 def _start(config: RunConfig) -> tuple[World, str | None] | int:

@@ -18,6 +18,7 @@ from .. import userfiles
 from ..errors import ERROR_PREFIX, FileRefusedError, LaunchError, RdmabenchError, ResultsWriteError, error_line
 from ..pystart import python_module
 from ..results.files import document
+from . import stopping
 from .config import RunConfig
 from .jobdirs import job_dirs
 
@@ -153,37 +154,45 @@ def _any_rank_started(folder: str) -> bool:
 
 
 def _run_ranks(command: list[str], env: dict[str, str], config: RunConfig, started: str) -> int:
+    # Ctrl-C, a batch system's SIGTERM or a closed terminal: pass it to the ranks, which keep what
+    # they measured, and wait for them; never leave them running behind us. The one handler of
+    # job/stopping.py forwards from before the launcher starts, so none is lost in between.
+    before = len(stopping.received())
+    forwarded: list[int] = []
+    launched: list[subprocess.Popen[str]] = []
+
+    def forward(signum: int) -> None:
+        if launched:
+            forwarded.append(signum)
+            launched[0].send_signal(signum)
+
+    stopping.arm((signal.SIGINT, signal.SIGTERM, signal.SIGHUP))
+    stopping.forward_to(forward)
     try:
         process = subprocess.Popen(
             command, env=env, stderr=subprocess.PIPE, text=True, errors="replace", preexec_fn=die_with_parent
         )
     except OSError as exc:
+        stopping.forward_to(None)
         raise LaunchError(f"cannot start {command[0]}: {exc.strerror or exc}") from None
+    launched.append(process)
+    received = stopping.received()[before:]
+    if received and not forwarded:  # it came while the launcher started: the ranks stop at once
+        forward(received[0])
     assert process.stderr is not None
     relay = StderrRelay(process.stderr, sys.stderr, lambda: _any_rank_started(started))
     thread = threading.Thread(target=relay.run, daemon=True)
     thread.start()
-    received: list[int] = []
-
-    def forward(signum: int, _frame: object) -> None:
-        received.append(signum)
-        process.send_signal(signum)
-
-    # Ctrl-C, a batch system's SIGTERM or a closed terminal: pass it to the ranks, which keep what
-    # they measured, and wait for them; never leave them running behind us.
-    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     try:
-        try:
-            code = process.wait(timeout=None)
-        finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
-        if received:
-            code = 128 + received[0]
+        code = process.wait(timeout=None)
     finally:
+        stopping.end(block=False)  # the ranks are gone: what they left is kept, whatever comes now
         if process.poll() is None:
             process.kill()
             process.wait()
+    received = stopping.received()[before:]
+    if received:
+        code = 128 + received[0]
     interrupted = bool(received)
     thread.join(timeout=5)
     if not interrupted and not _any_rank_started(started):
