@@ -101,7 +101,7 @@ def _trial(rank: int, at: int, folder: str) -> dict[str, Any]:
         job_run._checked_rounds = lambda _world, _config: [[(0, 1)]]  # type: ignore[assignment,return-value]
         job_run.Sweep = _Sweep  # type: ignore[assignment,misc]
         try:
-            code = job_run.run_job(config, out=open(os.devnull, "w"))  # noqa: SIM115
+            code = job_run.run_job(config, out=open(os.devnull, "w"))
         except BaseException:  # what escapes the job is printed as Python prints it at the top
             traceback.print_exc()
             code = 1

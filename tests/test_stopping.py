@@ -18,7 +18,7 @@ import pytest
 
 from rdmabench.results.files.document import load as load_results
 
-from .conftest import rdmabench_env, run_cli
+from .conftest import rdmabench_env
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -10,7 +10,7 @@ from .stopping import Stopped, arm
 
 def main(argv: list[str]) -> int:
     try:
-        arm(keep_ignored=False)  # before the engine loads: a stop then is quiet (the launcher says it), not a traceback
+        arm()  # before the engine loads: a stop then is quiet (the launcher says it), not a traceback
         from .config import RunConfig
         from .run import run_job
         from .spawner import die_with_parent, report_in

@@ -57,7 +57,7 @@ def run_started(world: World, log_dir: str | None, config: RunConfig, out: TextI
     clean-up) it ends the job as the stop it is, quietly."""
     recorder: Recorder | None = None
     try:
-        stopping.arm(keep_ignored=False)  # the launcher stops ranks with signals: none may stay ignored
+        stopping.arm()  # the launcher stops ranks with signals
         recorder = Recorder(config, out or sys.stdout) if world.rank == 0 else None
         return _sweep(world, log_dir, config, recorder)
     except Stopped as stop:

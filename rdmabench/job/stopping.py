@@ -58,11 +58,12 @@ def _handler(signum: int, _frame: FrameType | None) -> None:
         raise Stopped(signum)
 
 
-def arm(signals: tuple[int, ...] = SIGNALS, keep_ignored: bool = True) -> None:
-    """Install the handler: from now on the first of `signals` raises Stopped. `keep_ignored`: a
-    signal the parent set to be ignored (`nohup`, a background job of a script) stays ignored."""
+def arm(signals: tuple[int, ...] = SIGNALS) -> None:
+    """Install the handler: from now on the first of `signals` raises Stopped. SIGINT and SIGTERM
+    are taken even where the parent ignored them (a script's background job ignores SIGINT, and a
+    user's Ctrl-C forwarded to it must still stop it); SIGHUP that `nohup` ignored stays ignored."""
     for signum in signals:
-        if keep_ignored and signal.getsignal(signum) is signal.SIG_IGN:
+        if signum == signal.SIGHUP and signal.getsignal(signum) is signal.SIG_IGN:
             continue
         signal.signal(signum, _handler)
 
