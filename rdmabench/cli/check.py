@@ -129,11 +129,13 @@ def _check(
     chosen = reading.filters(**selection)
     loaded = reading.load(paths)
     rows = reading.aggregate(loaded, chosen)  # a run whose links file is damaged: left out, its hosts too
-    base = reading.aggregate(reading.load((baseline,)), chosen) if baseline is not None else None
+    base_loaded = reading.load((baseline,)) if baseline is not None else None
+    base = reading.aggregate(base_loaded, chosen) if base_loaded is not None else None
     if not rows:
         raise ConfigError("no results match the filters")
     found = attribute(rows)
-    checked = conclude(rows, floors, base, tolerance, found)
+    conflicts = [*loaded.conflicts, *(base_loaded.conflicts if base_loaded is not None else ())]
+    checked = conclude(rows, floors, base, tolerance, found, conflicts)
     if checked.outcome == "INCONCLUSIVE":
         click.echo("\n".join(checked.suspect_lines()))
         raise no_verdict(checked)
