@@ -101,7 +101,9 @@ def _expand_summary(doc: dict[str, Any], path: str, lazy: bool) -> dict[str, Any
     why = _links_file_problem(file)
     if why:
         raise ResultsFileError(f"{path}: cannot read its links file {os.path.basename(file)} ({why})")
-    results = compact.LazyResults(file, links["count"], compact.Tables(profiles, ranks), _checked_entry)
+    metadata = doc.get("metadata")
+    unrun = compact.not_run(metadata.get("config") if isinstance(metadata, dict) else None)
+    results = compact.LazyResults(file, links["count"], compact.Tables(profiles, ranks, unrun), _checked_entry)
     doc["results"] = results if lazy else list(results)
     return doc
 
@@ -265,6 +267,8 @@ def _validate_entry(entry: Any, where: str) -> None:
         hint = f" (test kind {entry['test']!r} is not known here: name its plugin in {registry.PLUGINS_ENV})"
         raise ResultsFileError(f"{where} has no {field}" + (hint if unknown else ""))
     compact.check_entry(entry, field, where)
+    if (why := compact.same_rank(entry["src_rank"], entry["dst_rank"])) is not None:
+        raise ResultsFileError(f"{where}: {why}")
     if entry["unit"] != unit:
         raise ResultsFileError(
             f"{where}: a {schema.shown(entry['test'])} result in {schema.shown(entry['unit'])}: its {field} is in {unit}"
