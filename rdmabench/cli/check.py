@@ -30,7 +30,9 @@ def _node_options(command: Any) -> Any:
     slurm = click.option(
         "--nodes-from-slurm",
         is_flag=True,
-        help="The drain list names only nodes Slurm lists (`sinfo -N -h -o %N`, else `scontrol show hostnames`).",
+        help="The drain list names only nodes Slurm lists (`sinfo -N -h -o %N`, else `scontrol show hostnames`). "
+        "The default with --drain where Slurm is on PATH (a name it cannot check is left out); without it "
+        "(and no --nodes) the list says its names were not checked.",
     )
     named = click.option(
         "--nodes",
@@ -105,7 +107,7 @@ def _nodes(path: str | None, from_slurm: bool, drain_path: str | None) -> Any:
     from ..results.verdicts import nodes
 
     if path is None and not from_slurm:
-        return None
+        return nodes.by_default() if drain_path is not None else None  # Slurm's, where it is here
     if drain_path is None:
         raise ConfigError("--nodes and --nodes-from-slurm only with --drain (they check the drain list's hosts)")
     if path is not None and from_slurm:
