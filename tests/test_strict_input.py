@@ -16,7 +16,7 @@ from rdmabench.errors import ConfigError
 from rdmabench.measure.blocks import SmBudget
 from rdmabench.units import ascii_float, ascii_int, check_seconds, is_digits, whole_number
 
-from .conftest import run_cli, run_cli_here
+from .conftest import rdmabench_env, run_cli, run_cli_here
 
 
 def _one_line(proc: subprocess.CompletedProcess[str], *words: str) -> None:
@@ -151,3 +151,13 @@ def test_posting_sms_takes_ascii_digits_only() -> None:
     with pytest.raises(ConfigError, match="give N, green:N or all"):
         SmBudget.parse("green:\u0663")
     assert SmBudget.parse("green:3") == SmBudget(3, True)
+
+
+@pytest.mark.parametrize("value", ["\u0663MiB", "1_0MiB", "lots"])
+def test_a_bad_max_input_is_refused_before_a_run_measures(tmp_path: Path, value: str) -> None:
+    """RDMABENCH_MAX_INPUT was read when the run's results were read back: the run measured, then
+    ended in two error lines with its stream left behind and no results file."""
+    out = tmp_path / "r.json"
+    proc = run_cli(["run", "--np", "2", "--sizes", "8", "-o", str(out)], env=rdmabench_env(RDMABENCH_MAX_INPUT=value))
+    _one_line(proc, "RDMABENCH_MAX_INPUT: bad size", repr(value))
+    assert not list(tmp_path.iterdir()) and proc.stdout == ""

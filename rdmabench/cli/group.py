@@ -227,3 +227,7 @@ def main() -> None:
     Every bandwidth is in GB/s = 1e9 bytes/s, timed until the receiver has every byte, with every
     payload checked, and with the transport UCX actually chose recorded beside it.
     """
+    if not {"-h", "--help"} & set(sys.argv[1:]):
+        # Read once before any command runs: a bad RDMABENCH_MAX_INPUT stopped `run` only once it had
+        # measured, when its results were read back (the stream left, no results file).
+        userfiles.max_input_bytes()
