@@ -184,8 +184,9 @@ def not_run(config: object) -> dict[str, str]:
 
 
 def same_rank(src: object, dst: object) -> str | None:
-    """Why a link from `src` to `dst` is no link record: both ends one rank (no protocol measures a
-    rank against itself; a link to a rank's own memory would need a field of its own saying so)."""
+    """Why a link record from `src` to `dst` is none: both ends one rank (no protocol measures a rank
+    against itself; a link to a rank's own memory would need a field of its own saying so). Schema-1
+    documents of one process (`storage`, `copy`) name rank 0 at both ends and are no link records."""
     if src == dst:
         return f"src and dst are both rank {src}: a link record joins two ranks"
     return None
@@ -215,6 +216,8 @@ def expand(record: dict[str, Any], tables: Tables) -> dict[str, Any]:
     for short, why in tables.unrun.items():
         if short in record:
             raise ValueError(f"it holds {short}: {why}")
+    if (one := same_rank(record["src"], record["dst"])) is not None:
+        raise ValueError(one)
     entry = {k: v for k, v in profile.items() if k not in (_FIGURE, _ENDS)}
     for name, short in RECORD_FIELDS.items():
         if short in record:

@@ -267,8 +267,6 @@ def _validate_entry(entry: Any, where: str) -> None:
         hint = f" (test kind {entry['test']!r} is not known here: name its plugin in {registry.PLUGINS_ENV})"
         raise ResultsFileError(f"{where} has no {field}" + (hint if unknown else ""))
     compact.check_entry(entry, field, where)
-    if (why := compact.same_rank(entry["src_rank"], entry["dst_rank"])) is not None:
-        raise ResultsFileError(f"{where}: {why}")
     if entry["unit"] != unit:
         raise ResultsFileError(
             f"{where}: a {schema.shown(entry['test'])} result in {schema.shown(entry['unit'])}: its {field} is in {unit}"
