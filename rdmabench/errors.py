@@ -84,3 +84,8 @@ class FileRefusedError(ConfigError, ResultsFileError):
 class UnsafePathError(RdmabenchError):
     """A file or directory under a shared directory (/tmp, /dev/shm, a cache) that is not this user's
     own (another user's, writable by others, or a link): refused rather than trusted."""
+
+
+class UnsafeInputError(UnsafePathError, ConfigError):
+    """A path the user named (an option, an RDMABENCH_* variable) that is no directory or file of
+    theirs to use: bad input, exit status 2 as any other (a shared place rdmabench chose is 1)."""

@@ -47,6 +47,28 @@ def is_digits(text: str) -> bool:
     return text.isascii() and text.isdigit()
 
 
+# A number as a user types it, in ASCII only: `int()` and `float()` also read other scripts' digits
+# ('٣' is 3, a fullwidth 5 is 5) and underscores ('1_0' is 10), so a value was taken and kept as typed.
+_INTEGER_RE = re.compile(r"\s*[+-]?\d+\s*", re.ASCII)
+_DECIMAL_RE = re.compile(r"\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*|\s*[+-]?(inf|infinity|nan)\s*", re.ASCII | re.I)
+
+
+def ascii_int(text: str) -> int:
+    """`int(text)` for a whole number in ASCII digits (a sign and spaces around allowed); ValueError
+    otherwise, as `int()` raises it: the one reading of a whole number a user typed."""
+    if not _INTEGER_RE.fullmatch(text):
+        raise ValueError(f"not a whole number in ASCII digits (0-9): {text!r}")
+    return int(text)
+
+
+def ascii_float(text: str) -> float:
+    """`float(text)` for a decimal number in ASCII digits (a sign, a point, an exponent; inf and nan
+    spelled out, which each caller's own range refuses); ValueError otherwise, as `float()` raises it."""
+    if not _DECIMAL_RE.fullmatch(text):
+        raise ValueError(f"not a number in ASCII digits (0-9): {text!r}")
+    return float(text)
+
+
 def whole_number(text: str, option: str) -> int:
     """`text` as a whole number (is_digits), or a ConfigError naming `option`."""
     if not is_digits(text):

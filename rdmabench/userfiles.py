@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import stat
 import tempfile
 from collections.abc import Iterable, Iterator
@@ -59,9 +60,10 @@ def kind_of(mode: int) -> str:
 
 def check_output(path: str, force: bool, what: str) -> None:
     """Refuse now, in one line, an output that could not hold `what` as a file: a device, FIFO,
-    socket, directory, a link to one of them or to nothing, a path whose folder does not exist or
-    cannot be written, or an existing file without `force`. A link to a regular file is an existing
-    file; writing replaces the link itself (see `replacing`), never its target."""
+    socket, directory, a link to one of them or to nothing, a name of an open stream (`stream_name`),
+    a link another user owns, a path whose folder does not exist or cannot be written, or an existing
+    file without `force`. A link of the user's own to a regular file is an existing file; writing
+    replaces the link itself (see `replacing`), never its target."""
     refuse = f"cannot write {what} to {path}"
     if os.path.basename(path) in ("", ".", ".."):  # "out/": a folder's name, not a file's
         raise FileRefusedError(f"{refuse}: it names a folder; give a file name")
@@ -71,12 +73,16 @@ def check_output(path: str, force: bool, what: str) -> None:
         found = None
     except OSError as exc:  # a file where a folder should be, no search permission, a name too long
         raise FileRefusedError(f"{refuse}: {exc.strerror or exc}") from None
+    if (stream := stream_name(path)) is not None:
+        raise FileRefusedError(f"{refuse}: {stream}")
     if found is not None:
         mode = _followed(path, found.st_mode, refuse)
         if stat.S_ISDIR(mode):
             raise FileRefusedError(f"{refuse}: it is a directory; give a file name")
         if not stat.S_ISREG(mode):
             raise FileRefusedError(f"{refuse}: it is {kind_of(mode)}, not a regular file")
+        if (why := _not_replaceable(found)) is not None:
+            raise FileRefusedError(f"{refuse}: {why}")
         if not force:
             raise FileRefusedError(f"{refuse}: it already exists; pass --force to replace it")
     folder = os.path.dirname(os.path.abspath(path))
@@ -88,6 +94,58 @@ def check_output(path: str, force: bool, what: str) -> None:
         os.unlink(probe)
     except OSError as exc:
         raise FileRefusedError(f"{refuse}: {exc.strerror or exc}") from None
+
+
+# Names that are no file of their own but an open descriptor of the process that opens them: the
+# standard streams' links (/dev/stdout -> /proc/self/fd/1) and every /proc entry. Renaming a file over
+# one replaced /dev/stdout itself for every later process of the node (as root); writing through one
+# is not "a file written whole or not at all" either.
+_STREAM_NAMES = re.compile(r"/dev/(stdin|stdout|stderr|fd(/.*)?)|/proc(/.*)?")
+_MOST_HOPS = 40  # as the kernel's own limit on links followed (ELOOP)
+
+
+def stream_name(path: str) -> str | None:
+    """Why `path` names an open stream rather than a file (a standard stream's name, /dev/fd/N,
+    anything under /proc, a link to one of them, or the very file this process's standard input,
+    output or error is), or None. Such a name is never written as a file, whatever --force says."""
+    hop = os.path.abspath(path)
+    for _ in range(_MOST_HOPS):
+        hop = os.path.join(os.path.realpath(os.path.dirname(hop)), os.path.basename(hop))
+        if _STREAM_NAMES.fullmatch(hop):
+            return (
+                f"{hop} names an open stream of the process (standard output, error or another descriptor), "
+                "not a file: never replaced; leave the option out (or give -, where it means standard output) "
+                "and redirect the command's output instead"
+            )
+        try:
+            hop = os.path.join(os.path.dirname(hop), os.readlink(hop))
+        except OSError:  # not a link, or nothing there: the end of the chain
+            break
+    return _standard_stream(identities(path))
+
+
+def _standard_stream(found: frozenset[tuple[int, int]]) -> str | None:
+    """Why a file of these identities is this process's standard input, output or error, or None."""
+    for fd, name in ((0, "input"), (1, "output"), (2, "error")):
+        try:
+            seen = os.fstat(fd)
+        except OSError:
+            continue
+        if (seen.st_dev, seen.st_ino) in found and stat.S_ISREG(seen.st_mode):
+            return f"it is this command's standard {name} (redirected there): never replaced; write elsewhere"
+    return None
+
+
+def _not_replaceable(found: os.stat_result) -> str | None:
+    """Why what `lstat` found at an output may not be replaced, or None: only a regular file or a
+    link of the user's own is (a link another user planted, or a system's, is theirs to remove)."""
+    if stat.S_ISREG(found.st_mode):
+        return None
+    if stat.S_ISLNK(found.st_mode) and found.st_uid == os.geteuid():
+        return None
+    if stat.S_ISLNK(found.st_mode):
+        return f"it is a symbolic link of another user's (uid {found.st_uid}): never replaced; give another name"
+    return f"it is {kind_of(found.st_mode)}, not a regular file: never replaced"
 
 
 def identities(path: str) -> frozenset[tuple[int, int]]:
@@ -146,6 +204,7 @@ def replacing(path: str) -> Iterator[TextIO]:
     never an existing file or link) and renamed over it: a link planted at `path` is replaced, never
     followed. On an error `path` is left as it was."""
     folder = os.path.dirname(os.path.abspath(path))
+    _replaceable(path)
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=".rdmabench-", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
@@ -153,11 +212,27 @@ def replacing(path: str) -> Iterator[TextIO]:
             handle.flush()
             os.fchmod(handle.fileno(), OUTPUT_MODE & ~_umask())  # on the descriptor: never through a name
             os.fsync(handle.fileno())
+        _replaceable(path)  # what is there now, not what was checked before the command ran
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def _replaceable(path: str) -> None:
+    """Refuse to rename over `path` anything but a regular file or a link of the user's own, and
+    any name of an open stream (`stream_name`), whoever checked it before."""
+    if (stream := stream_name(path)) is not None:
+        raise FileRefusedError(f"cannot write {path}: {stream}")
+    try:
+        found = os.lstat(path)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise FileRefusedError(f"cannot write {path}: {exc.strerror or exc}") from None
+    if (why := _not_replaceable(found)) is not None:
+        raise FileRefusedError(f"cannot write {path}: {why}")
 
 
 def write_text(path: str, text: str) -> None:

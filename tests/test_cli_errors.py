@@ -95,8 +95,18 @@ def test_np_inside_a_launched_job() -> None:
 
 
 def test_missing_mpiexec(tmp_path: Path) -> None:
+    """A variable the user set that names no executable is bad input: 2, as any other (it was 1)."""
     env = rdmabench_env(RDMABENCH_MPIEXEC=str(tmp_path / "no-such-mpiexec"))
-    _one_line_error(["run", "--sizes", "8", "-o", str(tmp_path / "r.json")], "is not an executable", env=env)
+    _one_line_error(["run", "--sizes", "8", "-o", str(tmp_path / "r.json")], "is not an executable", code=2, env=env)
+
+
+@pytest.mark.parametrize(("where", "says"), [("/etc/passwd", "it is not a directory"), ("/tmp", "other users can")])
+def test_a_ucx_log_dir_that_is_no_directory_of_the_users_is_bad_input(tmp_path: Path, where: str, says: str) -> None:
+    """RDMABENCH_UCX_LOG_DIR=/etc/passwd exited 1 where other bad input exits 2."""
+    env = rdmabench_env(RDMABENCH_UCX_LOG_DIR=where)
+    args = ["run", "--np", "2", "--sizes", "8", "-o", str(tmp_path / "r.json")]
+    line = _one_line_error(args, f"RDMABENCH_UCX_LOG_DIR: refusing {where}: {says}", code=2, env=env)
+    assert "Traceback" not in line
 
 
 def test_help_lists_every_option() -> None:

@@ -101,6 +101,26 @@ def test_nodes_from_slurm_falls_back_to_scontrol(tmp_path: Path) -> None:
     assert "checked against 16 nodes of the cluster (scontrol show hostnames)" in drain.read_text()
 
 
+def test_where_slurm_is_present_the_drain_list_is_checked_against_it_by_default(tmp_path: Path) -> None:
+    """A drain list written without a node list named `gpu` unchecked, though sinfo was on PATH."""
+    env = _fake_slurm(tmp_path, "sinfo", f'[ "$*" = "-N -h -o %N" ] || exit 9\necho "{chr(10).join(NODES)}"')
+    drain = tmp_path / "drain.txt"
+    lines = _check(_crafted(tmp_path), drain, env=env)
+    assert lines[-1] == f"drain list: {drain} (no host: 0 of 16 hosts; 1 refused: gpu)"
+    text = drain.read_text()
+    assert "NodeName=gpu" not in text and "# host names checked against 16 nodes of the cluster (sinfo" in text
+
+
+def test_a_name_slurm_cannot_check_is_left_out_not_written_unchecked(tmp_path: Path) -> None:
+    env = _fake_slurm(tmp_path, "sinfo", "echo 'sinfo: error: no controller' >&2; exit 1")
+    drain = tmp_path / "drain.txt"
+    lines = _check(_screen(tmp_path), drain, env=env)
+    assert lines[-1] == f"drain list: {drain} (no host: 0 of 16 hosts; 1 refused: node005)"
+    text = drain.read_text()
+    assert "\nscontrol " not in text and "could not be checked against the cluster's nodes" in text
+    assert "sinfo -N -h -o %N failed (exit 1): sinfo: error: no controller" in text
+
+
 @pytest.mark.parametrize(
     ("name", "body", "says"),
     [

@@ -6,6 +6,7 @@ written. Real files (GENERATED runs of devtools.million), the CLI in this proces
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -137,6 +138,24 @@ def test_a_renamed_summarys_links_file_is_its_input(runs: Path, tmp_path: Path) 
     _refused(folder, args, "--output", links, "a.links.jsonl")
     args = ["check", "--expect", "default", str(folder / "kept.json"), "--json", links, "--force"]
     _refused(folder, args, "--json", links, "a.links.jsonl")
+
+
+def test_a_links_file_of_any_name_is_its_summarys_input(runs: Path, tmp_path: Path) -> None:
+    """A summary reads the links file its record names, whatever that name ends with; only
+    `*.links.jsonl` was listed, so `report s.json -o s.data --force` replaced the links file it had
+    just read (a folder given as the input too)."""
+    folder = tmp_path / "odd"
+    folder.mkdir()
+    summary = json.loads((runs / "a.json").read_text())
+    summary["links"]["file"] = "s.data"
+    (folder / "s.json").write_text(json.dumps(summary))
+    (folder / "s.data").write_bytes((runs / "a.links.jsonl").read_bytes())
+    assert run_cli_here(["report", str(folder / "s.json"), "--format", "json"]).returncode == 0  # it reads
+    links = str(folder / "s.data")
+    for given in (str(folder / "s.json"), str(folder)):
+        _refused(folder, ["report", given, "--format", "json", "-o", links, "--force"], "--output", links, "s.data")
+        args = ["check", "--expect", "default", given, "--junit", links, "--force"]
+        _refused(folder, args, "--junit", links, "s.data")
 
 
 @pytest.mark.parametrize("command", ["report", "check"])

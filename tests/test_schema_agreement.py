@@ -112,6 +112,28 @@ def test_what_the_schema_refuses_the_loader_refuses(tmp_path: Path, mutation: st
     assert loaded(write(tmp_path, summary, links)) is not None, f"the loader accepts {mutation}"
 
 
+REFUSED_AS_DAMAGED = {  # (what the last record is made to hold, the words of its refusal)
+    "a size of 10^30 bytes": ({"size": 10**30}, "above its maximum"),
+    "one rank at both ends": ({"dst": "src"}, "src and dst are both rank"),
+    "a block list in a run without one": ({"blocks": {"count": 4}}, "a block list's record in a run without block"),
+    "a load beside in a run without one": ({"beside": {"load": "gemm:8192"}}, "beside the link in a run without"),
+}
+
+
+@pytest.mark.parametrize("damage", sorted(REFUSED_AS_DAMAGED))
+def test_a_record_no_run_writes_is_refused_as_damaged(tmp_path: Path, damage: str) -> None:
+    """The loader took them (issue 55): a size no message has, a link from a rank to itself, and a
+    block list's or a load's record in a run whose configuration had neither. The last record is
+    damaged, so a report's pass over ordinary records meets it after its profile is known."""
+    summary, links = real("allpairs-bw")
+    assert loaded(write(tmp_path, summary, links)) is None
+    fields, words = REFUSED_AS_DAMAGED[damage]
+    links[-1].update({k: links[-1][v] if v in ("src", "dst") else v for k, v in fields.items()})
+    problem = loaded(write(tmp_path, summary, links))
+    assert problem is not None and words in problem and f"line {len(links)}" in problem, problem
+    assert relational_problems(summary, links) or schema_errors(summary, links)
+
+
 def test_an_integral_float_is_the_integer_it_spells(tmp_path: Path) -> None:
     """1048576.0 is the JSON number 1048576: the schema takes it, so the loader does, as an int."""
     summary, links = real("bibw")
@@ -293,7 +315,7 @@ def results(draw: st.DrawFn) -> Result:
     to the rules between parts set to hold them."""
     summary = draw(values({**SUMMARY, "properties": {**SUMMARY["properties"], "profiles": {}, "ranks": {}}}))
     summary["links"]["file"] = "r.links.jsonl"
-    ranks = draw(st.lists(values(RANK), min_size=1, max_size=3))
+    ranks = draw(st.lists(values(RANK), min_size=2, max_size=3))  # a link joins two ranks
     for number, row in enumerate(ranks):
         row["rank"] = number
     profiles = draw(st.lists(values({k: v for k, v in PROFILE.items() if k != "allOf"}), min_size=1, max_size=2))
@@ -304,7 +326,7 @@ def results(draw: st.DrawFn) -> Result:
     links = draw(st.lists(values(LINK), min_size=1, max_size=4))
     for line in links:
         line["profile"] = draw(st.integers(0, len(profiles) - 1))
-        line["src"], line["dst"] = (draw(st.integers(0, len(ranks) - 1)) for _ in range(2))
+        line["src"], line["dst"] = draw(st.permutations(range(len(ranks))))[:2]
         if profiles[line["profile"]]["unit"] == "GB/s":
             line["samples"] = [min(v, 9e4) for v in line["samples"]]
     summary["links"]["count"] = len(links)  # the links file holds what its summary says
@@ -347,7 +369,8 @@ def mutated(draw: st.DrawFn) -> Result:
 def relational_problems(summary: dict[str, Any], links: list[dict[str, Any]]) -> list[str]:
     """The rules the schemas' descriptions state that one line of JSON cannot: the links file is the
     one beside the summary and holds as many records as it says, a record's profile exists and its ranks hold what the profile takes
-    from them, samples in GB/s stay below 100000, and a test the registry has no record of is read
+    from them, its two ends are two ranks, it holds no `blocks` or `beside` where the run's configuration
+    says it had none, samples in GB/s stay below 100000, and a test the registry has no record of is read
     by a figure field rdmabench knows (bandwidth_gbps, latency_us)."""
     problems = []
     if os.path.basename(summary["links"]["file"]) != "r.links.jsonl":
@@ -355,10 +378,19 @@ def relational_problems(summary: dict[str, Any], links: list[dict[str, Any]]) ->
     elif summary["links"]["count"] != len(links):
         problems.append("the links file holds another number of records than the summary says")
     profiles, ranks = summary["profiles"], {row["rank"]: row for row in summary["ranks"]}
+    config = summary["metadata"].get("config")
+    unrun = set()  # what a run's whole configuration (it always records `blocks`) says it never wrote
+    if isinstance(config, dict) and "blocks" in config:
+        unrun |= {"blocks"} if config["blocks"] is None else set()
+        unrun |= {"beside"} if config.get("beside", "none") in ("none", None) else set()
     for profile in profiles:
         if registry.find(profile["test"]) is None and profile["_figure"] not in ("bandwidth_gbps", "latency_us"):
             problems.append(f"no figure field to read {profile['test']} by")
     for line in links:
+        if line["src"] == line["dst"]:
+            problems.append("one rank at both ends")
+        if unrun & line.keys():
+            problems.append(f"{unrun & line.keys()} in a run whose configuration has none")
         if line["profile"] >= len(profiles):
             problems.append("a profile past the end")
             continue

@@ -108,12 +108,16 @@ def _null_device(path: Path) -> str:
     return str(path)
 
 
+OUTPUTS = ["run", "report", "check --json", "check --junit", "check --drain", "anchor", "copy", "storage"]
+
+
 def _command(name: str, tmp_path: Path, run_file: Path, target: str) -> list[str]:
     commands = {
         "run": ["run", "--sizes", "8", "-o", target],
         "report": ["report", str(run_file), "-o", target],
         "check --json": ["check", str(run_file), "--expect", "default", "--json", target],
         "check --junit": ["check", str(run_file), "--expect", "default", "--junit", target],
+        "check --drain": ["check", str(run_file), "--expect", "default", "--drain", target],
         "anchor": ["anchor", "--sizes", "8", "--tests", "bw", "-o", target],
         "copy": ["copy", "--sizes", "1MiB", "-o", target],
         "storage": ["storage", str(tmp_path / "data.bin"), "--size", "1MiB", "-o", target],
@@ -134,7 +138,7 @@ def launcher(tmp_path: Path) -> tuple[Path, Path]:
 @pytest.mark.parametrize(
     "kind", ["device", "fifo", "directory", "dangling link", "folder name", "missing folder", "existing file"]
 )
-@pytest.mark.parametrize("command", ["run", "report", "check --json", "check --junit", "anchor", "copy", "storage"])
+@pytest.mark.parametrize("command", OUTPUTS)
 def test_an_output_that_is_not_a_new_file_is_refused_before_anything_runs(
     tmp_path: Path, run_file: Path, launcher: tuple[Path, Path], command: str, kind: str
 ) -> None:
@@ -150,6 +154,65 @@ def test_an_output_that_is_not_a_new_file_is_refused_before_anything_runs(
     if kind == "existing file":
         assert Path(target).read_text() == "precious"
     assert result.stdout == ""
+
+
+@pytest.mark.parametrize("command", OUTPUTS)
+@pytest.mark.parametrize("name", ["/dev/stdout", "/dev/stderr", "/dev/fd/1", "/proc/self/fd/2"])
+def test_a_standard_stream_is_no_output_file(
+    tmp_path: Path, run_file: Path, launcher: tuple[Path, Path], command: str, name: str
+) -> None:
+    """Its refusal invited --force, and with --force (as root, standard output redirected to a file)
+    the link /dev/stdout was replaced by a regular file: every later process of the node lost it."""
+    result = _cli(_command(command, tmp_path, run_file, name), RDMABENCH_MPIEXEC=str(launcher[0]))
+    line = _one_line(result, f"to {name}: ", "names an open stream", "never replaced")
+    assert "--force" not in line and not launcher[1].exists()
+
+
+@pytest.mark.parametrize("command", OUTPUTS)
+def test_a_link_to_an_open_descriptor_is_never_replaced(
+    tmp_path: Path, run_file: Path, launcher: tuple[Path, Path], command: str
+) -> None:
+    """/dev/stdout's own chain (a link to /proc/self/fd/N, which leads to a regular file), planted
+    here rather than replaced in /dev: with --force it was replaced by the output."""
+    held = tmp_path / "held.txt"
+    held.write_text("someone's stream")
+    fd = os.open(held, os.O_RDONLY)
+    try:
+        link = tmp_path / "out.json"
+        link.symlink_to(f"/proc/self/fd/{fd}")
+        result = _cli(
+            [*_command(command, tmp_path, run_file, str(link)), "--force"], RDMABENCH_MPIEXEC=str(launcher[0])
+        )
+    finally:
+        os.close(fd)
+    _one_line(result, f"to {link}: /proc/", "names an open stream", "never replaced")
+    assert link.is_symlink() and held.read_text() == "someone's stream" and not launcher[1].exists()
+
+
+def test_the_file_standard_output_is_redirected_to_is_never_replaced(tmp_path: Path, run_file: Path) -> None:
+    """`report -o out.txt --force > out.txt` renamed a new file over the one the shell had opened."""
+    out = tmp_path / "out.txt"
+    with out.open("w") as stdout:
+        proc = subprocess.run(
+            [sys.executable, "-m", "rdmabench", "report", str(run_file), "-o", str(out), "--force"],
+            stdout=stdout, stderr=subprocess.PIPE, text=True, env=rdmabench_env(), timeout=60,
+        )  # fmt: skip
+    lines = proc.stderr.splitlines()
+    assert proc.returncode == 2 and len(lines) == 1 and "it is this command's standard output" in lines[0], lines
+    assert "--force" not in lines[0]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a link of another user's is made as root")
+def test_a_link_of_another_users_is_never_replaced(tmp_path: Path, run_file: Path) -> None:
+    """Only a regular file or the user's own link is replaced: a link a neighbour planted is theirs."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("someone's file")
+    link = tmp_path / "report.txt"
+    link.symlink_to(victim)
+    os.lchown(link, 65534, 65534)
+    result = _cli(["report", str(run_file), "-o", str(link), "--force"])
+    _one_line(result, f"to {link}: it is a symbolic link of another user's (uid 65534): never replaced")
+    assert link.is_symlink() and victim.read_text() == "someone's file"
 
 
 def test_check_never_overwrites_the_file_it_judged(run_file: Path) -> None:

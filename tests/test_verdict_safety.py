@@ -176,10 +176,62 @@ def test_distinct_runs_still_count_and_a_slowdown_is_caught(tmp_path: Path) -> N
 
 
 def test_one_run_id_in_two_files_is_one_run(tmp_path: Path) -> None:
-    _runs(tmp_path / "base", 1.0, 4, run_id="0" * 32)
+    _runs(tmp_path / "base", 1.0, 4, run_id="0" * 32, jitter=0.0)  # four copies: one id, the same records
     proc = run_cli_here(["report", str(tmp_path / "base"), "--format", "json"])
     assert proc.returncode == 0 and proc.stderr.count("the same run id (" + "0" * 32 + ")") == 3, proc.stderr
     assert all(row["runs"] == 1 for row in json.loads(proc.stdout)["rows"])
+
+
+def _planted(directory: Path) -> tuple[Path, Path]:
+    """A failing run (every link at a quarter of its limit) and, listed first, a file a neighbour
+    planted: its summary with the same run id, healthy figures in a links file of its own."""
+    directory.mkdir()
+    run_id = "7" * 32
+    links = [(0, 1), (1, 0), (2, 3), (3, 2), (0, 2), (2, 0), (1, 3), (3, 1)]
+    victim = _write(directory / "victim.json", [_entry(s, d, 10.0) for s, d in links], run_id=run_id)
+    planted = _write(tmp := directory.parent / "planted.json", [_entry(s, d, 30.0) for s, d in links], run_id=run_id)
+    summary = json.loads(planted.read_text())
+    shutil.copy(tmp.with_name(summary["links"]["file"]), directory / "0-copy.links.jsonl")
+    summary["links"]["file"] = "0-copy.links.jsonl"
+    (directory / "0-copy.json").write_text(json.dumps(summary))
+    return victim, directory / "0-copy.json"
+
+
+def test_a_planted_copy_with_other_records_turns_no_fail_into_a_pass(tmp_path: Path) -> None:
+    """`check DIR --expect default` once said "ignored victim.json: the same run id ... counted once",
+    kept the planted copy (listed first) and printed `verdict: PASS`, exit 0: one run id with other
+    records is a conflict, said in one line, and neither file makes a pass."""
+    folder = tmp_path / "shared"
+    victim, planted = _planted(folder)
+    _write(folder / "healthy.json", [_entry(0, 1, 30.0), _entry(1, 0, 30.0)])  # another run, which passes
+    alone = run_cli_here(["check", str(victim), "--expect", "all=0.5"])
+    assert alone.returncode == 1 and "verdict: FAIL" in alone.stdout, (alone.stdout, alone.stderr)
+    for command in (["check", str(folder), "--expect", "all=0.5"], ["report", str(folder), "--expect", "all=0.5"]):
+        proc = run_cli_here(command)
+        said = [line for line in proc.stderr.splitlines() if "a conflict" in line]
+        assert len(said) == 1 and all(word in said[0] for word in ("7" * 32, str(victim), str(planted))), proc.stderr
+        assert proc.returncode != 0 and "verdict: PASS" not in proc.stdout + proc.stderr, (proc.stdout, proc.stderr)
+        _one_line_error(proc, 2, "no verdict", "different records")
+        assert "counted once" not in proc.stderr
+    _runs(tmp_path / "new", 1.0, 4)
+    shutil.copy(victim, tmp_path / "new" / "victim.json")
+    shutil.copy(victim.with_name("victim.links.jsonl"), tmp_path / "new" / "victim.links.jsonl")
+    shutil.copy(planted, tmp_path / "new" / "0-copy.json")
+    shutil.copy(planted.with_name("0-copy.links.jsonl"), tmp_path / "new" / "0-copy.links.jsonl")
+    _runs(tmp_path / "base", 1.0, 4)
+    proc = run_cli_here(["compare", str(tmp_path / "base"), str(tmp_path / "new")])
+    assert [line for line in proc.stderr.splitlines() if "a conflict" in line], proc.stderr
+    _one_line_error(proc, 2, "no verdict", "different records")
+
+
+def test_a_conflict_keeps_a_fail_a_fail(tmp_path: Path) -> None:
+    """A conflict stops a pass, never a failure found among the other runs (the worse is kept)."""
+    folder = tmp_path / "shared"
+    _planted(folder)
+    _write(folder / "other.json", [_entry(0, 1, 2.0), _entry(1, 0, 30.0)])
+    proc = run_cli_here(["check", str(folder), "--expect", "all=0.5", "--json", str(tmp_path / "v.json")])
+    assert proc.returncode == 1 and "verdict: FAIL" in proc.stdout, (proc.stdout, proc.stderr)
+    assert len(json.loads((tmp_path / "v.json").read_text())["conflicts"]) == 1
 
 
 # --- date filters: the documented forms, compared as datetimes ----------------------------------

@@ -30,7 +30,9 @@ def _node_options(command: Any) -> Any:
     slurm = click.option(
         "--nodes-from-slurm",
         is_flag=True,
-        help="The drain list names only nodes Slurm lists (`sinfo -N -h -o %N`, else `scontrol show hostnames`).",
+        help="The drain list names only nodes Slurm lists (`sinfo -N -h -o %N`, else `scontrol show hostnames`). "
+        "The default with --drain where Slurm is on PATH (a name it cannot check is left out); without it "
+        "(and no --nodes) the list says its names were not checked.",
     )
     named = click.option(
         "--nodes",
@@ -105,7 +107,7 @@ def _nodes(path: str | None, from_slurm: bool, drain_path: str | None) -> Any:
     from ..results.verdicts import nodes
 
     if path is None and not from_slurm:
-        return None
+        return nodes.by_default() if drain_path is not None else None  # Slurm's, where it is here
     if drain_path is None:
         raise ConfigError("--nodes and --nodes-from-slurm only with --drain (they check the drain list's hosts)")
     if path is not None and from_slurm:
@@ -129,11 +131,13 @@ def _check(
     chosen = reading.filters(**selection)
     loaded = reading.load(paths)
     rows = reading.aggregate(loaded, chosen)  # a run whose links file is damaged: left out, its hosts too
-    base = reading.aggregate(reading.load((baseline,)), chosen) if baseline is not None else None
+    base_loaded = reading.load((baseline,)) if baseline is not None else None
+    base = reading.aggregate(base_loaded, chosen) if base_loaded is not None else None
     if not rows:
         raise ConfigError("no results match the filters")
     found = attribute(rows)
-    checked = conclude(rows, floors, base, tolerance, found)
+    conflicts = [*loaded.conflicts, *(base_loaded.conflicts if base_loaded is not None else ())]
+    checked = conclude(rows, floors, base, tolerance, found, conflicts)
     if checked.outcome == "INCONCLUSIVE":
         click.echo("\n".join(checked.suspect_lines()))
         raise no_verdict(checked)

@@ -55,7 +55,7 @@ def compare(base: str, new: str, tolerance: float, output_format: str, model_bud
         click.echo(compare_module.format_changes(changes, unmatched, tolerance, duplicates))
         if chosen_paths:
             click.echo("\n" + "\n".join(visible(line) for line in answer.change_lines(chosen_paths)))
-    sys.exit(compare_module.comparison_exit(changes))
+    sys.exit(compare_module.comparison_exit(changes, len(base_loaded.conflicts) + len(new_loaded.conflicts)))
 
 
 def _json(changes: list[Any], unmatched: list[str], duplicates: list[str], answers: list[Any]) -> str:

@@ -17,7 +17,7 @@ from .. import __version__, userfiles
 from ..errors import ConfigError, RdmabenchError, error_line
 from ..escape import visible_lines
 from ..job import stopping
-from ..units import check_seconds, whole_number
+from ..units import ascii_float, ascii_int, check_seconds, whole_number
 
 # Every command: -h as --help, wide enough for the option tables, defaults shown.
 SETTINGS = {"show_default": True}
@@ -127,6 +127,38 @@ def writes(
     return decorate
 
 
+class AsciiNumber(click.ParamType):
+    """click's INT or FLOAT (or a range of them) that reads ASCII digits only (units.ascii_int,
+    ascii_float): click's own call int() and float(), which read '٣' as 3 and '1_0' as 10. Every
+    command's numeric options get it when the command is added (`ascii_numbers`), declared or not."""
+
+    def __init__(self, inner: click.ParamType):
+        self.inner, self.name = inner, inner.name
+        whole = isinstance(inner, click.types.IntParamType)
+        self._read: Callable[[str], float] = ascii_int if whole else ascii_float
+        self._what = "whole number" if whole else "number"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str):
+            try:
+                self._read(value)
+            except ValueError:
+                self.inner.convert(value, param, ctx)  # no number at all: click's own line says so
+                self.fail(f"{value!r} is not a {self._what} in ASCII digits (0-9)", param, ctx)
+        return self.inner.convert(value, param, ctx)
+
+    def get_metavar(self, param: click.Parameter, ctx: click.Context) -> str | None:
+        return self.inner.get_metavar(param, ctx)
+
+
+def ascii_numbers(command: click.Command) -> click.Command:
+    """`command` with each numeric parameter read in ASCII digits only (AsciiNumber)."""
+    for param in command.params:
+        if isinstance(param.type, (click.types.IntParamType, click.types.FloatParamType)):
+            param.type = AsciiNumber(param.type)
+    return command
+
+
 # Each command's module (rdmabench.cli.NAME), imported when its command is asked for: a command line
 # loads its own command's code, not the seven others' (the NIXL anchor, the beside loads, storage...).
 COMMANDS = ("anchor", "check", "compare", "copy", "doctor", "report", "run", "storage")
@@ -154,7 +186,7 @@ class OneLineErrors(click.Group):
             importlib.import_module(f"{__package__}.{name}")  # its @main.command() adds it
 
     def add_command(self, cmd: click.Command, name: str | None = None) -> None:
-        self._loaded[name or cmd.name or ""] = cmd
+        self._loaded[name or cmd.name or ""] = ascii_numbers(cmd)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         self._load(cmd_name)
@@ -198,3 +230,7 @@ def main() -> None:
     Every bandwidth is in GB/s = 1e9 bytes/s, timed until the receiver has every byte, with every
     payload checked, and with the transport UCX actually chose recorded beside it.
     """
+    if not {"-h", "--help"} & set(sys.argv[1:]):
+        # Read once before any command runs: a bad RDMABENCH_MAX_INPUT stopped `run` only once it had
+        # measured, when its results were read back (the stream left, no results file).
+        userfiles.max_input_bytes()

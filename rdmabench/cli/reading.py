@@ -39,28 +39,33 @@ def filters(
 def results_inputs(*paths: str | tuple[str, ...] | None, outputs: Iterable[str | None] = ()) -> Iterator[str]:
     """The files `report` and `check` would read of these arguments (a path, a tuple of them, or
     None), as far as an output could replace one (cli.group.writes): each file named (a results file,
-    a baseline, a node list); each results file found under a named folder; and every links file
-    beside any of them (a summary reads the links file its own record names, which a renamed or copied
-    summary does not share with its name). A file found under a folder that is other JSON (the
-    command's own report or verdict, kept there: `reading.other_document`) is no input; only where it is
-    one of `outputs` is it opened (bounded) to tell."""
+    a baseline, a node list); each results file found under a named folder; every links file beside
+    any of them; and, where an output already exists, the links file each summary's record names (a
+    summary reads it under any name: `s.data` as much as `s.links.jsonl`), each summary read bounded.
+    A file found under a folder that is other JSON (the command's own report or verdict, kept there:
+    `reading.other_document`) is no input; only where it is one of `outputs` is it opened (bounded) to
+    tell."""
     from ..results.files import compact
     from ..results.files.loading import find_files
-    from ..results.files.reading import other_document
+    from ..results.files.reading import named_links_file, other_document
     from ..userfiles import identities
 
     named = [path for given in paths if given is not None for path in ((given,) if isinstance(given, str) else given)]
     written = frozenset().union(*(identities(path) for path in outputs if path is not None))
     files, _problems = find_files(named)
     folders = set()
+    summaries = []
     for path in files:
         explicit = path in named
         if explicit or not written or not written & identities(path) or not other_document(path):
             yield path
+            summaries.append(path)
         folders.add(os.path.dirname(path) or ".")
     for folder in sorted(folders):  # each folder listed, nothing in it read
         with contextlib.suppress(OSError):
             yield from (os.path.join(folder, n) for n in sorted(os.listdir(folder)) if n.endswith(compact.LINKS_SUFFIX))
+    if written:  # an output already there may be a links file by another name: only then are summaries read
+        yield from (links for path in summaries if (links := named_links_file(path)) is not None)
 
 
 def write_or_print(chunks: Iterable[str], output: str | None) -> None:

@@ -90,7 +90,9 @@ def _report(
     reading.write_or_print(
         formats.render_chunks(rows, output_format, by, outlier_fraction, skipped, sources, found, budget), output
     )
-    judged = conclude(rows, floors, found=found) if floors else None  # check's verdict, and exit status
+    judged = (
+        conclude(rows, floors, found=found, conflicts=loaded.conflicts) if floors else None
+    )  # check's verdict, and exit status
     if judged is not None and judged.outcome == "INCONCLUSIVE":
         raise no_verdict(judged)
     return judged

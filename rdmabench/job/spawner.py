@@ -15,7 +15,15 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import IO, TextIO
 
 from .. import userfiles
-from ..errors import ERROR_PREFIX, FileRefusedError, LaunchError, RdmabenchError, ResultsWriteError, error_line
+from ..errors import (
+    ERROR_PREFIX,
+    ConfigError,
+    FileRefusedError,
+    LaunchError,
+    RdmabenchError,
+    ResultsWriteError,
+    error_line,
+)
 from ..pystart import python_module
 from ..results.files import document
 from . import stopping
@@ -34,7 +42,7 @@ def find_mpiexec() -> str:
     chosen = os.environ.get(MPIEXEC_ENV)
     if chosen:
         if not shutil.which(chosen):
-            raise LaunchError(f"{MPIEXEC_ENV}={chosen} is not an executable")
+            raise ConfigError(f"{MPIEXEC_ENV}={chosen} is not an executable")  # bad input: 2
         return chosen
     beside = os.path.join(os.path.dirname(sys.executable), "mpiexec")
     if os.access(beside, os.X_OK):

@@ -35,7 +35,7 @@ from typing import Any
 
 from ..errors import ConfigError, TransportError
 from ..stats import median
-from ..units import format_size, is_digits, parse_size
+from ..units import ascii_int, format_size, is_digits, parse_size
 from ..wire.gpuload import RING
 from .besiderecord import GpuRecord, PairsSaid, Settle
 
@@ -107,9 +107,7 @@ class Beside:
         if name not in LOADS:
             raise ConfigError(f"unknown --beside {text!r}: choose none, gemm[:M][,carveout=N|all] or decode[:SIZE]")
         try:
-            if size and not size.isascii():  # int() reads other scripts' digits: '٣٠٠' would be 300
-                raise ValueError(size)
-            value = LOADS[name][1] if not size else int(size) if name == "gemm" else parse_size(size)
+            value = LOADS[name][1] if not size else ascii_int(size) if name == "gemm" else parse_size(size)
         except ValueError:
             raise ConfigError(f"--beside {text}: {size!r} is not a size for {name}") from None
         load = cls(name, value).check()

@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError
+from ..units import ascii_float, ascii_int
 from .postings import POSTINGS
 
 # The layouts --layout takes, with what each means (the option's help is built from these).
@@ -70,7 +71,7 @@ def parse_layout(text: str) -> Layout:
     kind, colon, value = text.partition(":")
     if kind == "runs" and colon:
         try:
-            mean = float(value)
+            mean = ascii_float(value)  # float() reads other scripts' digits: runs:٣ was a label of its own
         except ValueError:
             mean = float("nan")
         if not mean >= 1 or mean > MAX_BLOCKS:  # nan fails too
@@ -104,7 +105,7 @@ class SmBudget:
         if count in ("all", "0") and not green:
             return None
         try:
-            sms = int(count)
+            sms = ascii_int(count)
         except ValueError:
             raise ConfigError(f"--posting-sms {text!r}: give N, green:N or all") from None
         if not 1 <= sms <= 1024:

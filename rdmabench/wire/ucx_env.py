@@ -13,7 +13,7 @@ import os
 import shutil
 
 from .. import privatedirs
-from ..errors import ConfigError, ResourceError, UnsafePathError
+from ..errors import ConfigError, ResourceError, UnsafeInputError, UnsafePathError
 
 # Set by the user, this keeps every rank's UCX log (with its protocol report) in that directory.
 _LOG_DIR_ENV = "RDMABENCH_UCX_LOG_DIR"
@@ -49,7 +49,7 @@ def _users_log_dir(log_dir: str) -> None:
     try:
         privatedirs.private_dir(log_dir)
     except UnsafePathError as exc:
-        raise UnsafePathError(f"{_LOG_DIR_ENV}: {exc}") from None
+        raise UnsafeInputError(f"{_LOG_DIR_ENV}: {exc}") from None
     except OSError as exc:
         raise ConfigError(f"{_LOG_DIR_ENV}: cannot make {log_dir}: {exc.strerror or exc}") from None
 

@@ -152,6 +152,9 @@ class Tables:
 
     profiles: list[dict[str, object]] = dataclasses.field(default_factory=list)
     ranks: dict[int, dict[str, object]] = dataclasses.field(default_factory=dict)
+    # Record fields the run's configuration says it never wrote, with why (`not_run`): a record that
+    # holds one is damaged. Empty where the configuration does not say (a stream, an older file).
+    unrun: dict[str, str] = dataclasses.field(default_factory=dict)
 
     def absorb(self, line: Mapping[str, object]) -> bool:
         """Take a profile or rank line (True); a link record is left to the caller (False). Raises
@@ -164,6 +167,29 @@ class Tables:
             self.ranks[int(_number(info["rank"], "a rank"))] = info
             return True
         return False
+
+
+def not_run(config: object) -> dict[str, str]:
+    """The record fields a run of this configuration (a summary's metadata.config) never writes,
+    each with why: `blocks` without --blocks (or --model, --blocks-from, which set it), `beside`
+    without --beside. Only a configuration a run wrote whole says so (it always records `blocks`)."""
+    if not isinstance(config, dict) or "blocks" not in config:
+        return {}
+    unrun = {}
+    if config["blocks"] is None:
+        unrun["blocks"] = "a block list's record in a run without block lists (its configuration has no --blocks)"
+    if config.get("beside", "none") in ("none", None):
+        unrun["beside"] = "a record of compute beside the link in a run without --beside"
+    return unrun
+
+
+def same_rank(src: object, dst: object) -> str | None:
+    """Why a link record from `src` to `dst` is none: both ends one rank (no protocol measures a rank
+    against itself; a link to a rank's own memory would need a field of its own saying so). Schema-1
+    documents of one process (`storage`, `copy`) name rank 0 at both ends and are no link records."""
+    if src == dst:
+        return f"src and dst are both rank {src}: a link record joins two ranks"
+    return None
 
 
 def _object(value: object, what: str) -> dict[str, object]:
@@ -187,6 +213,11 @@ def expand(record: dict[str, Any], tables: Tables) -> dict[str, Any]:
     if not 0 <= record["profile"] < len(profiles):
         raise ValueError(f"profile {record['profile']} is not among the summary's {len(profiles)} profiles")
     profile = profiles[record["profile"]]
+    for short, why in tables.unrun.items():
+        if short in record:
+            raise ValueError(f"it holds {short}: {why}")
+    if (one := same_rank(record["src"], record["dst"])) is not None:
+        raise ValueError(one)
     entry = {k: v for k, v in profile.items() if k not in (_FIGURE, _ENDS)}
     for name, short in RECORD_FIELDS.items():
         if short in record:
@@ -277,6 +308,7 @@ class _Scanner:
         self._fits: dict[int, tuple[set[int], set[int]] | None] = {}  # per profile: ranks usable as src, as dst
         self._ceilings: dict[int, float] = {}  # per profile: the bound its figures stay below
         self._check = schema.parts().link
+        self.unrun = tables.unrun.keys()
 
     def _fit(self, index: int) -> tuple[set[int], set[int]] | None:
         """Per end, the ranks whose table row holds every field the profile's entries take from it;
@@ -315,6 +347,8 @@ class _Scanner:
         index, src, dst = record["profile"], record["src"], record["dst"]  # whole numbers, at least 0
         if index >= len(self.profiles) or {*map(type, record["samples"])} != _FLOATS:
             return None  # a profile past the end; samples that are not all floats (rows keep floats)
+        if src == dst or not self.unrun.isdisjoint(record):
+            return None  # one rank at both ends, a field the run never wrote: expanded, and refused by name
         fit = self._fit(index)
         if fit is None or src not in fit[0] or dst not in fit[1] or not self._plausible(index, record):
             return None

@@ -3,8 +3,9 @@ Copies of one run are not independent samples (four copies a side once made `com
 against itself a significant regression).
 
 A run is known by its run id (metadata.run_id, a uuid4 every results file written since has) and by
-its records: two files with the same id, or with the same records (an older file, or a copy whose
-metadata was edited), are one run. The first file of a run in the order given is kept."""
+its records: two files with the same id and the same records, or with the same records (an older
+file, or a copy whose metadata was edited), are one run. The first file of a run in the order given
+is kept. Two files with the same id and other records are no copies: a conflict, neither counted."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import os
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from . import compact
 
@@ -74,50 +75,113 @@ class Duplicate:
         return f"{self.path}: {self.why} as {self.kept}: counted once"
 
 
+@dataclass(frozen=True)
+class Conflict:
+    """Files that name one run id but hold different records: at most one is the run it claims (a
+    copy planted beside a failing run, healthy figures in its own links file, once made a fleet's
+    FAIL a PASS). None of them counts, and no verdict on the rest is a pass (outcome.Checked)."""
+
+    run_id: str
+    paths: tuple[str, ...]
+
+    def __str__(self) -> str:
+        return (
+            f"{', '.join(self.paths)}: the same run id ({self.run_id}) with different records: a conflict, "
+            "none of them counted (at most one is that run; no pass while they disagree)"
+        )
+
+
+def conflict_line(count: int) -> str:
+    """Why files that disagree about one run stop a pass (check, report --expect and compare alike)."""
+    return (
+        f"{count} run id(s) named by files with different records (warned above): none of "
+        "those files is counted, and what they hold may be what fails; remove the wrong file(s)"
+    )
+
+
+class _Runs:
+    """The runs seen so far: each run's kept file by run id and by records, and its files' digests
+    and health, each computed once and only where another file shares an identity."""
+
+    def __init__(self, broken: Callable[[str, Any], str | None], counts: dict[int, int]):
+        self.broken, self.counts = broken, counts
+        self.kept: list[tuple[str, Any]] = []
+        self.duplicates: list[Duplicate] = []
+        self.problems: list[str] = []
+        self.index: dict[str, int] = {}  # a run id or a digest: the index in `kept` of its file
+        self.conflicted: dict[str, list[str]] = {}  # a run id: its files that disagree
+        self.dropped: dict[int, str] = {}  # an index in `kept` taken out by a conflict: its run id
+        self._health: dict[str, str | None] = {}
+        self._digests: dict[str, str] = {}
+
+    def health(self, path: str, doc: Mapping[str, object]) -> str | None:
+        if path not in self._health:
+            self._health[path] = self.broken(path, doc)
+        return self._health[path]
+
+    def digest(self, path: str, doc: Mapping[str, object]) -> str:
+        if path not in self._digests:
+            self._digests[path] = records_digest(doc)
+        return self._digests[path]
+
+    def add(self, path: str, doc: Mapping[str, object]) -> None:
+        identity = run_id(doc)
+        if identity is not None and identity in self.conflicted:
+            self._conflict(identity, path, doc)
+            return
+        count = _record_count(doc)
+        # Runs without records (stopped before the first) have nothing to tell them apart, nor to count.
+        digest = self.digest(path, doc) if count and self.counts[count] > 1 else None
+        keys = [(key, why) for key, why in ((identity, f"the same run id ({identity})"), (digest, "the same records"))]
+        match = next(((key, why) for key, why in keys if key is not None and key in self.index), None)
+        if match is None:
+            self.index.update({key: len(self.kept) for key, _why in keys if key is not None})
+            self.kept.append((path, doc))
+            return
+        index, why = self.index[match[0]], match[1]
+        if index in self.dropped:  # the records of a file of a conflict: a side of it
+            self._conflict(self.dropped[index], path, doc)
+            return
+        first, first_doc = self.kept[index]
+        mine = self.health(path, doc)
+        if mine is not None:  # the copy already kept may be good or bad: this one is no use either way
+            self.problems.append(f"{mine} (a copy of the run of {first}: skipped)")
+        elif (theirs := self.health(first, first_doc)) is not None:
+            self.problems.append(f"{theirs} (a copy of the run of {path}, which reads: skipped)")
+            self.kept[index] = (path, doc)
+            self.index.update({key: index for key, _why in keys if key is not None})
+        elif match[0] == identity and self.digest(path, doc) != self.digest(first, first_doc):
+            self.conflicted[identity], self.dropped[index] = [first], identity  # one run id, other records
+            self._conflict(identity, path, doc)
+        else:
+            self.duplicates.append(Duplicate(path, first, why))
+
+    def _conflict(self, identity: str, path: str, doc: Mapping[str, object]) -> None:
+        mine = self.health(path, doc)
+        if mine is not None:  # a file that does not read is said as such, not as a side of the conflict
+            self.problems.append(f"{mine} (a file of the run id {identity}: skipped)")
+        elif path not in self.conflicted[identity]:
+            self.conflicted[identity].append(path)
+
+
 def distinct(
     documents: list[tuple[str, Doc]],
     broken: Callable[[str, Doc], str | None] = lambda _path, _doc: None,
-) -> tuple[list[tuple[str, Doc]], list[Duplicate], list[str]]:
-    """The documents, each run once, the files left out as copies, and a problem line per copy
-    that does not read (`broken` says why, or None). Of the copies of a run the first that reads
-    is kept: a corrupted copy listed first never stands in for the good one. Records are digested
-    only where another document holds as many, and a copy is read through only when another file
-    has its identity: one file (or a set of distinct runs) costs no hashing and no second read."""
+) -> tuple[list[tuple[str, Doc]], list[Duplicate], list[str], list[Conflict]]:
+    """The documents, each run once, the files left out as copies, a problem line per copy that does
+    not read (`broken` says why, or None), and the runs whose files name one run id but hold other
+    records (conflicts: none of their files kept). Of the copies of a run the first that reads is
+    kept: a corrupted copy listed first never stands in for the good one. Records are digested only
+    where another document holds as many or has the same run id, and a copy is read through only when
+    another file has its identity: one file (or a set of distinct runs) costs no hashing and no second
+    read."""
     counts: dict[int, int] = {}
     for _path, doc in documents:
         count = _record_count(doc)
         counts[count] = counts.get(count, 0) + 1
-    runs: dict[str, int] = {}  # a run id or a digest: the index in `kept` of its file
-    kept: list[tuple[str, Doc]] = []
-    duplicates: list[Duplicate] = []
-    problems: list[str] = []
-    health: dict[str, str | None] = {}
-
-    def why_broken(path: str, doc: Doc) -> str | None:
-        if path not in health:
-            health[path] = broken(path, doc)
-        return health[path]
-
+    runs = _Runs(broken, counts)
     for path, doc in documents:
-        identity = run_id(doc)
-        count = _record_count(doc)
-        # Runs without records (stopped before the first) have nothing to tell them apart, nor to count.
-        digest = records_digest(doc) if count and counts[count] > 1 else None
-        keys = [(key, why) for key, why in ((identity, f"the same run id ({identity})"), (digest, "the same records"))]
-        match = next(((key, why) for key, why in keys if key is not None and key in runs), None)
-        if match is None:
-            runs.update({key: len(kept) for key, _why in keys if key is not None})
-            kept.append((path, doc))
-            continue
-        index, why = runs[match[0]], match[1]
-        first, first_doc = kept[index]
-        mine = why_broken(path, doc)
-        if mine is not None:  # the copy already kept may be good or bad: this one is no use either way
-            problems.append(f"{mine} (a copy of the run of {first}: skipped)")
-        elif (theirs := why_broken(first, first_doc)) is not None:
-            problems.append(f"{theirs} (a copy of the run of {path}, which reads: skipped)")
-            kept[index] = (path, doc)
-            runs.update({key: index for key, _why in keys if key is not None})
-        else:
-            duplicates.append(Duplicate(path, first, why))
-    return kept, duplicates, problems
+        runs.add(path, doc)
+    kept = [pair for index, pair in enumerate(runs.kept) if index not in runs.dropped]
+    conflicts = [Conflict(identity, tuple(paths)) for identity, paths in runs.conflicted.items()]
+    return kept, runs.duplicates, runs.problems, conflicts

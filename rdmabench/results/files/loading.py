@@ -17,6 +17,7 @@ class Loaded:
     documents: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)  # one line per file that could not be used
     duplicates: list[identity.Duplicate] = field(default_factory=list)  # files of a run counted already
+    conflicts: list[identity.Conflict] = field(default_factory=list)  # one run id, other records: no pass
 
 
 def find_files(paths: Iterable[str]) -> tuple[list[str], list[str]]:
@@ -52,9 +53,9 @@ def load_all(paths: Iterable[str]) -> Loaded:
                 loaded.problems.append(str(exc))
             continue
         loaded.documents.append((path, doc))
-    # A run counts once: of its copies, the first that reads through.
-    loaded.documents, loaded.duplicates, broken = identity.distinct(loaded.documents, unreadable)
-    loaded.problems += broken
+    # A run counts once: of its copies, the first that reads through; files that disagree, not at all.
+    loaded.documents, loaded.duplicates, broken, loaded.conflicts = identity.distinct(loaded.documents, unreadable)
+    loaded.problems += [*broken, *map(str, loaded.conflicts)]
     return loaded
 
 

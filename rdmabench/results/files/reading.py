@@ -66,6 +66,23 @@ def other_document(path: str) -> bool:
     return not (isinstance(found, dict) and found.get("name") == SCHEMA_NAME)
 
 
+def named_links_file(path: str) -> str | None:
+    """The links file a summary's record names (`links.file`, beside the summary: what `load` reads,
+    under any name), read bounded; None for a file that names none (schema 1, a stream, other JSON,
+    a file that cannot be read or parsed)."""
+    if path.endswith(STREAM_SUFFIX):
+        return None
+    try:
+        doc = json.loads(userfiles.read_input(path, userfiles.max_input_bytes()), parse_constant=schema.not_json)
+    except (OSError, ValueError, RecursionError, RdmabenchError):  # unreadable, refused, not JSON
+        return None
+    links = doc.get("links") if isinstance(doc, dict) else None
+    name = links.get("file") if isinstance(links, dict) else None
+    if not isinstance(name, str) or os.path.basename(name) in ("", ".", ".."):
+        return None
+    return os.path.join(os.path.dirname(os.path.abspath(path)), os.path.basename(name))
+
+
 def _version(doc: Any) -> Any:
     schema = doc.get("schema") if isinstance(doc, dict) else None
     return schema.get("version") if isinstance(schema, dict) and schema.get("name") == SCHEMA_NAME else None
@@ -84,7 +101,9 @@ def _expand_summary(doc: dict[str, Any], path: str, lazy: bool) -> dict[str, Any
     why = _links_file_problem(file)
     if why:
         raise ResultsFileError(f"{path}: cannot read its links file {os.path.basename(file)} ({why})")
-    results = compact.LazyResults(file, links["count"], compact.Tables(profiles, ranks), _checked_entry)
+    metadata = doc.get("metadata")
+    unrun = compact.not_run(metadata.get("config") if isinstance(metadata, dict) else None)
+    results = compact.LazyResults(file, links["count"], compact.Tables(profiles, ranks, unrun), _checked_entry)
     doc["results"] = results if lazy else list(results)
     return doc
 

@@ -19,7 +19,7 @@ from typing import Any, TypedDict
 
 from ...errors import ConfigError
 from ...stats import median
-from ...units import format_size
+from ...units import ascii_float, format_size
 from ..files.rows import Row
 
 BUDGET = 1.05  # the slowdown of the model a path may cost: 5%
@@ -32,7 +32,7 @@ def parse_budget(text: str) -> float:
     of 1 or more is refused: "5" could be 5% or a factor of 5."""
     said = text.strip()
     try:
-        share = float(said[:-1]) / 100 if said.endswith("%") else float(said)
+        share = ascii_float(said[:-1]) / 100 if said.endswith("%") else ascii_float(said)
     except ValueError:
         share = math.nan
     if not said.endswith("%") and share >= 1:

@@ -9,6 +9,7 @@ from ... import escape
 from ...errors import InconclusiveError
 from ...stats import benjamini_hochberg, mann_whitney_many
 from ...units import format_size
+from ..files import identity
 from ..files.rows import ROW_KEY, Row, bulk
 
 # --- comparing two sets of runs ----------------------------------------------------------------
@@ -104,11 +105,14 @@ def compare(base: list[Row], new: list[Row], threshold: float, alpha: float = 0.
     return changes, _unmatched(base, new, only_base, only_new)
 
 
-def comparison_exit(changes: list[Change]) -> int:
+def comparison_exit(changes: list[Change], conflicts: int = 0) -> int:
     """`compare`'s exit status: 1 a significant regression, 0 none among the tested pairs. No pair
-    tested (fewer than RUNS_NEEDED distinct runs a side) is no verdict: an InconclusiveError (2)."""
+    tested (fewer than RUNS_NEEDED distinct runs a side) is no verdict: an InconclusiveError (2); so
+    is no regression where `conflicts` runs were left out (files of one run id that disagree)."""
     if any(change.regression for change in changes):
         return 1
+    if conflicts:
+        raise InconclusiveError(f"no verdict: {identity.conflict_line(conflicts)}")
     if changes and all(change.p_value is None for change in changes):
         runs = f"{max(len(c.base.values) for c in changes)}/{max(len(c.new.values) for c in changes)}"
         raise InconclusiveError(

@@ -75,6 +75,8 @@ def drainable(host: str, hosts: frozenset[str], nodes: ClusterNodes | None = Non
         raise ConfigError(
             f"host {host!r} is not one the results' ranks ran on (their metadata): refused in a drain list"
         )
+    if nodes is not None and nodes.unread is not None:
+        raise ConfigError(f"host {host!r} could not be checked against the cluster's nodes ({nodes.unread})")
     if nodes is not None and host not in nodes.names:
         raise ConfigError(f"host {host!r} is not a node of the cluster ({nodes.source}): refused in a drain list")
     return host
@@ -154,6 +156,8 @@ def _checked_against(nodes: ClusterNodes | None) -> str:
             "# host names NOT checked against the cluster's nodes (check --nodes FILE or --nodes-from-slurm): "
             "a results file vouches for its own; review each name before you run its line"
         )
+    if nodes.unread is not None:
+        return f"# host names could not be checked against the cluster's nodes, so none is drained: {_comment(nodes.unread)}"
     return f"# host names checked against {len(nodes.names)} nodes of the cluster ({_comment(nodes.source)})"
 
 

@@ -1,6 +1,7 @@
 """The cluster's real nodes, the allow-list a drain list is checked against: a file the user names
 (`check --nodes FILE`, one node name per line) or Slurm's own list (`--nodes-from-slurm`:
-`sinfo -N -h -o %N`, or `scontrol show hostnames` where only scontrol is on PATH).
+`sinfo -N -h -o %N`, or `scontrol show hostnames` where only scontrol is on PATH), which a drain list
+is checked against by default where Slurm is on PATH (`by_default`).
 
 A results file's metadata vouches only for itself: a crafted one may name its host `gpu` or `debug`
 (Slurm node-set names) and list it as a host its ranks ran on. A name the cluster does not list is
@@ -31,6 +32,7 @@ class ClusterNodes:
 
     names: frozenset[str]
     source: str
+    unread: str | None = None  # why the list could not be had (Slurm failed): every name left out
 
 
 def _parse(text: str, source: str) -> ClusterNodes:
@@ -59,6 +61,23 @@ def from_file(path: str) -> ClusterNodes:
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{source}: not UTF-8 text (byte {exc.start})") from None
     return _parse(text, source)
+
+
+def slurm_present() -> bool:
+    """Whether Slurm's commands are on PATH (sinfo or scontrol): a cluster that can say its nodes."""
+    return any(shutil.which(command[0]) is not None for command in SLURM_COMMANDS)
+
+
+def by_default() -> ClusterNodes | None:
+    """The nodes a drain list is checked against when none were named: Slurm's where it is present
+    (from_slurm), and where its list cannot be had, a list that leaves every name out saying why
+    (never a name written unchecked on a cluster that could have told); None without Slurm."""
+    if not slurm_present():
+        return None
+    try:
+        return from_slurm()
+    except ConfigError as exc:
+        return ClusterNodes(frozenset(), "Slurm, asked by default", unread=str(exc))
 
 
 def from_slurm() -> ClusterNodes:

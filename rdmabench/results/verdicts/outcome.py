@@ -13,12 +13,13 @@ from __future__ import annotations
 import json
 import json.encoder
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from ... import escape
 from ...errors import InconclusiveError
+from ..files import identity
 from ..files.rows import Row
 from .attribution import Attribution, attribute
 from .suspects import AttributionRecord, remeasure_lines
@@ -34,12 +35,14 @@ class OutcomeRecord(VerdictRecord, total=False):
     outcome: str
     links_inconclusive: str
     attribution: AttributionRecord
+    conflicts: list[str]
 
 
 @dataclass
 class Checked:
     verdict: Verdict
     found: Attribution
+    conflicts: tuple[str, ...] = ()  # runs whose files disagree (identity.Conflict): left out, so no pass
 
     @property
     def outcome(self) -> str:
@@ -48,6 +51,8 @@ class Checked:
             return "FAIL"
         if self.verdict.remeasure or self.found.outcome == "REMEASURE":
             return "REMEASURE"
+        if self.conflicts and self.verdict.outcome == "PASS":  # what was left out may be what fails
+            return "INCONCLUSIVE"
         return self.verdict.outcome
 
     @property
@@ -93,6 +98,8 @@ class Checked:
         if self.verdict.inconclusive is not None:
             found["links_inconclusive"] = self.verdict.inconclusive
         found["attribution"] = self.found.to_dict()
+        if self.conflicts:
+            found["conflicts"] = list(self.conflicts)
         return found
 
     def json(self) -> str:
@@ -132,16 +139,20 @@ def conclude(
     baseline: list[Row] | None = None,
     tolerance: float = 0.1,
     found: Attribution | None = None,
+    conflicts: Iterable[object] = (),
 ) -> Checked:
     """The one verdict of `check`, `report --expect` and `run --expect`: the attribution of `rows`
     (made here where not given) and the links judged against `floors` and `baseline`, one outcome
-    and one exit status for both (a suspect part fails under hand floors too)."""
+    and one exit status for both (a suspect part fails under hand floors too). `conflicts` (runs
+    whose files name one run id with other records, none of them counted) make a pass no verdict."""
     found = found if found is not None and found.links is not None else attribute(rows)
-    return Checked(judge(rows, floors, baseline, tolerance, found), found)
+    return Checked(judge(rows, floors, baseline, tolerance, found), found, tuple(map(str, conflicts)))
 
 
 def no_verdict(checked: Checked) -> InconclusiveError:
     """The error of an outcome that is no verdict (INCONCLUSIVE)."""
+    if checked.verdict.inconclusive is None and checked.conflicts:
+        return InconclusiveError(f"no verdict: {identity.conflict_line(len(checked.conflicts))}")
     return InconclusiveError(f"no verdict: {checked.verdict.inconclusive}")
 
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict
 
 from ... import escape
 from ...errors import ConfigError, InconclusiveError
-from ...units import format_size
+from ...units import ascii_float, format_size
 from ..files.rows import LINK_CLASSES, Row, culprits
 
 if TYPE_CHECKING:
@@ -61,7 +61,7 @@ def parse_expect(texts: tuple[str, ...] | list[str]) -> dict[str, float]:
             choices = ", ".join((*LIMIT_KINDS, *LINK_CLASSES, "all"))
             raise ConfigError(f"--expect {text!r}: unknown limit kind or link class {key!r}: choose {choices}")
         try:
-            share = float(value)
+            share = ascii_float(value)
         except ValueError:
             raise ConfigError(f"--expect {text!r}: the floor must be a number, a share of the limit") from None
         if not 0 < share <= 1:
@@ -72,7 +72,7 @@ def parse_expect(texts: tuple[str, ...] | list[str]) -> dict[str, float]:
 
 def _ceiling(text: str, value: str) -> float:
     try:
-        ceiling = float(value)
+        ceiling = ascii_float(value)
     except ValueError:
         raise ConfigError(f"--expect {text!r}: the ceiling must be a number, a factor (1.05: 5% slower)") from None
     if not 1 <= ceiling <= 100:
