@@ -18,8 +18,9 @@ from rdmabench.hardware.gpu import visible_gpu_count
 from rdmabench.measure.beside import Beside, asked
 from rdmabench.measure.blocks import SmBudget
 from rdmabench.results.files import document
+from rdmabench.results.files.row import BesideRun
 from rdmabench.results.files.rows import Row, aggregate
-from rdmabench.results.reports.answer import BUDGET, answers, lines
+from rdmabench.results.reports.answer import BUDGET, answers, lines, notes
 
 from .conftest import QUICK, rdmabench_env, refused_in_one_line, run_cli, run_cli_here
 
@@ -145,7 +146,7 @@ def _row(path: str, size: int, gbps: float, beside: tuple[float, float] | None, 
     row.settings = (("engine", "native"), ("blocks", shape))
     row.posting, row.block_list = path, "1024 x random, 1 in flight"  # the fields the answer reads
     row.values = [gbps]
-    row.besides = [beside] if beside else None
+    row.besides = [BesideRun(*beside)] if beside else None
     return row
 
 
@@ -161,7 +162,7 @@ def test_the_answer_is_the_fastest_idle_path_and_the_fastest_within_the_budget()
     assert found.idle is not None and (found.idle.path, found.idle.gbps) == ("gpu", 344.0)
     assert found.within is not None and (found.within.path, found.within.gbps) == ("ce-batch", 77.0)
     assert [point.path for point in found.front] == ["ce-batch"]  # cpu is slower and costs more
-    assert "no path" not in lines([found])[1] and "ce-batch 77.000 GB/s (model x1.040, 0 SMs" in lines([found])[1]
+    assert "no path" not in lines([found])[1] and "ce-batch 77.000 GB/s (model x1.040, SMs held 0" in lines([found])[1]
 
 
 def test_no_path_within_the_budget_is_said() -> None:
@@ -174,23 +175,28 @@ def test_no_path_within_the_budget_is_said() -> None:
 @pytest.mark.parametrize(
     ("beside", "said"),
     [
-        ({**_LOAD, "slowdown": None, "duty": 0.25, "slowdown_pairs": [1.0] * 5}, "model not judged: in flight 25% of the window"),
+        ({**_LOAD, "slowdown": None, "duty": 0.25, "slowdown_pairs": [1.0] * 5}, "not judged: in flight 25% of the window"),
         ({**_LOAD, "slowdown": None, "duty": 0.95, "slowdown_pairs": [1.0] * 2, "drifting_pairs": [0, 1]},
-         "model not judged: the model alone drifted past 3% in every pair"),
-        ({**_LOAD, "slowdown": None, "duty": None, "slowdown_pairs": []}, "model -"),
-        ({**_LOAD, "slowdown": None, "duty": 0.95, "slowdown_pairs": [1.0], "drifting_pairs": 5}, "model -"),  # malformed
+         "not judged: the model alone drifted past 3% in every pair"),
+        ({**_LOAD, "slowdown": None, "duty": None, "slowdown_pairs": []}, None),
+        ({**_LOAD, "slowdown": None, "duty": 0.95, "slowdown_pairs": [1.0], "drifting_pairs": 5}, None),  # malformed
     ],
 )  # fmt: skip
-def test_a_path_whose_model_figure_was_not_judged_says_why(beside: dict[str, Any], said: str) -> None:
+def test_a_path_whose_model_figure_was_not_judged_says_why(beside: dict[str, Any], said: str | None) -> None:
     """GENERATED rows: the copy engines armed ahead move the most, but their copies were in flight for
-    a quarter of the load's window (or the load drifted): the answer names them idle and says why their
-    model cost is no figure, and never picks them within the budget."""
+    a quarter of the load's window (or the load drifted): the answer names them idle by their figure alone
+    (344, never their 345 beside the load), says why their model cost is no figure, and never picks them
+    within the budget."""
     armed = _row("ce-batch", 65536, 345.0, None)
     armed.posting = "ce-armed"
     armed.add_list({}, beside, [], first=False)
+    armed.add_beside({**beside, "transfer_alone": 344.0})
     rows = [armed, _row("gpu", 65536, 180.0, (305.0, 1.04))]
     (found,) = answers(rows)
-    assert found.idle is not None and found.idle.path == "ce-armed" and said in lines([found])[1]
+    assert found.idle is not None and (found.idle.path, found.idle.gbps) == ("ce-armed", 344.0)
+    assert "model" not in lines([found])[1].split("; ")[0]  # an idle figure carries no beside words
+    said_notes = [note for note in notes([found]) if "not judged" in note]
+    assert said_notes == ([f"ce-armed at 64KiB: the model's cost {said}"] if said else [])
     assert found.within is not None and found.within.path == "gpu"
 
 

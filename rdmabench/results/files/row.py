@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from operator import attrgetter
-from typing import Any, TypedDict
+from typing import Any, NamedTuple, TypedDict
 
 from ...measure.besiderecord import BesideFigure
 from ...measure.blockrecord import BlockList
@@ -16,6 +16,31 @@ from .entries import block_list_of, carveout_of, finite_number, posting_of
 
 _LINK_KEY = attrgetter("test", "src_mode", "dst_mode", "size_bytes", "link", "load")
 ROW_KEY = attrgetter("test", "src_mode", "dst_mode", "size_bytes", "link", "load", "settings")  # link_key and settings
+
+
+class BesideRun(NamedTuple):
+    """One run beside compute (its entry's `beside`): the transfer alone on an idle GPU (the pairs' alone
+    halves, kept whether or not the model's slowdown was judged), the model's slowdown (None: not judged),
+    its 95% interval (`slowdown_interval`) and the load's own swing in the row (`noise_floor`), where the
+    file has them (files before issue 54 have neither)."""
+
+    alone: float | None
+    slowdown: float | None
+    interval: tuple[float, float] | None = None
+    noise: float | None = None
+
+
+class ListPace(NamedTuple):
+    """What one run of a block list sustains and what its posting costs: the rate kept going back to back
+    from one posting thread (`sustained_gbps`, where the file has it), the rate the posting thread's host
+    work alone allows (None: the GPU's step is the longer, or nothing says), and a posting kernel's
+    CTA-microseconds per descriptor (None: no kernel posts, or its grid was not recorded), and the posting
+    call's time per descriptor (`post_us_p50` over the descriptors: where a file has no host figure)."""
+
+    sustained: float | None
+    host_gbps: float | None
+    cta_us: float | None
+    post_us: float | None = None  # the posting call's median time per descriptor (older files' CPU figure)
 
 
 class RowWire(TypedDict):
@@ -62,6 +87,12 @@ class RowRecord(_RowFigures, total=False):
     posting_green: bool
     carveout: int | None
     cpu_us_per_descriptor: float | None
+    transfer_alone_idle: float | None
+    slowdown_interval: list[float] | None
+    noise_floor: float | None
+    sustained_gbps: float | None
+    host_bound_gbps: float | None
+    cta_us_per_descriptor: float | None
 
 
 @dataclass(slots=True)
@@ -101,8 +132,8 @@ class Row:
     wire_dev: str | None = None
     # Block lists (--blocks, --model): each run's p99 and p99.9 of its transfer times, in us.
     tails: list[tuple[float, float]] | None = None
-    # Beside compute (--beside): each run's transfer alone (its unit) and the model's slowdown.
-    besides: list[tuple[float, float]] | None = None
+    # Beside compute (--beside): each run's transfer alone (its unit), the model's slowdown and its interval.
+    besides: list[BesideRun] | None = None
     ceilings: list[float] | None = None  # block lists: each run's ceiling (a copy kernel over the list), GB/s
     run: int = -1  # the run (the aggregate's count of documents) that gave its last figure: one figure a run
     # Block lists: who posted them (entries.posting_of: the path, the SMs its kernel was held to, a green
@@ -114,8 +145,10 @@ class Row:
     block_list: str | None = None
     carveout: int | None = None
     # Per run, where recorded: the CPU microseconds the path spent per descriptor, the model's slowdown
-    # range over the pairs, the min and max of the run's samples (GB/s) and the list's contiguous reference.
+    # range over the pairs, the min and max of the run's samples (GB/s) and the list's contiguous reference;
+    # a block list's sustained rate and posting costs (ListPace).
     cpu_us: list[float] | None = None
+    paces: list[ListPace] | None = None
     slowdown_ranges: list[tuple[float, float]] | None = None
     sample_ranges: list[tuple[float, float]] | None = None
     contiguous: list[float] | None = None
@@ -159,9 +192,11 @@ class Row:
 
     @property
     def spread(self) -> float:
-        """(max - min) / median across runs: 0 for a single run."""
+        """(max - min) / median across runs; of a single run, across its own samples where they were kept
+        (its one figure has no spread of its own: 0.0 there said nothing)."""
         median = self.median
-        return (max(self.values) - min(self.values)) / median if median else 0.0
+        low, high = self.gbps_range if len(self.values) == 1 else (min(self.values), max(self.values))
+        return (high - low) / median if median else 0.0
 
     @property
     def share(self) -> float | None:
@@ -206,14 +241,18 @@ class Row:
             self.tails.append((p99, p999))
 
     def add_beside(self, beside: Any) -> None:
-        """A run beside compute: its transfer alone and the load's slowdown (its entry's `beside`)."""
+        """A run beside compute (its entry's `beside`): its transfer alone, kept whether or not the load's
+        slowdown was judged (the idle answer reads it), the slowdown, its interval and the noise floor."""
         if not isinstance(beside, dict):
             return
         alone, slowdown = finite_number(beside.get("transfer_alone")), finite_number(beside.get("slowdown"))
-        if alone is not None and slowdown is not None:
-            if self.besides is None:
-                self.besides = []
-            self.besides.append((alone, slowdown))
+        if alone is None and slowdown is None:
+            return
+        low, high = _pair(beside.get("slowdown_interval"))
+        interval = (low, high) if low is not None and high is not None and low <= high else None
+        if self.besides is None:
+            self.besides = []
+        self.besides.append(BesideRun(alone, slowdown, interval, finite_number(beside.get("noise_floor"))))
 
     def add_list(self, blocks: Any, beside: Any, samples: Any, first: bool) -> None:
         """A block-list run's posting path (`first`: the row's first run), CPU cost per descriptor, the
@@ -223,12 +262,15 @@ class Row:
             self.posting, self.posting_sms, self.posting_green = posting_of(entry)
             self.block_list, self.carveout = block_list_of(entry), carveout_of(entry)
         record = BlockList.from_json(blocks)
-        cpu = finite_number(record.cpu_us_per_descriptor) if record is not None else None
+        cpu = host_us_of(blocks, record)
         if cpu is not None:
             self.cpu_us = [*(self.cpu_us or ()), cpu]
         contiguous = finite_number(record.contiguous_gbps) if record is not None else None
         if contiguous is not None:
             self.contiguous = [*(self.contiguous or ()), contiguous]
+        pace = list_pace(blocks, record, samples)
+        if pace is not None:
+            self.paces = [*(self.paces or ()), pace]
         figure = BesideFigure.from_json(beside)
         if figure is not None and figure.slowdown is None and self.unjudged is None:
             self.unjudged = unjudged_words(figure)  # the first run's reason stands
@@ -236,6 +278,10 @@ class Row:
         low, high = _pair(found)
         if low is not None and high is not None:
             self.slowdown_ranges = [*(self.slowdown_ranges or ()), (low, high)]
+        self.add_samples(samples)
+
+    def add_samples(self, samples: Any) -> None:
+        """The min and max of a run's samples (its figure's own spread, where the row has one run)."""
         figures = [value for value in map(finite_number, samples) if value is not None] if samples else []
         if figures:
             self.sample_ranges = [*(self.sample_ranges or ()), (min(figures), max(figures))]
@@ -271,10 +317,59 @@ class Row:
 
     @property
     def beside(self) -> tuple[float, float] | None:
-        """The median over runs of the transfer alone and of the model's slowdown beside it, or None."""
-        if not self.besides:
+        """The median over the runs whose slowdown was judged of the transfer alone and of the model's
+        slowdown beside it, or None where none was."""
+        judged = [(b.alone, b.slowdown) for b in self.besides or () if b.alone is not None and b.slowdown is not None]
+        if not judged:
             return None
-        return median([b[0] for b in self.besides]), median([b[1] for b in self.besides])
+        return median([b[0] for b in judged]), median([b[1] for b in judged])
+
+    @property
+    def alone_gbps(self) -> float | None:
+        """The median over runs of the transfer alone on an idle GPU (the alone halves of its pairs beside
+        compute, judged or not), or None where the row ran beside nothing."""
+        found = [b.alone for b in self.besides or () if b.alone is not None]
+        return median(found) if found else None
+
+    @property
+    def slowdown_interval(self) -> tuple[float, float] | None:
+        """The 95% interval of the model's slowdown: a run's own, or over several runs the lowest low and the
+        highest high; None where no run's file gives one (files before issue 54)."""
+        found = [b.interval for b in self.besides or () if b.interval is not None]
+        return (min(i[0] for i in found), max(i[1] for i in found)) if found else None
+
+    @property
+    def noise_floor(self) -> float | None:
+        """The load's own swing in this row (a fraction): the smallest slowdown it can tell from none; the
+        largest over runs, or None where no file gives it."""
+        found = [b.noise for b in self.besides or () if b.noise is not None]
+        return max(found) if found else None
+
+    @property
+    def sustained_gbps(self) -> float | None:
+        """The median over runs of the rate kept going back to back from one posting thread, or None
+        where no run's file gives it (files before issue 54: their figure is the burst alone)."""
+        found = [p.sustained for p in self.paces or () if p.sustained is not None]
+        return median(found) if found else None
+
+    @property
+    def host_bound_gbps(self) -> float | None:
+        """The median over runs of the rate the posting thread's host work alone allows, where it is below
+        the timed step's (the burst), or None."""
+        found = [p.host_gbps for p in self.paces or () if p.host_gbps is not None]
+        return median(found) if found else None
+
+    @property
+    def post_us_per_descriptor(self) -> float | None:
+        """The median over runs of the posting call's time per descriptor, or None."""
+        found = [p.post_us for p in self.paces or () if p.post_us is not None]
+        return median(found) if found else None
+
+    @property
+    def cta_us_per_descriptor(self) -> float | None:
+        """The median over runs of a posting kernel's CTA-microseconds per descriptor, or None."""
+        found = [p.cta_us for p in self.paces or () if p.cta_us is not None]
+        return median(found) if found else None
 
     @property
     def tail_us(self) -> tuple[float, float] | None:
@@ -313,10 +408,18 @@ class Row:
         if beside is not None:  # only where a run had compute beside it: older reports keep their shape
             found["transfer_alone"], found["slowdown"] = beside
             found["slowdown_range"] = list(self.slowdown_range) if self.slowdown_range else None
+        if self.besides:
+            interval = self.slowdown_interval
+            found |= {
+                "transfer_alone_idle": self.alone_gbps, "slowdown_interval": list(interval) if interval else None,
+                "noise_floor": self.noise_floor,
+            }  # fmt: skip
         if self.posting is not None:  # block lists only: older reports keep their shape
             found |= {
                 "posting": self.posting, "posting_sms": self.posting_sms, "posting_green": self.posting_green,
                 "carveout": self.carveout, "cpu_us_per_descriptor": self.cpu_us_per_descriptor,
+                "sustained_gbps": self.sustained_gbps, "host_bound_gbps": self.host_bound_gbps,
+                "cta_us_per_descriptor": self.cta_us_per_descriptor,
             }  # fmt: skip
         return found
 
@@ -340,3 +443,57 @@ def _pair(found: Any) -> tuple[float | None, float | None]:
     if not isinstance(found, (list, tuple)) or len(found) != 2:
         return None, None
     return finite_number(found[0]), finite_number(found[1])
+
+
+def host_us_of(blocks: Any, record: BlockList | None) -> float | None:
+    """The posting thread's CPU microseconds per descriptor: `host_us_per_descriptor` where the file has it
+    (every path, issue 54), else the armed path's arming (`cpu_us_per_descriptor`, the one path that
+    recorded it before)."""
+    found = finite_number(blocks.get("host_us_per_descriptor")) if isinstance(blocks, dict) else None
+    if found is None and record is not None:
+        found = finite_number(record.cpu_us_per_descriptor)
+    return found
+
+
+def list_pace(blocks: Any, record: BlockList | None, samples: Any) -> ListPace | None:
+    """A block-list run's ListPace, or None where its record says nothing of it. The host's bound: the
+    sustained rate where the file has it and it is below the burst (the run's median sample); in older
+    files, the list's bytes over its arming's CPU time where the arming ran outside the clock (ce-armed:
+    the one path whose host work the timed step leaves out)."""
+    if record is None or not isinstance(blocks, dict):
+        return None
+    sustained = finite_number(blocks.get("sustained_gbps"))
+    figures = sorted(v for v in map(finite_number, samples or ()) if v is not None)
+    burst = figures[len(figures) // 2] if figures else None
+    host: float | None = None
+    if sustained is not None:
+        host = sustained if burst is not None and sustained < burst * 0.999 else None
+    else:
+        arming, moved = finite_number(record.arm_us), record.transfer_bytes
+        host = moved / (arming * 1e3) if arming and isinstance(moved, int) else None  # bytes per us / 1e3: GB/s
+    cta_us, post = _cta_us(record), finite_number(blocks.get("post_us_p50"))
+    count = record.count if isinstance(record.count, int) and record.count > 0 else None
+    post_us = post / count if post is not None and count else None
+    if sustained is None and host is None and cta_us is None and post_us is None:
+        return None
+    return ListPace(sustained, host, cta_us, post_us)
+
+
+def _cta_us(record: BlockList) -> float | None:
+    """A posting kernel's CTA-microseconds per descriptor: its grid (a carve-out's `ctas`, or a budget's one
+    CUDA block per SM) times its median transfer time, over the list's descriptors. None where no kernel
+    posts or its grid is not recorded (the whole GPU's kernel: its grid is the device API's choice)."""
+    sms, us = record.sms, record.transfer_us
+    if record.posted != "gpu" or not isinstance(sms, dict) or not isinstance(us, dict):
+        return None
+    ctas = (
+        sms.get("ctas")
+        if sms.get("mode") == "carveout"
+        else sms.get("transfer")
+        if sms.get("mode") == "budget"
+        else None
+    )
+    p50, count = finite_number(us.get("p50")), record.count
+    if not isinstance(ctas, int) or p50 is None or not isinstance(count, int) or count <= 0:
+        return None
+    return ctas * p50 / count

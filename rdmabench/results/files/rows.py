@@ -308,6 +308,8 @@ class _Folder:
         if isinstance(blocks, dict):
             row.add_tail(blocks)
             row.add_list(blocks, beside, samples, first)
+        elif samples:  # a run's own spread (a block list's add_list keeps it)
+            row.add_samples(samples)
         if beside is not None:
             row.add_beside(beside)
 
