@@ -13,7 +13,7 @@ import pytest
 
 from rdmabench.errors import ConfigError
 from rdmabench.results.files import document
-from rdmabench.results.files.entries import posting_of
+from rdmabench.results.files.entries import posting_of, records_of
 from rdmabench.results.files.rows import Row, aggregate
 from rdmabench.results.reports import html
 from rdmabench.results.reports.answer import BUDGET, answers, lines, parse_budget
@@ -119,14 +119,19 @@ def _write(path: Path, entries: list[dict[str, Any]]) -> Path:
     return path
 
 
+def _posted(entry: dict[str, Any]) -> tuple[str | None, int | None, bool]:
+    """Who posted an entry's list, from its record read back as the rows read it (once)."""
+    return posting_of(records_of(entry.get("blocks"), entry.get("beside")).blocks)
+
+
 def test_posting_of_reads_the_path_its_sms_and_green_context_from_the_entry() -> None:
-    assert posting_of(_entry(4096, "gpu", 1.0, None, sms=("green", 8))) == ("gpu", 8, True)
-    assert posting_of(_entry(4096, "gpu", 1.0, None, sms=("budget", 16))) == ("gpu", 16, False)
-    assert posting_of(_entry(4096, "ce-armed", 1.0, None)) == ("ce-armed", None, False)
+    assert _posted(_entry(4096, "gpu", 1.0, None, sms=("green", 8))) == ("gpu", 8, True)
+    assert _posted(_entry(4096, "gpu", 1.0, None, sms=("budget", 16))) == ("gpu", 16, False)
+    assert _posted(_entry(4096, "ce-armed", 1.0, None)) == ("ce-armed", None, False)
     older = _entry(4096, "cpu", 1.0, None)
     del older["blocks"]["posted_by"], older["blocks"]["sms"]
-    assert posting_of(older) == ("cpu", None, False)  # before other paths existed: a request per block
-    assert posting_of({"test": "bw"}) == (None, None, False)
+    assert _posted(older) == ("cpu", None, False)  # before other paths existed: a request per block
+    assert _posted({"test": "bw"}) == (None, None, False)
 
 
 def test_rows_carry_the_path_and_carve_out_as_fields_and_never_merge_them() -> None:

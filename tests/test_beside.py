@@ -16,9 +16,10 @@ import pytest
 from rdmabench.errors import ConfigError
 from rdmabench.hardware.gpu import visible_gpu_count
 from rdmabench.measure.beside import Beside, asked
+from rdmabench.measure.besiderecord import BesideFigure
 from rdmabench.measure.blocks import SmBudget
 from rdmabench.results.files import document
-from rdmabench.results.files.row import BesideRun
+from rdmabench.results.files.rowgroups import BesideCompute, BesideRun, ListFigures
 from rdmabench.results.files.rows import Row, aggregate
 from rdmabench.results.reports.answer import BUDGET, answers, lines, notes
 
@@ -144,9 +145,10 @@ def _row(path: str, size: int, gbps: float, beside: tuple[float, float] | None, 
     shape = f"1024 x random, 1 in flight{posted}"
     row = Row("put", "device", "device", size, "h:gpu0 -> h:gpu1", "intra-node", "h", "h", "GB/s", load)
     row.settings = (("engine", "native"), ("blocks", shape))
-    row.posting, row.block_list = path, "1024 x random, 1 in flight"  # the fields the answer reads
+    row.lists = ListFigures(path, block_list="1024 x random, 1 in flight")  # the fields the answer reads
     row.values = [gbps]
-    row.besides = [BesideRun(*beside)] if beside else None
+    if load != "alone":  # the model beside it, as fields
+        row.compute = BesideCompute("gemm", 8192, 0, path, [BesideRun(*beside)] if beside else [])
     return row
 
 
@@ -188,9 +190,11 @@ def test_a_path_whose_model_figure_was_not_judged_says_why(beside: dict[str, Any
     (344, never their 345 beside the load), says why their model cost is no figure, and never picks them
     within the budget."""
     armed = _row("ce-batch", 65536, 345.0, None)
-    armed.posting = "ce-armed"
-    armed.add_list({}, beside, [], first=False)
-    armed.add_beside({**beside, "transfer_alone": 344.0})
+    assert armed.lists is not None
+    armed.lists.posting = "ce-armed"
+    figure = BesideFigure.from_json({**beside, "transfer_alone": 344.0})  # as the rows read a file's, once
+    assert figure is not None
+    armed.add_beside(figure, "ce-armed", first=False)
     rows = [armed, _row("gpu", 65536, 180.0, (305.0, 1.04))]
     (found,) = answers(rows)
     assert found.idle is not None and (found.idle.path, found.idle.gbps) == ("ce-armed", 344.0)
@@ -203,7 +207,8 @@ def test_a_path_whose_model_figure_was_not_judged_says_why(beside: dict[str, Any
 def test_one_path_alone_has_no_choice_to_answer_and_references_are_left_out() -> None:
     only = _row("gpu", 4096, 170.0, None, load="alone")
     reference = _row("ce-batch", 4 << 20, 200.0, None, load="alone")
-    reference.block_list = None  # a list's one-message reference is no candidate
+    assert reference.lists is not None
+    reference.lists.block_list = None  # a list's one-message reference is no candidate
     assert answers([only, reference]) == []
 
 

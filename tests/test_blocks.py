@@ -150,13 +150,16 @@ def test_bad_block_options_are_one_line(tmp_path: Path, args: list[str], message
 
 
 def test_a_list_the_gpu_posted_is_never_merged_with_one_the_cpu_posted() -> None:
+    from rdmabench.results.files.entries import records_of
     from rdmabench.results.files.rows import settings_of
 
+    def settings(blocks: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+        return settings_of({"blocks": blocks}, {}, records_of(blocks, None))  # the record read back once
+
     blocks = {"count": 1024, "layout": "random", "batch": 1}
-    by_cpu = settings_of({"blocks": {**blocks, "posted_by": "cpu"}}, {})
-    by_gpu = settings_of({"blocks": {**blocks, "posted_by": "gpu"}}, {})
+    by_cpu, by_gpu = settings({**blocks, "posted_by": "cpu"}), settings({**blocks, "posted_by": "gpu"})
     assert by_cpu != by_gpu and "posted by the GPU" in dict(by_gpu)["blocks"]
-    assert by_cpu == settings_of({"blocks": blocks}, {})  # files from before --posting: the CPU posted
+    assert by_cpu == settings(blocks)  # files from before --posting: the CPU posted
 
 
 def _runs_of(slots: np.ndarray) -> list[int]:

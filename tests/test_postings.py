@@ -15,7 +15,7 @@ from rdmabench.measure import postings
 from rdmabench.measure.blockrecord import BlockList
 from rdmabench.measure.postings import POSTINGS, Posting, parse_postings
 from rdmabench.results.files import document
-from rdmabench.results.files.entries import posting_of, settings_of
+from rdmabench.results.files.entries import posting_of, records_of, settings_of
 from rdmabench.results.files.row import Row
 from rdmabench.wire.armed import ARM_BOUND, ARMED_PATH
 
@@ -40,18 +40,22 @@ def test_the_record_reads_back_what_it_writes_in_its_order() -> None:
 
 
 def test_posting_of_reads_the_record_not_the_label() -> None:
-    entry = {"blocks": _RECORD}
-    assert posting_of(entry) == ("gpu", 16, True)
-    assert posting_of({"blocks": dict(_RECORD, sms={"mode": "whole GPU"})}) == ("gpu", None, False)
-    assert posting_of({"blocks": {k: v for k, v in _RECORD.items() if k not in ("posted_by", "path")}})[0] == "cpu"
-    assert posting_of({"bandwidth_gbps": 1.0}) == (None, None, False)
+    assert posting_of(BlockList.from_json(_RECORD)) == ("gpu", 16, True)
+    assert posting_of(BlockList.from_json(dict(_RECORD, sms={"mode": "whole GPU"}))) == ("gpu", None, False)
+    older = BlockList.from_json({k: v for k, v in _RECORD.items() if k not in ("posted_by", "path")})
+    assert posting_of(older)[0] == "cpu"  # a record that names no poster: the CPU's, as before other paths
+    assert posting_of(None) == (None, None, False)
     row = Row("put", "device", "device", 4096, "h:gpu0 -> h:gpu1", "intra-node", "h", "h", "GB/s")
     row.settings = (("blocks", "8 x random, 1 in flight, posted by the GPU, 16 SMs (green context)"),)
-    row.add_list(dict(_RECORD, posted_by="ce-batch", sms={"mode": "copy engines"}), None, [1.0], first=True)
+    copies = BlockList.from_json(dict(_RECORD, posted_by="ce-batch", sms={"mode": "copy engines"}))
+    assert copies is not None
+    row.add_list(copies, [1.0], first=True)
     assert (row.posting, row.posting_sms, row.block_list) == ("ce-batch", None, "8 x random, 1 in flight")
-    row.add_list(dict(_RECORD, cpu_us_per_descriptor=0.5, contiguous_gbps=9.0), None, [1.0], first=True)
+    kernel = BlockList.from_json(dict(_RECORD, cpu_us_per_descriptor=0.5, contiguous_gbps=9.0))
+    assert kernel is not None
+    row.add_list(kernel, [1.0], first=True)
     assert (row.posting, row.posting_sms, row.posting_green) == ("gpu", 16, True)
-    assert (row.cpu_us_per_descriptor, row.contiguous) == (0.5, [9.0])
+    assert (row.cpu_us_per_descriptor, row.contiguous_gbps) == (0.5, 9.0)
 
 
 def test_a_new_path_is_its_record(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -69,8 +73,9 @@ def test_a_new_path_is_its_record(monkeypatch: pytest.MonkeyPatch) -> None:
     found = postings.problems((POSTINGS["cpu"], armed))  # the one check
     assert found == {"ce-test": "no stream memory operations here"}
     entry = {"test": "put", "blocks": dict(_RECORD, posted_by="ce-test", sms={"mode": "copy engines"})}
-    assert dict(settings_of(entry, {}))["blocks"] == "8 x random, 1 in flight, armed on the copy engines"
-    assert posting_of(entry) == ("ce-test", None, False)
+    records = records_of(entry["blocks"], None)
+    assert dict(settings_of(entry, {}, records))["blocks"] == "8 x random, 1 in flight, armed on the copy engines"
+    assert posting_of(records.blocks) == ("ce-test", None, False)
 
 
 def _names(records: tuple[Posting, ...]) -> list[str]:

@@ -20,6 +20,10 @@ from ..errors import ConfigError
 from ..units import format_size, is_digits, parse_size
 
 WHOLE, PART, CARVED = 0, 1, 2  # where the load's operations run (wire.gpuload's codes)
+# A carve-out: --beside's option word (gemm,carveout=N), the key of the records of a figure beside compute
+# (besiderecord), a block list's `sms` mode where it set the posting kernel's SMs, and the setting it
+# adds to a report's row (results/files/entries.py).
+CARVEOUT = "carveout"
 CARVEOUTS = (0, 4, 8, 16)  # carveout=all
 MAX_CARVEOUT = 1024
 
@@ -185,7 +189,7 @@ def _carveouts(text: str, options: list[str]) -> tuple[int, ...]:
     seen = set()
     for option in options:
         key, equals, value = option.strip().partition("=")
-        if key != "carveout" or not equals or key in seen:
+        if key != CARVEOUT or not equals or key in seen:
             raise ConfigError(f"--beside {text}: {option!r} is not carveout=N or carveout=all (given once)")
         seen.add(key)
         if value == "all":

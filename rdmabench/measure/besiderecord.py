@@ -12,54 +12,14 @@ carve-out's posting kernel took are named here (`CARVEOUT_SMS`: a block list's `
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields
-from typing import Any, TypeVar
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
 
-from .beside import Beside
+from .beside import CARVEOUT, Beside
+from .readback import each, flag, number, only, pair, text, whole
 
 KEY = "beside"  # the entry's field the record is written under
-CARVEOUT_SMS = "carveout"  # a block list's `sms` mode where a --beside carve-out set its kernel's SMs
-
-_T = TypeVar("_T")
-
-
-def _number(value: object) -> float | None:
-    """A finite number of a file (a bool is no number), else None."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return value if math.isfinite(value) else None
-
-
-def _whole(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _text(value: object) -> str | None:
-    return value if isinstance(value, str) else None
-
-
-def _flag(value: object) -> bool | None:
-    return value if isinstance(value, bool) else None
-
-
-def _each(read: Callable[[object], _T | None]) -> Callable[[object], list[_T | None]]:
-    """A list of a file, each item read by `read` (an item of the wrong type: None; no list: [])."""
-    return lambda value: [read(item) for item in value] if isinstance(value, list) else []
-
-
-def _only(read: Callable[[object], _T | None]) -> Callable[[object], list[_T]]:
-    """A list of a file, the items `read` accepts ([] where it is no list)."""
-    return lambda value: (
-        [found for item in value if (found := read(item)) is not None] if isinstance(value, list) else []
-    )
-
-
-def _pair(value: object) -> list[float] | None:
-    """A [low, high] pair of numbers, else None."""
-    found = _only(_number)(value)
-    return found if isinstance(value, list) and len(value) == 2 and len(found) == 2 else None
 
 
 @dataclass(frozen=True)
@@ -78,7 +38,7 @@ class Settle:
     def from_json(cls, data: object) -> Settle | None:
         if not isinstance(data, dict):
             return None
-        settled, windows, agree = _flag(data.get("settled")), _whole(data.get("windows")), _number(data.get("agree"))
+        settled, windows, agree = flag(data.get("settled")), whole(data.get("windows")), number(data.get("agree"))
         return None if settled is None or windows is None or agree is None else cls(settled, windows, agree)
 
 
@@ -119,11 +79,10 @@ class GpuFigure:
     def from_json(cls, data: object) -> GpuFigure | None:
         """A GPU's record as a file holds it, each value checked (None where it is no record or names
         no load)."""
-        load = Beside.from_label(data.get("load")) if isinstance(data, dict) else None
+        load = _load(data)
         if not isinstance(data, dict) or load is None:
             return None
-        found: dict[str, Any] = {name: read(data.get(name)) for name, read in _GPU_READS.items()}
-        return cls(load, **found)
+        return cls(load, **_read(cls, data))
 
     def at(self, name: str, index: int) -> float | None:
         """Pair `index`'s figure of the per-pair list `name` (slowdown_pairs, duty_pairs, ...), or None."""
@@ -131,21 +90,46 @@ class GpuFigure:
         return values[index] if index < len(values) else None
 
 
-_GPU_READS: dict[str, Callable[[object], object]] = {
-    "alone": lambda value: _number(value) or 0.0, "beside": lambda value: _number(value) or 0.0,
-    "slowdown": _number, "slowdown_pairs": _each(_number), "duty_pairs": _each(_number),
-    "lost_s_pairs": _each(_number), "window_s_pairs": _each(_number), "span_s_pairs": _each(_number),
-    "alone_drift": _number, "drifting_pairs": _only(_whole), "retakes": lambda value: _whole(value) or 0,
-    "operations": _only(_whole), "after_windows_pairs": _only(_whole), "after_settled_pairs": _only(_flag),
-    "alone_s_pairs": _only(lambda value: _each(_number)(value) if isinstance(value, list) else None),
-    "reference_s": _number, "settle": Settle.from_json, "carveout_cost": _number, "load_sms": _whole,
-}  # fmt: skip
 # The file's order (the load's unit and carve-out in their places).
 _GPU_ORDER = (
     "load unit alone beside slowdown slowdown_pairs duty_pairs lost_s_pairs window_s_pairs span_s_pairs alone_drift "
     "drifting_pairs retakes operations after_windows_pairs after_settled_pairs alone_s_pairs reference_s settle "
     "carveout carveout_cost load_sms"
 ).split()
+
+
+def _read(record: type[GpuFigure | BesideFigure], data: dict[str, Any]) -> dict[str, Any]:
+    """Every field but the load of a record as `data` holds it, each read by its declared type (a value
+    of the wrong type: None, an empty list, or a number's zero where the field takes no None)."""
+    return {item.name: _READS[str(item.type)](data.get(item.name)) for item in fields(record) if item.name != "load"}
+
+
+def _gpus(value: object) -> dict[str, GpuFigure]:
+    if not isinstance(value, dict):
+        return {}
+    return {str(rank): gpu for rank, record in value.items() if (gpu := GpuFigure.from_json(record)) is not None}
+
+
+# How a field's value is read back, by its declared type.
+_READS: dict[str, Callable[[object], object]] = {
+    "float": lambda value: number(value) or 0.0, "int": lambda value: whole(value) or 0, "float | None": number,
+    "int | None": whole, "str | None": text, "list[float | None]": each(number), "list[int]": only(whole),
+    "list[bool]": only(flag), "list[float] | None": pair, "Settle | None": lambda value: Settle.from_json(value),
+    "list[list[float | None]]": only(lambda value: each(number)(value) if isinstance(value, list) else None),
+    "dict[str, GpuFigure]": _gpus,
+}  # fmt: skip
+
+
+def _load(data: object) -> Beside | None:
+    """A record's load, read back: its label (`gemm:8192,carveout=8`), its carve-out also from its own key
+    where the label names none (a record written by hand, or by another tool); None where it names none."""
+    if not isinstance(data, dict):
+        return None
+    load = Beside.from_label(data.get("load"))
+    carveout = whole(data.get(CARVEOUT))
+    if load is None or load.carveout or not carveout or not load.record.carvable:
+        return load
+    return replace(load, carveout=carveout)
 
 
 def _written(record: GpuFigure | BesideFigure) -> dict[str, object]:
@@ -181,40 +165,35 @@ class BesideFigure:
     pairs: int  # the pairs judged
     gpus: dict[str, GpuFigure] = field(default_factory=dict)
     note: str | None = None  # where some pairs were not judged, why a pair may not be
+    # Issue 54 (/work/coord/interface54.md): the slowdown's 95% interval, the load's own swing alone (the
+    # smallest slowdown the row can tell from none) and the pairs the estimate used; written where set.
+    slowdown_interval: list[float] | None = None
+    noise_floor: float | None = None
+    pairs_used: int | None = None
 
     key = KEY  # the entry's field it is written under
 
     def to_json(self) -> dict[str, object]:
         found = _written(self)
         found["gpus"] = {rank: gpu.to_json() for rank, gpu in self.gpus.items()}
-        if self.note is None:
-            del found["note"]
+        for name in _WHEN_SET:
+            if found[name] is None:
+                del found[name]
         return _ordered(found, _BESIDE_ORDER)
 
     @classmethod
     def from_json(cls, data: object) -> BesideFigure | None:
         """An entry's `beside` as a file holds it, each value checked once (None where it is no record
         or names no load)."""
-        load = Beside.from_label(data.get("load")) if isinstance(data, dict) else None
+        load = _load(data)
         if not isinstance(data, dict) or load is None:
             return None
-        found: dict[str, Any] = {name: read(data.get(name)) for name, read in _BESIDE_READS.items()}
-        return cls(load, **found)
+        return cls(load, **_read(cls, data))
 
 
-def _gpus(value: object) -> dict[str, GpuFigure]:
-    if not isinstance(value, dict):
-        return {}
-    return {str(rank): gpu for rank, record in value.items() if (gpu := GpuFigure.from_json(record)) is not None}
-
-
-_BESIDE_READS: dict[str, Callable[[object], object]] = {
-    "transfer_alone": _number, "transfer_alone_samples": _each(_number), "transfer_share_of_alone": _number,
-    "slowdown": _number, "slowdown_pairs": _each(_number), "slowdown_range": _pair, "duty": _number,
-    "duty_pairs": _each(_number), "model_ms_per_gib": _number, "carveout_cost": _number, "alone_drift": _number, "drifting_pairs": _only(_whole),
-    "pairs": lambda value: _whole(value) or 0, "gpus": _gpus, "note": _text,
-}  # fmt: skip
+_WHEN_SET = ("note", "slowdown_interval", "noise_floor", "pairs_used")  # written only where a figure has them
 _BESIDE_ORDER = (
     "load unit transfer_alone transfer_alone_samples transfer_share_of_alone slowdown slowdown_pairs slowdown_range "
-    "duty duty_pairs model_ms_per_gib carveout carveout_cost alone_drift drifting_pairs pairs gpus note"
+    "duty duty_pairs model_ms_per_gib carveout carveout_cost alone_drift drifting_pairs pairs gpus note "
+    "slowdown_interval noise_floor pairs_used"
 ).split()

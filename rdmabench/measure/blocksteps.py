@@ -25,7 +25,7 @@ from ..wire import devapi
 from ..wire.native import RMA_GET, RMA_PUT, TAGGED, BlocksLinkEnd, HotLoop, Registrations, memory_type
 from ..wire.protoinfo import PathRows, ProtoRow, RmaRows
 from . import faults
-from .blockrecord import BlockList, BlockSteps, SmsRecord
+from .blockrecord import CARVEOUT_SMS, BlockList, BlockSteps, SmsRecord
 from .blocks import CTAS_PER_SM, BlockShape
 from .contract import ACK, DATA, READY, Companion, Figure, RoundEnd, RoundShape, Side, StepProtocol, state_of, tag
 from .need import PER_BLOCK_PYTHON, PER_MESSAGE, Need, beside, in_memory
@@ -278,7 +278,7 @@ class BlocksProtocol(StepProtocol):
         carveout = end.spec.beside.carveout if end.spec.beside is not None else 0
         if budget is None and carveout:  # the SMs the model's carve-out leaves: N x CTAS_PER_SM CUDA blocks
             plan.configure(carveout * CTAS_PER_SM)
-            return {"mode": "carveout", "transfer": carveout, "ctas": carveout * CTAS_PER_SM}
+            return {"mode": CARVEOUT_SMS, "transfer": carveout, "ctas": carveout * CTAS_PER_SM}
         if budget is None:
             return {"mode": "whole GPU"}
         if not budget.green:

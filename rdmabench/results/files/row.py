@@ -3,6 +3,7 @@ figures, shares of the link's limit, costs, tails and what ran beside it, and it
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from operator import attrgetter
@@ -10,37 +11,12 @@ from typing import Any, NamedTuple, TypedDict
 
 from ...measure.besiderecord import BesideFigure
 from ...measure.blockrecord import BlockList
-from ...measure.judging import unjudged_words
 from ...stats import median
-from .entries import block_list_of, carveout_of, finite_number, posting_of
+from .entries import finite_number
+from .rowgroups import BesideCompute, BesideRun, ListFigures, ListPace
 
 _LINK_KEY = attrgetter("test", "src_mode", "dst_mode", "size_bytes", "link", "load")
 ROW_KEY = attrgetter("test", "src_mode", "dst_mode", "size_bytes", "link", "load", "settings")  # link_key and settings
-
-
-class BesideRun(NamedTuple):
-    """One run beside compute (its entry's `beside`): the transfer alone on an idle GPU (the pairs' alone
-    halves, kept whether or not the model's slowdown was judged), the model's slowdown (None: not judged),
-    its 95% interval (`slowdown_interval`) and the load's own swing in the row (`noise_floor`), where the
-    file has them (files before issue 54 have neither)."""
-
-    alone: float | None
-    slowdown: float | None
-    interval: tuple[float, float] | None = None
-    noise: float | None = None
-
-
-class ListPace(NamedTuple):
-    """What one run of a block list sustains and what its posting costs: the rate kept going back to back
-    from one posting thread (`sustained_gbps`, where the file has it), the rate the posting thread's host
-    work alone allows (None: the GPU's step is the longer, or nothing says), and a posting kernel's
-    CTA-microseconds per descriptor (None: no kernel posts, or its grid was not recorded), and the posting
-    call's time per descriptor (`post_us_p50` over the descriptors: where a file has no host figure)."""
-
-    sustained: float | None
-    host_gbps: float | None
-    cta_us: float | None
-    post_us: float | None = None  # the posting call's median time per descriptor (older files' CPU figure)
 
 
 class RowWire(TypedDict):
@@ -75,24 +51,42 @@ class _RowFigures(TypedDict):
     warnings: list[str]
 
 
-class RowRecord(_RowFigures, total=False):
-    """A row as the report's JSON writes it; what ran beside it and the block list's posting path
-    only where it has them (older reports keep their shape)."""
+class RowBesideRecord(TypedDict, total=False):
+    """What a row's JSON gives of the model beside it (where a run had one judged, and where any had one)."""
 
     transfer_alone: float
     slowdown: float
     slowdown_range: list[float] | None
-    posting: str
+    transfer_alone_idle: float | None
+    slowdown_interval: list[float] | None
+    noise_floor: float | None
+
+
+class RowListRecord(TypedDict, total=False):
+    """What a row's JSON gives of its block list: its posting path, SMs, carve-out and costs."""
+
+    posting: str | None
     posting_sms: int | None
     posting_green: bool
     carveout: int | None
     cpu_us_per_descriptor: float | None
-    transfer_alone_idle: float | None
-    slowdown_interval: list[float] | None
-    noise_floor: float | None
     sustained_gbps: float | None
     host_bound_gbps: float | None
     cta_us_per_descriptor: float | None
+
+
+class RowRecord(_RowFigures, RowBesideRecord, RowListRecord, total=False):
+    """A row as the report's JSON writes it; what ran beside it and the block list's posting path
+    only where it has them (older reports keep their shape)."""
+
+
+class CpuCosts(NamedTuple):
+    """CPU seconds per GB at each end, summed over the runs that recorded it (`runs`): a mean, two floats a
+    row rather than two lists, for a million rows."""
+
+    src: float
+    dst: float
+    runs: int
 
 
 @dataclass(slots=True)
@@ -108,7 +102,9 @@ class Row:
     src_host: str
     dst_host: str
     unit: str
-    load: str = "alone"  # the link measured alone, or with others at once ("ring, 4 links")
+    # The link measured alone, with others at once ("ring, 4 links"), re-measured or beside a model, as it
+    # prints (entries.load_of, from the entry's fields; a part of the row's key): readers read the fields.
+    load: str = "alone"
     settings: tuple[tuple[str, str], ...] = ()  # what must match for runs to be merged (settings_of)
     higher_is_better: bool = True
     differs: str = ""  # the settings that tell this row from rows of the same link with other settings
@@ -122,46 +118,25 @@ class Row:
     limit_kind: str | None = None  # "NVLink", "PCIe", "NIC", "host memory copy"
     nics: frozenset[str] = frozenset()  # inter-node links: "host/device" of each end
     limit_gbps: float | None = None  # the physical limit `limit` names, in GB/s
-    # CPU seconds per GB at each end, summed over the runs that recorded it (cpu_runs): a mean, two
-    # floats a row rather than two lists, for a million rows.
-    cpu_src: float = 0.0
-    cpu_dst: float = 0.0
-    cpu_runs: int = 0
+    cpu: CpuCosts | None = None
     # The wire check: the lowest share of the bytes its counter saw over the runs, and the counter.
-    wire_ratio: float | None = None
-    wire_dev: str | None = None
-    # Block lists (--blocks, --model): each run's p99 and p99.9 of its transfer times, in us.
-    tails: list[tuple[float, float]] | None = None
-    # Beside compute (--beside): each run's transfer alone (its unit), the model's slowdown and its interval.
-    besides: list[BesideRun] | None = None
-    ceilings: list[float] | None = None  # block lists: each run's ceiling (a copy kernel over the list), GB/s
+    wire: tuple[float, str] | None = None
     run: int = -1  # the run (the aggregate's count of documents) that gave its last figure: one figure a run
-    # Block lists: who posted them (entries.posting_of: the path, the SMs its kernel was held to, a green
-    # context), the list apart from its path (None: a list's one-message reference) and the SMs carved
-    # from the model beside it (0: none; None: no model ran). Part of the row's settings: never merged.
-    posting: str | None = None
-    posting_sms: int | None = None
-    posting_green: bool = False
-    block_list: str | None = None
-    carveout: int | None = None
-    # Per run, where recorded: the CPU microseconds the path spent per descriptor, the model's slowdown
-    # range over the pairs, the min and max of the run's samples (GB/s) and the list's contiguous reference;
-    # a block list's sustained rate and posting costs (ListPace).
-    cpu_us: list[float] | None = None
-    paces: list[ListPace] | None = None
-    slowdown_ranges: list[tuple[float, float]] | None = None
-    sample_ranges: list[tuple[float, float]] | None = None
-    contiguous: list[float] | None = None
-    # Beside compute, where the run's model figure was not judged: why, in words (its duty, its drift).
-    unjudged: str | None = None
+    remeasured: bool = False  # a screen's slow link measured again, alone
+    at_once: int = 1  # the links measured at once in its round (a concurrent pattern's)
+    sample_ranges: list[tuple[float, float]] | None = None  # per run, the min and max of its samples (GB/s)
+    lists: ListFigures | None = None  # block lists
+    compute: BesideCompute | None = None  # beside compute
 
     def state(self) -> RowState:
         """What a run's figure may change of this row, kept to be put back (`restore`) if the run
-        turns out damaged after it was folded: every field but those set when the row is made, and the
-        lengths of the lists a run appends to in place."""
-        tails, besides = self.tails, self.besides
-        lengths = (len(self.values), len(self.shares), len(tails) if tails else 0, len(besides) if besides else 0)
-        return _FOLDED_STATE(self), lengths
+        turns out damaged after it was folded: every field but those set when the row is made (a group
+        as a copy), and the lengths of the lists a run appends to in place."""
+        found = tuple(
+            copy.copy(value) if name in _GROUPS else value
+            for name, value in zip(_FOLDED, _FOLDED_STATE(self), strict=True)
+        )
+        return found, (len(self.values), len(self.shares))
 
     def restore(self, state: RowState) -> None:
         """The row as it was when `state` was taken."""
@@ -169,9 +144,7 @@ class Row:
         for name, value in zip(_FOLDED, fields, strict=True):
             setattr(self, name, value)
         for name, length in zip(_APPENDED, lengths, strict=True):
-            found = getattr(self, name)
-            if found is not None:
-                del found[length:]
+            del getattr(self, name)[length:]
 
     @property
     def link_key(self) -> tuple[str, str, str, int, str, str]:
@@ -199,6 +172,54 @@ class Row:
         return (high - low) / median if median else 0.0
 
     @property
+    def alone(self) -> bool:
+        """Measured alone: one link a round, no model beside it, not a screen's re-measure."""
+        return self.at_once == 1 and self.compute is None and not self.remeasured
+
+    # --- the groups' fields, read as the row's (the answer, the reports) ---------------------------
+
+    @property
+    def posting(self) -> str | None:
+        return self.lists.posting if self.lists is not None else None
+
+    @property
+    def posting_sms(self) -> int | None:
+        return self.lists.posting_sms if self.lists is not None else None
+
+    @property
+    def posting_green(self) -> bool:
+        return self.lists.posting_green if self.lists is not None else False
+
+    @property
+    def block_list(self) -> str | None:
+        return self.lists.block_list if self.lists is not None else None
+
+    @property
+    def ceilings(self) -> list[float] | None:
+        return self.lists.ceilings if self.lists is not None else None
+
+    @property
+    def carveout(self) -> int | None:
+        """The SMs carved from the model beside the row (0: none), or None where no model ran."""
+        return self.compute.carveout if self.compute is not None else None
+
+    @property
+    def besides(self) -> list[BesideRun] | None:
+        return self.compute.runs if self.compute is not None else None
+
+    @property
+    def unjudged(self) -> str | None:
+        return self.compute.unjudged if self.compute is not None else None
+
+    @property
+    def wire_ratio(self) -> float | None:
+        return self.wire[0] if self.wire is not None else None
+
+    @property
+    def wire_dev(self) -> str | None:
+        return self.wire[1] if self.wire is not None else None
+
+    @property
     def share(self) -> float | None:
         return median(self.shares) if self.shares else None
 
@@ -209,76 +230,36 @@ class Row:
     @property
     def cpu_s_per_gb(self) -> dict[str, float] | None:
         """Mean CPU seconds per GB of each end over the runs, or None where no run recorded it."""
-        if not self.cpu_runs:
+        cpu = self.cpu
+        if cpu is None or not cpu.runs:
             return None
-        return {"src": self.cpu_src / self.cpu_runs, "dst": self.cpu_dst / self.cpu_runs}
+        return {"src": cpu.src / cpu.runs, "dst": cpu.dst / cpu.runs}
 
     def add_costs(self, cpu: Any, wire: Any, intern: Callable[[str], str]) -> None:
         """A run's CPU cost ({"src", "dst"}) and wire check ({"dev", "ratio"}), where it has them."""
         if isinstance(cpu, dict) and cpu.get("src") is not None and cpu.get("dst") is not None:
-            self.cpu_src += float(cpu["src"])
-            self.cpu_dst += float(cpu["dst"])
-            self.cpu_runs += 1
+            was = self.cpu or CpuCosts(0.0, 0.0, 0)
+            self.cpu = CpuCosts(was.src + float(cpu["src"]), was.dst + float(cpu["dst"]), was.runs + 1)
         if isinstance(wire, dict) and isinstance(wire.get("ratio"), (int, float)):
             ratio = float(wire["ratio"])
-            if self.wire_ratio is None or ratio < self.wire_ratio:
-                self.wire_ratio, self.wire_dev = ratio, intern(str(wire.get("dev")))
+            if self.wire is None or ratio < self.wire[0]:
+                self.wire = ratio, intern(str(wire.get("dev")))
 
-    def add_tail(self, blocks: Any) -> None:
-        """A block-list run's p99 and p99.9 of transfer times and its list's ceiling (its entry's
-        `blocks`), where it has them."""
-        record = BlockList.from_json(blocks)
-        ceiling = finite_number(record.ceiling_gbps) if record is not None else None
-        if ceiling is not None:
-            self.ceilings = [*(self.ceilings or ()), ceiling]
-        us = record.transfer_us if record is not None else None
-        if not isinstance(us, dict):
-            return
-        p99, p999 = finite_number(us.get("p99")), finite_number(us.get("p99.9"))
-        if p99 is not None and p999 is not None:
-            if self.tails is None:
-                self.tails = []
-            self.tails.append((p99, p999))
-
-    def add_beside(self, beside: Any) -> None:
-        """A run beside compute (its entry's `beside`): its transfer alone, kept whether or not the load's
-        slowdown was judged (the idle answer reads it), the slowdown, its interval and the noise floor."""
-        if not isinstance(beside, dict):
-            return
-        alone, slowdown = finite_number(beside.get("transfer_alone")), finite_number(beside.get("slowdown"))
-        if alone is None and slowdown is None:
-            return
-        low, high = _pair(beside.get("slowdown_interval"))
-        interval = (low, high) if low is not None and high is not None and low <= high else None
-        if self.besides is None:
-            self.besides = []
-        self.besides.append(BesideRun(alone, slowdown, interval, finite_number(beside.get("noise_floor"))))
-
-    def add_list(self, blocks: Any, beside: Any, samples: Any, first: bool) -> None:
-        """A block-list run's posting path (`first`: the row's first run), CPU cost per descriptor, the
-        model's slowdown range, its samples' range and its contiguous reference, where it has them."""
-        entry = {"blocks": blocks, "beside": beside}
-        if first:
-            self.posting, self.posting_sms, self.posting_green = posting_of(entry)
-            self.block_list, self.carveout = block_list_of(entry), carveout_of(entry)
-        record = BlockList.from_json(blocks)
-        cpu = host_us_of(blocks, record)
-        if cpu is not None:
-            self.cpu_us = [*(self.cpu_us or ()), cpu]
-        contiguous = finite_number(record.contiguous_gbps) if record is not None else None
-        if contiguous is not None:
-            self.contiguous = [*(self.contiguous or ()), contiguous]
-        pace = list_pace(blocks, record, samples)
-        if pace is not None:
-            self.paces = [*(self.paces or ()), pace]
-        figure = BesideFigure.from_json(beside)
-        if figure is not None and figure.slowdown is None and self.unjudged is None:
-            self.unjudged = unjudged_words(figure)  # the first run's reason stands
-        found = beside.get("slowdown_range") if isinstance(beside, dict) else None
-        low, high = _pair(found)
-        if low is not None and high is not None:
-            self.slowdown_ranges = [*(self.slowdown_ranges or ()), (low, high)]
+    def add_list(self, record: BlockList, samples: Any, first: bool) -> None:
+        """A block-list run (its entry's record, read back once): what its group keeps of it
+        (ListFigures.add; `first`: the row's first run names the path and the list), and its samples' range."""
+        if first or self.lists is None:
+            self.lists = ListFigures.of(record)
+        self.lists.add(record, samples)
         self.add_samples(samples)
+
+    def add_beside(self, beside: BesideFigure, path: str | None, first: bool) -> None:
+        """A run beside compute (its entry's figure, read back once; `path`: the posting path of its block
+        list, None for plain messages): what its group keeps of it (BesideCompute.add; `first`: the row's
+        first run names the model, its size and carve-out)."""
+        if first or self.compute is None:
+            self.compute = BesideCompute.of(beside.load, path)
+        self.compute.add(beside)
 
     def add_samples(self, samples: Any) -> None:
         """The min and max of a run's samples (its figure's own spread, where the row has one run)."""
@@ -289,14 +270,16 @@ class Row:
     @property
     def cpu_us_per_descriptor(self) -> float | None:
         """The median over runs of the CPU microseconds the posting path spent per descriptor, or None."""
-        return median(self.cpu_us) if self.cpu_us else None
+        found = self.lists.cpu_us if self.lists is not None else None
+        return median(found) if found else None
 
     @property
     def slowdown_range(self) -> tuple[float, float] | None:
         """The lowest and highest slowdown of the model over every pair of every run, or None."""
-        if not self.slowdown_ranges:
+        ranges = self.compute.slowdown_ranges if self.compute is not None else None
+        if not ranges:
             return None
-        return min(r[0] for r in self.slowdown_ranges), max(r[1] for r in self.slowdown_ranges)
+        return min(r[0] for r in ranges), max(r[1] for r in ranges)
 
     @property
     def gbps_range(self) -> tuple[float, float]:
@@ -308,12 +291,14 @@ class Row:
     @property
     def contiguous_gbps(self) -> float | None:
         """The median over runs of the list's contiguous reference (its bytes as one message), or None."""
-        return median(self.contiguous) if self.contiguous else None
+        found = self.lists.contiguous if self.lists is not None else None
+        return median(found) if found else None
 
     @property
     def ceiling_gbps(self) -> float | None:
         """The median over runs of the list's ceiling (a copy kernel over the same list), or None."""
-        return median(self.ceilings) if self.ceilings else None
+        found = self.ceilings
+        return median(found) if found else None
 
     @property
     def beside(self) -> tuple[float, float] | None:
@@ -349,34 +334,39 @@ class Row:
     def sustained_gbps(self) -> float | None:
         """The median over runs of the rate kept going back to back from one posting thread, or None
         where no run's file gives it (files before issue 54: their figure is the burst alone)."""
-        found = [p.sustained for p in self.paces or () if p.sustained is not None]
+        found = [p.sustained for p in self._paces if p.sustained is not None]
         return median(found) if found else None
 
     @property
     def host_bound_gbps(self) -> float | None:
         """The median over runs of the rate the posting thread's host work alone allows, where it is below
         the timed step's (the burst), or None."""
-        found = [p.host_gbps for p in self.paces or () if p.host_gbps is not None]
+        found = [p.host_gbps for p in self._paces if p.host_gbps is not None]
         return median(found) if found else None
 
     @property
     def post_us_per_descriptor(self) -> float | None:
         """The median over runs of the posting call's time per descriptor, or None."""
-        found = [p.post_us for p in self.paces or () if p.post_us is not None]
+        found = [p.post_us for p in self._paces if p.post_us is not None]
         return median(found) if found else None
 
     @property
     def cta_us_per_descriptor(self) -> float | None:
         """The median over runs of a posting kernel's CTA-microseconds per descriptor, or None."""
-        found = [p.cta_us for p in self.paces or () if p.cta_us is not None]
+        found = [p.cta_us for p in self._paces if p.cta_us is not None]
         return median(found) if found else None
+
+    @property
+    def _paces(self) -> list[ListPace]:
+        return (self.lists.paces or []) if self.lists is not None else []
 
     @property
     def tail_us(self) -> tuple[float, float] | None:
         """The median over runs of the p99 and of the p99.9 of transfer times (us), or None."""
-        if not self.tails:
+        tails = self.lists.tails if self.lists is not None else None
+        if not tails:
             return None
-        return median([t[0] for t in self.tails]), median([t[1] for t in self.tails])
+        return median([t[0] for t in tails]), median([t[1] for t in tails])
 
     def to_dict(self) -> RowRecord:
         tail = self.tail_us
@@ -404,96 +394,47 @@ class Row:
             "transports": sorted(self.transports),
             "warnings": sorted(self.warnings),
         }
-        beside = self.beside
-        if beside is not None:  # only where a run had compute beside it: older reports keep their shape
-            found["transfer_alone"], found["slowdown"] = beside
-            found["slowdown_range"] = list(self.slowdown_range) if self.slowdown_range else None
-        if self.besides:
-            interval = self.slowdown_interval
-            found |= {
-                "transfer_alone_idle": self.alone_gbps, "slowdown_interval": list(interval) if interval else None,
-                "noise_floor": self.noise_floor,
-            }  # fmt: skip
+        found.update(self._beside_record())
         if self.posting is not None:  # block lists only: older reports keep their shape
-            found |= {
-                "posting": self.posting, "posting_sms": self.posting_sms, "posting_green": self.posting_green,
-                "carveout": self.carveout, "cpu_us_per_descriptor": self.cpu_us_per_descriptor,
-                "sustained_gbps": self.sustained_gbps, "host_bound_gbps": self.host_bound_gbps,
-                "cta_us_per_descriptor": self.cta_us_per_descriptor,
-            }  # fmt: skip
+            found.update(
+                RowListRecord(
+                    posting=self.posting, posting_sms=self.posting_sms, posting_green=self.posting_green,
+                    carveout=self.carveout, cpu_us_per_descriptor=self.cpu_us_per_descriptor,
+                    sustained_gbps=self.sustained_gbps, host_bound_gbps=self.host_bound_gbps,
+                    cta_us_per_descriptor=self.cta_us_per_descriptor,
+                )
+            )  # fmt: skip
+        return found
+
+    def _beside_record(self) -> RowBesideRecord:
+        """The model beside the row, as its JSON gives it: only where a run had compute beside it (older
+        reports keep their shape)."""
+        found = RowBesideRecord()
+        beside, ranged = self.beside, self.slowdown_range
+        if beside is not None:
+            judged = list(ranged) if ranged else None
+            found.update(RowBesideRecord(transfer_alone=beside[0], slowdown=beside[1], slowdown_range=judged))
+        if self.besides:
+            interval = list(self.slowdown_interval or ()) or None
+            found.update(
+                RowBesideRecord(
+                    transfer_alone_idle=self.alone_gbps, slowdown_interval=interval, noise_floor=self.noise_floor
+                )
+            )
         return found
 
 
-# A row's fields set when it is made (its key, labels and a block list's posting path, from its first
-# run) or after every run is folded (`differs`); a run's figure may change any other (Row.state).
+# A row's fields set when it is made (its key and labels) or after every run is folded (`differs`); a
+# run's figure may change any other (Row.state), a group's fields too (a block list's posting path and a
+# model's carve-out, from its first run, among them).
 _FIXED = frozenset(
     {
         "test", "src_mode", "dst_mode", "size_bytes", "link", "link_class", "src_host", "dst_host", "unit", "load",
-        "settings", "higher_is_better", "differs", "posting", "posting_sms", "posting_green", "block_list", "carveout",
+        "settings", "higher_is_better", "differs", "remeasured", "at_once",
     }
 )  # fmt: skip
 _FOLDED = tuple(name for name in Row.__slots__ if name not in _FIXED)
 _FOLDED_STATE = attrgetter(*_FOLDED)
-_APPENDED = ("values", "shares", "tails", "besides")  # lists a run's figure appends to in place
+_GROUPS = frozenset({"lists", "compute"})  # mutable groups: kept as copies (their lists are replaced, never grown)
+_APPENDED = ("values", "shares")  # lists a run's figure appends to in place
 RowState = tuple[tuple[Any, ...], tuple[int, ...]]
-
-
-def _pair(found: Any) -> tuple[float | None, float | None]:
-    """A [low, high] pair of finite numbers from a file, or (None, None)."""
-    if not isinstance(found, (list, tuple)) or len(found) != 2:
-        return None, None
-    return finite_number(found[0]), finite_number(found[1])
-
-
-def host_us_of(blocks: Any, record: BlockList | None) -> float | None:
-    """The posting thread's CPU microseconds per descriptor: `host_us_per_descriptor` where the file has it
-    (every path, issue 54), else the armed path's arming (`cpu_us_per_descriptor`, the one path that
-    recorded it before)."""
-    found = finite_number(blocks.get("host_us_per_descriptor")) if isinstance(blocks, dict) else None
-    if found is None and record is not None:
-        found = finite_number(record.cpu_us_per_descriptor)
-    return found
-
-
-def list_pace(blocks: Any, record: BlockList | None, samples: Any) -> ListPace | None:
-    """A block-list run's ListPace, or None where its record says nothing of it. The host's bound: the
-    sustained rate where the file has it and it is below the burst (the run's median sample); in older
-    files, the list's bytes over its arming's CPU time where the arming ran outside the clock (ce-armed:
-    the one path whose host work the timed step leaves out)."""
-    if record is None or not isinstance(blocks, dict):
-        return None
-    sustained = finite_number(blocks.get("sustained_gbps"))
-    figures = sorted(v for v in map(finite_number, samples or ()) if v is not None)
-    burst = figures[len(figures) // 2] if figures else None
-    host: float | None = None
-    if sustained is not None:
-        host = sustained if burst is not None and sustained < burst * 0.999 else None
-    else:
-        arming, moved = finite_number(record.arm_us), record.transfer_bytes
-        host = moved / (arming * 1e3) if arming and isinstance(moved, int) else None  # bytes per us / 1e3: GB/s
-    cta_us, post = _cta_us(record), finite_number(blocks.get("post_us_p50"))
-    count = record.count if isinstance(record.count, int) and record.count > 0 else None
-    post_us = post / count if post is not None and count else None
-    if sustained is None and host is None and cta_us is None and post_us is None:
-        return None
-    return ListPace(sustained, host, cta_us, post_us)
-
-
-def _cta_us(record: BlockList) -> float | None:
-    """A posting kernel's CTA-microseconds per descriptor: its grid (a carve-out's `ctas`, or a budget's one
-    CUDA block per SM) times its median transfer time, over the list's descriptors. None where no kernel
-    posts or its grid is not recorded (the whole GPU's kernel: its grid is the device API's choice)."""
-    sms, us = record.sms, record.transfer_us
-    if record.posted != "gpu" or not isinstance(sms, dict) or not isinstance(us, dict):
-        return None
-    ctas = (
-        sms.get("ctas")
-        if sms.get("mode") == "carveout"
-        else sms.get("transfer")
-        if sms.get("mode") == "budget"
-        else None
-    )
-    p50, count = finite_number(us.get("p50")), record.count
-    if not isinstance(ctas, int) or p50 is None or not isinstance(count, int) or count <= 0:
-        return None
-    return ctas * p50 / count

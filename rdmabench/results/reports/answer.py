@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
 from ...errors import ConfigError
+from ...measure.besiderecord import CARVEOUT
 from ...stats import median
 from ...units import format_size
 from ..files.rows import Row
@@ -204,11 +205,17 @@ class Point:
         return found
 
 
+def _path(row: Row) -> str:
+    """A candidate row's posting path (a block list's: the answer reads only those)."""
+    assert row.posting is not None
+    return row.posting
+
+
 def _idle_point(row: Row) -> Point | None:
     """A row's figure on an idle GPU, or None where it has none: a row beside compute gives the alone
     halves of its pairs (judged or not: whether the model's cost was judged says nothing of the idle
     figure), never its figure beside the load; a row with no load beside it, its figure."""
-    beside = row.load.startswith("beside ")
+    beside = row.compute is not None
     burst = row.alone_gbps if beside else row.median
     if burst is None:
         return None
@@ -217,7 +224,7 @@ def _idle_point(row: Row) -> Point | None:
     if sustained is not None and not beside:
         gbps = sustained
     return Point(
-        row.posting or "cpu", gbps, None, row.posting_sms, row.posting_green, row.carveout or 0,
+        _path(row), gbps, None, row.posting_sms, row.posting_green, row.carveout or 0,
         row.cpu_us_per_descriptor, None, None if beside else row.gbps_range, None, True, burst,
         sustained is not None, host, None, None, row.post_us_per_descriptor, row.cta_us_per_descriptor,
     )  # fmt: skip
@@ -228,7 +235,7 @@ def _point(row: Row) -> Point:
     beside = row.beside
     sustained = row.sustained_gbps
     return Point(
-        row.posting or "cpu", sustained if sustained is not None else row.median,
+        _path(row), sustained if sustained is not None else row.median,
         beside[1] if beside else None, row.posting_sms, row.posting_green, row.carveout or 0,
         row.cpu_us_per_descriptor, row.slowdown_range, row.gbps_range, row.unjudged, False, row.median,
         sustained is not None, row.host_bound_gbps, row.slowdown_interval, row.noise_floor,
@@ -273,8 +280,8 @@ def _groups(rows: list[Row]) -> dict[tuple[Any, ...], list[Row]]:
     for row in rows:
         if row.block_list is None or row.unit != "GB/s":
             continue  # not a block list, or a list's contiguous reference
-        beside = row.load if row.load.startswith("beside ") else "alone"
-        others = tuple(item for item in row.settings if item[0] not in ("blocks", "carveout"))
+        beside = row.load if row.compute is not None else "alone"
+        others = tuple(item for item in row.settings if item[0] not in ("blocks", CARVEOUT))
         key = (row.test, row.modes, row.link, row.size_bytes, beside, row.block_list, others)
         groups.setdefault(key, []).append(row)
     return groups

@@ -132,7 +132,7 @@ def curves(rows: list[Row]) -> list[tuple[str, str]]:
     own; and the share of the physical limit by size, where known."""
     images = []
     for test in sorted({r.test for r in rows}):
-        members = [r for r in rows if r.test == test and r.load == "alone"]
+        members = [r for r in rows if r.test == test and r.alone]
         if len({r.size_bytes for r in members}) < 2:
             continue  # a curve needs two sizes
         unit = members[0].unit
@@ -164,7 +164,7 @@ def line_of(row: Row) -> str:
             held = Point(row.posting, 0.0, None, row.posting_sms, row.posting_green, row.carveout or 0)
             parts.append(f"list posted by {held.label}")
     parts.append("validated" if settings.get("validated") == "yes" else "not validated")
-    if row.load.startswith("beside "):  # what ran beside the transfers (--beside)
+    if row.compute is not None:  # what ran beside the transfers (--beside)
         parts.append(row.load)
     return ", ".join(parts)
 
