@@ -8,6 +8,7 @@ import json
 import json.encoder
 import math
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 from ... import escape
@@ -311,50 +312,52 @@ def csv_chunks(rows: list[Row]) -> Iterator[str]:
 FORMATS = ("table", "markdown", "csv", "json", "html")
 
 
-def render(
-    rows: list[Row],
-    name: str,
-    by: str = "none",
-    fraction: float = 0.2,
-    problems: list[str] | None = None,
-    sources: list[str] | None = None,
-    found: Attribution | None = None,
-    budget: float = answer.BUDGET,
-    wide: bool = False,
-) -> str:
-    """The rows in format `name` (one of FORMATS): the one dispatch `report` and `run` share.
-    `problems` are the inputs left out, each with why; `sources` the files read (html names them);
-    `found` the attribution of `rows`, made here (but for CSV) where not given; `budget` the model's
-    slowdown a posting path may cost in the answer (--model-budget)."""
-    return "".join(render_chunks(rows, name, by, fraction, problems, sources, found, budget, wide))
+@dataclass(frozen=True)
+class Rendering:
+    """How a report renders its rows, apart from the format: the grouping (`by`), the outliers' fraction,
+    the inputs left out, each with why (`problems`), the files read (`sources`: html names them), the
+    attribution of the rows (`found`: made here, but for CSV, where not given), the model's slowdown a
+    posting path may cost in the answer (`budget`: --model-budget) and the answer's wide prose (`wide`)."""
+
+    by: str = "none"
+    fraction: float = 0.2
+    problems: list[str] = field(default_factory=list)
+    sources: list[str] = field(default_factory=list)
+    found: Attribution | None = None
+    budget: float = answer.BUDGET
+    wide: bool = False
 
 
-def render_chunks(
-    rows: list[Row],
-    name: str,
-    by: str = "none",
-    fraction: float = 0.2,
-    problems: list[str] | None = None,
-    sources: list[str] | None = None,
-    found: Attribution | None = None,
-    budget: float = answer.BUDGET,
-    wide: bool = False,
-) -> Iterator[str]:
-    """`render` in pieces to write as they come (userfiles.write_chunks): the JSON and CSV of a
-    million rows are never held whole. Bad names raise here, before any piece is made."""
+def render(rows: list[Row], name: str, how: Rendering = Rendering()) -> str:
+    """The rows in format `name` (one of FORMATS), whole: render_chunks joined."""
+    return "".join(render_chunks(rows, name, how))
+
+
+def render_chunks(rows: list[Row], name: str, how: Rendering = Rendering()) -> Iterator[str]:
+    """The rows in format `name` (one of FORMATS), the one dispatch `report` and `run` share, in pieces to
+    write as they come (userfiles.write_chunks): the JSON and CSV of a million rows are never held whole.
+    Bad names raise here, before any piece is made."""
+    by, fraction, problems, sources, budget, wide = (
+        how.by,
+        how.fraction,
+        how.problems,
+        how.sources,
+        how.budget,
+        how.wide,
+    )
     if name not in FORMATS:
         raise ConfigError(f"unknown format {name!r}: choose {', '.join(FORMATS[:-1])} or {FORMATS[-1]}")
     if by not in GROUPINGS:
         raise ConfigError(f"unknown grouping {by!r}: choose one of {', '.join(GROUPINGS)}")
     if name == "csv":
         return csv_chunks(rows)
-    found = found if found is not None else attribute(rows)
+    found = how.found if how.found is not None else attribute(rows)
     if name == "json":
-        return json_chunks(rows, fraction, problems or [], found, budget)
+        return json_chunks(rows, fraction, problems, found, budget)
     if name == "table":
         return iter((format_table(rows, by, fraction, found, budget, wide),))
     if name == "markdown":
         return iter((format_markdown(rows, by, fraction, found, budget, wide),))
     from .html import render as render_html  # matplotlib: loaded only for a page
 
-    return iter((render_html(rows, sources or [], problems or [], fraction, found, budget),))
+    return iter((render_html(rows, sources, problems, fraction, found, budget),))
