@@ -441,7 +441,7 @@ def test_nixl_figures_are_the_mean_of_a_pairs_two_runs() -> None:
 def test_a_side_with_no_pair_judged_says_why() -> None:
     """Generated pairs (not measured): NIXL's transfers in flight for a fifth of each window, and
     rdmabench's entry with no pair judged for drifting: each side's slowdown is None, and the row says why."""
-    from rdmabench.anchor import nixl
+    from rdmabench.anchor import nixl_beside
     from rdmabench.measure.beside import Beside
 
     gpu = {
@@ -462,7 +462,7 @@ def test_a_side_with_no_pair_judged_says_why() -> None:
         "transfer_alone": 1.0,
     }
     unchecked = {"beside": record, "bandwidth_gbps": 1.0}
-    found = nixl._beside_figures(Beside("gemm", 4096), run, run, unchecked)
+    found = nixl_beside.beside_figures(Beside("gemm", 4096), run, run, unchecked)
     assert found["nixl_slowdown"] is None and found["nixl_unjudged"] == "in flight 21% of the window"
     assert found["rdmabench_slowdown"] is None
     assert found["rdmabench_unjudged"] == "the model alone drifted past 3% in every pair"

@@ -32,19 +32,17 @@ from .. import privatedirs
 from ..errors import ConfigError, LaunchError, RdmabenchError, ValidationError
 from ..hardware.gpu import gpu_unavailable_reason, visible_gpu_count
 from ..measure.beside import Beside, BesideLoads
-from ..measure.besiderecord import BesideFigure, GpuFigure
 from ..measure.blockrecord import KEY as BLOCKS
 from ..measure.blockrecord import BlockList
 from ..measure.blocks import BlockShape, parse_layout
-from ..measure.judging import Said, judge_pairs, pairs_of, unjudged_words, worse_pairs
 from ..measure.kvhandoff import Handoff
 from ..measure.postings import AUTO, parse_postings
 from ..pystart import python_module
-from ..stats import median
 from ..units import format_size
 from ..wire import protoinfo
 from .nixl_agent import NIXL_PACKAGES
-from .nixl_files import PLAN, AgentPlan, Figures, PairRun, read_file, write_json
+from .nixl_beside import beside_figures
+from .nixl_files import PLAN, AgentPlan, PairRun, mean, read_file, throughput, write_json
 from .nixl_table import STEADY
 from .rounds import repeated, rounds_median, run_document
 
@@ -444,7 +442,7 @@ def _row(
     part: Literal["blocks", "beside"] = "blocks" if plan.beside is None else "beside"
     row |= _nixl_figures(before, after, part) | _rdmabench_figures(unchecked, case.test)
     if plan.load is not None:
-        row |= _beside_figures(plan.load, before, after, dict(unchecked))
+        row |= beside_figures(plan.load, before, after, dict(unchecked))
     record = _record(checked)
     row["checked_gbps"], row["checked_p99_us"] = record.transfer_gbps_p50, record.transfer_us["p99"]
     row["ratio_gbps"] = row["rdmabench_gbps"] / row["nixl_gbps"]
@@ -464,101 +462,33 @@ def _nixl_figures(before: PairRun, after: PairRun, part: Literal["blocks", "besi
     runs = (before, after)
     out: dict[str, Any] = {}
     for field_name, suffix in _PER_TRANSFER.items():
-        out[f"nixl_{suffix}"] = _mean(run["initiator"][part][field_name] for run in runs)
+        out[f"nixl_{suffix}"] = mean(run["initiator"][part][field_name] for run in runs)
     for quantile, suffix in _PERCENTILES.items():
-        out[f"nixl_{suffix}"] = _mean(run["initiator"][part]["transfer_us"][quantile] for run in runs)
-    out["nixl_make_us"] = _mean(run["initiator"][part]["make_us_p50"] for run in runs)
-    out["nixl_cpu_s_per_gb"] = _mean(run["initiator"][part]["cpu_s_per_gb"] for run in runs)
+        out[f"nixl_{suffix}"] = mean(run["initiator"][part]["transfer_us"][quantile] for run in runs)
+    out["nixl_make_us"] = mean(run["initiator"][part]["make_us_p50"] for run in runs)
+    out["nixl_cpu_s_per_gb"] = mean(run["initiator"][part]["cpu_s_per_gb"] for run in runs)
     if part == "blocks":  # the list's median transfer against one contiguous descriptor's
-        out["nixl_vs_one"] = _mean(
+        out["nixl_vs_one"] = mean(
             run["initiator"]["blocks"]["transfer_gbps_p50"] / run["initiator"]["reference"]["transfer_gbps_p50"]
             for run in runs
         )
     else:  # beside compute, as rdmabench's: the list's throughput beside against the reference alone
-        out["nixl_vs_one"] = _mean(
-            _throughput(run["initiator"]["beside"]) / _throughput(run["initiator"]["reference"]) for run in runs
+        out["nixl_vs_one"] = mean(
+            throughput(run["initiator"]["beside"]) / throughput(run["initiator"]["reference"]) for run in runs
         )
     out["nixl_before"], out["nixl_after"] = (run["initiator"][part]["transfer_gbps_p50"] for run in runs)
     out["nixl_drift"] = abs(out["nixl_after"] - out["nixl_before"]) / max(out["nixl_gbps"], 1e-12)
     for name in before["initiator"]["cold_s"]:
-        out[f"nixl_cold_{name}_s"] = _mean(run["initiator"]["cold_s"][name] for run in runs)
+        out[f"nixl_cold_{name}_s"] = mean(run["initiator"]["cold_s"][name] for run in runs)
     # the target's own: the memory the initiator moves into or out of
-    out["nixl_cold_target_register_s"] = _mean(run["target"]["register_s"] for run in runs)
-    out["nixl_cold_target_metadata_s"] = _mean(run["target"]["metadata_s"] for run in runs)
+    out["nixl_cold_target_register_s"] = mean(run["target"]["register_s"] for run in runs)
+    out["nixl_cold_target_metadata_s"] = mean(run["target"]["metadata_s"] for run in runs)
     told = [run["initiator"][part].get("nixl_telemetry") for run in runs]
     if all(told):  # NIXL's own clock of its C++ path, without Python's, and the descriptors it posted
-        out["nixl_own_post_us"] = _mean(t["post_us_p50"] for t in told)  # type: ignore[index]
-        out["nixl_own_transfer_us"] = _mean(t["transfer_us_p50"] for t in told)  # type: ignore[index]
-        out["nixl_descriptors_posted"] = _mean(t["descriptors_posted"] for t in told)  # type: ignore[index]
+        out["nixl_own_post_us"] = mean(t["post_us_p50"] for t in told)  # type: ignore[index]
+        out["nixl_own_transfer_us"] = mean(t["transfer_us_p50"] for t in told)  # type: ignore[index]
+        out["nixl_descriptors_posted"] = mean(t["descriptors_posted"] for t in told)  # type: ignore[index]
     return out
-
-
-def _beside_figures(beside: Beside, before: PairRun, after: PairRun, unchecked: dict[str, Any]) -> dict[str, Any]:
-    """Both sides beside compute: each one's list alone and beside as a throughput (all bytes over all
-    transfers' time: beside a load the median transfer hides those that waited for SMs the load held),
-    and the model's slowdown (the worse of the two GPUs, pair by pair; NIXL's over the pairs of both
-    its runs) with its range."""
-    runs = (before, after)
-    pairs = [slowdown for run in runs for slowdown in worse_pairs(_nixl_gpus(run))]
-    record = BesideFigure.from_json(unchecked["beside"])  # the rdmabench entry's, read back once
-    assert record is not None  # run_blocks kept entries with one
-    out: dict[str, Any] = {
-        "beside_load": beside.label, "beside_unit": beside.unit,
-        "nixl_alone_gbps": _mean(_throughput(run["initiator"]["blocks"]) for run in runs),
-        "nixl_beside_gbps": _mean(_throughput(run["initiator"]["beside"]) for run in runs),
-        "rdmabench_alone_gbps": record.transfer_alone,  # its steps' figure in each pair's alone half
-        "rdmabench_beside_gbps": unchecked["bandwidth_gbps"],  # its steps' figure beside the load
-        "nixl_slowdown": median(pairs) if pairs else None,
-        "nixl_slowdown_min": min(pairs) if pairs else None, "nixl_slowdown_max": max(pairs) if pairs else None,
-        "rdmabench_slowdown": record.slowdown,
-    }  # fmt: skip
-    out["ratio_beside_gbps"] = out["rdmabench_beside_gbps"] / max(out["nixl_beside_gbps"], 1e-12)
-    low_high = record.slowdown_range
-    out["rdmabench_slowdown_min"], out["rdmabench_slowdown_max"] = low_high if low_high else (None, None)
-    for side, said in (
-        ("rdmabench", record if record.slowdown is None else None),
-        ("nixl", _nixl_said(runs, pairs)),
-    ):
-        if said is not None:  # no pair judged: why, where the pairs say
-            out[f"{side}_unjudged"] = unjudged_words(said) or "no pair judged"
-    out["nixl_load_alone"] = _load_alone(_nixl_gpus(before))  # the load's own rate alone, the slower GPU's
-    out["rdmabench_load_alone"] = _load_alone(list(record.gpus.values()))
-    return out
-
-
-def _nixl_said(runs: tuple[PairRun, PairRun], judged: list[float]) -> Said | None:
-    """Where no NIXL pair was judged, the pairs of both its runs as a beside record reads them (their
-    duty and which drifted), for unjudged_words; None where some were."""
-    if judged:
-        return None
-    duties: list[float] = []
-    slowdowns: list[float | None] = []
-    drifting: list[int] = []
-    for run in runs:
-        gpus = _nixl_gpus(run)
-        found = judge_pairs(gpus, [0] * pairs_of(gpus))
-        drifting += [len(slowdowns) + i for i in sorted({i for gpu in gpus for i in gpu.drifting_pairs})]
-        slowdowns += found.slowdowns
-        duties += [d for d in found.duties if d is not None]
-    return Said(median(duties) if duties else None, slowdowns, drifting)
-
-
-def _nixl_gpus(run: PairRun) -> list[GpuFigure]:
-    """What each of a NIXL run's GPUs measured of its load (Pairs.summary): the initiator's, the target's,
-    each read back from its end's file once."""
-    found = (GpuFigure.from_json(run["initiator"]["beside"]["load"]), GpuFigure.from_json(run["target"]["beside_load"]))
-    return [gpu for gpu in found if gpu is not None]
-
-
-def _throughput(figures: Figures) -> float:
-    """A NIXL run's bytes over its transfers' time (its median transfer's, from agents without it)."""
-    return float(figures.get("transfer_gbps_mean") or figures["transfer_gbps_p50"])
-
-
-def _load_alone(gpus: list[GpuFigure]) -> float | None:
-    """The compute's rate alone (TFLOP/s or GB/s) of the slower of `gpus` (Pairs.summary each)."""
-    rates = [gpu.alone for gpu in gpus if gpu.alone]
-    return min(rates) if rates else None
 
 
 def _record(entry: Mapping[str, object]) -> BlockList:
@@ -585,8 +515,3 @@ def _rdmabench_figures(entry: Mapping[str, object], test: str) -> dict[str, Any]
     for name, seconds in (record.cold_s or {}).items():
         out[f"rdmabench_cold_{name}_s"] = seconds
     return out
-
-
-def _mean(values: Any) -> float:
-    found = [float(value) for value in values]
-    return sum(found) / len(found)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TypedDict
 
@@ -169,3 +169,13 @@ def check_parent() -> None:
 
 def write_json(folder: Path, name: str, data: Mapping[str, object]) -> None:
     write_file(folder, name, json.dumps(data).encode())
+
+
+def throughput(figures: Figures) -> float:
+    """A NIXL run's bytes over its transfers' time (its median transfer's, from agents without it)."""
+    return float(figures.get("transfer_gbps_mean") or figures["transfer_gbps_p50"])
+
+
+def mean(values: Iterable[object]) -> float:
+    found = [float(value) for value in values]  # type: ignore[arg-type]
+    return sum(found) / len(found)

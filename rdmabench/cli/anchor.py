@@ -12,7 +12,7 @@ from .. import userfiles
 from ..anchor.nixl import NIXL_VARIANTS
 from ..errors import ConfigError, LaunchError, ResultsWriteError
 from ..escape import visible_lines
-from ..job.config import model_handoff
+from ..job.sizes import model_handoff
 from ..measure.beside import asked
 from ..measure.kvhandoff import KV_LAYOUTS
 from ..units import parse_sizes

@@ -29,7 +29,7 @@ from ..units import DISPLAY_UNITS, check_seconds, parse_sizes
 from ..wire.native import RMA_GET
 from ..wire.staging import DEFAULT_BUFFERS, DEFAULT_CHUNK, Staging
 from .schedule import LINK_CLASSES, Pattern, pattern_named
-from .sizes import DEFAULT_SIZES, sizes_of
+from .sizes import DEFAULT_SIZES, handoff_of, refuse_handoff_options, sizes_of, table_of
 
 OUTPUT_FORMATS = ("table", "json", "csv")
 # What the table prints for patterns: a line per link, a line per round, or per link up to this many links.
@@ -171,7 +171,7 @@ class BlockLists:
         """The handoff's options go with --model, the shape's with --blocks; every size fits the shape."""
         found = self.handoff
         if found is None:
-            _refuse_handoff_options(self.kv_layout, self.prompt)
+            refuse_handoff_options(self.kv_layout, self.prompt)
         if found is not None and (self.blocks != found.count or sizes != [found.block_bytes]):
             raise ConfigError(
                 f"--model {found.model.name} posts {found.count} descriptors of {found.block_bytes} bytes: "
@@ -320,10 +320,10 @@ class RunConfig:
         mode = options.get("mode") or MemoryMode.PAGEABLE
         given["src_mode"] = options.get("src_mode") or mode
         given["dst_mode"] = options.get("dst_mode") or mode
-        handoff = _handoff(options)
+        handoff = handoff_of(options)
         if handoff is not None:
             given["blocks"], given["model"] = handoff.count, handoff.model.to_dict()
-        table = _table(options)
+        table = table_of(options)
         if table is not None:  # the ranks read the file again, and refuse it if it changed
             given.update(blocks=table.count, batch=table.transfers, blocks_from=os.path.abspath(options["blocks_from"]))
             given["blocks_from_sha256"] = table.sha256
@@ -521,51 +521,3 @@ class RunConfig:
             if data.get(name) == default:
                 data.pop(name)
         return data
-
-
-def _handoff(options: Mapping[str, Any]) -> kvhandoff.Handoff | None:
-    """--model: its handoff's descriptors become --blocks and the block size (given neither)."""
-    sets = {"--blocks": options.get("blocks"), "--block-size": options.get("block_size")}
-    return model_handoff(options.get("model"), options.get("kv_layout", KV_LAYOUTS[0]), options.get("prompt"), sets)
-
-
-def model_handoff(
-    model: str | None, kv_layout: str, prompt: int | None, sets: Mapping[str, Any]
-) -> kvhandoff.Handoff | None:
-    """A model's KV-cache handoff (--model, shaped by --kv-layout and --prompt; None without --model),
-    checked as every command that takes it checks it (run, anchor --against nixl). `sets`: the options
-    --model sets, by spelling, as the command was given them (None: not given)."""
-    if model is None:
-        _refuse_handoff_options(kv_layout, prompt)
-        return None
-    if any(value is not None for value in sets.values()):
-        raise ConfigError(f"--model sets the blocks and their size: leave out {' and '.join(sets)}")
-    return kvhandoff.handoff(model, kv_layout, prompt)
-
-
-def _refuse_handoff_options(kv_layout: str, prompt: int | None) -> None:
-    if (kv_layout, prompt) != (KV_LAYOUTS[0], None):
-        raise ConfigError("--kv-layout and --prompt shape a model's handoff: give --model as well")
-
-
-def _table(options: Mapping[str, Any]) -> blocktable.BlockTable | None:
-    """--blocks-from: its table's blocks, transfers and block size become --blocks, --batch and the
-    block size (given none of them)."""
-    path = options.get("blocks_from")
-    if path is None or options.get("blocks_from_sha256") is not None:  # none, or a rank's copy of the config
-        return None
-    if options.get("model") is not None:
-        raise ConfigError("--blocks-from and --model each set the blocks: give one of them")
-    given = [name for name, key, default in _TABLE_SETS if options.get(key, default) != default]
-    if given:
-        raise ConfigError(f"--blocks-from sets the blocks and their size: leave out {', '.join(given)}")
-    return blocktable.load(path)
-
-
-# What a table sets, so may not be given beside it: (option, parameter, its default).
-_TABLE_SETS = (
-    ("--blocks", "blocks", None),
-    ("--block-size", "block_size", None),
-    ("--layout", "layout", "contiguous"),
-    ("--batch", "batch", 1),
-)
