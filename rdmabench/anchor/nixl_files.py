@@ -76,7 +76,7 @@ class _Figures(TypedDict):
 class Figures(_Figures, total=False):
     """What an initiator reports of timed transfers (the fields rdmabench's block record has), NIXL's
     telemetry where it keeps one, the first transfer and the CPU; beside compute, also its GPU's load
-    (measure.beside.Pairs.summary) and each pair's GB/s."""
+    (measure.pairs.Pairs.summary, as besiderecord.GpuFigure's JSON) and each pair's GB/s."""
 
     nixl_telemetry: Telemetry
     first_transfer_s: float
