@@ -13,7 +13,7 @@ import pytest
 
 from rdmabench.errors import ConfigError
 from rdmabench.results.files import document
-from rdmabench.results.files.entries import posting_of
+from rdmabench.results.files.entries import posting_of, records_of
 from rdmabench.results.files.rows import Row, aggregate
 from rdmabench.results.reports import html
 from rdmabench.results.reports.answer import BUDGET, answers, lines, parse_budget
@@ -119,14 +119,19 @@ def _write(path: Path, entries: list[dict[str, Any]]) -> Path:
     return path
 
 
+def _posted(entry: dict[str, Any]) -> tuple[str | None, int | None, bool]:
+    """Who posted an entry's list, from its record read back as the rows read it (once)."""
+    return posting_of(records_of(entry.get("blocks"), entry.get("beside")).blocks)
+
+
 def test_posting_of_reads_the_path_its_sms_and_green_context_from_the_entry() -> None:
-    assert posting_of(_entry(4096, "gpu", 1.0, None, sms=("green", 8))) == ("gpu", 8, True)
-    assert posting_of(_entry(4096, "gpu", 1.0, None, sms=("budget", 16))) == ("gpu", 16, False)
-    assert posting_of(_entry(4096, "ce-armed", 1.0, None)) == ("ce-armed", None, False)
+    assert _posted(_entry(4096, "gpu", 1.0, None, sms=("green", 8))) == ("gpu", 8, True)
+    assert _posted(_entry(4096, "gpu", 1.0, None, sms=("budget", 16))) == ("gpu", 16, False)
+    assert _posted(_entry(4096, "ce-armed", 1.0, None)) == ("ce-armed", None, False)
     older = _entry(4096, "cpu", 1.0, None)
     del older["blocks"]["posted_by"], older["blocks"]["sms"]
-    assert posting_of(older) == ("cpu", None, False)  # before other paths existed: a request per block
-    assert posting_of({"test": "bw"}) == (None, None, False)
+    assert _posted(older) == ("cpu", None, False)  # before other paths existed: a request per block
+    assert _posted({"test": "bw"}) == (None, None, False)
 
 
 def test_rows_carry_the_path_and_carve_out_as_fields_and_never_merge_them() -> None:
@@ -167,17 +172,19 @@ def test_the_answer_names_the_idle_winner_and_the_one_within_the_budget_with_the
     found = {answer.size_bytes: answer for answer in answers(_rows(_candidates()))}
     assert sorted(found) == [4 * KIB, 64 * KIB, 1024 * KIB]
     small = found[4 * KIB]
-    assert small.idle is not None and (small.idle.label, small.idle.gbps, small.idle.slowdown) == ("gpu", 178.0, 1.30)
-    assert small.idle.slowdown is not None and small.idle.slowdown > BUDGET  # wins idle, blows the budget
+    assert small.idle is not None and (small.idle.label, small.idle.gbps, small.idle.slowdown) == ("gpu", 178.0, None)
+    (kernel,) = [point for point in small.points if point.label == "gpu"]
+    assert kernel.slowdown is not None and kernel.slowdown > BUDGET  # wins idle, blows the budget
     assert small.within is not None and (small.within.label, small.within.gbps) == ("ce-armed", 150.0)
     assert (small.within.carveout, small.within.cpu_us, small.within.slowdown_range) == (0, 0.8, (1.02, 1.04))
     assert len(small.points) == 5 and small.contiguous_gbps == 395.0 and small.ceiling_gbps == 370.0
     middle = found[64 * KIB].within
     assert middle is not None and middle.label == "ce-armed" and middle.gbps == 360.0
     text = lines(list(found.values()))
-    assert "idle: gpu 178.000 GB/s (model x1.300 [1.250-1.350], 0 SMs taken, CPU - us/descriptor)" in text[1]
+    assert "idle: gpu 178.000 GB/s (SMs held whole GPU, CPU - us/descriptor)" in text[1]
     assert (
-        "within 5%: ce-armed 150.000 GB/s (model x1.030 [1.020-1.040], 0 SMs taken, CPU 0.8 us/descriptor)" in text[1]
+        "within 5%: ce-armed 150.000 GB/s (model x1.030 (range 1.020-1.040), SMs held 0, CPU 0.8 us/descriptor)"
+        in text[1]
     )
 
 
@@ -227,8 +234,10 @@ def test_the_page_leads_with_the_answer_a_plot_per_block_size_and_no_empty_secti
     assert page.index("Which posting path") < page.index("Per-link matrices")
     assert section.count("<figure>") == 3  # one plot per block size
     assert section.count("<tr>") == 1 + 3 * 2  # the header, and idle and within the budget per block size
-    assert "<td>ce-armed</td><td>150.000</td><td>x1.030 [1.020-1.040]</td><td>0</td><td>0.8</td>" in section
-    assert "<td>gpu</td><td>178.000</td><td>x1.300 [1.250-1.350]</td><td>0</td><td>-</td>" in section
+    within = "<td>4KiB</td><td>within 5%</td><td>ce-armed</td><td>150.0</td><td>150.0</td>"
+    assert within + "<td>x1.030 (range 1.020-1.040)</td><td>-</td><td>0</td><td>0.8</td><td>-</td>" in section
+    idle = "<td>4KiB</td><td>idle</td><td>gpu</td><td>178.0</td><td>178.0</td><td>-</td><td>-</td><td>whole GPU</td>"
+    assert idle in section  # an idle row: no slowdown, no carve-out, no noise
     assert "<b>x</b>" not in page and "h&lt;b&gt;x&lt;/b&gt;$y$:gpu0" in section  # names escaped
     assert "<h2>Suspects</h2>" not in page and "Distribution" not in page  # one link: nothing to judge
     ax = figures[0].axes[0]  # 4 KiB: a point per candidate, the budget, the reference and the ceiling
@@ -258,7 +267,9 @@ def test_the_markdown_and_json_reports_carry_the_answer_with_its_costs(tmp_path:
     found = json.loads(run_cli_here(["report", path, "--format", "json", "--model-budget", "0.05"]).stdout)["answers"]
     small = found[0]
     assert small["budget"] == 1.05 and small["fastest_within_budget"]["path"] == "ce-armed"
-    assert small["fastest_idle"]["slowdown_range"] == [1.25, 1.35] and len(small["candidates"]) == 5
+    assert small["fastest_idle"]["slowdown"] is None and small["fastest_idle"]["idle"] is True
+    (kernel,) = [point for point in small["candidates"] if point["label"] == "gpu"]
+    assert kernel["slowdown_range"] == [1.25, 1.35] and len(small["candidates"]) == 5
     assert small["fastest_idle"]["cpu_us_per_descriptor"] is None and small["ceiling_gbps"] == 370.0
 
 
@@ -271,7 +282,7 @@ def test_compare_shows_the_answer_changed_with_its_costs(tmp_path: Path) -> None
     assert chosen[0].startswith("* ") and chosen[2].startswith("  ")  # 4 KiB changed; 1 MiB did not
     assert (
         "beside gemm:8192: gpu (8 SMs, green context), model carved 8 SMs 121.000 GB/s (model x1.040 "
-        "[1.030-1.050], 8 SMs taken, CPU - us/descriptor) -> ce-armed 150.000 GB/s" in chosen[0]
+        "(range 1.030-1.050), SMs held 8, CPU - us/descriptor) -> ce-armed 150.000 GB/s" in chosen[0]
     )
     as_json = json.loads(run_cli_here(["compare", base, new, "--format", "json", "--model-budget", "10%"]).stdout)
     small, middle = as_json["answers"][:2]  # at 10%, the carve-out of 16 both times at 4 KiB; not at 64 KiB
@@ -292,7 +303,7 @@ def test_a_real_cpu_run_reports_its_answer_as_a_page(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     text = page.read_text()
     section = text.split("<h2>Which posting path</h2>")[1].split("<h2>")[0]
-    assert section.count("<figure>") == 2 and section.count("<td>fastest on an idle GPU</td><td>cpu</td>") == 2
+    assert section.count("<figure>") == 2 and section.count("<td>idle</td><td>cpu</td>") == 2
     assert "<h2>Suspects</h2>" not in text and "Distribution" not in text and "class='unjudged'" in text
 
 
@@ -305,7 +316,8 @@ def test_a_candidate_whose_cost_was_not_judged_is_named_with_why_and_not_drawn(f
     rows = _rows([armed, _entry(64 * KIB, "gpu", 180.0, (305.0, 1.04, 0.01), ("budget", 8), 8), _reference(64 * KIB)])
     page = html.render(rows, ["generated"], [], 0.2)
     section = page.split("<h2>Which posting path</h2>")[1].split("<h2>")[0]
-    assert "<td>ce-armed</td><td>345.000</td><td>not judged: in flight 25% of the window</td>" in section
+    assert "<td>64KiB</td><td>idle</td><td>ce-armed</td><td>344.0</td>" in section  # its figure alone
+    assert "<li>ce-armed at 64KiB: the model&#x27;s cost not judged: in flight 25% of the window</li>" in section
     (fig,) = figures
     assert {text.get_text() for text in fig.axes[0].texts} == {"gpu (8 SMs), model carved 8 SMs"}
     assert "not drawn, their cost to the model not judged: ce-armed 345.0 GB/s (in flight 25% of the window)" in section
@@ -314,9 +326,11 @@ def test_a_candidate_whose_cost_was_not_judged_is_named_with_why_and_not_drawn(f
 def test_records_read_back_malformed_are_judged_without_a_traceback() -> None:
     """A GPU record from a results file is untrusted: a missing list, a list that is not one and a
     value that is not a number leave that figure out instead of raising."""
-    from rdmabench.measure.beside import judge_pairs, worse_pairs
+    from rdmabench.measure.besiderecord import GpuFigure
+    from rdmabench.measure.judging import judge_pairs, worse_pairs
 
-    gpus = [{"duty_pairs": [0.95, 0.97]}, {"slowdown_pairs": [1.2, "x"], "drifting_pairs": 3, "lost_s_pairs": "y"}]
-    assert worse_pairs(gpus) == [1.2]  # type: ignore[arg-type]
-    found = judge_pairs(gpus, [1 << 30, 1 << 30])  # type: ignore[arg-type]
+    files = [{"duty_pairs": [0.95, 0.97]}, {"slowdown_pairs": [1.2, "x"], "drifting_pairs": 3, "lost_s_pairs": "y"}]
+    gpus = [found for data in files if (found := GpuFigure.from_json({"load": "gemm:8192", **data})) is not None]
+    assert len(gpus) == 2 and worse_pairs(gpus) == [1.2]
+    found = judge_pairs(gpus, [1 << 30, 1 << 30])
     assert found.slowdowns == [1.2, None] and found.judged == [0] and found.lost_ms_per_gib == []

@@ -15,11 +15,13 @@ import pytest
 
 from rdmabench.errors import ConfigError
 from rdmabench.hardware.gpu import visible_gpu_count
-from rdmabench.measure.beside import Beside
+from rdmabench.measure.beside import Beside, asked
+from rdmabench.measure.besiderecord import BesideFigure
 from rdmabench.measure.blocks import SmBudget
 from rdmabench.results.files import document
+from rdmabench.results.files.rowgroups import BesideCompute, BesideRun, ListFigures
 from rdmabench.results.files.rows import Row, aggregate
-from rdmabench.results.reports.answer import BUDGET, answers, lines
+from rdmabench.results.reports.answer import BUDGET, answers, lines, notes
 
 from .conftest import QUICK, rdmabench_env, refused_in_one_line, run_cli, run_cli_here
 
@@ -31,14 +33,14 @@ MEASURED = Path(__file__).resolve().parent.parent / "measurements" / "h200x2-202
     [("none", None), ("gemm", ("gemm", 8192)), ("gemm:4096", ("gemm", 4096)), ("decode:2GiB", ("decode", 2 << 30))],
 )
 def test_a_compute_load_is_read_from_its_option(text: str, expected: tuple[str, int] | None) -> None:
-    found = Beside.parse(text)
+    found = asked(text)
     assert (found.load, found.size) == expected if found else expected is None
 
 
 @pytest.mark.parametrize("text", ["gemm:12", "gemm:x", "prefill", "decode:1KiB", "none:3"])
 def test_a_bad_compute_load_is_refused(text: str) -> None:
     with pytest.raises(ConfigError, match="--beside"):
-        Beside.parse(text)
+        asked(text)
 
 
 @pytest.mark.parametrize(
@@ -55,7 +57,10 @@ def test_a_bad_compute_load_is_refused(text: str) -> None:
 def test_a_carve_out_is_read_as_one_load_each(text: str, expected: list[tuple[str, int]]) -> None:
     """`carveout=all` sweeps 0, 4, 8 and 16 SMs, each its own load with its own label (none: the
     whole GPU's label of old)."""
-    assert [(load.label, load.carveout) for load in Beside.parse_all(text)] == expected
+    found = asked(text)
+    assert [(load.label, load.carveout) for load in (found.each if found else [])] == expected
+    for load in found.each if found else []:  # a results file's label reads back as the load
+        assert Beside.from_label(load.label) == load
 
 
 @pytest.mark.parametrize(
@@ -76,7 +81,7 @@ def test_a_carve_out_is_read_as_one_load_each(text: str, expected: list[tuple[st
 )
 def test_a_bad_carve_out_is_refused(text: str, message: str) -> None:
     with pytest.raises(ConfigError, match="--beside") as raised:
-        Beside.parse_all(text)
+        asked(text)
     assert message in str(raised.value) and "\n" not in str(raised.value)
 
 
@@ -130,6 +135,9 @@ def test_beside_compute_without_a_gpu_is_one_line(tmp_path: Path) -> None:
     assert not (tmp_path / "r.json").exists()
 
 
+_LOAD = {"load": "gemm:8192"}  # what every entry's `beside` names
+
+
 def _row(path: str, size: int, gbps: float, beside: tuple[float, float] | None, load: str = "beside gemm:8192") -> Row:
     """A generated report row of a 1,024-block list (its settings as settings_of writes them, its posting
     as entries.posting_of reads it)."""
@@ -137,9 +145,10 @@ def _row(path: str, size: int, gbps: float, beside: tuple[float, float] | None, 
     shape = f"1024 x random, 1 in flight{posted}"
     row = Row("put", "device", "device", size, "h:gpu0 -> h:gpu1", "intra-node", "h", "h", "GB/s", load)
     row.settings = (("engine", "native"), ("blocks", shape))
-    row.posting, row.block_list = path, "1024 x random, 1 in flight"  # the fields the answer reads
+    row.lists = ListFigures(path, block_list="1024 x random, 1 in flight")  # the fields the answer reads
     row.values = [gbps]
-    row.besides = [beside] if beside else None
+    if load != "alone":  # the model beside it, as fields
+        row.compute = BesideCompute("gemm", 8192, 0, path, [BesideRun(*beside)] if beside else [])
     return row
 
 
@@ -155,7 +164,7 @@ def test_the_answer_is_the_fastest_idle_path_and_the_fastest_within_the_budget()
     assert found.idle is not None and (found.idle.path, found.idle.gbps) == ("gpu", 344.0)
     assert found.within is not None and (found.within.path, found.within.gbps) == ("ce-batch", 77.0)
     assert [point.path for point in found.front] == ["ce-batch"]  # cpu is slower and costs more
-    assert "no path" not in lines([found])[1] and "ce-batch 77.000 GB/s (model x1.040, 0 SMs" in lines([found])[1]
+    assert "no path" not in lines([found])[1] and "ce-batch 77.000 GB/s (model x1.040, SMs held 0" in lines([found])[1]
 
 
 def test_no_path_within_the_budget_is_said() -> None:
@@ -168,30 +177,38 @@ def test_no_path_within_the_budget_is_said() -> None:
 @pytest.mark.parametrize(
     ("beside", "said"),
     [
-        ({"slowdown": None, "duty": 0.25, "slowdown_pairs": [1.0] * 5}, "model not judged: in flight 25% of the window"),
-        ({"slowdown": None, "duty": 0.95, "slowdown_pairs": [1.0] * 2, "drifting_pairs": [0, 1]},
-         "model not judged: the model alone drifted past 3% in every pair"),
-        ({"slowdown": None, "duty": None, "slowdown_pairs": []}, "model -"),
-        ({"slowdown": None, "duty": 0.95, "slowdown_pairs": [1.0], "drifting_pairs": 5}, "model -"),  # malformed
+        ({**_LOAD, "slowdown": None, "duty": 0.25, "slowdown_pairs": [1.0] * 5}, "not judged: in flight 25% of the window"),
+        ({**_LOAD, "slowdown": None, "duty": 0.95, "slowdown_pairs": [1.0] * 2, "drifting_pairs": [0, 1]},
+         "not judged: the model alone drifted past 3% in every pair"),
+        ({**_LOAD, "slowdown": None, "duty": None, "slowdown_pairs": []}, None),
+        ({**_LOAD, "slowdown": None, "duty": 0.95, "slowdown_pairs": [1.0], "drifting_pairs": 5}, None),  # malformed
     ],
 )  # fmt: skip
-def test_a_path_whose_model_figure_was_not_judged_says_why(beside: dict[str, Any], said: str) -> None:
+def test_a_path_whose_model_figure_was_not_judged_says_why(beside: dict[str, Any], said: str | None) -> None:
     """GENERATED rows: the copy engines armed ahead move the most, but their copies were in flight for
-    a quarter of the load's window (or the load drifted): the answer names them idle and says why their
-    model cost is no figure, and never picks them within the budget."""
+    a quarter of the load's window (or the load drifted): the answer names them idle by their figure alone
+    (344, never their 345 beside the load), says why their model cost is no figure, and never picks them
+    within the budget."""
     armed = _row("ce-batch", 65536, 345.0, None)
-    armed.posting = "ce-armed"
-    armed.add_list({}, beside, [], first=False)
+    assert armed.lists is not None
+    armed.lists.posting = "ce-armed"
+    figure = BesideFigure.from_json({**beside, "transfer_alone": 344.0})  # as the rows read a file's, once
+    assert figure is not None
+    armed.add_beside(figure, "ce-armed", first=False)
     rows = [armed, _row("gpu", 65536, 180.0, (305.0, 1.04))]
     (found,) = answers(rows)
-    assert found.idle is not None and found.idle.path == "ce-armed" and said in lines([found])[1]
+    assert found.idle is not None and (found.idle.path, found.idle.gbps) == ("ce-armed", 344.0)
+    assert "model" not in lines([found])[1].split("; ")[0]  # an idle figure carries no beside words
+    said_notes = [note for note in notes([found]) if "not judged" in note]
+    assert said_notes == ([f"ce-armed at 64KiB: the model's cost {said}"] if said else [])
     assert found.within is not None and found.within.path == "gpu"
 
 
 def test_one_path_alone_has_no_choice_to_answer_and_references_are_left_out() -> None:
     only = _row("gpu", 4096, 170.0, None, load="alone")
     reference = _row("ce-batch", 4 << 20, 200.0, None, load="alone")
-    reference.block_list = None  # a list's one-message reference is no candidate
+    assert reference.lists is not None
+    reference.lists.block_list = None  # a list's one-message reference is no candidate
     assert answers([only, reference]) == []
 
 

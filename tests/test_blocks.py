@@ -12,6 +12,7 @@ import pytest
 from rdmabench.errors import ConfigError
 from rdmabench.measure.blockrecord import BlockList
 from rdmabench.measure.blocks import BlockShape
+from rdmabench.measure.postings import POSTINGS
 from rdmabench.memory.buffers import allocate
 from rdmabench.memory.payload import BlockPayload, block_keys
 from rdmabench.modes import MemoryMode
@@ -111,7 +112,8 @@ def test_block_shapes() -> None:
     assert BlockShape(4, "strided").slots("src", 8).tolist() == [0, 2, 4, 6]
     assert BlockShape(8, "contiguous", 3).contiguous(4096) == (BlockShape(1, "contiguous", 3), 8 * 4096)
     # The reference is posted as its list is (--posting cpu: a contiguous message the CPU posts too).
-    assert BlockShape(8, "random", posting="cpu").contiguous(4096)[0].posting == "cpu"
+    cpu = POSTINGS["cpu"]
+    assert BlockShape(8, "random", posting=cpu).contiguous(4096)[0].posting == cpu
     with pytest.raises(ConfigError, match="needs 8 slots"):
         BlockShape(4, "strided", pool_bytes=7 * 4096).check().check_fits(4096)
 
@@ -148,13 +150,16 @@ def test_bad_block_options_are_one_line(tmp_path: Path, args: list[str], message
 
 
 def test_a_list_the_gpu_posted_is_never_merged_with_one_the_cpu_posted() -> None:
+    from rdmabench.results.files.entries import records_of
     from rdmabench.results.files.rows import settings_of
 
+    def settings(blocks: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+        return settings_of({"blocks": blocks}, {}, records_of(blocks, None))  # the record read back once
+
     blocks = {"count": 1024, "layout": "random", "batch": 1}
-    by_cpu = settings_of({"blocks": {**blocks, "posted_by": "cpu"}}, {})
-    by_gpu = settings_of({"blocks": {**blocks, "posted_by": "gpu"}}, {})
+    by_cpu, by_gpu = settings({**blocks, "posted_by": "cpu"}), settings({**blocks, "posted_by": "gpu"})
     assert by_cpu != by_gpu and "posted by the GPU" in dict(by_gpu)["blocks"]
-    assert by_cpu == settings_of({"blocks": blocks}, {})  # files from before --posting: the CPU posted
+    assert by_cpu == settings(blocks)  # files from before --posting: the CPU posted
 
 
 def _runs_of(slots: np.ndarray) -> list[int]:
@@ -234,16 +239,17 @@ def test_a_shape_gives_its_protocols_and_a_list_its_contiguous_references_as_com
     shape = config.shape
     assert shape is config.shape and shape.form == "block list" and shape.device
     steps = config.kind.protocols(shape)
-    assert [step.shape.posting for step in steps] == ["gpu", "ce-batch", "ce-armed", "cpu"]  # type: ignore[attr-defined]
-    assert [step.shape.posting for step in config.kind.protocols(shape, ("cpu",))] == ["cpu"]  # type: ignore[attr-defined]
+    assert [step.shape.posting.name for step in steps] == ["gpu", "ce-batch", "ce-armed", "cpu"]  # type: ignore[attr-defined]
+    only_cpu = config.kind.protocols(shape, (POSTINGS["cpu"],))
+    assert [step.shape.posting.name for step in only_cpu] == ["cpu"]  # type: ignore[attr-defined]
     posted = [
-        [(found.protocol.shape.posting, found.size) for found in steps[0].companions(4096, refused)]  # type: ignore[attr-defined]
+        [(found.protocol.shape.posting.name, found.size) for found in steps[0].companions(4096, refused)]  # type: ignore[attr-defined]
         for refused in ((), ("gpu",), ("gpu", "ce-batch"))
     ]
     assert posted == [[("gpu", 16384), ("ce-batch", 16384)], [("ce-batch", 16384)], [("cpu", 16384)]]
     host = RunConfig.from_options({"test": "get", "blocks": 4, "posting": "cpu"})
     (step,) = host.kind.protocols(host.shape)
-    assert [found.protocol.shape.posting for found in step.companions(4096, ())] == ["cpu"]  # type: ignore[attr-defined]
+    assert [found.protocol.shape.posting.name for found in step.companions(4096, ())] == ["cpu"]  # type: ignore[attr-defined]
 
     def entry(count: int, value: float, posted_by: str = "cpu") -> Any:
         layout = "contiguous" if count == 1 else "random"

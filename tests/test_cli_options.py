@@ -122,8 +122,8 @@ def test_several_block_counts_and_layouts_parse_for_anchor_one_for_run() -> None
 
 def test_the_handoff_checks_are_written_once() -> None:
     """run and anchor refuse --kv-layout or --prompt without --model, and --model with what it sets, by
-    one check in the configuration (job.config.model_handoff): each message is written in one place."""
+    one check of the configuration's (job.sizes.model_handoff): each message is written in one place."""
     package = Path(rdmabench.__file__).parent
     for words in ("give --model as well", "--model sets the blocks and their size"):
         holding = [p.name for p in package.rglob("*.py") if words in p.read_text()]
-        assert holding == ["config.py"], (words, holding)
+        assert holding == ["sizes.py"], (words, holding)

@@ -15,7 +15,7 @@ from rdmabench.measure import postings
 from rdmabench.measure.blockrecord import BlockList
 from rdmabench.measure.postings import POSTINGS, Posting, parse_postings
 from rdmabench.results.files import document
-from rdmabench.results.files.entries import posting_of, settings_of
+from rdmabench.results.files.entries import posting_of, records_of, settings_of
 from rdmabench.results.files.row import Row
 from rdmabench.wire.armed import ARM_BOUND, ARMED_PATH
 
@@ -40,18 +40,22 @@ def test_the_record_reads_back_what_it_writes_in_its_order() -> None:
 
 
 def test_posting_of_reads_the_record_not_the_label() -> None:
-    entry = {"blocks": _RECORD}
-    assert posting_of(entry) == ("gpu", 16, True)
-    assert posting_of({"blocks": dict(_RECORD, sms={"mode": "whole GPU"})}) == ("gpu", None, False)
-    assert posting_of({"blocks": {k: v for k, v in _RECORD.items() if k not in ("posted_by", "path")}})[0] == "cpu"
-    assert posting_of({"bandwidth_gbps": 1.0}) == (None, None, False)
+    assert posting_of(BlockList.from_json(_RECORD)) == ("gpu", 16, True)
+    assert posting_of(BlockList.from_json(dict(_RECORD, sms={"mode": "whole GPU"}))) == ("gpu", None, False)
+    older = BlockList.from_json({k: v for k, v in _RECORD.items() if k not in ("posted_by", "path")})
+    assert posting_of(older)[0] == "cpu"  # a record that names no poster: the CPU's, as before other paths
+    assert posting_of(None) == (None, None, False)
     row = Row("put", "device", "device", 4096, "h:gpu0 -> h:gpu1", "intra-node", "h", "h", "GB/s")
     row.settings = (("blocks", "8 x random, 1 in flight, posted by the GPU, 16 SMs (green context)"),)
-    row.add_list(dict(_RECORD, posted_by="ce-batch", sms={"mode": "copy engines"}), None, [1.0], first=True)
+    copies = BlockList.from_json(dict(_RECORD, posted_by="ce-batch", sms={"mode": "copy engines"}))
+    assert copies is not None
+    row.add_list(copies, [1.0], first=True)
     assert (row.posting, row.posting_sms, row.block_list) == ("ce-batch", None, "8 x random, 1 in flight")
-    row.add_list(dict(_RECORD, cpu_us_per_descriptor=0.5, contiguous_gbps=9.0), None, [1.0], first=True)
+    kernel = BlockList.from_json(dict(_RECORD, cpu_us_per_descriptor=0.5, contiguous_gbps=9.0))
+    assert kernel is not None
+    row.add_list(kernel, [1.0], first=True)
     assert (row.posting, row.posting_sms, row.posting_green) == ("gpu", 16, True)
-    assert (row.cpu_us_per_descriptor, row.contiguous) == (0.5, [9.0])
+    assert (row.cpu_us_per_descriptor, row.contiguous_gbps) == (0.5, 9.0)
 
 
 def test_a_new_path_is_its_record(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -63,19 +67,24 @@ def test_a_new_path_is_its_record(monkeypatch: pytest.MonkeyPatch) -> None:
         steps=POSTINGS["ce-batch"].steps, problem=lambda: "no stream memory operations here",
     )  # fmt: skip
     monkeypatch.setitem(POSTINGS, armed.name, armed)
-    monkeypatch.setattr(postings, "PATHS", (*postings.PATHS, armed.name))
-    monkeypatch.setattr(postings, "DEVICE_PATHS", (*postings.DEVICE_PATHS, armed.name))
-    assert parse_postings("all")[-1] == "ce-test" and parse_postings("cpu,ce-test") == ("cpu", "ce-test")
+    assert parse_postings("all")[-1] == armed and _names(parse_postings("cpu,ce-test")) == ["cpu", "ce-test"]
     assert "ce-test: copy engines armed ahead" in postings.posting_help()
     assert "ce-test: copies armed ahead of the data" in postings.by_words()
-    assert postings.problems({"cpu", "ce-test"}) == {"ce-test": "no stream memory operations here"}  # the one check
+    found = postings.problems((POSTINGS["cpu"], armed))  # the one check
+    assert found == {"ce-test": "no stream memory operations here"}
     entry = {"test": "put", "blocks": dict(_RECORD, posted_by="ce-test", sms={"mode": "copy engines"})}
-    assert dict(settings_of(entry, {}))["blocks"] == "8 x random, 1 in flight, armed on the copy engines"
-    assert posting_of(entry) == ("ce-test", None, False)
+    records = records_of(entry["blocks"], None)
+    assert dict(settings_of(entry, {}, records))["blocks"] == "8 x random, 1 in flight, armed on the copy engines"
+    assert posting_of(records.blocks) == ("ce-test", None, False)
+
+
+def _names(records: tuple[Posting, ...]) -> list[str]:
+    return [record.name for record in records]
 
 
 def test_parse_postings_keeps_its_words() -> None:
-    assert parse_postings("all") == ("gpu", "ce-batch", "ce-armed", "cpu") and parse_postings("auto") == ("auto",)
+    assert _names(parse_postings("all")) == ["gpu", "ce-batch", "ce-armed", "cpu"]
+    assert parse_postings("auto") == (POSTINGS["auto"],)
     with pytest.raises(ConfigError, match="leaves a name empty"):  # a list of nothing is never auto
         parse_postings("")
     with pytest.raises(ConfigError, match=r"unknown --posting 'nope': choose auto, gpu, ce-batch, ce-armed, cpu, all"):
@@ -84,7 +93,10 @@ def test_parse_postings_keeps_its_words() -> None:
         parse_postings("auto,gpu")
     assert POSTINGS["auto"].posts == "gpu" and POSTINGS["cpu"].steps is None
     assert [name for name, record in POSTINGS.items() if record.device] == ["gpu", "ce-batch", "ce-armed"]
-    assert postings.REFERENCE_PATHS == ("gpu", "ce-batch")  # an armed copy of one block is ce-batch's copy
+    # an armed copy of one block is ce-batch's copy
+    assert _names(postings.REFERENCE_PATHS) == ["gpu", "ce-batch"]
+    assert [name for name, record in POSTINGS.items() if record.takes_sms] == ["auto", "gpu"]
+    assert [name for name, record in POSTINGS.items() if record.carvable] == ["auto", "gpu"]
 
 
 def test_related_reads_the_fastest_reference_and_leaves_a_contiguous_message_alone() -> None:
@@ -113,7 +125,7 @@ def test_ce_armed_moves_and_validates_every_block_and_records_its_arming(test: s
     assert record is not None and record.posted_by == "ce-armed" and record.path == ARMED_PATH
     assert record.arm_us is not None and record.arm_us > 0 and record.cpu_us_per_descriptor is not None
     assert (record.armed_lists, record.arm_bound) == (1, ARM_BOUND)
-    assert record.contiguous_posted_by in postings.REFERENCE_PATHS
+    assert record.contiguous_posted_by in _names(postings.REFERENCE_PATHS)
 
 
 def test_ce_armed_is_skipped_with_its_reason_where_a_rank_sees_one_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -153,7 +165,7 @@ def test_a_step_is_filled_before_its_copies_are_armed(corrupt: bool, monkeypatch
     )
     monkeypatch.setattr(blocksteps, "_lists", lambda _end: lists)
     monkeypatch.setattr(blocksteps, "synchronize", lambda _mode: log.append("sync"))
-    protocol = blocksteps.BlocksProtocol(RMA_PUT, BlockShape(4, "random", posting="ce-armed"), device=True)
+    protocol = blocksteps.BlocksProtocol(RMA_PUT, BlockShape(4, "random", posting=POSTINGS["ce-armed"]), device=True)
     protocol.fill(end, 0)  # type: ignore[arg-type]
     assert log == ["fill", *(["corrupt"] if corrupt else []), "sync", "arm"] and lists.armed == [1e-3]
 
@@ -166,3 +178,34 @@ def test_each_gpu_side_path_is_named_in_at_most_three_code_files() -> None:
     for path in ("ce-batch", "ce-armed"):
         naming = sorted(str(p.relative_to(package)) for p in sources if path in p.read_text(errors="replace"))
         assert len(naming) <= 3, (path, naming)
+
+
+def test_a_new_kernel_posted_path_takes_posting_sms_and_every_carve_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A path whose kernel runs on the GPU's SMs is its record: registered with takes_sms and carvable,
+    --posting-sms holds it and --beside's carve-outs are each run beside it, no other file changed (the
+    names gpu and auto were the rule before)."""
+    from rdmabench.job.config import RunConfig
+    from rdmabench.modes import MemoryMode
+
+    kernel = Posting(
+        "gpu-test", "a posting kernel of its own", "gpu", ("device memory at both ends",), device=True,
+        steps=POSTINGS["gpu"].steps, takes_sms=True, carvable=True,
+    )  # fmt: skip
+    monkeypatch.setitem(POSTINGS, kernel.name, kernel)
+    options = {"test": "put", "mode": MemoryMode.DEVICE, "blocks": 8, "posting": "gpu-test", "posting_sms": "8"}
+    config = RunConfig.from_options(options | {"beside": "gemm,carveout=all"})
+    assert config.postings == (kernel,) and config.shape.lists[0].posting == kernel
+    budget = config.shape.lists[0].budget
+    assert budget is not None and budget.sms == 8
+    (step,) = config.kind.protocols(config.shape, config.postings)
+    assert config.beside is not None
+    assert [load.carveout for load in config.beside.for_transfer(step.carvable())] == [0, 4, 8, 16]
+    with pytest.raises(ConfigError, match="holds the GPU's posting kernel: give --posting gpu, gpu-test, auto or all"):
+        RunConfig.from_options(options | {"posting": "ce-batch"})
+    engines = RunConfig.from_options(
+        options | {"posting": "ce-batch", "posting_sms": None, "beside": "gemm,carveout=all"}
+    )
+    (copies,) = engines.kind.protocols(engines.shape, engines.postings)
+    assert engines.beside is not None and [
+        load.carveout for load in engines.beside.for_transfer(copies.carvable())
+    ] == [0]

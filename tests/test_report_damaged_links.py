@@ -259,11 +259,20 @@ def test_rows_a_damaged_run_changed_are_put_back_field_by_field(tmp_path: Path, 
 def _fold_a_run(row: Any, scale: float) -> None:
     """What `rows._Folder.fold` does to a row another run made: a figure, a share, labels, a limit,
     and every add_ with all it can take."""
+    from rdmabench.results.files.entries import records_of
+
     blocks = {
         "transfer_us": {"p99": 9.0 * scale, "p99.9": 12.0}, "ceiling_gbps": 300.0 * scale,
         "cpu_us_per_descriptor": 0.4 * scale, "contiguous_gbps": 250.0 * scale,
     }  # fmt: skip
-    beside = {"transfer_alone": 200.0 * scale, "slowdown": 1.1 * scale, "slowdown_range": [1.0, 1.2 * scale]}
+    beside: dict[str, Any] = {
+        "load": "gemm:8192", "transfer_alone": 200.0 * scale, "slowdown": 1.1 * scale,
+        "slowdown_range": [1.0, 1.2 * scale],
+    }  # fmt: skip
+    if scale == 3.0:  # a figure not judged: why is kept too
+        beside |= {"slowdown": None, "duty": 0.01}
+    records = records_of(blocks, beside)  # read back once, as the rows read a file's
+    assert records.blocks is not None and records.beside is not None
     row.run += 1
     row.values.append(100.0 * scale)
     row.shares.append(0.3 * scale)
@@ -271,11 +280,8 @@ def _fold_a_run(row: Any, scale: float) -> None:
     row.nics, row.dates = row.nics | {f"n{scale}"}, row.dates | {f"d{scale}"}
     row.limit, row.limit_kind, row.limit_gbps = f"NVLink {scale}", "NVLink", 478.1 * scale
     row.add_costs({"src": 1.0 * scale, "dst": 2.0}, {"dev": f"mlx5_{scale}", "ratio": 1.0 / scale}, str)
-    row.add_tail(blocks)
-    row.add_list(
-        blocks, dict(beside, slowdown=None, duty=0.01) if scale == 3.0 else beside, [99.0, 101.0 * scale], False
-    )
-    row.add_beside(beside)
+    row.add_list(records.blocks, [99.0, 101.0 * scale], False)
+    row.add_beside(records.beside, records.blocks.posted, False)
 
 
 def test_a_row_is_put_back_as_it_was_after_any_run_folded_onto_it() -> None:

@@ -1,6 +1,6 @@
 """NIXL's two ends beside a model's compute (`anchor --against nixl --beside`), in lockstep.
 
-Each end runs the compute load on its own GPU (measure.beside.Pairs, as rdmabench's ranks do: settled
+Each end runs the compute load on its own GPU (measure.pairs.Pairs, as rdmabench's ranks do: settled
 first, the model's cost as the work it loses over a shared window of its operations), and the pairs
 (load alone, then load and transfers at once, then the load alone again) are kept in step through
 files in the anchor's private folder: the initiator says `go`, both take their last window after as
@@ -12,6 +12,7 @@ ended and the target has said `over` (its window ended), says `stop`, and both c
 target says `stopped`. So the transfers run through both GPUs' windows, and each GPU's slowdown comes
 from its own pairs. A pair is not taken again for drift here; one that drifted past the limit is
 marked and not judged. Loads nothing that loads UCX (wire.gpuload builds a CUDA library of its own).
+A row's figures beside compute, both sides', are read here too (`beside_figures`).
 """
 
 from __future__ import annotations
@@ -20,11 +21,14 @@ import time
 from collections.abc import Callable
 from functools import reduce
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
-from ..measure.beside import Beside, Pairs, drifting, load_on_this_gpu, release_loads
-from ..measure.besiderecord import GpuRecord
-from .nixl_files import AgentPlan, wait_for, write_file
+from ..measure.beside import Beside, load_on_this_gpu, release_loads
+from ..measure.besiderecord import BesideFigure, GpuFigure
+from ..measure.judging import Said, drifting, judge_pairs, pairs_of, unjudged_words, worse_pairs
+from ..measure.pairs import Pairs
+from ..stats import median
+from .nixl_files import AgentPlan, PairRun, mean, throughput, wait_for, write_file
 
 
 class _Adds(Protocol):
@@ -51,10 +55,10 @@ def _marked(folder: Path, name: str) -> bool:
 
 def initiator_pairs(
     folder: Path, plan: AgentPlan, beside: Beside, timed: Callable[[], T], deadline: float
-) -> tuple[list[T], GpuRecord]:
+) -> tuple[list[T], dict[str, object]]:
     """Each pair's transfers, run while both GPUs compute: `timed()` again and again, back to back,
     until both GPUs' shared windows have ended (this one's, and the target's `over`); this GPU's load
-    summary. A pair's runs add up to one; the duty is the share of the shared half spent in `timed()`."""
+    summary (GpuFigure's JSON, for its result file). A pair's runs add up to one; the duty is the share of the shared half spent in `timed()`."""
     pairs = Pairs(beside, load_on_this_gpu(beside), partitioned=False)
     found: list[T] = []
     try:
@@ -78,13 +82,13 @@ def initiator_pairs(
             pairs.keep(0, drifting(drift))
             wait_for(folder, f"pair-{index}.stopped", deadline)
         pairs.finish()
-        return found, pairs.summary()
+        return found, pairs.summary().to_json()
     finally:
         pairs.finish(quiet=True)  # the load runs on between pairs; an error on its way is the one to say
         release_loads()
 
 
-def target_pairs(folder: Path, plan: AgentPlan, beside: Beside, deadline: float) -> GpuRecord:
+def target_pairs(folder: Path, plan: AgentPlan, beside: Beside, deadline: float) -> dict[str, object]:
     """This GPU's load through the initiator's pairs: its summary (rate alone and beside, slowdowns).
     It says `over` when its shared window has ended; the initiator's transfers run until then."""
     pairs = Pairs(beside, load_on_this_gpu(beside), partitioned=False)
@@ -104,7 +108,70 @@ def target_pairs(folder: Path, plan: AgentPlan, beside: Beside, deadline: float)
             pairs.keep(0, drifting(drift))
             _mark(folder, f"pair-{index}.stopped")
         pairs.finish()
-        return pairs.summary()
+        return pairs.summary().to_json()
     finally:
         pairs.finish(quiet=True)  # the load runs on between pairs; an error on its way is the one to say
         release_loads()
+
+
+def beside_figures(beside: Beside, before: PairRun, after: PairRun, unchecked: dict[str, Any]) -> dict[str, Any]:
+    """Both sides beside compute: each one's list alone and beside as a throughput (all bytes over all
+    transfers' time: beside a load the median transfer hides those that waited for SMs the load held),
+    and the model's slowdown (the worse of the two GPUs, pair by pair; NIXL's over the pairs of both
+    its runs) with its range."""
+    runs = (before, after)
+    pairs = [slowdown for run in runs for slowdown in worse_pairs(_nixl_gpus(run))]
+    record = BesideFigure.from_json(unchecked["beside"])  # the rdmabench entry's, read back once
+    assert record is not None  # run_blocks kept entries with one
+    out: dict[str, Any] = {
+        "beside_load": beside.label, "beside_unit": beside.unit,
+        "nixl_alone_gbps": mean(throughput(run["initiator"]["blocks"]) for run in runs),
+        "nixl_beside_gbps": mean(throughput(run["initiator"]["beside"]) for run in runs),
+        "rdmabench_alone_gbps": record.transfer_alone,  # its steps' figure in each pair's alone half
+        "rdmabench_beside_gbps": unchecked["bandwidth_gbps"],  # its steps' figure beside the load
+        "nixl_slowdown": median(pairs) if pairs else None,
+        "nixl_slowdown_min": min(pairs) if pairs else None, "nixl_slowdown_max": max(pairs) if pairs else None,
+        "rdmabench_slowdown": record.slowdown,
+    }  # fmt: skip
+    out["ratio_beside_gbps"] = out["rdmabench_beside_gbps"] / max(out["nixl_beside_gbps"], 1e-12)
+    low_high = record.slowdown_range
+    out["rdmabench_slowdown_min"], out["rdmabench_slowdown_max"] = low_high if low_high else (None, None)
+    for side, said in (
+        ("rdmabench", record if record.slowdown is None else None),
+        ("nixl", _nixl_said(runs, pairs)),
+    ):
+        if said is not None:  # no pair judged: why, where the pairs say
+            out[f"{side}_unjudged"] = unjudged_words(said) or "no pair judged"
+    out["nixl_load_alone"] = _load_alone(_nixl_gpus(before))  # the load's own rate alone, the slower GPU's
+    out["rdmabench_load_alone"] = _load_alone(list(record.gpus.values()))
+    return out
+
+
+def _nixl_said(runs: tuple[PairRun, PairRun], judged: list[float]) -> Said | None:
+    """Where no NIXL pair was judged, the pairs of both its runs as a beside record reads them (their
+    duty and which drifted), for unjudged_words; None where some were."""
+    if judged:
+        return None
+    duties: list[float] = []
+    slowdowns: list[float | None] = []
+    drifting: list[int] = []
+    for run in runs:
+        gpus = _nixl_gpus(run)
+        found = judge_pairs(gpus, [0] * pairs_of(gpus))
+        drifting += [len(slowdowns) + i for i in sorted({i for gpu in gpus for i in gpu.drifting_pairs})]
+        slowdowns += found.slowdowns
+        duties += [d for d in found.duties if d is not None]
+    return Said(median(duties) if duties else None, slowdowns, drifting)
+
+
+def _nixl_gpus(run: PairRun) -> list[GpuFigure]:
+    """What each of a NIXL run's GPUs measured of its load (Pairs.summary): the initiator's, the target's,
+    each read back from its end's file once."""
+    found = (GpuFigure.from_json(run["initiator"]["beside"]["load"]), GpuFigure.from_json(run["target"]["beside_load"]))
+    return [gpu for gpu in found if gpu is not None]
+
+
+def _load_alone(gpus: list[GpuFigure]) -> float | None:
+    """The compute's rate alone (TFLOP/s or GB/s) of the slower of `gpus` (Pairs.summary each)."""
+    rates = [gpu.alone for gpu in gpus if gpu.alone]
+    return min(rates) if rates else None

@@ -7,12 +7,11 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TypedDict
 
 from .. import privatedirs
-from ..measure.besiderecord import GpuRecord
 
 PLAN = "plan.json"  # an AgentPlan: what the anchor asks of a NIXL pair
 DONE = "initiator.done"
@@ -77,12 +76,12 @@ class _Figures(TypedDict):
 class Figures(_Figures, total=False):
     """What an initiator reports of timed transfers (the fields rdmabench's block record has), NIXL's
     telemetry where it keeps one, the first transfer and the CPU; beside compute, also its GPU's load
-    (measure.beside.Pairs.summary) and each pair's GB/s."""
+    (measure.pairs.Pairs.summary, as besiderecord.GpuFigure's JSON) and each pair's GB/s."""
 
     nixl_telemetry: Telemetry
     first_transfer_s: float
     cpu_s_per_gb: float
-    load: GpuRecord
+    load: dict[str, object]  # besiderecord.GpuFigure's JSON
     pairs_gbps: list[float]
 
 
@@ -96,7 +95,7 @@ class TargetResult(_TargetCold, total=False):
     """The target's result file: what its set-up cost, its GPU's load beside the initiator's pairs, its
     CPU, and (a WRITE) the blocks that arrived wrong."""
 
-    beside_load: GpuRecord
+    beside_load: dict[str, object]  # besiderecord.GpuFigure's JSON
     cpu_s: float
     wrong_blocks: int
 
@@ -170,3 +169,13 @@ def check_parent() -> None:
 
 def write_json(folder: Path, name: str, data: Mapping[str, object]) -> None:
     write_file(folder, name, json.dumps(data).encode())
+
+
+def throughput(figures: Figures) -> float:
+    """A NIXL run's bytes over its transfers' time (its median transfer's, from agents without it)."""
+    return float(figures.get("transfer_gbps_mean") or figures["transfer_gbps_p50"])
+
+
+def mean(values: Iterable[object]) -> float:
+    found = [float(value) for value in values]  # type: ignore[arg-type]
+    return sum(found) / len(found)

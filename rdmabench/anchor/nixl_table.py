@@ -42,7 +42,7 @@ def format_rows(rows: list[dict[str, Any]]) -> str:
             f"{r['rdmabench_p99_us']:>9.1f} {r['ratio_p99']:>6.2f} {r['validation_share']:>7.2f} "
             f"{_pair(r, 'post_share', '.2f'):>11} {_pair(r, 'descriptors_per_s', '.3g'):>15} "
             f"{_pair(r, 'cpu_s_per_gb', '.2g'):>11} {_pair(r, 'vs_one', '.2f'):>11} {_pair(r, 'of_ceiling', '.3f'):>11} "
-            f"{r.get('rdmabench_posted_by', 'cpu'):>8} {_drift(r):>6}  "
+            f"{r.get('rdmabench_posted_by', '-'):>8} {_drift(r):>6}  "
             f"{r['transport']} | {r['nixl_transport']}"
         )
     lines += _skipped_lines(rows)
@@ -101,7 +101,7 @@ def _beside_lines(rows: list[dict[str, Any]]) -> list[str]:
     for r in found:
         where = f"#   {r['test']} {r['case'][:26]} {format_size(r['size_bytes'])}"
         lines.append(
-            f"{where}: rdmabench {r.get('rdmabench_posted_by', 'cpu')} {_gbps(r, 'rdmabench')} slowdown "
+            f"{where}: rdmabench {r.get('rdmabench_posted_by', '-')} {_gbps(r, 'rdmabench')} slowdown "
             f"{_slowdown(r, 'rdmabench')}; NIXL {r.get('nixl_variant', 'default')} {_gbps(r, 'nixl')} slowdown "
             f"{_slowdown(r, 'nixl')}; ratio beside {_number(r.get('ratio_beside_gbps'))}"
         )
@@ -126,7 +126,7 @@ def _slowdown(row: dict[str, Any], side: str) -> str:
 
 def _ours_posted(row: dict[str, Any]) -> str:
     posted = row.get("rdmabench_descriptors_posted")
-    return "" if posted is None else f" (rdmabench {row.get('rdmabench_posted_by', 'cpu')}: {posted:.0f})"
+    return "" if posted is None else f" (rdmabench {row.get('rdmabench_posted_by', '-')}: {posted:.0f})"
 
 
 def _pair(row: dict[str, Any], name: str, spec: str) -> str:
@@ -146,7 +146,7 @@ def _cold_line(row: dict[str, Any]) -> str:
         return " ".join(f"{name} {value:.3g}" for name, value in found if isinstance(value, (int, float)))
 
     where = f"{row['test']} {row['case']} {format_size(row['size_bytes'])}"
-    nixl, ours = row.get("nixl_variant", "default"), row.get("rdmabench_posted_by", "cpu")
+    nixl, ours = row.get("nixl_variant", "default"), row.get("rdmabench_posted_by", "-")
     return f"#   {where}: NIXL {nixl} {part('nixl')}; rdmabench {ours} {part('rdmabench')}"
 
 
@@ -164,7 +164,7 @@ def _round_line(r: dict[str, Any]) -> str:
     )
     return (
         f"{r['test']:<4} {r['case'][:26]:<26} {format_size(r['size_bytes']):>7} "
-        f"{r.get('rdmabench_posted_by', 'cpu')}/{r.get('nixl_variant', 'default')} GB/s ratio "
+        f"{r.get('rdmabench_posted_by', '-')}/{r.get('nixl_variant', 'default')} GB/s ratio "
         f"{spread(r, 'ratio_gbps')}  p99 ratio {spread(r, 'ratio_p99')}  NIXL GB/s {spread(r, 'nixl_gbps')}"
         f"  rdmabench GB/s {spread(r, 'rdmabench_gbps')}  steady rounds {r.get('steady_rounds', 0)} of "
         f"{r['rounds']}" + (f": {steady}" if steady else "")

@@ -72,7 +72,7 @@ def files_read(given: dict[str, Any]) -> list[str]:
 
 
 # A model's KV-cache handoff as the block list (run, anchor --against nixl); checked once, by
-# job.config.model_handoff.
+# job.sizes.model_handoff.
 model_options = group(
     click.option(
         "--model",

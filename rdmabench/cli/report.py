@@ -88,7 +88,10 @@ def _report(
     sources = [path for path, _ in loaded.documents]
     found = attribute(rows) if output_format != "csv" or floors else None  # once
     reading.write_or_print(
-        formats.render_chunks(rows, output_format, by, outlier_fraction, skipped, sources, found, budget), output
+        formats.render_chunks(
+            rows, output_format, formats.Rendering(by, outlier_fraction, skipped, sources, found, budget)
+        ),
+        output,
     )
     judged = (
         conclude(rows, floors, found=found, conflicts=loaded.conflicts) if floors else None

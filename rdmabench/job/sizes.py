@@ -1,6 +1,7 @@
 """Which sizes a run measures, from its command line's options: --sizes, nccl-tests' -b/-e/-f, the
 block sizes of --blocks (--block-size, else the default block sweep), or the one block size a
-model's handoff or a replayed block table sets. Each refusal is one line naming the options."""
+model's handoff or a replayed block table sets; and what those set (`handoff_of`, `table_of`: the
+blocks, their size and the transfers). Each refusal is one line naming the options."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..measure import blocktable, kvhandoff
+from ..measure.kvhandoff import KV_LAYOUTS
 from ..units import parse_sizes
 
 DEFAULT_SIZES = "1:64MiB:x4"
@@ -52,3 +54,51 @@ def size_range(options: Mapping[str, Any]) -> list[int] | None:
     if low is None:
         raise ConfigError("-f/--step-factor needs -b/--min-size or -e/--max-size")
     return parse_sizes(f"{low}:{high}:x{factor or 2}")
+
+
+def handoff_of(options: Mapping[str, Any]) -> kvhandoff.Handoff | None:
+    """--model: its handoff's descriptors become --blocks and the block size (given neither)."""
+    sets = {"--blocks": options.get("blocks"), "--block-size": options.get("block_size")}
+    return model_handoff(options.get("model"), options.get("kv_layout", KV_LAYOUTS[0]), options.get("prompt"), sets)
+
+
+def model_handoff(
+    model: str | None, kv_layout: str, prompt: int | None, sets: Mapping[str, Any]
+) -> kvhandoff.Handoff | None:
+    """A model's KV-cache handoff (--model, shaped by --kv-layout and --prompt; None without --model),
+    checked as every command that takes it checks it (run, anchor --against nixl). `sets`: the options
+    --model sets, by spelling, as the command was given them (None: not given)."""
+    if model is None:
+        refuse_handoff_options(kv_layout, prompt)
+        return None
+    if any(value is not None for value in sets.values()):
+        raise ConfigError(f"--model sets the blocks and their size: leave out {' and '.join(sets)}")
+    return kvhandoff.handoff(model, kv_layout, prompt)
+
+
+def refuse_handoff_options(kv_layout: str, prompt: int | None) -> None:
+    if (kv_layout, prompt) != (KV_LAYOUTS[0], None):
+        raise ConfigError("--kv-layout and --prompt shape a model's handoff: give --model as well")
+
+
+def table_of(options: Mapping[str, Any]) -> blocktable.BlockTable | None:
+    """--blocks-from: its table's blocks, transfers and block size become --blocks, --batch and the
+    block size (given none of them)."""
+    path = options.get("blocks_from")
+    if path is None or options.get("blocks_from_sha256") is not None:  # none, or a rank's copy of the config
+        return None
+    if options.get("model") is not None:
+        raise ConfigError("--blocks-from and --model each set the blocks: give one of them")
+    given = [name for name, key, default in _TABLE_SETS if options.get(key, default) != default]
+    if given:
+        raise ConfigError(f"--blocks-from sets the blocks and their size: leave out {', '.join(given)}")
+    return blocktable.load(path)
+
+
+# What a table sets, so may not be given beside it: (option, parameter, its default).
+_TABLE_SETS = (
+    ("--blocks", "blocks", None),
+    ("--block-size", "block_size", None),
+    ("--layout", "layout", "contiguous"),
+    ("--batch", "batch", 1),
+)

@@ -1,43 +1,61 @@
-"""The records of a figure beside compute, as results files hold them (docs/results-format.md): one
-GPU's load through a round's pairs (`GpuRecord`, Pairs.summary, an entry's `beside.gpus[rank]` and
-the NIXL anchor's ends), and an entry's `beside` (`BesideRecord`, entry.beside_record).
+"""A figure beside compute as a record, the one place its keys are named: one GPU's load through a
+round's pairs (`GpuFigure`: Pairs.summary, an entry's `beside.gpus[rank]` and the NIXL anchor's ends),
+an entry's `beside` (`BesideFigure`: made by the load's side, pairs.beside_figure, passed through by
+the entry), and how the settle before the first pair went (`Settle`), each with its JSON both ways:
+`to_json` for the results file (docs/results-format.md; the keys and their order are the fields'),
+`from_json` for what reads one back (rows, reports, the NIXL anchor).
 
-They are JSON documents written to a file and read back from one: TypedDicts, so their keys and key
-order are the dicts' own. A record read back is untrusted input: the readers (beside.judge_pairs,
-unjudged_words, the report's rows) check each value they use and tolerate a key missing.
+A record read back is untrusted input: `from_json` checks each value's type once (a value of the wrong
+type reads as missing: None, or an empty list), so its readers use the fields as typed. Also the SMs a
+carve-out's posting kernel took are named here (`CARVEOUT_SMS`: a block list's `sms` mode).
 """
 
 from __future__ import annotations
 
-from typing import TypedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+from .beside import CARVEOUT, Beside
+from .readback import each, flag, number, only, pair, text, whole
+
+KEY = "beside"  # the entry's field the record is written under
 
 
-class Settle(TypedDict, total=False):
-    """How the load's clocks settled before the first pair (Pairs.settle; empty before it ran)."""
+@dataclass(frozen=True)
+class Settle:
+    """How the load's clocks settled before the first pair (Pairs.settle): whether two alone windows in a
+    row agreed within `agree`, after `windows` windows."""
 
-    settled: bool  # two alone windows in a row agreed within `agree`
-    windows: int  # alone windows taken
-    agree: float  # beside.SETTLE_AGREE
+    settled: bool
+    windows: int
+    agree: float
+
+    def to_json(self) -> dict[str, object]:
+        return {"settled": self.settled, "windows": self.windows, "agree": self.agree}
+
+    @classmethod
+    def from_json(cls, data: object) -> Settle | None:
+        if not isinstance(data, dict):
+            return None
+        settled, windows, agree = flag(data.get("settled")), whole(data.get("windows")), number(data.get("agree"))
+        return None if settled is None or windows is None or agree is None else cls(settled, windows, agree)
 
 
-class _LoadSms(TypedDict, total=False):
-    load_sms: int  # the load's SMs, where the protocol's posting kernel took a partition of the rest
-
-
-class GpuRecord(_LoadSms):
+@dataclass(frozen=True)
+class GpuFigure:
     """What one rank's GPU did beside a round: the load's rate alone and beside, and each pair's
     figures (None where a pair's window held no whole operation, or this end could not tell)."""
 
-    load: str  # Beside.label
-    unit: str  # the rate's unit
+    load: Beside  # written as its label, with its unit and its carve-out
     alone: float
     beside: float
     slowdown: float | None  # median over the pairs this GPU judged
     slowdown_pairs: list[float | None]
     duty_pairs: list[float | None]
     lost_s_pairs: list[float | None]
-    window_s_pairs: list[float]
-    span_s_pairs: list[float]
+    window_s_pairs: list[float | None]
+    span_s_pairs: list[float | None]
     alone_drift: float | None
     drifting_pairs: list[int]
     retakes: int
@@ -46,39 +64,136 @@ class GpuRecord(_LoadSms):
     after_settled_pairs: list[bool]  # whether two of them agreed (else the cap was taken)
     alone_s_pairs: list[list[float | None]]  # each pair's windows before and after: mean seconds an operation
     reference_s: float | None  # the settled load alone before the first pair (every pair's drift is held to it)
-    settle: Settle
-    carveout: int
+    settle: Settle | None  # None: it never ran (written as {})
     carveout_cost: float | None
+    load_sms: int | None = None  # the load's SMs, where the protocol's posting kernel took a partition of the rest
+
+    def to_json(self) -> dict[str, object]:
+        found = _written(self)
+        found["settle"] = self.settle.to_json() if self.settle is not None else {}
+        if self.load_sms is None:
+            del found["load_sms"]
+        return _ordered(found, _GPU_ORDER)
+
+    @classmethod
+    def from_json(cls, data: object) -> GpuFigure | None:
+        """A GPU's record as a file holds it, each value checked (None where it is no record or names
+        no load)."""
+        load = _load(data)
+        if not isinstance(data, dict) or load is None:
+            return None
+        return cls(load, **_read(cls, data))
+
+    def at(self, name: str, index: int) -> float | None:
+        """Pair `index`'s figure of the per-pair list `name` (slowdown_pairs, duty_pairs, ...), or None."""
+        values = getattr(self, name)
+        return values[index] if index < len(values) else None
 
 
-class PairsSaid(TypedDict):
-    """What a figure's pairs say of why none was judged (beside.unjudged_words): an entry's `beside`,
-    or the NIXL anchor's pairs read the same way."""
-
-    duty: float | None
-    slowdown_pairs: list[float | None]
-    drifting_pairs: list[int]
-
-
-class _Note(TypedDict, total=False):
-    note: str  # where some pairs were not judged, why a pair may not be
+# The file's order (the load's unit and carve-out in their places).
+_GPU_ORDER = (
+    "load unit alone beside slowdown slowdown_pairs duty_pairs lost_s_pairs window_s_pairs span_s_pairs alone_drift "
+    "drifting_pairs retakes operations after_windows_pairs after_settled_pairs alone_s_pairs reference_s settle "
+    "carveout carveout_cost load_sms"
+).split()
 
 
-class BesideRecord(PairsSaid, _Note):
-    """An entry's `beside`: the transfer alone, the model's cost (the worse of the link's GPUs pair by
-    pair) and every GPU's own record, by rank."""
+def _read(record: type[GpuFigure | BesideFigure], data: dict[str, Any]) -> dict[str, Any]:
+    """Every field but the load of a record as `data` holds it, each read by its declared type (a value
+    of the wrong type: None, an empty list, or a number's zero where the field takes no None)."""
+    return {item.name: _READS[str(item.type)](data.get(item.name)) for item in fields(record) if item.name != "load"}
 
-    load: str
-    unit: str
-    transfer_alone: float
-    transfer_alone_samples: list[float]
+
+def _gpus(value: object) -> dict[str, GpuFigure]:
+    if not isinstance(value, dict):
+        return {}
+    return {str(rank): gpu for rank, record in value.items() if (gpu := GpuFigure.from_json(record)) is not None}
+
+
+# How a field's value is read back, by its declared type.
+_READS: dict[str, Callable[[object], object]] = {
+    "float": lambda value: number(value) or 0.0, "int": lambda value: whole(value) or 0, "float | None": number,
+    "int | None": whole, "str | None": text, "list[float | None]": each(number), "list[int]": only(whole),
+    "list[bool]": only(flag), "list[float] | None": pair, "Settle | None": lambda value: Settle.from_json(value),
+    "list[list[float | None]]": only(lambda value: each(number)(value) if isinstance(value, list) else None),
+    "dict[str, GpuFigure]": _gpus,
+}  # fmt: skip
+
+
+def _load(data: object) -> Beside | None:
+    """A record's load, read back: its label (`gemm:8192,carveout=8`), its carve-out also from its own key
+    where the label names none (a record written by hand, or by another tool); None where it names none."""
+    if not isinstance(data, dict):
+        return None
+    load = Beside.from_label(data.get("load"))
+    carveout = whole(data.get(CARVEOUT))
+    if load is None or load.carveout or not carveout or not load.record.carvable:
+        return load
+    return replace(load, carveout=carveout)
+
+
+def _written(record: GpuFigure | BesideFigure) -> dict[str, object]:
+    """A record's fields by name, its load written as its label, unit and carve-out."""
+    found: dict[str, object] = {item.name: getattr(record, item.name) for item in fields(record)}
+    found.update(load=record.load.label, unit=record.load.unit, carveout=record.load.carveout)
+    return found
+
+
+def _ordered(found: dict[str, object], order: list[str]) -> dict[str, object]:
+    return {name: found[name] for name in order if name in found}
+
+
+@dataclass(frozen=True)
+class BesideFigure:
+    """An entry's `beside`: the load, the transfer alone (each pair's alone half), the model's cost (the
+    worse of the link's GPUs pair by pair: its slowdown over the pairs judged, their duty, the model's
+    time lost per GiB moved), a carve-out's own cost, and every GPU's own record, by rank."""
+
+    load: Beside  # written as its label, with its unit and its carve-out
+    transfer_alone: float | None
+    transfer_alone_samples: list[float | None]
     transfer_share_of_alone: float | None
     slowdown: float | None
-    slowdown_range: list[float] | None
+    slowdown_pairs: list[float | None]
+    slowdown_range: list[float] | None  # [low, high] over the pairs judged
+    duty: float | None
     duty_pairs: list[float | None]
     model_ms_per_gib: float | None
-    carveout: int
     carveout_cost: float | None
     alone_drift: float | None
-    pairs: int
-    gpus: dict[str, GpuRecord]
+    drifting_pairs: list[int]
+    pairs: int  # the pairs judged
+    gpus: dict[str, GpuFigure] = field(default_factory=dict)
+    note: str | None = None  # where some pairs were not judged, why a pair may not be
+    # Issue 54 (/work/coord/interface54.md): the slowdown's 95% interval, the load's own swing alone (the
+    # smallest slowdown the row can tell from none) and the pairs the estimate used; written where set.
+    slowdown_interval: list[float] | None = None
+    noise_floor: float | None = None
+    pairs_used: int | None = None
+
+    key = KEY  # the entry's field it is written under
+
+    def to_json(self) -> dict[str, object]:
+        found = _written(self)
+        found["gpus"] = {rank: gpu.to_json() for rank, gpu in self.gpus.items()}
+        for name in _WHEN_SET:
+            if found[name] is None:
+                del found[name]
+        return _ordered(found, _BESIDE_ORDER)
+
+    @classmethod
+    def from_json(cls, data: object) -> BesideFigure | None:
+        """An entry's `beside` as a file holds it, each value checked once (None where it is no record
+        or names no load)."""
+        load = _load(data)
+        if not isinstance(data, dict) or load is None:
+            return None
+        return cls(load, **_read(cls, data))
+
+
+_WHEN_SET = ("note", "slowdown_interval", "noise_floor", "pairs_used")  # written only where a figure has them
+_BESIDE_ORDER = (
+    "load unit transfer_alone transfer_alone_samples transfer_share_of_alone slowdown slowdown_pairs slowdown_range "
+    "duty duty_pairs model_ms_per_gib carveout carveout_cost alone_drift drifting_pairs pairs gpus note "
+    "slowdown_interval noise_floor pairs_used"
+).split()

@@ -11,12 +11,15 @@ from typing import Any, TypedDict
 
 from ..stats import median, percentile
 from ..units import gbps
+from .besiderecord import CARVEOUT
 from .blocks import BlockShape
 from .blocktable import TableRecord
 from .kvhandoff import HandoffRecord
-from .postings import Arming, posting
+from .postings import CPU, Arming, posting
+from .readback import flag, number, only, text, whole
 
 KEY = "blocks"  # the entry's field the record is written under
+CARVEOUT_SMS = CARVEOUT  # the `sms` mode where a --beside carve-out set the posting kernel's SMs
 
 
 def _us(seconds: float) -> float:
@@ -29,7 +32,7 @@ class _SmsMode(TypedDict):
 
 class SmsRecord(_SmsMode, total=False):
     """The SMs a block list's posting kernel took (the record's "sms", docs/results-format.md): its `mode`
-    ("budget" or "green": --posting-sms; "carveout": a --beside carve-out's; "whole GPU"; else who posted
+    ("budget" or "green": --posting-sms; CARVEOUT_SMS: a --beside carve-out's; "whole GPU"; else who posted
     it), and where held, the SMs of the `transfer` and of the `load` beside it, and the CUDA blocks
     (`ctas`) a carve-out's grid took."""
 
@@ -71,7 +74,8 @@ class BlockList:
     latency percentiles from every timed transfer (not sample means), how the time split into posting
     and completion, descriptors a second, what the list cost before its warm transfers (`cold_s`), who
     posted it and its ceiling, and (StepProtocol.relate) its references. Fields left None are not
-    written. Read back (`from_json`), a field holds what the file held: its readers check it."""
+    written. Read back (`from_json`), each field is checked once (a value of the wrong type reads as
+    None), and a record that names no poster was posted by the CPU, as before other paths existed."""
 
     count: int
     block_bytes: int
@@ -110,6 +114,10 @@ class BlockList:
     arm_us: float | None = None
     armed_lists: int | None = None
     arm_bound: int | None = None
+    # Issue 54 (/work/coord/interface54.md): the list's bytes over a step kept going back to back from one
+    # posting thread, and that thread's CPU microseconds per descriptor; read back where a file has them.
+    sustained_gbps: float | None = None
+    host_us_per_descriptor: float | None = None
 
     key = KEY  # StepFigure: the entry's field it is written under
 
@@ -117,11 +125,13 @@ class BlockList:
         return {item.name: value for item in fields(self) if (value := getattr(self, item.name)) is not None}
 
     @classmethod
-    def from_json(cls, data: Any) -> BlockList | None:
-        """A record as a file holds it (None where it is not one); unknown keys are left out."""
+    def from_json(cls, data: object) -> BlockList | None:
+        """A record as a file holds it (None where it is not one), each value checked; unknown keys are
+        left out."""
         if not isinstance(data, dict):
             return None
-        found: dict[str, Any] = {item.name: data.get(item.name) for item in fields(cls)}
+        found: dict[str, Any] = {item.name: _READS[str(item.type)](data.get(item.name)) for item in fields(cls)}
+        found["posted_by"] = found["posted_by"] or CPU.name
         return cls(**found)
 
     @property
@@ -131,8 +141,8 @@ class BlockList:
 
     @property
     def posted(self) -> str:
-        """Who posted it: a record without a path was posted by the CPU."""
-        return str(self.posted_by or "cpu")
+        """Who posted it (a record made here without a path: the CPU's native loop)."""
+        return self.posted_by if self.posted_by is not None else CPU.name
 
     def related(self, value: float, handoff: Any, references: list[tuple[float, str]]) -> BlockList:
         """The record read against what it is a part of: the model's `handoff` it is (or None), its
@@ -152,6 +162,26 @@ class BlockList:
         return replace(self, **found)
 
 
+def _mapping(value: object) -> dict[str, Any] | None:
+    return value if isinstance(value, dict) else None
+
+
+def _figures(value: object) -> dict[str, float] | None:
+    """A dict of numbers (transfer_us, cold_s), its values checked."""
+    if not isinstance(value, dict):
+        return None
+    return {str(key): found for key, item in value.items() if (found := number(item)) is not None}
+
+
+# How each field's value is read back, by its declared type.
+_READS: dict[str, Any] = {
+    "int": whole, "int | None": whole, "str": text, "str | None": text, "float": number, "float | None": number,
+    "bool | None": flag, "dict[str, float]": _figures, "dict[str, float] | None": _figures,
+    "list[float] | None": lambda value: only(number)(value) if isinstance(value, list) else None,
+    "SmsRecord | None": _mapping, "TableRecord | None": _mapping, "HandoffRecord | None": _mapping,
+}  # fmt: skip
+
+
 @dataclass(frozen=True)
 class BlockSteps:
     """What the rank that timed a block list kept of its steps (the step protocol's record): every
@@ -164,7 +194,7 @@ class BlockSteps:
     post_seconds: list[float]
     cold: dict[str, float] = field(default_factory=dict)
     path: str | None = None
-    posted_by: str = "cpu"
+    posted_by: str = CPU.name
     path_note: str | None = None
     ceiling_seconds: list[float] | None = None
     sms: SmsRecord | None = None
@@ -203,7 +233,7 @@ class BlockSteps:
         step (count x batch blocks: adjacent blocks merged, unless --no-merge)."""
         if self.path is None:
             return {}
-        posted_by = self.posted_by or "cpu"
+        posted_by = self.posted_by
         found: _Posted = {"posted_by": posted_by, "path": self.path}
         found["path_note"] = self.path_note or None
         found["sms"] = self.sms or None

@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from ..wire.native import HotLoop, memory_type
+from ..wire.native import HotLoop, LatEnd, memory_type
 from ..wire.protoinfo import PathRows
 from .contract import DATA, READY, RoundEnd, RoundShape, Side, StepProtocol, round_trip_need, state_of, tag
 from .need import Need
@@ -114,21 +114,10 @@ class PingPongProtocol(StepProtocol):
         out_at, in_at = outgoing.buffers[0].address, incoming.buffers[0].address
         memory = memory_type(side.mode.ucx_memory)
         pid = end.transport.local_pid(side.peer)
+        lat = LatEnd(state.endpoint, pid, out_at, in_at, end.spec.size, memory, state.tags)
         if end.targets:
-            return [
-                loop.ping(
-                    state.endpoint,
-                    pid,
-                    out_at,
-                    in_at,
-                    end.spec.size,
-                    memory,
-                    state.tags,
-                    state.signal_in_at,
-                    end.passes,
-                )
-            ]
-        loop.pong(state.endpoint, pid, out_at, in_at, end.spec.size, memory, state.tags, state.signal_at, end.passes)
+            return [loop.ping(lat, state.signal_in_at, end.passes)]
+        loop.pong(lat, state.signal_at, end.passes)
         return []
 
 

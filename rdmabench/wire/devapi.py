@@ -172,10 +172,6 @@ class DevicePlan:
         """The peer's pool as UCX maps it into this process: the other end of an armed list (armed.ArmedPlan)."""
         return int(self._lib.rb_dev_mapped(self._plan) or 0)
 
-    def copy_engines_problem(self) -> str | None:
-        """Why the copy engines' path (cudaMemcpyBatchAsync) cannot run here, or None."""
-        return copy_engines_problem(self._lib)
-
     def release(self) -> None:
         if self._plan.value:
             self._lib.rb_dev_release(self._plan)

@@ -1,13 +1,16 @@
 """What a results entry gives its row: its link's name and class, its ends' memory-mode labels, its load,
-its figure, and the settings that must match before two runs of a link are merged."""
+its figure, and the settings that must match before two runs of a link are merged. An entry's own
+records (its block list and its figure beside compute) are read back once (`records_of`) and passed on
+as typed records."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from ...measure.blockrecord import KEY as BLOCKS
+from ...measure.besiderecord import CARVEOUT, BesideFigure
 from ...measure.blockrecord import BlockList
 from ...measure.postings import posting
 from ...modes import mode_named
@@ -48,15 +51,36 @@ def mode_label(entry: Mapping[str, object], end: str) -> str:
     return mode
 
 
-def load_of(entry: Mapping[str, object]) -> str:
+@dataclass(frozen=True, slots=True)
+class Records:
+    """An entry's own records, each read back from its file once and checked there: its block list
+    (BlockList, the entry's `blocks`) and its figure beside compute (BesideFigure, its `beside`)."""
+
+    blocks: BlockList | None = None
+    beside: BesideFigure | None = None
+
+
+NO_RECORDS = Records()
+
+
+def records_of(blocks: object, beside: object) -> Records:
+    """An entry's `blocks` and `beside` as a file holds them, read once (the one place results/ does)."""
+    if blocks is None and beside is None:
+        return NO_RECORDS
+    return Records(BlockList.from_json(blocks), BesideFigure.from_json(beside))
+
+
+REMEASURED = "alone, re-measured after the screen"
+
+
+def load_of(entry: Mapping[str, object], beside: BesideFigure | None = None) -> str:
+    """The row's load as it prints: alone, re-measured alone, a concurrent round's pattern, or the model
+    beside it (`beside`: the entry's figure), apart from its carve-out (a setting of its own, settings_of:
+    carve-outs of one model are candidates of one answer)."""
     if entry.get("remeasured_from") is not None:
-        return "alone, re-measured after the screen"
-    beside = entry.get("beside")
-    if isinstance(beside, dict) and beside.get("load"):  # a model's compute ran beside the link (--beside)
-        # The model, apart from its carve-out (a setting of its own, settings_of): carve-outs of one model
-        # are candidates of one answer. A load named with its carve-out ("gemm:8192,carveout=8") loses that.
-        carveout = beside.get("carveout")
-        return f"beside {str(beside['load']).removesuffix(f',carveout={carveout}')}"
+        return REMEASURED
+    if beside is not None:  # a model's compute ran beside the link (--beside)
+        return f"beside {beside.load.name}"
     links = entry.get("concurrent_links") or 1
     return "alone" if links == 1 else f"{entry.get('pattern', 'concurrent')}, {links} links"
 
@@ -75,11 +99,13 @@ def finite_number(value: Any) -> float | None:
 _UCX_BOOKKEEPING = ("UCX_LOG_", "UCX_PROTO_INFO", "UCX_WARN_", "UCX_ERROR_", "UCX_HANDLE_ERRORS", "UCX_MEMTYPE_CACHE")
 
 
-def settings_of(entry: Mapping[str, object], metadata: Mapping[str, object]) -> tuple[tuple[str, str], ...]:
+def settings_of(
+    entry: Mapping[str, object], metadata: Mapping[str, object], records: Records = NO_RECORDS
+) -> tuple[tuple[str, str], ...]:
     """The settings that must match before two runs of a link are merged: who timed the steps,
     whether payloads were checked, the window, and the UCX settings in force. (Load, memory modes
     and a staged pipeline's shape are in the row's key already.) Entries from before the native
-    loop carry no engine: the Python loop timed them."""
+    loop carry no engine: the Python loop timed them. `records`: the entry's own, read back once."""
     ucx = metadata.get("ucx_env") or {}
     if not isinstance(ucx, dict):
         ucx = {}
@@ -95,11 +121,10 @@ def settings_of(entry: Mapping[str, object], metadata: Mapping[str, object]) -> 
     if entry.get("one_buffer"):  # a cache-resident figure: never merged with a buffer per message
         settings = (*settings, ("buffers", "one"))
     # Passes are not a setting: they adapt to the link and --sample-time from run to run.
-    beside = entry.get("beside")
-    carveout = beside.get("carveout") if isinstance(beside, dict) else None
-    if isinstance(carveout, int) and carveout > 0:  # the model's SMs carved out: another setting, never merged
-        settings = (*settings, ("carveout", str(carveout)))
-    record = BlockList.from_json(entry.get(BLOCKS))
+    carveout = carveout_of(records.beside)
+    if carveout:  # the model's SMs carved out: another setting, never merged
+        settings = (*settings, (CARVEOUT, str(carveout)))
+    record = records.blocks
     if record is not None:  # block lists (--blocks): never merged with plain messages or other shapes
         head, table = _list_words(record)
         return (*settings, ("blocks", head + _posting_words(record) + table))
@@ -132,21 +157,21 @@ def _posting_words(record: BlockList) -> str:
     return words
 
 
-def record_key(blocks: Any, beside: Any) -> str | None:
+def record_key(records: Records) -> str | None:
     """What a results record's own block list and load beside it add to its profile's settings and load
     (None: neither): records of one profile by other paths, SM budgets or carve-outs are other rows."""
-    record = BlockList.from_json(blocks)
-    if record is None and not isinstance(beside, dict):
+    record, beside = records.blocks, records.beside
+    if record is None and beside is None:
         return None
     words = "".join(_list_words(record)) + _posting_words(record) if record is not None else ""
-    return words + (f" | {beside.get('load')} | {beside.get('carveout')}" if isinstance(beside, dict) else "")
+    return words + (f" | {beside.load.label}" if beside is not None else "")
 
 
-def posting_of(entry: Mapping[str, object]) -> tuple[str | None, int | None, bool]:
-    """Who posted an entry's block list: the posting path's name (measure/postings.py; None: not a block
-    list; "cpu" where the entry names none, as before other paths existed), the SMs the posting kernel
-    was held to (None: no budget) and whether a green context held it there."""
-    record = BlockList.from_json(entry.get(BLOCKS))
+def posting_of(record: BlockList | None) -> tuple[str | None, int | None, bool]:
+    """Who posted an entry's block list (its record): the posting path's name (measure/postings.py; None:
+    not a block list; the CPU's where the entry names none, as before other paths existed: the record
+    reads so), the SMs the posting kernel was held to (None: no budget) and whether a green
+    context held it there."""
     if record is None:
         return None, None, False
     sms = record.sms
@@ -159,21 +184,17 @@ def posting_of(entry: Mapping[str, object]) -> tuple[str | None, int | None, boo
     return record.posted, int(sms["transfer"]), sms["mode"] == "green"
 
 
-def block_list_of(entry: Mapping[str, object]) -> str | None:
-    """The block list an entry moved, apart from who posted it: entries of one list by different paths
-    (and carve-outs) are candidates for one answer. None for plain messages and for a list's one-message
-    reference (a single contiguous block)."""
-    record = BlockList.from_json(entry.get(BLOCKS))
+def block_list_of(record: BlockList | None) -> str | None:
+    """The block list an entry moved (its record), apart from who posted it: entries of one list by
+    different paths (and carve-outs) are candidates for one answer. None for plain messages and for a
+    list's one-message reference (a single contiguous block)."""
     if record is None or record.one_message:
         return None
     head, table = _list_words(record)
     return head + table
 
 
-def carveout_of(entry: Mapping[str, object]) -> int | None:
-    """The SMs carved out of the model beside an entry (0: none), or None where no model ran beside it."""
-    beside = entry.get("beside")
-    if not isinstance(beside, dict):
-        return None
-    carveout = beside.get("carveout")
-    return carveout if isinstance(carveout, int) and carveout > 0 else 0
+def carveout_of(beside: BesideFigure | None) -> int | None:
+    """The SMs carved out of the model beside an entry (its figure; 0: none), or None where no model ran
+    beside it."""
+    return beside.load.carveout if beside is not None else None

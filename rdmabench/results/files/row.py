@@ -3,18 +3,17 @@ figures, shares of the link's limit, costs, tails and what ran beside it, and it
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from operator import attrgetter
-from typing import TYPE_CHECKING, Any, TypedDict, cast
+from typing import Any, NamedTuple, TypedDict
 
-from ...measure.beside import unjudged_words
+from ...measure.besiderecord import BesideFigure
 from ...measure.blockrecord import BlockList
 from ...stats import median
-from .entries import block_list_of, carveout_of, finite_number, posting_of
-
-if TYPE_CHECKING:
-    from ...measure.besiderecord import PairsSaid
+from .entries import finite_number
+from .rowgroups import BesideCompute, BesideRun, ListFigures, ListPace
 
 _LINK_KEY = attrgetter("test", "src_mode", "dst_mode", "size_bytes", "link", "load")
 ROW_KEY = attrgetter("test", "src_mode", "dst_mode", "size_bytes", "link", "load", "settings")  # link_key and settings
@@ -52,18 +51,42 @@ class _RowFigures(TypedDict):
     warnings: list[str]
 
 
-class RowRecord(_RowFigures, total=False):
-    """A row as the report's JSON writes it; what ran beside it and the block list's posting path
-    only where it has them (older reports keep their shape)."""
+class RowBesideRecord(TypedDict, total=False):
+    """What a row's JSON gives of the model beside it (where a run had one judged, and where any had one)."""
 
     transfer_alone: float
     slowdown: float
     slowdown_range: list[float] | None
-    posting: str
+    transfer_alone_idle: float | None
+    slowdown_interval: list[float] | None
+    noise_floor: float | None
+
+
+class RowListRecord(TypedDict, total=False):
+    """What a row's JSON gives of its block list: its posting path, SMs, carve-out and costs."""
+
+    posting: str | None
     posting_sms: int | None
     posting_green: bool
     carveout: int | None
     cpu_us_per_descriptor: float | None
+    sustained_gbps: float | None
+    host_bound_gbps: float | None
+    cta_us_per_descriptor: float | None
+
+
+class RowRecord(_RowFigures, RowBesideRecord, RowListRecord, total=False):
+    """A row as the report's JSON writes it; what ran beside it and the block list's posting path
+    only where it has them (older reports keep their shape)."""
+
+
+class CpuCosts(NamedTuple):
+    """CPU seconds per GB at each end, summed over the runs that recorded it (`runs`): a mean, two floats a
+    row rather than two lists, for a million rows."""
+
+    src: float
+    dst: float
+    runs: int
 
 
 @dataclass(slots=True)
@@ -79,7 +102,9 @@ class Row:
     src_host: str
     dst_host: str
     unit: str
-    load: str = "alone"  # the link measured alone, or with others at once ("ring, 4 links")
+    # The link measured alone, with others at once ("ring, 4 links"), re-measured or beside a model, as it
+    # prints (entries.load_of, from the entry's fields; a part of the row's key): readers read the fields.
+    load: str = "alone"
     settings: tuple[tuple[str, str], ...] = ()  # what must match for runs to be merged (settings_of)
     higher_is_better: bool = True
     differs: str = ""  # the settings that tell this row from rows of the same link with other settings
@@ -93,44 +118,25 @@ class Row:
     limit_kind: str | None = None  # "NVLink", "PCIe", "NIC", "host memory copy"
     nics: frozenset[str] = frozenset()  # inter-node links: "host/device" of each end
     limit_gbps: float | None = None  # the physical limit `limit` names, in GB/s
-    # CPU seconds per GB at each end, summed over the runs that recorded it (cpu_runs): a mean, two
-    # floats a row rather than two lists, for a million rows.
-    cpu_src: float = 0.0
-    cpu_dst: float = 0.0
-    cpu_runs: int = 0
+    cpu: CpuCosts | None = None
     # The wire check: the lowest share of the bytes its counter saw over the runs, and the counter.
-    wire_ratio: float | None = None
-    wire_dev: str | None = None
-    # Block lists (--blocks, --model): each run's p99 and p99.9 of its transfer times, in us.
-    tails: list[tuple[float, float]] | None = None
-    # Beside compute (--beside): each run's transfer alone (its unit) and the model's slowdown.
-    besides: list[tuple[float, float]] | None = None
-    ceilings: list[float] | None = None  # block lists: each run's ceiling (a copy kernel over the list), GB/s
+    wire: tuple[float, str] | None = None
     run: int = -1  # the run (the aggregate's count of documents) that gave its last figure: one figure a run
-    # Block lists: who posted them (entries.posting_of: the path, the SMs its kernel was held to, a green
-    # context), the list apart from its path (None: a list's one-message reference) and the SMs carved
-    # from the model beside it (0: none; None: no model ran). Part of the row's settings: never merged.
-    posting: str | None = None
-    posting_sms: int | None = None
-    posting_green: bool = False
-    block_list: str | None = None
-    carveout: int | None = None
-    # Per run, where recorded: the CPU microseconds the path spent per descriptor, the model's slowdown
-    # range over the pairs, the min and max of the run's samples (GB/s) and the list's contiguous reference.
-    cpu_us: list[float] | None = None
-    slowdown_ranges: list[tuple[float, float]] | None = None
-    sample_ranges: list[tuple[float, float]] | None = None
-    contiguous: list[float] | None = None
-    # Beside compute, where the run's model figure was not judged: why, in words (its duty, its drift).
-    unjudged: str | None = None
+    remeasured: bool = False  # a screen's slow link measured again, alone
+    at_once: int = 1  # the links measured at once in its round (a concurrent pattern's)
+    sample_ranges: list[tuple[float, float]] | None = None  # per run, the min and max of its samples (GB/s)
+    lists: ListFigures | None = None  # block lists
+    compute: BesideCompute | None = None  # beside compute
 
     def state(self) -> RowState:
         """What a run's figure may change of this row, kept to be put back (`restore`) if the run
-        turns out damaged after it was folded: every field but those set when the row is made, and the
-        lengths of the lists a run appends to in place."""
-        tails, besides = self.tails, self.besides
-        lengths = (len(self.values), len(self.shares), len(tails) if tails else 0, len(besides) if besides else 0)
-        return _FOLDED_STATE(self), lengths
+        turns out damaged after it was folded: every field but those set when the row is made (a group
+        as a copy), and the lengths of the lists a run appends to in place."""
+        found = tuple(
+            copy.copy(value) if name in _GROUPS else value
+            for name, value in zip(_FOLDED, _FOLDED_STATE(self), strict=True)
+        )
+        return found, (len(self.values), len(self.shares))
 
     def restore(self, state: RowState) -> None:
         """The row as it was when `state` was taken."""
@@ -138,9 +144,7 @@ class Row:
         for name, value in zip(_FOLDED, fields, strict=True):
             setattr(self, name, value)
         for name, length in zip(_APPENDED, lengths, strict=True):
-            found = getattr(self, name)
-            if found is not None:
-                del found[length:]
+            del getattr(self, name)[length:]
 
     @property
     def link_key(self) -> tuple[str, str, str, int, str, str]:
@@ -161,9 +165,59 @@ class Row:
 
     @property
     def spread(self) -> float:
-        """(max - min) / median across runs: 0 for a single run."""
+        """(max - min) / median across runs; of a single run, across its own samples where they were kept
+        (its one figure has no spread of its own: 0.0 there said nothing)."""
         median = self.median
-        return (max(self.values) - min(self.values)) / median if median else 0.0
+        low, high = self.gbps_range if len(self.values) == 1 else (min(self.values), max(self.values))
+        return (high - low) / median if median else 0.0
+
+    @property
+    def alone(self) -> bool:
+        """Measured alone: one link a round, no model beside it, not a screen's re-measure."""
+        return self.at_once == 1 and self.compute is None and not self.remeasured
+
+    # --- the groups' fields, read as the row's (the answer, the reports) ---------------------------
+
+    @property
+    def posting(self) -> str | None:
+        return self.lists.posting if self.lists is not None else None
+
+    @property
+    def posting_sms(self) -> int | None:
+        return self.lists.posting_sms if self.lists is not None else None
+
+    @property
+    def posting_green(self) -> bool:
+        return self.lists.posting_green if self.lists is not None else False
+
+    @property
+    def block_list(self) -> str | None:
+        return self.lists.block_list if self.lists is not None else None
+
+    @property
+    def ceilings(self) -> list[float] | None:
+        return self.lists.ceilings if self.lists is not None else None
+
+    @property
+    def carveout(self) -> int | None:
+        """The SMs carved from the model beside the row (0: none), or None where no model ran."""
+        return self.compute.carveout if self.compute is not None else None
+
+    @property
+    def besides(self) -> list[BesideRun] | None:
+        return self.compute.runs if self.compute is not None else None
+
+    @property
+    def unjudged(self) -> str | None:
+        return self.compute.unjudged if self.compute is not None else None
+
+    @property
+    def wire_ratio(self) -> float | None:
+        return self.wire[0] if self.wire is not None else None
+
+    @property
+    def wire_dev(self) -> str | None:
+        return self.wire[1] if self.wire is not None else None
 
     @property
     def share(self) -> float | None:
@@ -176,69 +230,39 @@ class Row:
     @property
     def cpu_s_per_gb(self) -> dict[str, float] | None:
         """Mean CPU seconds per GB of each end over the runs, or None where no run recorded it."""
-        if not self.cpu_runs:
+        cpu = self.cpu
+        if cpu is None or not cpu.runs:
             return None
-        return {"src": self.cpu_src / self.cpu_runs, "dst": self.cpu_dst / self.cpu_runs}
+        return {"src": cpu.src / cpu.runs, "dst": cpu.dst / cpu.runs}
 
     def add_costs(self, cpu: Any, wire: Any, intern: Callable[[str], str]) -> None:
         """A run's CPU cost ({"src", "dst"}) and wire check ({"dev", "ratio"}), where it has them."""
         if isinstance(cpu, dict) and cpu.get("src") is not None and cpu.get("dst") is not None:
-            self.cpu_src += float(cpu["src"])
-            self.cpu_dst += float(cpu["dst"])
-            self.cpu_runs += 1
+            was = self.cpu or CpuCosts(0.0, 0.0, 0)
+            self.cpu = CpuCosts(was.src + float(cpu["src"]), was.dst + float(cpu["dst"]), was.runs + 1)
         if isinstance(wire, dict) and isinstance(wire.get("ratio"), (int, float)):
             ratio = float(wire["ratio"])
-            if self.wire_ratio is None or ratio < self.wire_ratio:
-                self.wire_ratio, self.wire_dev = ratio, intern(str(wire.get("dev")))
+            if self.wire is None or ratio < self.wire[0]:
+                self.wire = ratio, intern(str(wire.get("dev")))
 
-    def add_tail(self, blocks: Any) -> None:
-        """A block-list run's p99 and p99.9 of transfer times and its list's ceiling (its entry's
-        `blocks`), where it has them."""
-        record = BlockList.from_json(blocks)
-        ceiling = finite_number(record.ceiling_gbps) if record is not None else None
-        if ceiling is not None:
-            self.ceilings = [*(self.ceilings or ()), ceiling]
-        us = record.transfer_us if record is not None else None
-        if not isinstance(us, dict):
-            return
-        p99, p999 = finite_number(us.get("p99")), finite_number(us.get("p99.9"))
-        if p99 is not None and p999 is not None:
-            if self.tails is None:
-                self.tails = []
-            self.tails.append((p99, p999))
+    def add_list(self, record: BlockList, samples: Any, first: bool) -> None:
+        """A block-list run (its entry's record, read back once): what its group keeps of it
+        (ListFigures.add; `first`: the row's first run names the path and the list), and its samples' range."""
+        if first or self.lists is None:
+            self.lists = ListFigures.of(record)
+        self.lists.add(record, samples)
+        self.add_samples(samples)
 
-    def add_beside(self, beside: Any) -> None:
-        """A run beside compute: its transfer alone and the load's slowdown (its entry's `beside`)."""
-        if not isinstance(beside, dict):
-            return
-        alone, slowdown = finite_number(beside.get("transfer_alone")), finite_number(beside.get("slowdown"))
-        if alone is not None and slowdown is not None:
-            if self.besides is None:
-                self.besides = []
-            self.besides.append((alone, slowdown))
+    def add_beside(self, beside: BesideFigure, path: str | None, first: bool) -> None:
+        """A run beside compute (its entry's figure, read back once; `path`: the posting path of its block
+        list, None for plain messages): what its group keeps of it (BesideCompute.add; `first`: the row's
+        first run names the model, its size and carve-out)."""
+        if first or self.compute is None:
+            self.compute = BesideCompute.of(beside.load, path)
+        self.compute.add(beside)
 
-    def add_list(self, blocks: Any, beside: Any, samples: Any, first: bool) -> None:
-        """A block-list run's posting path (`first`: the row's first run), CPU cost per descriptor, the
-        model's slowdown range, its samples' range and its contiguous reference, where it has them."""
-        entry = {"blocks": blocks, "beside": beside}
-        if first:
-            self.posting, self.posting_sms, self.posting_green = posting_of(entry)
-            self.block_list, self.carveout = block_list_of(entry), carveout_of(entry)
-        record = BlockList.from_json(blocks)
-        cpu = finite_number(record.cpu_us_per_descriptor) if record is not None else None
-        if cpu is not None:
-            self.cpu_us = [*(self.cpu_us or ()), cpu]
-        contiguous = finite_number(record.contiguous_gbps) if record is not None else None
-        if contiguous is not None:
-            self.contiguous = [*(self.contiguous or ()), contiguous]
-        if isinstance(beside, dict) and beside.get("slowdown") is None and self.unjudged is None:
-            self.unjudged = unjudged_words(
-                cast("PairsSaid", beside)
-            )  # the first run's reason stands; read back: checked there
-        found = beside.get("slowdown_range") if isinstance(beside, dict) else None
-        low, high = _pair(found)
-        if low is not None and high is not None:
-            self.slowdown_ranges = [*(self.slowdown_ranges or ()), (low, high)]
+    def add_samples(self, samples: Any) -> None:
+        """The min and max of a run's samples (its figure's own spread, where the row has one run)."""
         figures = [value for value in map(finite_number, samples) if value is not None] if samples else []
         if figures:
             self.sample_ranges = [*(self.sample_ranges or ()), (min(figures), max(figures))]
@@ -246,14 +270,16 @@ class Row:
     @property
     def cpu_us_per_descriptor(self) -> float | None:
         """The median over runs of the CPU microseconds the posting path spent per descriptor, or None."""
-        return median(self.cpu_us) if self.cpu_us else None
+        found = self.lists.cpu_us if self.lists is not None else None
+        return median(found) if found else None
 
     @property
     def slowdown_range(self) -> tuple[float, float] | None:
         """The lowest and highest slowdown of the model over every pair of every run, or None."""
-        if not self.slowdown_ranges:
+        ranges = self.compute.slowdown_ranges if self.compute is not None else None
+        if not ranges:
             return None
-        return min(r[0] for r in self.slowdown_ranges), max(r[1] for r in self.slowdown_ranges)
+        return min(r[0] for r in ranges), max(r[1] for r in ranges)
 
     @property
     def gbps_range(self) -> tuple[float, float]:
@@ -265,26 +291,82 @@ class Row:
     @property
     def contiguous_gbps(self) -> float | None:
         """The median over runs of the list's contiguous reference (its bytes as one message), or None."""
-        return median(self.contiguous) if self.contiguous else None
+        found = self.lists.contiguous if self.lists is not None else None
+        return median(found) if found else None
 
     @property
     def ceiling_gbps(self) -> float | None:
         """The median over runs of the list's ceiling (a copy kernel over the same list), or None."""
-        return median(self.ceilings) if self.ceilings else None
+        found = self.ceilings
+        return median(found) if found else None
 
     @property
     def beside(self) -> tuple[float, float] | None:
-        """The median over runs of the transfer alone and of the model's slowdown beside it, or None."""
-        if not self.besides:
+        """The median over the runs whose slowdown was judged of the transfer alone and of the model's
+        slowdown beside it, or None where none was."""
+        judged = [(b.alone, b.slowdown) for b in self.besides or () if b.alone is not None and b.slowdown is not None]
+        if not judged:
             return None
-        return median([b[0] for b in self.besides]), median([b[1] for b in self.besides])
+        return median([b[0] for b in judged]), median([b[1] for b in judged])
+
+    @property
+    def alone_gbps(self) -> float | None:
+        """The median over runs of the transfer alone on an idle GPU (the alone halves of its pairs beside
+        compute, judged or not), or None where the row ran beside nothing."""
+        found = [b.alone for b in self.besides or () if b.alone is not None]
+        return median(found) if found else None
+
+    @property
+    def slowdown_interval(self) -> tuple[float, float] | None:
+        """The 95% interval of the model's slowdown: a run's own, or over several runs the lowest low and the
+        highest high; None where no run's file gives one (files before issue 54)."""
+        found = [b.interval for b in self.besides or () if b.interval is not None]
+        return (min(i[0] for i in found), max(i[1] for i in found)) if found else None
+
+    @property
+    def noise_floor(self) -> float | None:
+        """The load's own swing in this row (a fraction): the smallest slowdown it can tell from none; the
+        largest over runs, or None where no file gives it."""
+        found = [b.noise for b in self.besides or () if b.noise is not None]
+        return max(found) if found else None
+
+    @property
+    def sustained_gbps(self) -> float | None:
+        """The median over runs of the rate kept going back to back from one posting thread, or None
+        where no run's file gives it (files before issue 54: their figure is the burst alone)."""
+        found = [p.sustained for p in self._paces if p.sustained is not None]
+        return median(found) if found else None
+
+    @property
+    def host_bound_gbps(self) -> float | None:
+        """The median over runs of the rate the posting thread's host work alone allows, where it is below
+        the timed step's (the burst), or None."""
+        found = [p.host_gbps for p in self._paces if p.host_gbps is not None]
+        return median(found) if found else None
+
+    @property
+    def post_us_per_descriptor(self) -> float | None:
+        """The median over runs of the posting call's time per descriptor, or None."""
+        found = [p.post_us for p in self._paces if p.post_us is not None]
+        return median(found) if found else None
+
+    @property
+    def cta_us_per_descriptor(self) -> float | None:
+        """The median over runs of a posting kernel's CTA-microseconds per descriptor, or None."""
+        found = [p.cta_us for p in self._paces if p.cta_us is not None]
+        return median(found) if found else None
+
+    @property
+    def _paces(self) -> list[ListPace]:
+        return (self.lists.paces or []) if self.lists is not None else []
 
     @property
     def tail_us(self) -> tuple[float, float] | None:
         """The median over runs of the p99 and of the p99.9 of transfer times (us), or None."""
-        if not self.tails:
+        tails = self.lists.tails if self.lists is not None else None
+        if not tails:
             return None
-        return median([t[0] for t in self.tails]), median([t[1] for t in self.tails])
+        return median([t[0] for t in tails]), median([t[1] for t in tails])
 
     def to_dict(self) -> RowRecord:
         tail = self.tail_us
@@ -312,34 +394,47 @@ class Row:
             "transports": sorted(self.transports),
             "warnings": sorted(self.warnings),
         }
-        beside = self.beside
-        if beside is not None:  # only where a run had compute beside it: older reports keep their shape
-            found["transfer_alone"], found["slowdown"] = beside
-            found["slowdown_range"] = list(self.slowdown_range) if self.slowdown_range else None
+        found.update(self._beside_record())
         if self.posting is not None:  # block lists only: older reports keep their shape
-            found |= {
-                "posting": self.posting, "posting_sms": self.posting_sms, "posting_green": self.posting_green,
-                "carveout": self.carveout, "cpu_us_per_descriptor": self.cpu_us_per_descriptor,
-            }  # fmt: skip
+            found.update(
+                RowListRecord(
+                    posting=self.posting, posting_sms=self.posting_sms, posting_green=self.posting_green,
+                    carveout=self.carveout, cpu_us_per_descriptor=self.cpu_us_per_descriptor,
+                    sustained_gbps=self.sustained_gbps, host_bound_gbps=self.host_bound_gbps,
+                    cta_us_per_descriptor=self.cta_us_per_descriptor,
+                )
+            )  # fmt: skip
+        return found
+
+    def _beside_record(self) -> RowBesideRecord:
+        """The model beside the row, as its JSON gives it: only where a run had compute beside it (older
+        reports keep their shape)."""
+        found = RowBesideRecord()
+        beside, ranged = self.beside, self.slowdown_range
+        if beside is not None:
+            judged = list(ranged) if ranged else None
+            found.update(RowBesideRecord(transfer_alone=beside[0], slowdown=beside[1], slowdown_range=judged))
+        if self.besides:
+            interval = list(self.slowdown_interval or ()) or None
+            found.update(
+                RowBesideRecord(
+                    transfer_alone_idle=self.alone_gbps, slowdown_interval=interval, noise_floor=self.noise_floor
+                )
+            )
         return found
 
 
-# A row's fields set when it is made (its key, labels and a block list's posting path, from its first
-# run) or after every run is folded (`differs`); a run's figure may change any other (Row.state).
+# A row's fields set when it is made (its key and labels) or after every run is folded (`differs`); a
+# run's figure may change any other (Row.state), a group's fields too (a block list's posting path and a
+# model's carve-out, from its first run, among them).
 _FIXED = frozenset(
     {
         "test", "src_mode", "dst_mode", "size_bytes", "link", "link_class", "src_host", "dst_host", "unit", "load",
-        "settings", "higher_is_better", "differs", "posting", "posting_sms", "posting_green", "block_list", "carveout",
+        "settings", "higher_is_better", "differs", "remeasured", "at_once",
     }
 )  # fmt: skip
 _FOLDED = tuple(name for name in Row.__slots__ if name not in _FIXED)
 _FOLDED_STATE = attrgetter(*_FOLDED)
-_APPENDED = ("values", "shares", "tails", "besides")  # lists a run's figure appends to in place
+_GROUPS = frozenset({"lists", "compute"})  # mutable groups: kept as copies (their lists are replaced, never grown)
+_APPENDED = ("values", "shares")  # lists a run's figure appends to in place
 RowState = tuple[tuple[Any, ...], tuple[int, ...]]
-
-
-def _pair(found: Any) -> tuple[float | None, float | None]:
-    """A [low, high] pair of finite numbers from a file, or (None, None)."""
-    if not isinstance(found, (list, tuple)) or len(found) != 2:
-        return None, None
-    return finite_number(found[0]), finite_number(found[1])

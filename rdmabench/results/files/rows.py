@@ -18,7 +18,18 @@ from ...modes import mode_named
 from ...stats import sorted_median
 from . import compact, dates, derived
 from .bulk import bulk, bulk_chunks
-from .entries import LINK_CLASSES, end_name, figure, load_of, mode_label, record_key, settings_of
+from .entries import (
+    LINK_CLASSES,
+    NO_RECORDS,
+    Records,
+    end_name,
+    figure,
+    load_of,
+    mode_label,
+    record_key,
+    records_of,
+    settings_of,
+)
 from .filters import Filters
 from .row import ROW_KEY, Row, RowState
 from .standings import CULPRITS_LISTED, class_key, classes, culprits, outliers, standings
@@ -47,6 +58,8 @@ class _Kind:
     limit_kind: str | None
     limit_gbps: float | None
     on_device: bool  # an end's memory is on a GPU (a link between one GPU's ends is "same GPU")
+    remeasured: bool  # a screen's slow link measured again, alone
+    at_once: int  # the links measured at once in its round
     accepted: bool  # by the filters on test and modes
     labels: int  # one number per (test, modes, load, settings): with size and link, a row's key
     bound: Limit | None = None  # the limit a figure's share is taken of (derived.share_of_limit)
@@ -84,6 +97,11 @@ def _entry_end(entry: Mapping[str, object], end: str) -> End:
         f"{entry.get(f'{end}_host')}/{nic}" if nic else None,
         end_name(entry, end),
     )
+
+
+def _at_once(entry: Mapping[str, object]) -> int:
+    links = entry.get("concurrent_links")
+    return links if isinstance(links, int) and links > 1 else 1
 
 
 def _on_device(entry: Mapping[str, object]) -> bool:
@@ -179,11 +197,12 @@ class _Folder:
                 self.entry(item, metadata)
                 continue
             remeasured = item.get("remeasured_from") is not None
+            records = records_of(item.get("blocks"), item.get("beside"))  # read back once, here
             # A record's own list and load beside it are settings too: paths and carve-outs of one profile.
-            varies = record_key(item.get("blocks"), item.get("beside"))
+            varies = record_key(records)
             found = kinds.get((id(profile), remeasured, varies))
             if found is None:
-                found = kinds[(id(profile), remeasured, varies)] = self._profile_kind(profile, item, metadata)
+                found = kinds[(id(profile), remeasured, varies)] = self._profile_kind(profile, item, metadata, records)
             kind, src_has, dst_has = found
             if not kind.accepted:
                 continue
@@ -203,23 +222,22 @@ class _Folder:
                 value,
                 item.get("cpu"),
                 item.get("wire"),
-                item.get("blocks"),
-                item.get("beside"),
+                records,
                 item["samples"],
             )
 
     def _profile_kind(
-        self, profile: compact.Profile, item: dict[str, Any], metadata: dict[str, Any]
+        self, profile: compact.Profile, item: dict[str, Any], metadata: dict[str, Any], records: Records
     ) -> tuple[_Kind, tuple[bool, ...], tuple[bool, ...]]:
-        """The kind of a profile's links (with the record's own block list and load beside it), and
-        which of (host, GPU, NIC) each end takes from the rank table."""
+        """The kind of a profile's links (with the record's own block list and load beside it: `records`),
+        and which of (host, GPU, NIC) each end takes from the rank table."""
         remeasured = True if item.get("remeasured_from") is not None else None
-        entry = dict(profile.entry, remeasured_from=remeasured, blocks=item.get("blocks"), beside=item.get("beside"))
+        entry = dict(profile.entry, remeasured_from=remeasured)
         has = [tuple(names[i] in profile.ends for names in compact.RANK_FIELDS.values()) for i in (0, 1)]
-        return self.kind(entry, metadata), has[0], has[1]
+        return self.kind(entry, metadata, records), has[0], has[1]
 
-    def kind(self, entry: dict[str, Any], metadata: dict[str, Any]) -> _Kind:
-        settings = settings_of(entry, metadata)  # once per profile of a schema-2 file
+    def kind(self, entry: dict[str, Any], metadata: dict[str, Any], records: Records = NO_RECORDS) -> _Kind:
+        settings = settings_of(entry, metadata, records)  # once per profile of a schema-2 file
         settings = self.settings.setdefault(settings, settings)  # a million rows share a few
         intern = self.intern
         limit, limit_kind, limit_gbps = _limit(entry.get("link_limit"))
@@ -227,7 +245,7 @@ class _Folder:
             entry["test"],
             intern(mode_label(entry, "src")),
             intern(mode_label(entry, "dst")),
-            intern(load_of(entry)),
+            intern(load_of(entry, records.beside)),
             settings,
             intern(entry.get("unit", "GB/s")),
             registry.higher_is_better(entry["test"], entry.get("unit")),
@@ -237,6 +255,8 @@ class _Folder:
             intern(limit_kind) if limit_kind is not None else None,
             limit_gbps,
             _on_device(entry),
+            entry.get("remeasured_from") is not None,
+            _at_once(entry),
             self.filters.accept_kind(entry["test"], entry["src_mode"], entry["dst_mode"]),
             0,
         )
@@ -248,7 +268,8 @@ class _Folder:
         value = figure(entry)
         if value is None or not self.filters.accept(entry):
             return
-        kind = self.kind(entry, metadata)
+        records = records_of(entry.get("blocks"), entry.get("beside"))
+        kind = self.kind(entry, metadata, records)
         link = _link(_entry_end(entry, "src"), _entry_end(entry, "dst"), kind.on_device)
         self.fold(
             kind,
@@ -257,8 +278,7 @@ class _Folder:
             value,
             entry.get("cpu_s_per_gb"),
             entry.get("wire"),
-            entry.get("blocks"),
-            entry.get("beside"),
+            records,
             entry.get("samples"),
         )
 
@@ -270,8 +290,7 @@ class _Folder:
         value: float,
         cpu: Any = None,
         wire: Any = None,
-        blocks: Any = None,
-        beside: Any = None,
+        records: Records = NO_RECORDS,
         samples: Any = None,
     ) -> None:
         """Add a link's figure and its share of its limit (never a file's) to its row."""
@@ -305,11 +324,13 @@ class _Folder:
             row.dates = intern.union(row.dates, self.dates)
         if cpu is not None or wire is not None:
             row.add_costs(cpu, wire, intern)
-        if isinstance(blocks, dict):
-            row.add_tail(blocks)
-            row.add_list(blocks, beside, samples, first)
+        blocks, beside = records.blocks, records.beside
+        if blocks is not None:
+            row.add_list(blocks, samples, first)
+        elif samples:  # a run's own spread (a block list's add_list keeps it)
+            row.add_samples(samples)
         if beside is not None:
-            row.add_beside(beside)
+            row.add_beside(beside, blocks.posted if blocks is not None else None, first)
 
     def _new_row(self, kind: _Kind, link: _Link, size: int, value: float, shares: list[float]) -> Row:
         intern = self.intern
@@ -336,6 +357,8 @@ class _Folder:
             kind.limit_kind,
             frozenset(link.nics),  # a pair of NICs per link: a million of them, not worth keeping once
             kind.limit_gbps,
+            remeasured=kind.remeasured,
+            at_once=kind.at_once,
         )
 
 

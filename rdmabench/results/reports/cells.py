@@ -61,10 +61,7 @@ def cell_columns(rows: list[Row]) -> list[list[str]]:
         [f"{median:.3f} {row.unit}" for median, row in zip(medians, rows, strict=True)],
         [f"{low:.3f}" for low in lows],
         [f"{high:.3f}" for high in highs],
-        [
-            f"{(high - low) / median if median else 0.0:.1%}"
-            for high, low, median in zip(highs, lows, medians, strict=True)
-        ],
+        [f"{row.spread:.1%}" for row in rows],  # a single run's across its own samples
         *_tail_columns(rows),
         [f"{share:.0%}" if share is not None else "-" for share in shares],
         [_cpu_cell(row) for row in rows],

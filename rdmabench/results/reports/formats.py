@@ -8,6 +8,7 @@ import json
 import json.encoder
 import math
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 from ... import escape
@@ -47,12 +48,46 @@ def suspect_lines(found: Attribution, escaped: Callable[[str], str]) -> list[str
     return [escaped(line) for line in found.lines()]
 
 
+def answer_text(rows: list[Row], budget: float, wide: bool, markdown: bool) -> list[str]:
+    """The answer (block lists by several paths, or beside compute), as every text format leads with it: a
+    table per link and load, its notes, and with `wide` its prose (the front); [] where there is none."""
+    found = answer.answers(rows, budget)
+    if not found:
+        return []
+    name = escape.markdown if markdown else escape.visible
+    out = ["## Which posting path" if markdown else "== which posting path", ""]
+    for caption, cells in answer.table(found):
+        columns = [escape.column(list(column), name) for column in zip(*cells, strict=True)]
+        if markdown:  # no padding: a row is as wide as its cells
+            out += [f"{name(caption)}:", "", "|" + "|".join(answer.TABLE_COLUMNS) + "|"]
+            out += [
+                "|" + "---|" * len(answer.TABLE_COLUMNS),
+                *("|" + "|".join(c) + "|" for c in zip(*columns, strict=True)),
+            ]
+        else:
+            out += [f"{name(caption)}:", *escape.aligned(answer.TABLE_COLUMNS, columns)]
+        out.append("")
+    said = [name(note) for note in answer.notes(found)]
+    out += answer.wrapped(said, "- ", "  ") if markdown else answer.wrapped(said)
+    if wide:
+        prose = answer.lines(found, budget)
+        out += ["", prose[0], *(f"-{name(line[1:])}" if markdown else name(line) for line in prose[1:])]
+    return out
+
+
 @bulk
 def format_table(
-    rows: list[Row], by: str, fraction: float, found: Attribution | None = None, budget: float = answer.BUDGET
+    rows: list[Row],
+    by: str,
+    fraction: float,
+    found: Attribution | None = None,
+    budget: float = answer.BUDGET,
+    wide: bool = False,
 ) -> str:
     found = found if found is not None else attribute(rows)
-    lines = ["== suspects", *suspect_lines(found, escape.visible)]
+    chosen = answer_text(rows, budget, wide, markdown=False)
+    lines = [*chosen, ""] if chosen else []  # the answer first: it is what a block list's reader came for
+    lines += ["== suspects", *suspect_lines(found, escape.visible)]
     if found.judged:  # a run with no link to judge against its class has no distribution to give (as html)
         lines += ["", *distribution.text_lines(class_distributions(rows, fraction)), ""]
         lines += outlier_lines(outliers(rows, fraction), fraction)
@@ -61,23 +96,29 @@ def format_table(
         if name:
             lines.append(f"== {by}: {escape.visible(name)}")
         lines += escape.aligned(COLUMNS, [escape.column(column, escape.visible) for column in cell_columns(members)])
-    chosen = answer.lines(answer.answers(rows, budget), budget)
-    if chosen:  # block lists measured by several paths, or beside compute
-        lines += ["", *map(escape.visible, chosen)]
     lines.append("")
     lines.append(
-        "GB/s = 1e9 bytes/s; median/min/max over runs; spread = (max - min) / median; p99/p99.9 us = a block "
-        "list's transfer times (the median over runs); share = of the link's physical limit"
+        "GB/s = 1e9 bytes/s; median/min/max over runs; spread = (max - min) / median (of a single run: over its "
+        "samples); p99/p99.9 us = a block list's transfer times (the median over runs); share = of the link's "
+        "physical limit"
     )
     return "\n".join(lines)
 
 
 @bulk
 def format_markdown(
-    rows: list[Row], by: str, fraction: float, found: Attribution | None = None, budget: float = answer.BUDGET
+    rows: list[Row],
+    by: str,
+    fraction: float,
+    found: Attribution | None = None,
+    budget: float = answer.BUDGET,
+    wide: bool = False,
 ) -> str:
     found = found if found is not None else attribute(rows)
-    lines = ["# rdmabench report", "", "## Suspects", ""]
+    lines = ["# rdmabench report", ""]
+    chosen = answer_text(rows, budget, wide, markdown=True)
+    lines += [*chosen, ""] if chosen else []  # the answer first
+    lines += ["## Suspects", ""]
     lines += [f"- {line}" for line in suspect_lines(found, escape.markdown)]
     if found.judged:  # as the table: no distribution where no link could be judged
         lines += ["", *distribution.markdown_lines(class_distributions(rows, fraction)), "", "## Outliers", ""]
@@ -91,20 +132,11 @@ def format_markdown(
         lines.append("|" + "---|" * len(COLUMNS))
         columns = [escape.column(column, escape.markdown) for column in cell_columns(members)]
         lines += ["| " + " | ".join(cells) + " |" for cells in zip(*columns, strict=True)]
-    chosen = answer.lines(answer.answers(rows, budget), budget)
-    if chosen:
-        lines += [
-            "",
-            "## Which posting path",
-            "",
-            chosen[0],
-            "",
-            *(f"-{escape.markdown(line[1:])}" for line in chosen[1:]),
-        ]
     lines.append("")
     lines.append(
-        "GB/s = 1e9 bytes/s; median/min/max over runs; p99/p99.9 us = a block list's transfer times (the median "
-        "over runs); share = of the link's physical limit."
+        "GB/s = 1e9 bytes/s; median/min/max over runs; spread = (max - min) / median (of a single run: over its "
+        "samples); p99/p99.9 us = a block list's transfer times (the median over runs); share = of the link's "
+        "physical limit."
     )
     return "\n".join(lines) + "\n"
 
@@ -213,7 +245,7 @@ class _RowJson:
             f'"size_bytes": {_json(row.size_bytes)}, "link": {_json(row.link)}, "link_class": {label(row.link_class)}, '
             f'"load": {label(row.load)}, "settings": {settings}, "unit": {label(row.unit)}, '
             f'"runs": {len(row.values)}, "median": {_json(median)}, "min": {_json(low)}, "max": {_json(high)}, '
-            f'"spread": {_json((high - low) / median if median else 0.0)}, "share_of_limit": {_json(row.share)}, '
+            f'"spread": {_json(row.spread)}, "share_of_limit": {_json(row.share)}, '
             f'"link_limit": {label(row.limit)}, "cpu_s_per_gb": {_json(row.cpu_s_per_gb)}, '
             f'"wire": {_json({"dev": row.wire_dev, "ratio": row.wire_ratio} if row.wire_dev else None)}, '
             f'"transfer_p99_us": {_json(tail[0] if tail else None)}, '
@@ -280,48 +312,52 @@ def csv_chunks(rows: list[Row]) -> Iterator[str]:
 FORMATS = ("table", "markdown", "csv", "json", "html")
 
 
-def render(
-    rows: list[Row],
-    name: str,
-    by: str = "none",
-    fraction: float = 0.2,
-    problems: list[str] | None = None,
-    sources: list[str] | None = None,
-    found: Attribution | None = None,
-    budget: float = answer.BUDGET,
-) -> str:
-    """The rows in format `name` (one of FORMATS): the one dispatch `report` and `run` share.
-    `problems` are the inputs left out, each with why; `sources` the files read (html names them);
-    `found` the attribution of `rows`, made here (but for CSV) where not given; `budget` the model's
-    slowdown a posting path may cost in the answer (--model-budget)."""
-    return "".join(render_chunks(rows, name, by, fraction, problems, sources, found, budget))
+@dataclass(frozen=True)
+class Rendering:
+    """How a report renders its rows, apart from the format: the grouping (`by`), the outliers' fraction,
+    the inputs left out, each with why (`problems`), the files read (`sources`: html names them), the
+    attribution of the rows (`found`: made here, but for CSV, where not given), the model's slowdown a
+    posting path may cost in the answer (`budget`: --model-budget) and the answer's wide prose (`wide`)."""
+
+    by: str = "none"
+    fraction: float = 0.2
+    problems: list[str] = field(default_factory=list)
+    sources: list[str] = field(default_factory=list)
+    found: Attribution | None = None
+    budget: float = answer.BUDGET
+    wide: bool = False
 
 
-def render_chunks(
-    rows: list[Row],
-    name: str,
-    by: str = "none",
-    fraction: float = 0.2,
-    problems: list[str] | None = None,
-    sources: list[str] | None = None,
-    found: Attribution | None = None,
-    budget: float = answer.BUDGET,
-) -> Iterator[str]:
-    """`render` in pieces to write as they come (userfiles.write_chunks): the JSON and CSV of a
-    million rows are never held whole. Bad names raise here, before any piece is made."""
+def render(rows: list[Row], name: str, how: Rendering = Rendering()) -> str:
+    """The rows in format `name` (one of FORMATS), whole: render_chunks joined."""
+    return "".join(render_chunks(rows, name, how))
+
+
+def render_chunks(rows: list[Row], name: str, how: Rendering = Rendering()) -> Iterator[str]:
+    """The rows in format `name` (one of FORMATS), the one dispatch `report` and `run` share, in pieces to
+    write as they come (userfiles.write_chunks): the JSON and CSV of a million rows are never held whole.
+    Bad names raise here, before any piece is made."""
+    by, fraction, problems, sources, budget, wide = (
+        how.by,
+        how.fraction,
+        how.problems,
+        how.sources,
+        how.budget,
+        how.wide,
+    )
     if name not in FORMATS:
         raise ConfigError(f"unknown format {name!r}: choose {', '.join(FORMATS[:-1])} or {FORMATS[-1]}")
     if by not in GROUPINGS:
         raise ConfigError(f"unknown grouping {by!r}: choose one of {', '.join(GROUPINGS)}")
     if name == "csv":
         return csv_chunks(rows)
-    found = found if found is not None else attribute(rows)
+    found = how.found if how.found is not None else attribute(rows)
     if name == "json":
-        return json_chunks(rows, fraction, problems or [], found, budget)
+        return json_chunks(rows, fraction, problems, found, budget)
     if name == "table":
-        return iter((format_table(rows, by, fraction, found, budget),))
+        return iter((format_table(rows, by, fraction, found, budget, wide),))
     if name == "markdown":
-        return iter((format_markdown(rows, by, fraction, found, budget),))
+        return iter((format_markdown(rows, by, fraction, found, budget, wide),))
     from .html import render as render_html  # matplotlib: loaded only for a page
 
-    return iter((render_html(rows, sources or [], problems or [], fraction, found, budget),))
+    return iter((render_html(rows, sources, problems, fraction, found, budget),))

@@ -19,7 +19,7 @@ from ..files.rows import Row, bulk, outliers, standings
 from ..verdicts.attribution import Attribution, attribute
 from ..verdicts.suspects import end_order
 from . import distribution
-from .answer import BUDGET, Answer, Point, answers, budget_words
+from .answer import BUDGET, TABLE_COLUMNS, Answer, Point, answers, budget_words, notes, table
 from .cells import COLUMNS, cells, class_distributions, outlier_lines
 
 
@@ -132,7 +132,7 @@ def curves(rows: list[Row]) -> list[tuple[str, str]]:
     own; and the share of the physical limit by size, where known."""
     images = []
     for test in sorted({r.test for r in rows}):
-        members = [r for r in rows if r.test == test and r.load == "alone"]
+        members = [r for r in rows if r.test == test and r.alone]
         if len({r.size_bytes for r in members}) < 2:
             continue  # a curve needs two sizes
         unit = members[0].unit
@@ -164,7 +164,7 @@ def line_of(row: Row) -> str:
             held = Point(row.posting, 0.0, None, row.posting_sms, row.posting_green, row.carveout or 0)
             parts.append(f"list posted by {held.label}")
     parts.append("validated" if settings.get("validated") == "yes" else "not validated")
-    if row.load.startswith("beside "):  # what ran beside the transfers (--beside)
+    if row.compute is not None:  # what ran beside the transfers (--beside)
         parts.append(row.load)
     return ", ".join(parts)
 
@@ -251,48 +251,26 @@ def answer_plot(answer: Answer) -> tuple[str, str]:
     return title, _png(_pyplot().gcf())
 
 
-ANSWER_COLUMNS = ("test", "modes", "link", "block size", "load", "choice", "path", "GB/s",
-                  "model slowdown [range]", "SMs taken from the model", "CPU us per descriptor")  # fmt: skip
-
-
-def answer_cells(answer: Answer) -> list[list[str]]:
-    """The answer's table rows: the fastest idle and the fastest within the budget, each with its costs."""
-    head = [answer.test, answer.modes, answer.link, format_size(answer.size_bytes), answer.load]
-    choices = [("fastest on an idle GPU", answer.idle)]
-    if answer.load != "alone":
-        choices.append((f"fastest within {budget_words(answer.budget)}", answer.within))
-    found = []
-    for what, point in choices:
-        if point is None:
-            found.append([*head, what, "none within the budget", "-", "-", "-", "-"])
-            continue
-        spread = f" [{point.slowdown_range[0]:.3f}-{point.slowdown_range[1]:.3f}]" if point.slowdown_range else ""
-        slowdown = f"x{point.slowdown:.3f}{spread}" if point.slowdown is not None else "-"
-        if point.slowdown is None and point.unjudged:
-            slowdown = f"not judged: {point.unjudged}"
-        cpu = f"{point.cpu_us:.3g}" if point.cpu_us is not None else "-"
-        found.append([*head, what, point.label, f"{point.gbps:.3f}", slowdown, str(point.carveout), cpu])
-    return found
-
-
 def answer_section(rows: list[Row], budget: float) -> list[str]:
-    """The page's lead for block lists: the answer table and a plot per block size; nothing without lists."""
+    """The page's lead for block lists: the answer as a table per link and load (its rows: the fastest idle
+    and the fastest within the budget per block size, with their costs), its notes and a plot per block
+    size; nothing without lists."""
     found = answers(rows, budget, every=True)
     if not found:
         return []
     parts = [
         "<h2>Which posting path</h2>",
-        f"<p>Per block size: the fastest path on an idle GPU, and the fastest beside the load whose slowdown of "
-        f"the model stays within the budget of {escape.html(budget_words(budget))} (--model-budget), each with its "
-        "three costs: the model's slowdown (its range over the pairs), the SMs carved from the model, and the CPU "
-        "time per descriptor ('-': not recorded).</p>",
-        "<table class='answer'><tr>" + "".join(f"<th>{escape.html(c)}</th>" for c in ANSWER_COLUMNS) + "</tr>",
+        f"<p>Per block size: the fastest path on an idle GPU, and the fastest beside the load whose judged "
+        f"slowdown of the model stays within the budget of {escape.html(budget_words(budget))} (--model-budget), "
+        "each with its four costs: the model's slowdown (its 95% interval), the SMs it holds, the CPU time and a "
+        "kernel's CTA time per descriptor ('-': not recorded).</p>",
     ]
-    for answer in found:
-        parts += [
-            "<tr>" + "".join(f"<td>{escape.html(c)}</td>" for c in cells) + "</tr>" for cells in answer_cells(answer)
-        ]
-    parts.append("</table>")
+    header = "<tr>" + "".join(f"<th>{escape.html(c)}</th>" for c in TABLE_COLUMNS) + "</tr>"
+    for caption, members in table(found):
+        parts += [f"<p class='caption'>{escape.html(caption)}</p>", "<table class='answer'>", header]
+        parts += ["<tr>" + "".join(f"<td>{escape.html(c)}</td>" for c in row) + "</tr>" for row in members]
+        parts.append("</table>")
+    parts.append("<ul class='notes'>" + "".join(f"<li>{escape.html(n)}</li>" for n in notes(found)) + "</ul>")
     parts += [_image(title, data) for title, data in map(answer_plot, found[:ANSWERS_DRAWN_UP_TO])]
     if len(found) > ANSWERS_DRAWN_UP_TO:
         parts.append(

@@ -220,7 +220,7 @@ def largest(rows: list[Row]) -> tuple[list[Row], dict[tuple[Any, ...], Row]]:
         figure = _figure(row)
         if not (figure > 0 and math.isfinite(figure)):
             continue  # a hand-made row may hold anything; aggregate's figures are finite and above 0
-        if row.load == REMEASURED:
+        if row.remeasured:
             again[(row.test, row.src_mode, row.dst_mode, row.size_bytes, row.link, row.settings)] = row
             continue
         key = (row.test, row.src_mode, row.dst_mode, row.link, row.load, row.settings)

@@ -86,8 +86,9 @@ def _beside_cost(row: Row, floors: dict[str, float]) -> tuple[bool, str | None]:
     if ceiling is None or row.beside is None:
         return False, None
     slowdown, shape = row.beside[1], dict(row.settings).get("blocks")
+    model = row.compute.model if row.compute is not None else row.load
     how = f" ({shape})" if shape else ""  # which list and posting path: a link's rows differ by them
-    return True, (f"slowed {row.load.removeprefix('beside ')} {slowdown:.3f}x{how}, above the ceiling of {ceiling:g}x"
+    return True, (f"slowed {model} {slowdown:.3f}x{how}, above the ceiling of {ceiling:g}x"
                   if slowdown > ceiling else None)  # fmt: skip
 
 

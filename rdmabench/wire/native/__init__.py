@@ -32,7 +32,7 @@ from ... import privatedirs
 from ...errors import UnsafePathError
 from ...hardware.devstack import version_text
 from .cache import FirstUse, build_cached, note, open_descriptor
-from .loop import HotLoop
+from .loop import HotLoop, LatEnd
 from .mirror import (
     RMA_GET,
     RMA_PUT,
@@ -53,7 +53,7 @@ from .registrations import Registrations
 # What callers import from here (the package), wherever it lives.
 __all__ = [
     "HEADER", "HEADERS", "NATIVE_ENV", "RMA_GET", "RMA_PUT", "SOURCES", "TAGGED", "UCS_MEMORY_TYPES", "Availability",
-    "BlocksLinkEnd", "HotLoop", "LinkEnd", "Registrations", "RmaLinkEnd", "build_cached", "check_abi",
+    "BlocksLinkEnd", "HotLoop", "LatEnd", "LinkEnd", "Registrations", "RmaLinkEnd", "build_cached", "check_abi",
     "compile_command", "library_abi", "library_name", "load", "memory_type", "mirror_abi", "open_descriptor",
     "parse_abi", "source_digest", "ucx_prefix",
 ]  # fmt: skip

@@ -5,10 +5,29 @@ naming the link and, for a dead peer, its rank."""
 from __future__ import annotations
 
 import ctypes
-from typing import Any
+from typing import Any, NamedTuple
 
 from ...errors import TransportError
 from .mirror import NO_MEMORY, OK, PEER_GONE, TIMEOUT, LinkEnd, RmaLinkEnd
+
+
+class LatEnd(NamedTuple):
+    """One end of a ping-pong as both halves of the native loop take it: its endpoint, the peer's pid (a
+    dead peer is named by it), its outgoing and incoming buffers, the size, their memory type and the
+    message and READY tags."""
+
+    endpoint: int
+    peer_pid: int
+    out: int
+    into: int
+    size: int
+    memory: int
+    tags: tuple[int, int, int]
+
+    @property
+    def arguments(self) -> tuple[int, ...]:
+        """What rb_lat_ping and rb_lat_pong take first, after the worker."""
+        return (self.endpoint, self.out, self.into, self.size, self.memory, *self.tags)
 
 
 class HotLoop:
@@ -132,40 +151,19 @@ class HotLoop:
         self._check(rc, "a round of windows and their acknowledgements")
         return list(seconds[:ntargets])
 
-    def ping(
-        self,
-        endpoint: int,
-        peer_pid: int,
-        out: int,
-        into: int,
-        size: int,
-        memory: int,
-        tags: tuple[int, int, int],
-        ready: int,
-        count: int,
-    ) -> float:
-        """Seconds for `count` round trips in a row."""
+    def ping(self, end: LatEnd, ready: int, count: int) -> float:
+        """Seconds for `count` round trips in a row, from the end that pings (`ready`: its READY signal)."""
         rc = self._lib.rb_lat_ping(
-            self._worker, endpoint, out, into, size, memory, *tags, ready, count, self._timeout, peer_pid,
+            self._worker, *end.arguments, ready, count, self._timeout, end.peer_pid,
             ctypes.byref(self._seconds), ctypes.byref(self._dead), ctypes.byref(self._status),
         )  # fmt: skip
         self._check(rc, "a ping-pong round trip")
         return self._seconds.value
 
-    def pong(
-        self,
-        endpoint: int,
-        peer_pid: int,
-        out: int,
-        into: int,
-        size: int,
-        memory: int,
-        tags: tuple[int, int, int],
-        signal: int,
-        count: int,
-    ) -> None:
+    def pong(self, end: LatEnd, signal: int, count: int) -> None:
+        """`count` pongs, each after its ping, from the other end (`signal`: its READY signal)."""
         rc = self._lib.rb_lat_pong(
-            self._worker, endpoint, out, into, size, memory, *tags, signal, count, self._timeout, peer_pid,
+            self._worker, *end.arguments, signal, count, self._timeout, end.peer_pid,
             ctypes.byref(self._dead), ctypes.byref(self._status),
         )  # fmt: skip
         self._check(rc, "a ping and its pong")
