@@ -6,6 +6,7 @@ spread is its samples'. The committed files are real runs (measurements/); the r
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -178,7 +179,9 @@ def _candidates_by_size(rows: list[Row]) -> dict[int, set[str]]:
 
 def _drawn(page: str) -> list[set[str]]:
     """Each answer plot's names drawn (its figure's data-paths), in the page's order."""
-    return [set(part.split('"')[0].split(";")) for part in page.split("<figure class='answer' data-paths=\"")[1:]]
+    return [
+        set(found.split(";")) for found in re.findall(r"<figure class=[\"']answer[\"'] data-paths=\"([^\"]*)\"", page)
+    ]
 
 
 def test_the_page_draws_every_measured_path_at_every_block_size_on_a_log_axis(monkeypatch: Any) -> None:
@@ -215,3 +218,21 @@ def test_in_a_browser_the_beside_report_keeps_to_120_columns_and_draws_every_pat
     sizes = dom.split('data-image-sizes="')[1].split('"')[0].split(",")
     assert len(sizes) >= 3 and all(int(size.split("x")[0]) > 300 for size in sizes[:3])
     assert 0 < int(dom.split('data-answer-width="')[1].split('"')[0]) <= 1200
+
+
+def test_check_names_the_posting_path_and_its_setting_not_the_gpus() -> None:
+    """`check --expect slowdown=1.05` on the H100 run: six rows at 1 MiB over the ceiling, each named by
+    its posting path, its SMs and the model's carve-out; no "failing gpus: vm:gpu0" (the GPUs are not at
+    fault: the paths are)."""
+    failed = run_cli_here(["check", str(H100), "--expect", "slowdown=1.05"])
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    fails = [line for line in failed.stdout.splitlines() if line.startswith("FAIL")]
+    said = [line.split(": ", 1)[1].split(" slowed")[0] for line in fails]
+    assert sorted(said) == [
+        "posted by ce-batch (1024 x random, 1 in flight)", "posted by cpu (1024 x random, 1 in flight)",
+        "posted by gpu on the whole GPU (1024 x random, 1 in flight)",
+        "posted by gpu, the model carved 16 SMs (1024 x random, 1 in flight)",
+        "posted by gpu, the model carved 4 SMs (1024 x random, 1 in flight)",
+        "posted by gpu, the model carved 8 SMs (1024 x random, 1 in flight)",
+    ]  # fmt: skip
+    assert "failing gpus" not in failed.stdout and "failing nodes" not in failed.stdout

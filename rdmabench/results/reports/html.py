@@ -70,6 +70,11 @@ def heatmaps(rows: list[Row]) -> list[tuple[str, str]]:
     return images
 
 
+def _cell(value: float) -> str:
+    """A map cell's figure: a tenth from 1 up, two significant figures below (0.014 GB/s never reads 0.0)."""
+    return f"{value:.1f}" if abs(value) >= 1 else f"{value:.2g}"
+
+
 def _heatmap(sources: list[str], targets: list[str], grid: list[list[float]], members: list[Row]) -> str:
     """Draw one map (the current figure); return what its colour scale spans, for the caption. The
     scale runs from 0 to the physical limit where every link carries one (maps compare by colour),
@@ -99,7 +104,7 @@ def _heatmap(sources: list[str], targets: list[str], grid: list[list[float]], me
             for j, value in enumerate(line):
                 known = value == value
                 ink = _ink(image.cmap(image.norm(value))) if known else "black"  # a gap shows the page
-                ax.text(j, i, f"{value:.1f}" if known else "N/A", ha="center", va="center", color=ink, fontsize=7)
+                ax.text(j, i, _cell(value) if known else "N/A", ha="center", va="center", color=ink, fontsize=7)
     fig.colorbar(image, ax=ax, label=_label(unit))
     return scale
 
