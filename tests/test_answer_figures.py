@@ -236,3 +236,9 @@ def test_check_names_the_posting_path_and_its_setting_not_the_gpus() -> None:
         "posted by gpu, the model carved 8 SMs (1024 x random, 1 in flight)",
     ]  # fmt: skip
     assert "failing gpus" not in failed.stdout and "failing nodes" not in failed.stdout
+
+
+def test_run_help_says_how_to_carve_the_model() -> None:
+    """`run --help` never said `carveout=`, the option the answer's carve-outs come from."""
+    shown = run_cli_here(["run", "--help"]).stdout
+    assert "carveout=N" in shown and "carveout=all" in shown
