@@ -4,7 +4,7 @@ direction and the aggregate, any other bandwidth the median, min and max."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from ...escape import visible, visible_lines
 from ...hardware.limits import CACHE_REGIME
@@ -167,8 +167,8 @@ class ProgressTable:
                 + ")"
                 + (
                     f"; alone = the same list with no compute beside it (each pair's alone half, taken before the load starts); model = "
-                    f"the slowdown of {self.beside} beside it (its work lost over the shared window: median [range] of "
-                    "the pairs judged, the worse GPU; carve N: its GEMM planned for N SMs fewer); one msg rows "
+                    f"the slowdown of {self.beside} beside it (its work lost over the shared window, the worse GPU: "
+                    "its 95% interval, or where the record has none the median [range] of the pairs judged; carve N: its GEMM planned for N SMs fewer); one msg rows "
                     "are measured alone"
                     if self.beside
                     else ""
@@ -196,9 +196,11 @@ class ProgressTable:
         if found is None:
             return f" {'-':>9} {'-':<20}"
         alone, slowdown, spread = found.get("transfer_alone"), found.get("slowdown"), found.get("slowdown_range")
+        interval: Any = found.get("slowdown_interval")  # issue 54's 95% interval, where the record has it
+        bounds = interval if isinstance(interval, list) and len(interval) == 2 else spread
         model = "-" if slowdown is None else f"x{slowdown:.3f}"
-        if slowdown is not None and spread:  # every beside figure with its range over the pairs
-            model += f" [{spread[0]:.2f}-{spread[1]:.2f}]"
+        if slowdown is not None and bounds:  # every beside figure with its interval (or its range)
+            model += f" [{bounds[0]:.2f}-{bounds[1]:.2f}]"
         if found.get("carveout"):
             model += f" carve {found['carveout']}"
         return f" {'-' if alone is None else f'{self._figure(alone):.3f}':>9} {model:<20}"
