@@ -381,8 +381,13 @@ def _slowdown_cell(point: Point) -> str:
 
 
 def _cells(size: str, choice: str, point: Point | None, budget: float) -> list[str]:
-    if point is None:
-        return [size, choice, f"none within {budget_words(budget)}", *["-"] * 7]
+    if point is None:  # idle: no run measured the list alone (files before the alone halves were kept)
+        return [
+            size,
+            choice,
+            "no idle figure" if choice == "idle" else f"none within {budget_words(budget)}",
+            *["-"] * 7,
+        ]
     mark = "!" if _host_bound(point) and not point.sustained else ""
     noise = f"{point.noise:.1%}" if point.noise is not None and not point.idle else "-"
     return [

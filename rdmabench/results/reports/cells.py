@@ -118,9 +118,9 @@ def cell_columns(rows: list[Row]) -> list[list[str]]:
         [row.load for row in rows],
         [row.differs or "-" for row in rows],
         [str(len(row.values)) for row in rows],
-        [f"{median:.3f} {row.unit}" for median, row in zip(medians, rows, strict=True)],
-        [f"{low:.3f}" for low in lows],
-        [f"{high:.3f}" for high in highs],
+        [f"{_figure(median)} {row.unit}" for median, row in zip(medians, rows, strict=True)],
+        [_figure(low) for low in lows],
+        [_figure(high) for high in highs],
         [f"{row.spread:.1%}" for row in rows],  # a single run's across its own samples
         *_tail_columns(rows),
         [f"{share:.0%}" if share is not None else "-" for share in shares],
@@ -131,6 +131,11 @@ def cell_columns(rows: list[Row]) -> list[list[str]]:
             for row in rows
         ],
     ]
+
+
+def _figure(value: float) -> str:
+    """A figure to the thousandth, or to three significant figures below a tenth (0.00041 never reads 0.000)."""
+    return f"{value:.3f}" if abs(value) >= 0.1 or value == 0 else f"{value:.3g}"
 
 
 def _tail_columns(rows: list[Row]) -> list[list[str]]:
