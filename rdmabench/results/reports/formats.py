@@ -103,7 +103,7 @@ def format_table(
     lines = [*chosen, ""] if chosen else []  # the answer first: it is what a block list's reader came for
     lines += ["== suspects", *_fold(suspect_lines(found, escape.visible), wide)]
     if found.judged:  # a run with no link to judge against its class has no distribution to give (as html)
-        lines += ["", *_fold(distribution.text_lines(class_distributions(rows, fraction)), wide), ""]
+        lines += ["", *distribution.text_lines(class_distributions(rows, fraction)), ""]  # a line a class
         lines += outlier_lines(outliers(rows, fraction), fraction)
     for name, members in _grouped(rows, by):
         lines.append("")
