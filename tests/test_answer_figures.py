@@ -73,7 +73,10 @@ def test_the_h100_runs_idle_answer_is_ce_armed_alone_not_a_carve_out_or_a_figure
 @pytest.mark.parametrize("path", _beside_files(), ids=lambda path: str(path.relative_to(MEASUREMENTS)))
 def test_on_every_committed_beside_file_the_idle_answer_is_the_best_idle_figure(path: Path) -> None:
     best = _best_alone(path)
-    found = [answer for answer in answers(_load(path)) if answer.load != "alone"]
+    rows = _load(path)
+    found = [answer for answer in answers(rows) if answer.load != "alone"]
+    for text in (format_table(rows, "none", 0.2), format_markdown(rows, "none", 0.2)):  # and its report reads
+        assert max(map(len, text.splitlines())) <= 120
     assert {answer.size_bytes for answer in found} == set(best)
     for answer in found:
         assert answer.idle is not None and answer.idle.gbps == pytest.approx(best[answer.size_bytes])

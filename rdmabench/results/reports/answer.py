@@ -325,6 +325,8 @@ def said(point: Point | None) -> str:
     if point is None:
         return "none"
     burst = f" (burst {point.burst_gbps:.3f})" if point.burst_gbps > point.gbps * 1.001 else ""
+    if not burst and point.host_gbps is not None and _host_bound(point):  # a file before sustained_gbps
+        burst = f" (a burst: one thread's host work sustains {point.host_gbps:.3f})"
     return f"{point.label} {point.gbps:.3f} GB/s{burst} ({point.costs()})"
 
 
