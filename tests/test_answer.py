@@ -232,7 +232,7 @@ def test_the_page_leads_with_the_answer_a_plot_per_block_size_and_no_empty_secti
     page = html.render(rows, ["generated"], [], 0.2)
     section = page.split("<h2>Which posting path</h2>")[1].split("<h2>")[0]
     assert page.index("Which posting path") < page.index("Per-link matrices")
-    assert section.count("<figure>") == 3  # one plot per block size
+    assert section.count("<figure class='answer'") == 3  # one plot per block size
     assert section.count("<tr>") == 1 + 3 * 2  # the header, and idle and within the budget per block size
     within = "<td>4KiB</td><td>within 5%</td><td>ce-armed</td><td>150.0</td><td>150.0</td>"
     assert within + "<td>x1.030 (range 1.020-1.040)</td><td>-</td><td>0</td><td>0.8</td><td>-</td>" in section
@@ -243,7 +243,8 @@ def test_the_page_leads_with_the_answer_a_plot_per_block_size_and_no_empty_secti
     ax = figures[0].axes[0]  # 4 KiB: a point per candidate, the budget, the reference and the ceiling
     assert len(ax.containers) == 5 and len(ax.texts) == 5
     names = {text.get_text() for text in ax.texts}
-    assert "gpu (8 SMs, green context), model carved 8 SMs" in names and "ce-armed" in names
+    assert "gpu 8 SMs green, carve 8" in names and "ce-armed" in names
+    assert ax.get_yscale() == "log"  # 7.6 and 235 GB/s both read
     vertical = [line for line in ax.get_lines() if list(line.get_xdata()) == [BUDGET, BUDGET]]
     horizontal = [line.get_ydata()[0] for line in ax.get_lines() if len(set(line.get_ydata())) == 1]
     assert len(vertical) == 1 and 370.0 in horizontal and 395.0 in horizontal
@@ -303,14 +304,14 @@ def test_a_real_cpu_run_reports_its_answer_as_a_page(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     text = page.read_text()
     section = text.split("<h2>Which posting path</h2>")[1].split("<h2>")[0]
-    assert section.count("<figure>") == 2 and section.count("<td>idle</td><td>cpu</td>") == 2
+    assert section.count("<figure class='answer'") == 2 and section.count("<td>idle</td><td>cpu</td>") == 2
     assert "<h2>Suspects</h2>" not in text and "Distribution" not in text and "class='unjudged'" in text
 
 
-def test_a_candidate_whose_cost_was_not_judged_is_named_with_why_and_not_drawn(figures: list[Any]) -> None:
+def test_a_candidate_whose_cost_was_not_judged_is_drawn_apart_and_named_with_why(figures: list[Any]) -> None:
     """GENERATED: the copy engines armed ahead move 345 GB/s at 64 KiB but were in flight for a quarter of
-    the model's window, so no pair was judged: the table says why, the plot leaves the point out (at x1
-    it would read as free) and its caption names it."""
+    the model's window, so no pair was judged: the notes say why, and the plot draws the point hollow in a
+    panel of its own, named 'not judged' (at x1 it would read as free); its caption names it."""
     armed = _entry(64 * KIB, "ce-armed", 345.0, (344.0, 1.0, 0.0), cpu_us=0.55)
     armed["beside"] |= {"slowdown": None, "slowdown_range": None, "duty": 0.25, "slowdown_pairs": [1.0] * 5}
     rows = _rows([armed, _entry(64 * KIB, "gpu", 180.0, (305.0, 1.04, 0.01), ("budget", 8), 8), _reference(64 * KIB)])
@@ -319,8 +320,13 @@ def test_a_candidate_whose_cost_was_not_judged_is_named_with_why_and_not_drawn(f
     assert "<td>64KiB</td><td>idle</td><td>ce-armed</td><td>344.0</td>" in section  # its figure alone
     assert "<li>ce-armed at 64KiB: the model&#x27;s cost not judged: in flight 25% of the window</li>" in section
     (fig,) = figures
-    assert {text.get_text() for text in fig.axes[0].texts} == {"gpu (8 SMs), model carved 8 SMs"}
-    assert "not drawn, their cost to the model not judged: ce-armed 345.0 GB/s (in flight 25% of the window)" in section
+    judged, aside = fig.axes
+    assert {text.get_text() for text in judged.texts} == {"gpu 8 SMs, carve 8"}
+    assert {text.get_text() for text in aside.texts} == {"ce-armed (not judged)"}
+    assert [t.get_text() for t in aside.get_xticklabels()] == ["not judged"]
+    assert 'data-paths="ce-armed;gpu (8 SMs), model carved 8 SMs"' not in section  # drawn: judged first
+    assert 'data-paths="gpu (8 SMs), model carved 8 SMs;ce-armed"' in section
+    assert "at the right, hollow, their cost to the model not judged: ce-armed 345.0 GB/s" in section
 
 
 def test_records_read_back_malformed_are_judged_without_a_traceback() -> None:

@@ -6,6 +6,7 @@ spread is its samples'. The committed files are real runs (measurements/); the r
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from rdmabench.results.files.rows import Row, aggregate
 from rdmabench.results.reports.answer import answers, lines, notes, table
 from rdmabench.results.reports.formats import format_markdown, format_table
 
+from .conftest import browse, needs_chromium, run_cli_here
 from .test_answer import KIB, _entry, _reference, _rows
 
 MEASUREMENTS = Path(__file__).resolve().parent.parent / "measurements"
@@ -71,7 +73,10 @@ def test_the_h100_runs_idle_answer_is_ce_armed_alone_not_a_carve_out_or_a_figure
 @pytest.mark.parametrize("path", _beside_files(), ids=lambda path: str(path.relative_to(MEASUREMENTS)))
 def test_on_every_committed_beside_file_the_idle_answer_is_the_best_idle_figure(path: Path) -> None:
     best = _best_alone(path)
-    found = [answer for answer in answers(_load(path)) if answer.load != "alone"]
+    rows = _load(path)
+    found = [answer for answer in answers(rows) if answer.load != "alone"]
+    for text in (format_table(rows, "none", 0.2), format_markdown(rows, "none", 0.2)):  # and its report reads
+        assert max(map(len, text.splitlines())) <= 120
     assert {answer.size_bytes for answer in found} == set(best)
     for answer in found:
         assert answer.idle is not None and answer.idle.gbps == pytest.approx(best[answer.size_bytes])
@@ -169,3 +174,74 @@ def test_a_plain_single_runs_spread_is_its_samples_too() -> None:
     }  # fmt: skip
     (row,) = _rows([entry])
     assert row.spread == pytest.approx(0.2) and row.to_dict()["spread"] == pytest.approx(0.2)
+
+
+def _candidates_by_size(rows: list[Row]) -> dict[int, set[str]]:
+    return {answer.size_bytes: {point.label for point in answer.points} for answer in answers(rows)}
+
+
+def _drawn(page: str) -> list[set[str]]:
+    """Each answer plot's names drawn (its figure's data-paths), in the page's order."""
+    return [
+        set(found.split(";")) for found in re.findall(r"<figure class=[\"']answer[\"'] data-paths=\"([^\"]*)\"", page)
+    ]
+
+
+def test_the_page_draws_every_measured_path_at_every_block_size_on_a_log_axis(monkeypatch: Any) -> None:
+    """At 4 KiB the H100 run's paths span 0.785 GB/s (cpu) to 155 (ce-armed): a linear axis from 0 laid
+    three on its floor, and the fastest (its cost unjudged) was left out."""
+    from rdmabench.results.reports import html
+
+    axes: list[Any] = []
+    monkeypatch.setattr(html, "_png", lambda fig: axes.append(fig.axes[0]) or "")
+    rows = _load(H100)
+    page = html.render(rows, [str(H100)], [], 0.2)
+    expected = _candidates_by_size(rows)
+    assert _drawn(page) == [expected[size] for size in sorted(expected)]
+    assert all(len(names) == 7 for names in expected.values())
+    assert len(axes) >= 3 and all(ax.get_yscale() == "log" for ax in axes[:3])  # the answer plots come first
+    low, high = axes[0].get_ylim()
+    assert low < 0.785 and high > 155.168
+
+
+@needs_chromium
+def test_in_a_browser_the_beside_report_keeps_to_120_columns_and_draws_every_path(tmp_path: Path) -> None:
+    """`report` of the H100 run as a user gets it: its table and Markdown within 120 columns, its page
+    loaded in a headless Chromium: every measured path drawn at every block size, the plots rendered, the
+    answer's table within the page's 1200 pixels."""
+    for name in ("table", "markdown"):
+        proc = run_cli_here(["report", str(H100), "--format", name])
+        assert proc.returncode == 0 and max(map(len, proc.stdout.splitlines())) <= 120, proc.stdout
+        assert proc.stdout.removeprefix("# rdmabench report\n\n").startswith(("== which posting", "## Which posting"))
+    page = tmp_path / "report.html"
+    assert run_cli_here(["report", str(H100), "--format", "html", "-o", str(page)]).returncode == 0
+    dom = browse(page, tmp_path / "profile").stdout
+    expected = _candidates_by_size(_load(H100))
+    assert _drawn(dom) == [expected[size] for size in sorted(expected)]
+    sizes = dom.split('data-image-sizes="')[1].split('"')[0].split(",")
+    assert len(sizes) >= 3 and all(int(size.split("x")[0]) > 300 for size in sizes[:3])
+    assert 0 < int(dom.split('data-answer-width="')[1].split('"')[0]) <= 1200
+
+
+def test_check_names_the_posting_path_and_its_setting_not_the_gpus() -> None:
+    """`check --expect slowdown=1.05` on the H100 run: six rows at 1 MiB over the ceiling, each named by
+    its posting path, its SMs and the model's carve-out; no "failing gpus: vm:gpu0" (the GPUs are not at
+    fault: the paths are)."""
+    failed = run_cli_here(["check", str(H100), "--expect", "slowdown=1.05"])
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    fails = [line for line in failed.stdout.splitlines() if line.startswith("FAIL")]
+    said = [line.split(": ", 1)[1].split(" slowed")[0] for line in fails]
+    assert sorted(said) == [
+        "posted by ce-batch (1024 x random, 1 in flight)", "posted by cpu (1024 x random, 1 in flight)",
+        "posted by gpu on the whole GPU (1024 x random, 1 in flight)",
+        "posted by gpu, the model carved 16 SMs (1024 x random, 1 in flight)",
+        "posted by gpu, the model carved 4 SMs (1024 x random, 1 in flight)",
+        "posted by gpu, the model carved 8 SMs (1024 x random, 1 in flight)",
+    ]  # fmt: skip
+    assert "failing gpus" not in failed.stdout and "failing nodes" not in failed.stdout
+
+
+def test_run_help_says_how_to_carve_the_model() -> None:
+    """`run --help` never said `carveout=`, the option the answer's carve-outs come from."""
+    shown = run_cli_here(["run", "--help"]).stdout
+    assert "carveout=N" in shown and "carveout=all" in shown

@@ -267,3 +267,11 @@ def test_every_committed_results_file_keeps_its_links_file_beside_it() -> None:
         if isinstance(links, dict) and links.get("file") and not (summary.parent / str(links["file"])).exists():
             missing.append(f"{summary.relative_to(REPO)} -> {links['file']}")
     assert not missing, missing
+
+
+def test_no_page_cites_a_notes_file_the_repository_does_not_have() -> None:
+    """docs/methodology.md cited "FIELD_NOTES", a file of the sessions' own, outside the repository."""
+    pages = [REPO / "README.md", REPO / "ARCHITECTURE.md", *sorted((REPO / "docs").glob("*.md"))]
+    for page in pages:
+        for name in re.findall(r"\b[A-Z][A-Z_]*NOTES[A-Z_]*(?:\.md)?\b", page.read_text()):
+            assert list(REPO.rglob(name if name.endswith(".md") else f"{name}*")), f"{page.name} cites {name}"

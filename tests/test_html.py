@@ -154,3 +154,14 @@ def test_a_small_run_without_links_to_judge_has_no_distribution_in_text_or_markd
     for text in (format_table(rows, "none", 0.2), format_markdown(rows, "none", 0.2)):
         assert "no suspect can be named" in text and "istribution per link class" not in text, text
         assert "outlier" not in text.lower(), text
+
+
+def test_a_map_cell_of_a_small_figure_never_reads_zero(figures: list[Any]) -> None:
+    """GENERATED: pageable links at 0.014-0.024 GB/s (a matrix of such cells all read 0.0)."""
+    entries = [
+        _entry(s, d, 4096, v, link_limit=None, share_of_limit=None)
+        for (s, d), v in {(0, 1): 0.014, (1, 0): 0.024, (0, 2): 0.019, (2, 0): 350.0}.items()
+    ]
+    html.heatmaps(aggregate([("generated", {"metadata": {}, "results": entries})]))
+    cells = {text.get_text() for text in figures[0].axes[0].texts} - {"N/A"}
+    assert cells == {"0.014", "0.024", "0.019", "350.0"}

@@ -85,8 +85,13 @@ def test_aggregates_match_the_inputs(runs: Path) -> None:
 def test_formats_filters_and_grouping(runs: Path) -> None:
     table = _report(str(runs), "--by", "size")
     assert table.returncode == 0 and "== size: 4KiB" in table.stdout and "outlier" in table.stdout
-    markdown = _report(str(runs), "--format", "markdown")
+    markdown = _report(str(runs), "--format", "markdown", "--wide")
     assert "| test | modes | size |" in markdown.stdout and "| CPU s/GB | wire |" in markdown.stdout
+    narrow = _report(str(runs), "--format", "markdown").stdout  # by default: within 120 columns
+    shown = narrow.splitlines()
+    start = next(n for n, line in enumerate(shown) if line.startswith("| size |"))  # the rows' table
+    table = shown[start : shown.index("", start)]
+    assert len(table) == 2 + 12 and max(map(len, table)) <= 120
     rows = list(csv.DictReader(io.StringIO(_report(str(runs), "--format", "csv").stdout)))
     assert len(rows) == 12 and {r["size_bytes"] for r in rows} == {"4096", "65536"}
     assert all(float(r["cpu_src_s_per_gb"]) > 0 and float(r["cpu_dst_s_per_gb"]) > 0 for r in rows)

@@ -35,6 +35,12 @@ from .options import choices, expect_option, format_option, model_budget_option,
     "measure again, 2 if no link could be judged."
 )
 @model_budget_option()
+@click.option(
+    "--wide",
+    is_flag=True,
+    help="Every column, however wide, and the answer's prose (its front); by default table and Markdown lines "
+    "keep within 120 columns (the JSON has everything).",
+)
 @selection_options
 def report(
     paths: tuple[str, ...],
@@ -45,6 +51,7 @@ def report(
     outlier_fraction: float,
     expect: dict[str, float],
     model_budget: float,
+    wide: bool,
     **selection: Any,
 ) -> None:
     """Aggregate results files (or directories of them): per link and per (test, modes, size), the
@@ -56,7 +63,7 @@ def report(
             raise ConfigError(f"unknown format {output_format!r}: choose {', '.join(FORMATS[:-1])} or {FORMATS[-1]}")
         if not 0 < outlier_fraction < 1:
             raise ConfigError(f"--outlier-fraction must be between 0 and 1, not {outlier_fraction}")
-        judged = _report(paths, output_format, output, by, outlier_fraction, expect, selection, model_budget)
+        judged = _report(paths, output_format, output, by, outlier_fraction, expect, selection, model_budget, wide)
     except RdmabenchError as exc:
         fail(exc)
     if judged is not None:
@@ -73,6 +80,7 @@ def _report(
     floors: dict[str, float],
     selection: dict[str, Any],
     budget: float,
+    wide: bool = False,
 ) -> Any:
     """The report written or printed; the verdict when floors were given, else None."""
     from ..results.reports import formats
@@ -89,7 +97,7 @@ def _report(
     found = attribute(rows) if output_format != "csv" or floors else None  # once
     reading.write_or_print(
         formats.render_chunks(
-            rows, output_format, formats.Rendering(by, outlier_fraction, skipped, sources, found, budget)
+            rows, output_format, formats.Rendering(by, outlier_fraction, skipped, sources, found, budget, wide)
         ),
         output,
     )

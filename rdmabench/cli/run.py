@@ -62,7 +62,9 @@ link_options = group(
     beside_option(
         "Device memory, one link at a time: a model's compute on each rank's GPU beside the sampled steps, "
         "every sample timed as a pair (the link alone, the load alone, both at once); entries carry the link "
-        "alone and beside, each GPU's load alone and beside, and the load's slowdown. Loads:"
+        "alone and beside, each GPU's load alone and beside, and the load's slowdown. gemm[:M],carveout=N plans "
+        "the GEMM for the GPU's SMs less N and runs the posting kernel on a grid for those N (carveout=all: 0, 4, "
+        "8 and 16, each its own entries). Loads:"
     ),
     click.option(
         "--nics",

@@ -8,7 +8,6 @@ import sys
 from typing import Any, TextIO
 
 from ..errors import error_line
-from ..escape import visible
 from ..results.files import document
 
 
@@ -20,11 +19,12 @@ def rows_of(path: str) -> list[Any]:
 
 
 def answer(rows: list[Any], out: TextIO, budget: float = 1.05) -> None:
-    """Under the table: which posting path for each block size, idle and within `budget` beside the load."""
-    from ..results.reports.answer import answers, lines
+    """Under the table: which posting path for each block size, idle and within `budget` beside the load,
+    as `report` leads with it (a table and its notes; names escaped there)."""
+    from ..results.reports.formats import answer_text
 
-    for line in lines(answers(rows, budget), budget):
-        print(visible(f"# {line}"), file=out, flush=True)
+    for line in answer_text(rows, budget, wide=False, markdown=False):
+        print(f"# {line}".rstrip(), file=out, flush=True)
 
 
 def csv(rows: list[Any]) -> str:

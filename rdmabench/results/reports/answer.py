@@ -332,6 +332,8 @@ def said(point: Point | None) -> str:
     if point is None:
         return "none"
     burst = f" (burst {point.burst_gbps:.3f})" if point.burst_gbps > point.gbps * 1.001 else ""
+    if not burst and point.host_gbps is not None and _host_bound(point):  # a file before sustained_gbps
+        burst = f" (a burst: one thread's host work sustains {point.host_gbps:.3f})"
     return f"{point.label} {point.gbps:.3f} GB/s{burst} ({point.costs()})"
 
 
@@ -388,8 +390,13 @@ def _slowdown_cell(point: Point) -> str:
 
 
 def _cells(size: str, choice: str, point: Point | None, budget: float) -> list[str]:
-    if point is None:
-        return [size, choice, f"none within {budget_words(budget)}", *["-"] * 7]
+    if point is None:  # idle: no run measured the list alone (files before the alone halves were kept)
+        return [
+            size,
+            choice,
+            "no idle figure" if choice == "idle" else f"none within {budget_words(budget)}",
+            *["-"] * 7,
+        ]
     mark = "!" if _host_bound(point) and not point.sustained else ""
     noise = f"{point.noise:.1%}" if point.noise is not None and not point.idle else "-"
     return [

@@ -37,6 +37,66 @@ COLUMNS = (
 )
 
 
+WIDTH = 120  # a report's lines by default (--wide: every column, as wide as it takes)
+LEFT_OUT = ("min", "max", "CPU s/GB", "wire", "transport")  # the first columns a narrow table leaves to --wide
+
+
+def fitted(
+    rows: list[Row], width: Callable[[tuple[str, ...], list[list[str]]], int], wide: bool = False
+) -> tuple[list[str], tuple[str, ...], list[list[str]]]:
+    """The table of `rows` within WIDTH (`width`: a format's line width of a header and its columns): as it
+    is where it fits or `wide`; else what every row shares said once above it, a block list's settings
+    in short (its list and who posted it), and the columns of LEFT_OUT left to --wide, until it fits.
+    Returns the lines above the table, its header and its columns."""
+    header: tuple[str, ...] = COLUMNS
+    columns = cell_columns(rows)
+    if wide or width(header, columns) <= WIDTH:
+        return [], header, columns
+    said: list[str] = []
+    if len(rows) > 1:  # what every row shares: once, above the table
+        shared = [n for n, (name, column) in enumerate(zip(header, columns, strict=True))
+                  if name != "median" and len(set(column)) == 1]  # fmt: skip
+        said = [f"{header[n]}: {columns[n][0]}" for n in shared]
+        header = tuple(name for n, name in enumerate(header) if n not in shared)
+        columns = [column for n, column in enumerate(columns) if n not in shared]
+    if "settings" in header and any(row.posting is not None for row in rows):
+        columns[header.index("settings")] = [short_settings(row) for row in rows]
+    left: list[str] = []
+    for name in LEFT_OUT:
+        if width(header, columns) <= WIDTH or name not in header:
+            continue
+        at = header.index(name)
+        header, left = header[:at] + header[at + 1 :], [*left, name]
+        del columns[at]
+    lines = ["; ".join(said)] if said else []
+    if left:
+        lines.append(f"(--wide: {', '.join(left)})")
+    return lines, header, columns
+
+
+def short_settings(row: Row) -> str:
+    """A row's settings in short: a block list's list and who posted it (its SMs, the model's carve-out),
+    then the other settings that tell it from its link's other rows; '-' where there are none."""
+    if row.posting is None:
+        return row.differs or "-"
+    held = f" {row.posting_sms} SMs{' green' if row.posting_green else ''}" if row.posting_sms is not None else ""
+    carved = f", carve {row.carveout}" if row.carveout else ""
+    others = [f"{k}={v}" for k, v in row.settings if k not in ("blocks", "carveout") and f"{k}={v}" in row.differs]
+    return ", ".join([f"{row.block_list or 'one message'}: {row.posting}{held}{carved}", *others])
+
+
+def text_width(header: tuple[str, ...], columns: list[list[str]]) -> int:
+    """The width of an aligned text table (escape.aligned: cells two spaces apart)."""
+    widths = [max(len(name), max(map(len, column), default=0)) for name, column in zip(header, columns, strict=True)]
+    return sum(widths) + 2 * (len(widths) - 1)
+
+
+def markdown_width(header: tuple[str, ...], columns: list[list[str]]) -> int:
+    """The width of a Markdown table's longest line ('| a | b |': cells unpadded)."""
+    rows = [header, *zip(*columns, strict=True)] if columns else [header]
+    return max(sum(map(len, cells)) + 3 * len(cells) + 1 for cells in rows)
+
+
 def cells(row: Row) -> list[str]:
     return [column[0] for column in cell_columns([row])]
 
@@ -58,9 +118,9 @@ def cell_columns(rows: list[Row]) -> list[list[str]]:
         [row.load for row in rows],
         [row.differs or "-" for row in rows],
         [str(len(row.values)) for row in rows],
-        [f"{median:.3f} {row.unit}" for median, row in zip(medians, rows, strict=True)],
-        [f"{low:.3f}" for low in lows],
-        [f"{high:.3f}" for high in highs],
+        [f"{_figure(median)} {row.unit}" for median, row in zip(medians, rows, strict=True)],
+        [_figure(low) for low in lows],
+        [_figure(high) for high in highs],
         [f"{row.spread:.1%}" for row in rows],  # a single run's across its own samples
         *_tail_columns(rows),
         [f"{share:.0%}" if share is not None else "-" for share in shares],
@@ -71,6 +131,11 @@ def cell_columns(rows: list[Row]) -> list[list[str]]:
             for row in rows
         ],
     ]
+
+
+def _figure(value: float) -> str:
+    """A figure to the thousandth, or to three significant figures below a tenth (0.00041 never reads 0.000)."""
+    return f"{value:.3f}" if abs(value) >= 0.1 or value == 0 else f"{value:.3g}"
 
 
 def _tail_columns(rows: list[Row]) -> list[list[str]]:

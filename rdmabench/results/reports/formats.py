@@ -7,6 +7,7 @@ import io
 import json
 import json.encoder
 import math
+import textwrap
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,7 +18,7 @@ from ...units import format_size
 from ..files.rows import Row, bulk, bulk_chunks, outliers
 from ..verdicts.attribution import Attribution, attribute
 from . import answer, distribution
-from .cells import COLUMNS, cell_columns, class_distributions, outlier_lines
+from .cells import WIDTH, class_distributions, fitted, markdown_width, outlier_lines, text_width
 
 GROUPINGS = ("none", "host", "link-class", "mode", "size", "date")
 
@@ -46,6 +47,20 @@ def _grouped(rows: list[Row], by: str) -> list[tuple[str, list[Row]]]:
 def suspect_lines(found: Attribution, escaped: Callable[[str], str]) -> list[str]:
     """The attribution's lines (suspects first, one a line), each through `escaped`."""
     return [escaped(line) for line in found.lines()]
+
+
+LEGEND = (
+    "GB/s = 1e9 bytes/s; median/min/max over runs; spread = (max - min) / median (of a single run: over its "
+    "samples); p99/p99.9 us = a block list's transfer times (the median over runs); share = of the link's "
+    "physical limit"
+)
+
+
+def _fold(lines: list[str], wide: bool) -> list[str]:
+    """Lines of prose within WIDTH (their continuations indented two spaces), unless `wide`."""
+    if wide:
+        return lines
+    return [part for line in lines for part in textwrap.wrap(line, WIDTH, subsequent_indent="  ") or [""]]
 
 
 def answer_text(rows: list[Row], budget: float, wide: bool, markdown: bool) -> list[str]:
@@ -87,21 +102,19 @@ def format_table(
     found = found if found is not None else attribute(rows)
     chosen = answer_text(rows, budget, wide, markdown=False)
     lines = [*chosen, ""] if chosen else []  # the answer first: it is what a block list's reader came for
-    lines += ["== suspects", *suspect_lines(found, escape.visible)]
+    lines += ["== suspects", *_fold(suspect_lines(found, escape.visible), wide)]
     if found.judged:  # a run with no link to judge against its class has no distribution to give (as html)
-        lines += ["", *distribution.text_lines(class_distributions(rows, fraction)), ""]
+        lines += ["", *distribution.text_lines(class_distributions(rows, fraction)), ""]  # a line a class
         lines += outlier_lines(outliers(rows, fraction), fraction)
     for name, members in _grouped(rows, by):
         lines.append("")
         if name:
             lines.append(f"== {by}: {escape.visible(name)}")
-        lines += escape.aligned(COLUMNS, [escape.column(column, escape.visible) for column in cell_columns(members)])
+        above, header, columns = fitted(members, text_width, wide)
+        lines += _fold([escape.visible(line) for line in above], wide)
+        lines += escape.aligned(header, [escape.column(column, escape.visible) for column in columns])
     lines.append("")
-    lines.append(
-        "GB/s = 1e9 bytes/s; median/min/max over runs; spread = (max - min) / median (of a single run: over its "
-        "samples); p99/p99.9 us = a block list's transfer times (the median over runs); share = of the link's "
-        "physical limit"
-    )
+    lines += _fold([LEGEND], wide)
     return "\n".join(lines)
 
 
@@ -119,7 +132,7 @@ def format_markdown(
     chosen = answer_text(rows, budget, wide, markdown=True)
     lines += [*chosen, ""] if chosen else []  # the answer first
     lines += ["## Suspects", ""]
-    lines += [f"- {line}" for line in suspect_lines(found, escape.markdown)]
+    lines += _fold([f"- {line}" for line in suspect_lines(found, escape.markdown)], wide)
     if found.judged:  # as the table: no distribution where no link could be judged
         lines += ["", *distribution.markdown_lines(class_distributions(rows, fraction)), "", "## Outliers", ""]
         lines += [f"- {line.strip()}" for line in outlier_lines(outliers(rows, fraction), fraction, escape.markdown)]
@@ -128,16 +141,14 @@ def format_markdown(
         if name:
             lines.append(f"## {by}: {escape.markdown(name)}")
             lines.append("")
-        lines.append("| " + " | ".join(COLUMNS) + " |")
-        lines.append("|" + "---|" * len(COLUMNS))
-        columns = [escape.column(column, escape.markdown) for column in cell_columns(members)]
+        above, header, columns = fitted(members, markdown_width, wide)
+        lines += [*_fold([escape.markdown(line) for line in above], wide), ""] if above else []
+        lines.append("| " + " | ".join(header) + " |")
+        lines.append("|" + "---|" * len(header))
+        columns = [escape.column(column, escape.markdown) for column in columns]
         lines += ["| " + " | ".join(cells) + " |" for cells in zip(*columns, strict=True)]
     lines.append("")
-    lines.append(
-        "GB/s = 1e9 bytes/s; median/min/max over runs; spread = (max - min) / median (of a single run: over its "
-        "samples); p99/p99.9 us = a block list's transfer times (the median over runs); share = of the link's "
-        "physical limit."
-    )
+    lines += _fold([LEGEND + "."], wide)
     return "\n".join(lines) + "\n"
 
 

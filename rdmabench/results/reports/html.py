@@ -19,7 +19,7 @@ from ..files.rows import Row, bulk, outliers, standings
 from ..verdicts.attribution import Attribution, attribute
 from ..verdicts.suspects import end_order
 from . import distribution
-from .answer import BUDGET, TABLE_COLUMNS, Answer, Point, answers, budget_words, notes, table
+from .answer import BUDGET, TABLE_COLUMNS, Answer, Point, answers, budget_words, notes, short_label, table
 from .cells import COLUMNS, cells, class_distributions, outlier_lines
 
 
@@ -70,6 +70,11 @@ def heatmaps(rows: list[Row]) -> list[tuple[str, str]]:
     return images
 
 
+def _cell(value: float) -> str:
+    """A map cell's figure: a tenth from 1 up, two significant figures below (0.014 GB/s never reads 0.0)."""
+    return f"{value:.1f}" if abs(value) >= 1 else f"{value:.2g}"
+
+
 def _heatmap(sources: list[str], targets: list[str], grid: list[list[float]], members: list[Row]) -> str:
     """Draw one map (the current figure); return what its colour scale spans, for the caption. The
     scale runs from 0 to the physical limit where every link carries one (maps compare by colour),
@@ -99,7 +104,7 @@ def _heatmap(sources: list[str], targets: list[str], grid: list[list[float]], me
             for j, value in enumerate(line):
                 known = value == value
                 ink = _ink(image.cmap(image.norm(value))) if known else "black"  # a gap shows the page
-                ax.text(j, i, f"{value:.1f}" if known else "N/A", ha="center", va="center", color=ink, fontsize=7)
+                ax.text(j, i, _cell(value) if known else "N/A", ha="center", va="center", color=ink, fontsize=7)
     fig.colorbar(image, ax=ax, label=_label(unit))
     return scale
 
@@ -207,25 +212,24 @@ def _bounds(ax: Any, members: list[Row]) -> None:
 ANSWERS_DRAWN_UP_TO = 32  # block sizes (per link, load and list) drawn; beyond, the table has them all
 
 
-def answer_plot(answer: Answer) -> tuple[str, str]:
-    """One block size's candidates as points of GB/s (y) against the model's slowdown (x), each with its
-    range over samples and pairs and its name; the budget as a vertical line; the list's contiguous
-    reference and its ceiling as horizontal lines. A run with no model beside it is drawn at 1; beside a
-    model, a candidate whose cost was not judged is not drawn (at 1 it would read as free) but named."""
-    _fig, ax = _pyplot().subplots(figsize=(7, 4.2))
+def answer_plot(answer: Answer) -> tuple[str, str, list[str]]:
+    """One block size's candidates as points of GB/s (y, log: 0.8 and 170 GB/s both read) against the
+    model's slowdown (x), each with its range over samples and its interval (or range) over pairs, and its
+    name; the budget as a vertical line; the list's contiguous reference and its ceiling as horizontal
+    lines. A run with no model beside it is drawn at 1; beside a model, a candidate whose cost was not
+    judged is drawn in a panel of its own, hollow, named as such (at x1 it would read as free). Returns the
+    caption, the image and the names drawn."""
+    plt = _pyplot()
     idle = all(point.slowdown is None for point in answer.points)
-    undrawn = [point for point in answer.points if point.slowdown is None and not idle]
-    for point in answer.points:
-        if point in undrawn:
-            continue
-        x = point.slowdown if point.slowdown is not None else 1.0
-        low, high = point.slowdown_range or (x, x)
-        bottom, top = point.gbps_range or (point.gbps, point.gbps)
-        ax.errorbar(
-            [x], [point.gbps], xerr=[[max(0.0, x - low)], [max(0.0, high - x)]],
-            yerr=[[max(0.0, point.gbps - bottom)], [max(0.0, top - point.gbps)]], fmt="o", capsize=3,
-        )  # fmt: skip
-        ax.annotate(_label(point.label), (x, point.gbps), textcoords="offset points", xytext=(5, 5), fontsize=7)
+    unjudged = [point for point in answer.points if point.slowdown is None and not idle]
+    if unjudged:
+        fig, (ax, aside) = plt.subplots(1, 2, figsize=(8, 4.2), sharey=True, gridspec_kw={"width_ratios": [5, 1]})
+    else:
+        fig, ax = plt.subplots(figsize=(7, 4.2))
+    judged = sorted((p for p in answer.points if p not in unjudged), key=lambda point: point.gbps)
+    drawn = [_draw_point(ax, point, n) for n, point in enumerate(judged)]  # neighbours in GB/s: names apart
+    if unjudged:
+        drawn += [_draw_unjudged(aside, point, n) for n, point in enumerate(unjudged)]
     ax.axvline(answer.budget, linestyle="--", color="tab:red", linewidth=1,
                label=_label(f"the model's budget: x{answer.budget:.3f} ({budget_words(answer.budget)})"))  # fmt: skip
     for gbps, what, style in (
@@ -235,20 +239,44 @@ def answer_plot(answer: Answer) -> tuple[str, str]:
         if gbps is not None:
             ax.axhline(gbps, linestyle=style, color="grey", linewidth=1, label=_label(f"{what}: {gbps:.1f} GB/s"))
     ax.set_xlabel("the model's slowdown (x; 1 = no loss)" + (": no model ran beside these" if idle else ""))
-    ax.set_ylabel("GB/s (1e9 B/s)")
-    ax.grid(True, alpha=0.3)
-    ax.set_ylim(bottom=0)
+    ax.set_ylabel("GB/s (1e9 B/s), log scale")
+    ax.set_yscale("log")
+    ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=1)  # below: lines stay readable
     title = (
         f"{answer.test} {answer.modes} {answer.link}, {format_size(answer.size_bytes)} blocks ({answer.shape}), "
         f"{answer.load}: GB/s against the model's slowdown, a point per posting path and carve-out "
-        "(bars: the range over samples and over pairs)"
+        "(bars: the range over samples, and the slowdown's 95% interval or its range over pairs)"
     )
-    if undrawn:
-        title += "; not drawn, their cost to the model not judged: " + "; ".join(
-            f"{point.label} {point.gbps:.1f} GB/s ({point.unjudged or 'no pair judged'})" for point in undrawn
+    if unjudged:
+        title += "; at the right, hollow, their cost to the model not judged: " + "; ".join(
+            f"{point.label} {point.gbps:.1f} GB/s ({point.unjudged or 'no pair judged'})" for point in unjudged
         )
-    return title, _png(_pyplot().gcf())
+    return title, _png(fig), drawn
+
+
+def _draw_point(ax: Any, point: Point, n: int) -> str:
+    """A judged candidate (or one with no model beside it, at 1): its point, bars and name; its name."""
+    x = point.slowdown if point.slowdown is not None else 1.0
+    low, high = point.interval or point.slowdown_range or (x, x)
+    bottom, top = point.gbps_range or (point.gbps, point.gbps)
+    ax.errorbar(
+        [x], [point.gbps], xerr=[[max(0.0, x - low)], [max(0.0, high - x)]],
+        yerr=[[max(0.0, point.gbps - bottom)], [max(0.0, top - point.gbps)]], fmt="o", capsize=3,
+    )  # fmt: skip
+    shift = (5, 5 if n % 2 == 0 else -10)  # neighbours' names apart
+    ax.annotate(_label(short_label(point)), (x, point.gbps), textcoords="offset points", xytext=shift, fontsize=7)
+    return point.label
+
+
+def _draw_unjudged(ax: Any, point: Point, n: int) -> str:
+    """A candidate whose cost was not judged: hollow, in the side panel, named 'not judged'."""
+    ax.plot([0.0], [point.gbps], marker="o", markerfacecolor="none", color="grey")
+    ax.annotate(_label(f"{short_label(point)} (not judged)"), (0.0, point.gbps), textcoords="offset points",
+                xytext=(5, 5 if n % 2 == 0 else -10), fontsize=7)  # fmt: skip
+    ax.set_xticks([0.0], ["not judged"])
+    ax.set_xlim(-0.5, 3.0)
+    return point.label
 
 
 def answer_section(rows: list[Row], budget: float) -> list[str]:
@@ -271,7 +299,9 @@ def answer_section(rows: list[Row], budget: float) -> list[str]:
         parts += ["<tr>" + "".join(f"<td>{escape.html(c)}</td>" for c in row) + "</tr>" for row in members]
         parts.append("</table>")
     parts.append("<ul class='notes'>" + "".join(f"<li>{escape.html(n)}</li>" for n in notes(found)) + "</ul>")
-    parts += [_image(title, data) for title, data in map(answer_plot, found[:ANSWERS_DRAWN_UP_TO])]
+    for title, data, drawn in map(answer_plot, found[:ANSWERS_DRAWN_UP_TO]):
+        paths = escape.xml_attribute(";".join(drawn))  # what the plot drew: a browser test reads it
+        parts.append(_image(title, data).replace("<figure>", f"<figure class='answer' data-paths={paths}>", 1))
     if len(found) > ANSWERS_DRAWN_UP_TO:
         parts.append(
             f"<p>The first {ANSWERS_DRAWN_UP_TO} of {len(found)} block sizes drawn; the table has them all.</p>"
@@ -298,6 +328,9 @@ window.addEventListener('load', function () {
     cdfs.push(Math.round(box.width) + 'x' + Math.round(box.height));
   });
   document.body.setAttribute('data-cdf-sizes', cdfs.join(','));
+  var widest = 0;
+  document.querySelectorAll('table.answer').forEach(function (t) { widest = Math.max(widest, t.getBoundingClientRect().width); });
+  document.body.setAttribute('data-answer-width', Math.round(widest));
 });
 """
 

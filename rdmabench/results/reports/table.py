@@ -167,8 +167,8 @@ class ProgressTable:
                 + ")"
                 + (
                     f"; alone = the same list with no compute beside it (each pair's alone half, taken before the load starts); model = "
-                    f"the slowdown of {self.beside} beside it (its work lost over the shared window: median [range] of "
-                    "the pairs judged, the worse GPU; carve N: its GEMM planned for N SMs fewer); one msg rows "
+                    f"the slowdown of {self.beside} beside it (its work lost over the shared window, the worse GPU: "
+                    "its 95% interval, or where the record has none the median [range] of the pairs judged; carve N: its GEMM planned for N SMs fewer); one msg rows "
                     "are measured alone"
                     if self.beside
                     else ""
@@ -195,10 +195,12 @@ class ProgressTable:
         found = entry.beside
         if found is None:
             return f" {'-':>9} {'-':<20}"
-        alone, slowdown, spread = found.transfer_alone, found.slowdown, found.slowdown_range
+        alone, slowdown = found.transfer_alone, found.slowdown
+        # issue 54's 95% interval where the record has it, else the range over the pairs
+        bounds = found.slowdown_interval or found.slowdown_range
         model = "-" if slowdown is None else f"x{slowdown:.3f}"
-        if slowdown is not None and spread:  # every beside figure with its range over the pairs
-            model += f" [{spread[0]:.2f}-{spread[1]:.2f}]"
+        if slowdown is not None and bounds:  # every beside figure with its interval (or its range)
+            model += f" [{bounds[0]:.2f}-{bounds[1]:.2f}]"
         if found.load.carveout:
             model += f" carve {found.load.carveout}"
         return f" {'-' if alone is None else f'{self._figure(alone):.3f}':>9} {model:<20}"

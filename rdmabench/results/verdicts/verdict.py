@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict
 
 from ... import escape
 from ...errors import ConfigError, InconclusiveError
+from ...measure.postings import posting
 from ...units import ascii_float, format_size
 from ..files.rows import LINK_CLASSES, Row, culprits
 
@@ -81,15 +82,30 @@ def _ceiling(text: str, value: str) -> float:
 
 
 def _beside_cost(row: Row, floors: dict[str, float]) -> tuple[bool, str | None]:
-    """Whether `row` is judged against the slowdown ceiling (it ran beside a load), and why it fails."""
+    """Whether `row` is judged against the slowdown ceiling (it ran beside a load), and why it fails: the
+    posting path and its setting first (a link's rows differ by them; the GPUs are not at fault)."""
     ceiling = floors.get(SLOWDOWN)
     if ceiling is None or row.beside is None:
         return False, None
-    slowdown, shape = row.beside[1], dict(row.settings).get("blocks")
+    slowdown, interval = row.beside[1], row.slowdown_interval
+    within = f" [95%: {interval[0]:.3f}-{interval[1]:.3f}]" if interval else ""
     model = row.compute.model if row.compute is not None else row.load
-    how = f" ({shape})" if shape else ""  # which list and posting path: a link's rows differ by them
-    return True, (f"slowed {model} {slowdown:.3f}x{how}, above the ceiling of {ceiling:g}x"
-                  if slowdown > ceiling else None)  # fmt: skip
+    return True, (f"{path_words(row)} slowed {model} x{slowdown:.3f}{within}, above the "
+                  f"ceiling of x{ceiling:g}" if slowdown > ceiling else None)  # fmt: skip
+
+
+def path_words(row: Row) -> str:
+    """Who posted a row's block list and how: the path, its SMs (the whole GPU for a kernel that takes
+    SMs and was given no budget or carve-out), the model's carve-out, and the list; a row of plain
+    messages, its settings."""
+    if row.posting is None:
+        return dict(row.settings).get("blocks") or row.differs or "its messages"
+    held = f" on {row.posting_sms} SMs{' (green context)' if row.posting_green else ''}" if row.posting_sms else ""
+    record = posting(row.posting)
+    if record is not None and record.takes_sms and not held and not row.carveout:
+        held = " on the whole GPU"
+    carved = f", the model carved {row.carveout} SMs" if row.carveout else ""
+    return f"posted by {row.posting}{held}{carved} ({row.block_list or 'one message'})"
 
 
 class JudgementRecord(TypedDict):
@@ -135,6 +151,7 @@ class Judgement:
     # Not passed, not failed: below its class on one figure never measured again (attribution.py),
     # by no floor of its own: measure it again.
     remeasure: bool = False
+    by_cost: bool = False  # failed only by the model's slowdown beside it: the posting path's, no part's fault
 
     def to_dict(self) -> JudgementRecord:
         return {
@@ -188,8 +205,9 @@ class Verdict:
         return OUTCOME_EXIT[self.outcome]
 
     def culprits(self) -> dict[str, dict[str, int]]:
-        """How many failing links touch each GPU, node and NIC: the slow part shows up most."""
-        return culprits([judgement.row for judgement in self.failed])
+        """How many failing links touch each GPU, node and NIC: the slow part shows up most. A link failing only
+        by the model's slowdown beside it is its posting path's (format_verdict names it), no part's."""
+        return culprits([judgement.row for judgement in self.failed if not judgement.by_cost])
 
     def to_dict(self, passed_links: bool = True) -> VerdictRecord:
         """The verdict; without `passed_links`, all but the list of passed links (a million of
@@ -340,7 +358,7 @@ def judge(
             verdict.judged.append(Judgement(row, False, reason, True))
         elif checked:
             reasons += [worse] if worse is not None else []
-            verdict.judged.append(Judgement(row, not reasons, "; ".join(reasons) or "ok"))
+            verdict.judged.append(Judgement(row, not reasons, "; ".join(reasons) or "ok", by_cost=reasons == [cost]))
     if too_few and marks is not None:
         least = marks.links.params.min_class_links
         verdict.skipped.append(f"{too_few} link(s) in classes too small to judge a link against (fewer than {least})")
