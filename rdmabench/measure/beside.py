@@ -14,8 +14,9 @@ power draw reaches the GPU's limit and the clocks are held down); after each sha
 windows again until two in a row agree (a GEMM the transfers stalled runs faster for a
 while after: its clocks rise under less power), the last of them also the next pair's window before.
 Between pairs the load keeps running, so its clocks never see an idle GPU. A pair whose alone windows
-before and after differ by more than DRIFT_LIMIT is taken again, at most RETAKES times, and kept but
-not judged where it still drifts. The load alone is the mean of those two windows. Each pair records
+before and after differ by more than DRIFT_LIMIT is marked (`drifting_pairs`) and still judged: the
+load's swing is noise in both halves of a pair, which the row's interval carries (measure/slowdown.py),
+so a retake buys nothing (RETAKES). The load alone is the mean of those two windows. Each pair records
 its duty (the share of the shared half with a transfer in flight): a pair below DUTY_FLOOR is kept but
 not judged. The slowdown is always against the model alone on the whole GPU, also where a carve-out
 plans its GEMM for fewer SMs (whose own cost, the carved GEMM alone over the whole GPU's, is
@@ -71,8 +72,10 @@ WINDOW_OPERATIONS = 8  # ... and at least this many
 SETTLE_SECONDS = 1.2
 SETTLE_AGREE = 0.02  # the clocks are settled when two alone windows in a row agree this well ...
 SETTLE_TRIES = 10  # ... within this many windows (else the record says they never did)
-DRIFT_LIMIT = 0.03  # a pair whose alone windows differ more is taken again ...
-RETAKES = 2  # ... at most this many times, then kept and marked
+DRIFT_LIMIT = 0.03  # a pair whose alone windows differ more is marked (and judged: slowdown.py widens the interval)
+# Retakes of a drifting pair: none. On H200s at their 700 W limit 124-144 pairs a run were taken again
+# (about 0.4 s each, 50-58 s of the beside benchmark) and half the pairs still drifted after them.
+RETAKES = 0
 DUTY_FLOOR = 0.9  # a pair whose shared half had a transfer in flight for less of it is not judged
 STALLED_SECONDS = 60.0  # a load with no operation finished for this long has stopped (its thread failed)
 # The library keeps the latest RING operations of a run; a run holds one window (alone or shared) after
@@ -186,7 +189,7 @@ def _between(seconds: list[float], number: int, first: int, last: int | None) ->
 
 
 def drifting(drift: float | None) -> bool:
-    """Whether a pair's alone windows drifted past DRIFT_LIMIT (the pair is then not judged)."""
+    """Whether a pair's alone windows drifted past DRIFT_LIMIT (the pair is then marked)."""
     return drift is not None and abs(drift) > DRIFT_LIMIT
 
 
@@ -483,8 +486,9 @@ class Pairs:
 
 def unjudged_words(beside: PairsSaid) -> str | None:
     """Why a figure beside compute (an entry's `beside`, or a record of its shape) has no slowdown, in
-    words: its transfers in flight for too little of the window (the duty, below DUTY_FLOOR), or the
-    load alone drifting past DRIFT_LIMIT in every pair; None where neither is on record."""
+    words: its transfers in flight for too little of the window (the duty, below DUTY_FLOOR), or (in a
+    file written before every drifting pair was judged, 2026-11-28) the load alone drifting past
+    DRIFT_LIMIT in every pair; None where neither is on record."""
     duty, pairs, drifted = beside.get("duty"), beside.get("slowdown_pairs"), beside.get("drifting_pairs")
     if isinstance(duty, (int, float)) and math.isfinite(duty) and duty < DUTY_FLOOR:
         return f"in flight {duty:.0%} of the window"
@@ -517,15 +521,16 @@ class Judged:
 
     slowdowns: list[float | None] = field(default_factory=list)  # every pair's
     duties: list[float | None] = field(default_factory=list)  # every pair's (the higher GPU's that says)
-    judged: list[int] = field(default_factory=list)  # the pairs judged: duty at least DUTY_FLOOR, not drifting
+    judged: list[int] = field(default_factory=list)  # the pairs judged: duty at least DUTY_FLOOR
     lost_ms_per_gib: list[float] = field(default_factory=list)  # every pair's where known
 
 
 def judge_pairs(gpus: list[GpuRecord], moved: list[int]) -> Judged:
     """Pair by pair over the round's GPUs (Pairs.summary each; `moved`: the bytes each pair's shared
     half moved): the worse slowdown, the higher duty of the ends that say (a block list's initiator),
-    whether it is judged (its duty at least DUTY_FLOOR and no GPU's alone windows drifting), and the model's time lost per
-    GiB the window moved (the shared half's bytes prorated to the window's share of it)."""
+    whether it is judged (its duty at least DUTY_FLOOR; a pair whose alone windows drifted is judged too:
+    the row's interval carries the load's swing, slowdown.py), and the model's time lost per GiB the
+    window moved (the shared half's bytes prorated to the window's share of it)."""
     found = Judged()
     for index, nbytes in enumerate(moved):
         slowdowns = [s for gpu in gpus if (s := _at(gpu, "slowdown_pairs", index)) is not None]
@@ -539,8 +544,7 @@ def judge_pairs(gpus: list[GpuRecord], moved: list[int]) -> Judged:
         known = [cost for gpu in gpus if (cost := _per_gib(gpu, index, nbytes)) is not None]
         if known:
             found.lost_ms_per_gib.append(max(known))
-        drifting = any(index in _list(gpu.get("drifting_pairs")) for gpu in gpus)
-        if slowdowns and _judged(found.duties[-1]) and not drifting:
+        if slowdowns and _judged(found.duties[-1]):
             found.judged.append(index)
     return found
 

@@ -73,7 +73,10 @@ class BesideRecord(PairsSaid, _Note):
     transfer_alone: float
     transfer_alone_samples: list[float]
     transfer_share_of_alone: float | None
-    slowdown: float | None
+    slowdown: float | None  # slowdown.row_estimate: the worse GPU's mean over the pairs judged
+    slowdown_interval: list[float] | None  # its 95% interval, [low, high] (None under two pairs)
+    noise_floor: float | None  # the interval's half-width from the load's swing alone: the least slowdown it tells
+    pairs_used: int  # the pairs the slowdown rests on
     slowdown_range: list[float] | None
     duty_pairs: list[float | None]
     model_ms_per_gib: float | None
