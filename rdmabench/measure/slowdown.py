@@ -41,7 +41,8 @@ the posting), at least 92.5% where both read alike. (Taking the worse GPU pair b
 records' `slowdown_pairs` do, reads high by about half a pair's spread where the GPUs are alike.)
 
 `precise` says when a row has pairs enough: every GPU's interval within +-`target` (the row's is then too:
-its width is at most the widest GPU's), after at least the planned pairs. Stopping on a narrow interval
+its width is at most the widest GPU's), after at least the planned pairs; `wants_more` its converse over the
+GPUs with a pair used, so that a row no pair of which can be used asks for none. Stopping on a narrow interval
 reads a little optimistic where the spread happens to be low; the swing's floor bounds that
 (tests/test_slowdown.py measures the coverage of the whole rule on generated rows).
 """
@@ -176,6 +177,13 @@ def precise(estimates: Sequence[Estimate], target: float = TARGET) -> bool:
     widest GPU's). A GPU with no used pair says nothing; one with a pair and no interval is not precise."""
     found = [e for e in estimates if e.pairs_used]
     return bool(found) and all(e.half_width is not None and e.half_width <= target for e in found)
+
+
+def wants_more(estimates: Sequence[Estimate], target: float = TARGET) -> bool:
+    """Whether another pair would narrow a row toward +-`target`: some GPU has used pairs and its
+    interval is missing or wider. A row none of whose pairs is used (every duty under the floor: a
+    path whose posting thread cannot keep its transfers in flight) asks for none: more would read alike."""
+    return any(e.pairs_used and (e.half_width is None or e.half_width > target) for e in estimates)
 
 
 def _get(record: Any, key: str) -> Any:
