@@ -21,7 +21,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from rdmabench.measure.beside import judge_pairs, pairs_of
+from rdmabench.measure.besiderecord import GpuFigure
+from rdmabench.measure.judging import judge_pairs, pairs_of
 from rdmabench.measure.slowdown import TARGET, Estimate, gpu_estimate, row_estimate, t975
 from rdmabench.units import format_size
 
@@ -63,9 +64,7 @@ def pairs_needed(estimates: list[Estimate], target: float = TARGET) -> int | Non
 def replay(entry: dict[str, Any]) -> dict[str, Any]:
     """One row: its words, the record's own judgement and the estimate from every pair."""
     beside, blocks = entry["beside"], entry["blocks"]
-    gpus: list[Any] = [
-        gpu for gpu in (beside.get("gpus") or {}).values() if isinstance(gpu, dict)
-    ]  # GpuRecords read back
+    gpus = [gpu for record in (beside.get("gpus") or {}).values() if (gpu := GpuFigure.from_json(record)) is not None]
     judged = judge_pairs(gpus, [0] * pairs_of(gpus)).judged
     per_gpu = [gpu_estimate(gpu, judged) for gpu in gpus]
     return {

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import math
 import random
+from typing import Any
 
 import pytest
 
+from rdmabench.measure.besiderecord import GpuFigure
 from rdmabench.measure.slowdown import (
     Estimate,
     estimate,
@@ -24,7 +26,7 @@ from rdmabench.measure.slowdown import (
 TRUTH = 1.05
 
 
-def generated_gpu(rng: random.Random, pairs: int, noise: float, spread: float = 0.0, **load: float) -> dict:
+def generated_gpu(rng: random.Random, pairs: int, noise: float, spread: float = 0.0, **load: float) -> GpuFigure:
     """A GpuRecord's pairs, generated: alone windows in a row (each pair's after is the next one's before)
     of a load whose level swings (`swing`: amplitude of a 1 Hz sine, relative; `drift`: relative a pair)
     with window noise `noise`; each shared window TRUTH x the load's level there, its transfer's own effect
@@ -40,7 +42,14 @@ def generated_gpu(rng: random.Random, pairs: int, noise: float, spread: float = 
         shared = TRUTH * (1 + rng.gauss(0, spread)) * level(0.4 * i + 0.2) * (1 + rng.gauss(0, noise))
         slowdowns.append(shared / ((windows[i] + windows[i + 1]) / 2))
         alone.append([windows[i], windows[i + 1]])
-    return {"slowdown_pairs": slowdowns, "alone_s_pairs": alone}
+    return _gpu({"slowdown_pairs": slowdowns, "alone_s_pairs": alone})
+
+
+def _gpu(fields: dict[str, Any]) -> GpuFigure:
+    """A GPU's record of a gemm:8192 load, as a results file would hold `fields` (read back: checked)."""
+    found = GpuFigure.from_json({"load": "gemm:8192", **fields})
+    assert found is not None
+    return found
 
 
 def coverage(rows: int, seed: int, pairs: int = 5, **kw: float) -> tuple[float, float]:
@@ -131,9 +140,8 @@ def test_the_row_is_the_worse_gpu():
 def test_a_row_read_back_from_a_file_is_checked():
     """Damaged records: strings, bools, missing keys, NaN are no figures; the pairs used are named."""
     gpus = [
-        {"slowdown_pairs": [1.1, "x", True, float("nan"), 1.2], "alone_s_pairs": [[1, 1], "y", [1, None]]},
-        {"slowdown_pairs": None},
-        "not a record",
+        _gpu({"slowdown_pairs": [1.1, "x", True, float("nan"), 1.2], "alone_s_pairs": [[1, 1], "y", [1, None]]}),
+        _gpu({"slowdown_pairs": None}),
     ]
     found = row_estimate(gpus, [0, 1, 2, 3, 4, 9])
     assert found.pairs_used == 2 and found.slowdown == pytest.approx(1.15)

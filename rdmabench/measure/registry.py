@@ -28,6 +28,7 @@ from .blocksteps import BlocksProtocol
 
 if TYPE_CHECKING:
     from .contract import StepProtocol
+    from .postings import Posting
     from .shape import Shape
 
 PLUGINS_ENV = "RDMABENCH_PLUGINS"
@@ -66,7 +67,7 @@ class TestKind:
     # Why the test cannot use a memory mode (None: it can); asked for both ends before a job starts.
     refuse_mode: Callable[[MemoryMode], str | None] = lambda mode: refuse_ucx_allocated(mode)
 
-    def protocols(self, shape: Shape, postings: Collection[str] | None = None) -> list[StepProtocol]:
+    def protocols(self, shape: Shape, postings: Collection[Posting] | None = None) -> list[StepProtocol]:
         """The step protocols that move this test's bytes in `shape`, in the order they run: its own
         for messages; for a block list, one a posting path (of `postings`, where given: those every rank
         can run), moved by `block_op`."""
@@ -74,7 +75,8 @@ class TestKind:
             return [self.protocol]
         if self.block_op is None:
             raise ConfigError(f"--blocks moves the bytes of put, get or bw, not of --test {self.name}")
-        chosen = [found for found in shape.lists if postings is None or found.posting in postings]
+        names = None if postings is None else {posting.name for posting in postings}
+        chosen = [found for found in shape.lists if names is None or found.posting.name in names]
         return [BlocksProtocol(self.block_op, found, shape.device) for found in chosen]
 
     @property

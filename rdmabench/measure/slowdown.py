@@ -52,7 +52,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Protocol
 
 TARGET = 0.02  # a row's interval within +-2 points of slowdown is precise enough (issue 54)
 # Student's t at 0.975 for 1 to 30 degrees of freedom; past 30 the Cornish-Fisher expansion (t975).
@@ -159,16 +159,25 @@ def worse(estimates: Sequence[Estimate]) -> Estimate:
     return Estimate(top.slowdown, (low, high), top.noise_floor, top.pairs_used)
 
 
-def gpu_estimate(gpu: Any, used: Sequence[int]) -> Estimate:
-    """One GPU's record (a GpuRecord as read back: each value checked) over the pairs `used`."""
-    slowdowns, alone = _numbers(_get(gpu, "slowdown_pairs")), _windows(_get(gpu, "alone_s_pairs"))
-    mine = [index for index in used if index < len(slowdowns) and slowdowns[index] is not None]
+class PairFigures(Protocol):
+    """One GPU's pairs as its record holds them (besiderecord.GpuFigure, types checked on reading)."""
+
+    @property
+    def slowdown_pairs(self) -> list[float | None]: ...
+    @property
+    def alone_s_pairs(self) -> list[list[float | None]]: ...
+
+
+def gpu_estimate(gpu: PairFigures, used: Sequence[int]) -> Estimate:
+    """One GPU's estimate over the pairs `used` (those it has a figure of)."""
+    slowdowns, alone = gpu.slowdown_pairs, [_window(pair) for pair in gpu.alone_s_pairs]
+    mine = [index for index in used if 0 <= index < len(slowdowns) and slowdowns[index] is not None]
     ratios = [float(slowdowns[index] or 0.0) for index in mine]
     return estimate(ratios, swing(alone), shared_windows(alone, mine))
 
 
-def row_estimate(gpus: Sequence[Any], used: Sequence[int]) -> Estimate:
-    """A row's estimate from its GPUs' records over the pairs `used` (the duty floor's: beside.judge_pairs)."""
+def row_estimate(gpus: Sequence[PairFigures], used: Sequence[int]) -> Estimate:
+    """A row's estimate from its GPUs' records over the pairs `used` (the duty floor's: judging.judge_pairs)."""
     return worse([gpu_estimate(gpu, used) for gpu in gpus])
 
 
@@ -186,27 +195,6 @@ def wants_more(estimates: Sequence[Estimate], target: float = TARGET) -> bool:
     return any(e.pairs_used and (e.half_width is None or e.half_width > target) for e in estimates)
 
 
-def _get(record: Any, key: str) -> Any:
-    return record.get(key) if isinstance(record, dict) else None
-
-
-def _number(value: Any) -> float | None:
-    """A file's number, where it is one (a bool is not), finite."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        return None
-    return float(value)
-
-
-def _numbers(values: Any) -> list[float | None]:
-    return [_number(value) for value in values] if isinstance(values, list) else []
-
-
-def _windows(values: Any) -> list[Window]:
-    """A record's `alone_s_pairs` as read back: each pair's (before, after), None where not a number."""
-    if not isinstance(values, list):
-        return []
-    found: list[Window] = []
-    for pair in values:
-        both = pair if isinstance(pair, list) and len(pair) == 2 else [None, None]
-        found.append((_number(both[0]), _number(both[1])))
-    return found
+def _window(pair: Sequence[float | None]) -> Window:
+    """A pair's (before, after) as a record holds them: None where either is missing."""
+    return (pair[0], pair[1]) if len(pair) == 2 else (None, None)
