@@ -423,50 +423,6 @@ def test_every_transfer_alone_is_taken_first_on_an_idle_gpu_and_the_load_stops_a
     assert not load.running
 
 
-class _SwingingLoad(_DriftingLoad):
-    """Its operations beside the transfers take 10% longer and shorter, pair by pair (`swing`), or alike."""
-
-    def __init__(self, swing: float):
-        super().__init__(0.0, 0)
-        self.swing, self.pairs = swing, 0
-
-    def set_busy(self, busy: bool) -> None:
-        if busy and not self.busy:
-            self.pairs += 1
-            self.times[1] = 2e-3 * (1 + self.swing * (-1) ** self.pairs)
-        super().set_busy(busy)
-
-
-@pytest.mark.parametrize(
-    ("swing", "spans", "taken"),
-    [(0.1, False, "most"), (0.0, False, 2), (0.1, True, 2)],
-)
-def test_pairs_are_taken_past_the_samples_while_an_interval_is_wide(
-    swing: float, spans: bool, taken: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """After its samples' pairs a row takes more while a GPU's interval is wider than +-2 points, at most
-    MAX_PAIRS (pairs 10% apart: the most); a load read alike in every pair stops at the samples; and a
-    row none of whose pairs can be used (the stand-in's half is mostly idle: its duty under the floor,
-    said where the end's steps span its transfers) takes no more: more would read alike. (The settle and
-    the cap cut short: the stand-in's windows take real seconds.)"""
-    from rdmabench.measure.pairs import MAX_PAIRS
-    from rdmabench.measure.steps import Steps
-
-    assert 5 <= MAX_PAIRS <= 20  # above the default samples, within the benchmark's time
-    monkeypatch.setattr(taking, "MAX_PAIRS", 4)
-    monkeypatch.setattr(taking, "SETTLE_SECONDS", 0.05)
-
-    load = _SwingingLoad(swing)
-    end = _End([0.0])
-    end.spans = spans
-    end.fill = lambda _end, _index: load.set_busy(True)  # type: ignore[method-assign]
-    end.check = lambda _end, _index: load.set_busy(False)  # type: ignore[method-assign]
-    pairs = Pairs(Beside("gemm", 1024), load, partitioned=False)
-    steps = Steps(end, lambda _end, _index: [1e-3])  # type: ignore[arg-type]
-    alone, shared = taking.pairs_in_a_row(pairs, steps, _in_step(end, samples=2), 1e-3)
-    assert len(alone) == 2 and len(shared) == len(pairs.kept) == (4 if taken == "most" else taken)
-
-
 @pytest.mark.parametrize("spans", [True, False])
 def test_only_an_end_whose_steps_span_its_transfers_says_the_duty(spans: bool) -> None:
     """The end that does not initiate a block list waits in its step while the initiator arms

@@ -9,7 +9,10 @@ from typing import Any
 
 import pytest
 
+from rdmabench.measure import pairs as taking
+from rdmabench.measure.beside import Beside
 from rdmabench.measure.besiderecord import GpuFigure
+from rdmabench.measure.pairs import Pairs
 from rdmabench.measure.slowdown import (
     Estimate,
     estimate,
@@ -22,6 +25,8 @@ from rdmabench.measure.slowdown import (
     wants_more,
     worse,
 )
+
+from .test_beside_metric import _DriftingLoad, _End, _in_step
 
 TRUTH = 1.05
 
@@ -200,3 +205,47 @@ def test_the_committed_h200_run_replays_from_every_pair(capsys: pytest.CaptureFi
     assert sum(row["now"].pairs_used for row in rows) == 105 - 10 - 1  # ce-armed's 10, one more under the floor
     assert show(path) == (21, 19, 1)
     assert "1 within +-2 points" in capsys.readouterr().out
+
+
+class _SwingingLoad(_DriftingLoad):
+    """Its operations beside the transfers take 10% longer and shorter, pair by pair (`swing`), or alike."""
+
+    def __init__(self, swing: float):
+        super().__init__(0.0, 0)
+        self.swing, self.pairs = swing, 0
+
+    def set_busy(self, busy: bool) -> None:
+        if busy and not self.busy:
+            self.pairs += 1
+            self.times[1] = 2e-3 * (1 + self.swing * (-1) ** self.pairs)
+        super().set_busy(busy)
+
+
+@pytest.mark.parametrize(
+    ("swing", "spans", "taken"),
+    [(0.1, False, "most"), (0.0, False, 2), (0.1, True, 2)],
+)
+def test_pairs_are_taken_past_the_samples_while_an_interval_is_wide(
+    swing: float, spans: bool, taken: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After its samples' pairs a row takes more while a GPU's interval is wider than +-2 points, at most
+    MAX_PAIRS (pairs 10% apart: the most); a load read alike in every pair stops at the samples; and a
+    row none of whose pairs can be used (the stand-in's half is mostly idle: its duty under the floor,
+    said where the end's steps span its transfers) takes no more: more would read alike. (The settle and
+    the cap cut short: the stand-in's windows take real seconds.)"""
+    from rdmabench.measure.pairs import MAX_PAIRS
+    from rdmabench.measure.steps import Steps
+
+    assert 5 <= MAX_PAIRS <= 20  # above the default samples, within the benchmark's time
+    monkeypatch.setattr(taking, "MAX_PAIRS", 4)
+    monkeypatch.setattr(taking, "SETTLE_SECONDS", 0.05)
+
+    load = _SwingingLoad(swing)
+    end = _End([0.0])
+    end.spans = spans
+    end.fill = lambda _end, _index: load.set_busy(True)  # type: ignore[method-assign]
+    end.check = lambda _end, _index: load.set_busy(False)  # type: ignore[method-assign]
+    pairs = Pairs(Beside("gemm", 1024), load, partitioned=False)
+    steps = Steps(end, lambda _end, _index: [1e-3])  # type: ignore[arg-type]
+    alone, shared = taking.pairs_in_a_row(pairs, steps, _in_step(end, samples=2), 1e-3)
+    assert len(alone) == 2 and len(shared) == len(pairs.kept) == (4 if taken == "most" else taken)
