@@ -73,9 +73,11 @@ SETTLE_TRIES = 10  # ... within this many windows (else the record says they nev
 # each, 50-58 s of it), and half the pairs still drifted; the swing is noise the interval now carries.
 RETAKES = 0
 # Pairs past the planned ones while a GPU's interval is wider than +-slowdown.TARGET, up to this many in
-# all: the committed H200 run's rows, replayed (devtools/besidereplay.py), would need 7-14 pairs each for
-# +-2 points from their own spread; the retakes' time, spent on pairs, buys about that many.
-MAX_PAIRS = 12
+# all. The quiet 4 x H200 run's rows, replayed (devtools/besidereplay.py), would need 7-14 pairs each for
+# +-2 points from their own spread: at most 10, 12 of its 21 rows, about 77 pairs more (31 s at 0.4 s a
+# pair); at most 12, 14 rows for 89 (36 s). The retakes gone give back 50 s and the settle past the power
+# limit took 25 s more (21 rows x 1.2 s): 10 keeps the benchmark (164 s before both) under 180 s.
+MAX_PAIRS = 10
 STALLED_SECONDS = 60.0  # a load with no operation finished for this long has stopped (its thread failed)
 # The library keeps the latest RING operations of a run; a run holds one window (alone or shared) after
 # its first operations: a window is held to a fifth of it, the rest room for the polls' overshoot, so
