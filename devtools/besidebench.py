@@ -274,15 +274,25 @@ def run_probe(blocks: int) -> dict[str, float] | None:
 
     try:
         found = probe(1 << 20, blocks, 3.0, GEMM_M)
-    except Exception as exc:  # a probe that fails leaves the benchmark's own figures standing
+    except (Exception, SystemExit) as exc:  # a probe that fails leaves the benchmark's own figures standing
         print(f"# probe failed: {type(exc).__name__}: {exc}", file=sys.stderr)
         return None
     finally:
-        import cupy
-
-        cupy.get_default_memory_pool().free_all_blocks()  # its pools, before the run's ranks allocate theirs
+        _free_pools()
     print(f"# {line(found, 1 << 20)}", flush=True)
     return {"slowdown": found.slowdown, "gbps": found.gbps}
+
+
+def _free_pools() -> None:
+    """The probe's pools given back on both GPUs, before the run's ranks allocate theirs."""
+    try:
+        import cupy
+
+        for device in range(min(2, cupy.cuda.runtime.getDeviceCount())):
+            with cupy.cuda.Device(device):
+                cupy.get_default_memory_pool().free_all_blocks()
+    except Exception:  # no CuPy or no GPU: nothing was held
+        return
 
 
 def main() -> None:

@@ -126,8 +126,9 @@ def probe(block: int, blocks: int, seconds: float, gemm: int) -> Probe:
     if cupy is None or cupy.cuda.runtime.getDeviceCount() < 2:
         raise SystemExit("gpusustained: needs two CUDA GPUs and CuPy")
     copies = Copies(cupy, block, blocks)
-    copies.launch()  # compiled and loaded before the load runs
-    cupy.cuda.Device(0).synchronize()
+    with cupy.cuda.Device(0):
+        copies.launch()  # compiled and loaded before the load runs
+        cupy.cuda.Device(0).synchronize()
     load = ComputeLoad(0, LOADS["gemm"].code, gemm)
     try:
         load.start(WHOLE)
