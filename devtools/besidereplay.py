@@ -23,6 +23,7 @@ from typing import Any
 
 from rdmabench.measure.besiderecord import GpuFigure
 from rdmabench.measure.judging import judge_pairs, pairs_of
+from rdmabench.measure.pairs import MAX_PAIRS
 from rdmabench.measure.slowdown import TARGET, Estimate, gpu_estimate, row_estimate, t975
 from rdmabench.units import format_size
 
@@ -106,7 +107,19 @@ def show(path: Path) -> tuple[int, int, int]:
         if found
         else "# no rows"
     )
+    for cap in sorted({MAX_PAIRS, MAX_PAIRS + 2}):
+        print(f"# projected (not measured), at most {cap} pairs a row: {projection(found, cap)}")
     return len(found), with_interval, within
+
+
+def projection(found: list[dict[str, Any]], cap: int) -> str:
+    """What each row's own spread says `cap` pairs a row would give: the rows within +-TARGET and the pairs
+    taken past the record's (a row is taken to need at least the pairs it had)."""
+    usable = [row for row in found if row["now"].pairs_used]
+    within = sum(1 for row in usable if row["needed"] is not None and row["needed"] <= cap)
+    taken = [row["was"][2] for row in usable]
+    more = sum(max(min(row["needed"] or pairs, cap) - pairs, 0) for row, pairs in zip(usable, taken, strict=True))
+    return f"{within} of {len(found)} rows within +-{TARGET * 100:g} points, {more} pairs more"
 
 
 def main() -> None:
