@@ -295,20 +295,17 @@ def test_the_gpu_path_at_1mib_costs_the_gemm_what_it_loses_while_it_runs(results
     GEMM's whole window it slows it about 3x on H100s (FIELD_NOTES); a median of a few transfers in
     a long window read 1.03x. GPUs vary: above 1.5 only, with the duty and cost per GiB sane. A GEMM
     stalled this hard often runs faster alone just after (its clocks up): pairs whose alone windows
-    drifted are kept unjudged, so every pair's reading is checked, and the judged figure where some
-    pair held still (on 2 x H200 the benchmark's row judged 0 of 5 pairs in two runs, and this test,
-    which asked for a judged figure, failed once in two)."""
+    drifted are marked and judged all the same (their swing widens the interval), so every pair's
+    reading is checked, and the row's figure with its interval (on 2 x H200 the benchmark's row judged
+    0 of 5 pairs in two runs when drifting pairs were left out)."""
     args = [*DEVICE_PUT, "--blocks", "1024", "--block-size", "1MiB", "--layout", "random", "--posting", "gpu"]
     entry = _run([*args, "--beside", "gemm", "--samples", "3"], results_path)["results"][-1]
     beside = entry["beside"]
     pairs = [s for s in beside["slowdown_pairs"] if s is not None]
     assert entry["validated"] and len(pairs) == 3 and min(pairs) > 1.5, beside
     assert beside["duty"] >= 0.9 and beside["model_ms_per_gib"] > 0, beside
-    if beside["slowdown"] is not None:
-        low, high = beside["slowdown_range"]
-        assert beside["slowdown"] > 1.5 and low <= beside["slowdown"] <= high, beside
-    else:
-        assert len(beside["drifting_pairs"]) == 3, beside  # unjudged only where every pair drifted
+    low, high = beside["slowdown_interval"]
+    assert beside["slowdown"] > 1.5 and low <= beside["slowdown"] <= high and beside["pairs_used"] >= 2, beside
     assert beside["carveout"] == 0 and beside["carveout_cost"] is None
 
 

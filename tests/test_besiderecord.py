@@ -4,6 +4,7 @@ Generated GPU records (no GPU)."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from typing import Any
 
@@ -22,9 +23,10 @@ def _gpu(fields: dict[str, Any]) -> GpuFigure:
 
 def test_an_entrys_beside_record_takes_the_worse_gpu_and_the_initiators_duty() -> None:
     """What the entry writes beside compute (judging.beside_figure, made on the load's side), from two
-    GPUs' records as the ranks gather them: the worse GPU's slowdown pair by pair, the initiator's duty
-    (the other end says None), every pair's time lost per GiB, and a pair unjudged where a GPU's alone
-    windows drifted; read back from its JSON, the same record."""
+    GPUs' records as the ranks gather them: the worse GPU's slowdown (its mean over the pairs, with the 95%
+    interval: the other GPU reads lower on average though worse in pair 0) and the worse GPU pair by pair,
+    the initiator's duty (the other end says None), every pair's time lost per GiB, and a pair judged
+    where a GPU's alone windows drifted (marked); read back from its JSON, the same record."""
     from rdmabench.measure.besiderecord import BesideFigure
     from rdmabench.measure.judging import beside_figure
 
@@ -39,11 +41,17 @@ def test_an_entrys_beside_record_takes_the_worse_gpu_and_the_initiators_duty() -
     alone = [(1 << 20) / 1e-3 / 1e9] * 3  # each pair's alone half: 1 MiB a step of 1 ms
     found = beside_figure(Beside("gemm", 8192), alone, [1.0, 1.0, 1.0], [100 << 20] * 3, {0: initiator, 1: other})
     assert found.slowdown_pairs == [1.15, 1.2, 1.3] and found.duty_pairs == [0.95, 0.96, 0.97]
-    assert found.pairs == 2 and found.slowdown == pytest.approx(1.175) and found.drifting_pairs == [2]
-    assert found.alone_drift == 0.05 and "1 of 3 pairs not judged" in (found.note or "")
+    assert found.pairs == 3 and found.pairs_used == 3 and found.drifting_pairs == [2]
+    assert found.slowdown == pytest.approx(1.2) and found.slowdown_range == [1.15, 1.3]
+    # mean 1.2, s 0.1 over 3 pairs: +- t(0.975, 2) x 0.1 / sqrt(3); the other GPU's high (1.273) is lower
+    half = 4.3027 * 0.1 / math.sqrt(3)
+    assert found.slowdown_interval == pytest.approx([1.2 - half, 1.2 + half], abs=1e-4)
+    assert found.noise_floor is None  # no alone windows on record here
+    assert found.alone_drift == 0.05 and found.note is None
     assert found.model_ms_per_gib is not None and found.transfer_alone == pytest.approx(1.048576)
     written = found.to_json()
     assert list(written)[:3] == ["load", "unit", "transfer_alone"] and written["load"] == "gemm:8192"
+    assert list(written)[5:9] == ["slowdown", "slowdown_interval", "noise_floor", "pairs_used"]
     assert BesideFigure.from_json(written) == found and BesideFigure.from_json({"load": "prefill"}) is None
 
 
@@ -55,9 +63,10 @@ def test_a_beside_record_read_back_checks_every_value_once() -> None:
     found = BesideFigure.from_json({
         "load": "gemm:8192,carveout=8", "transfer_alone": "12", "slowdown": True, "slowdown_range": [1.0],
         "duty_pairs": [0.9, "x", None], "drifting_pairs": 5, "carveout": 4, "gpus": {"0": {"load": 3}, "1": None},
-        "pairs": 2.5, "note": 7,
+        "pairs": 2.5, "note": 7, "slowdown_interval": [1.0, "2"], "noise_floor": "0.01", "pairs_used": None,
     })  # fmt: skip
     assert found is not None and found.load == Beside("gemm", 8192, 8)  # the carve-out the label names
     assert (found.transfer_alone, found.slowdown, found.slowdown_range, found.note) == (None, None, None, None)
     assert found.duty_pairs == [0.9, None, None] and found.drifting_pairs == [] and found.gpus == {}
     assert found.pairs == 0 and found.to_json()["carveout"] == 8
+    assert (found.slowdown_interval, found.noise_floor, found.pairs_used) == (None, None, 0)

@@ -145,17 +145,18 @@ def _ordered(found: dict[str, object], order: list[str]) -> dict[str, object]:
 
 @dataclass(frozen=True)
 class BesideFigure:
-    """An entry's `beside`: the load, the transfer alone (each pair's alone half), the model's cost (the
-    worse of the link's GPUs pair by pair: its slowdown over the pairs judged, their duty, the model's
-    time lost per GiB moved), a carve-out's own cost, and every GPU's own record, by rank."""
+    """An entry's `beside`: the load, the transfer alone (each pair's alone half), the model's cost (its
+    slowdown over the pairs judged, the worse GPU's, with its 95% interval and the load's noise floor:
+    slowdown.py; the worse of the link's GPUs pair by pair, their duty, the model's time lost per GiB
+    moved), a carve-out's own cost, and every GPU's own record, by rank."""
 
     load: Beside  # written as its label, with its unit and its carve-out
     transfer_alone: float | None
     transfer_alone_samples: list[float | None]
     transfer_share_of_alone: float | None
-    slowdown: float | None
+    slowdown: float | None  # the worse GPU's mean over the pairs judged (slowdown.row_estimate)
     slowdown_pairs: list[float | None]
-    slowdown_range: list[float] | None  # [low, high] over the pairs judged
+    slowdown_range: list[float] | None  # [low, high] over the pairs judged, the worse GPU pair by pair
     duty: float | None
     duty_pairs: list[float | None]
     model_ms_per_gib: float | None
@@ -165,11 +166,11 @@ class BesideFigure:
     pairs: int  # the pairs judged
     gpus: dict[str, GpuFigure] = field(default_factory=dict)
     note: str | None = None  # where some pairs were not judged, why a pair may not be
-    # Issue 54 (/work/coord/interface54.md): the slowdown's 95% interval, the load's own swing alone (the
-    # smallest slowdown the row can tell from none) and the pairs the estimate used; written where set.
+    # The slowdown's 95% interval [low, high] (None under two pairs), its half-width from the load's own
+    # swing alone (the smallest slowdown the row can tell from none) and the pairs it rests on (null where it has none).
     slowdown_interval: list[float] | None = None
     noise_floor: float | None = None
-    pairs_used: int | None = None
+    pairs_used: int = 0
 
     key = KEY  # the entry's field it is written under
 
@@ -191,9 +192,9 @@ class BesideFigure:
         return cls(load, **_read(cls, data))
 
 
-_WHEN_SET = ("note", "slowdown_interval", "noise_floor", "pairs_used")  # written only where a figure has them
+_WHEN_SET = ("note",)  # written only where a figure has them
 _BESIDE_ORDER = (
-    "load unit transfer_alone transfer_alone_samples transfer_share_of_alone slowdown slowdown_pairs slowdown_range "
-    "duty duty_pairs model_ms_per_gib carveout carveout_cost alone_drift drifting_pairs pairs gpus note "
-    "slowdown_interval noise_floor pairs_used"
+    "load unit transfer_alone transfer_alone_samples transfer_share_of_alone slowdown slowdown_interval noise_floor "
+    "pairs_used slowdown_pairs slowdown_range "
+    "duty duty_pairs model_ms_per_gib carveout carveout_cost alone_drift drifting_pairs pairs gpus note"
 ).split()

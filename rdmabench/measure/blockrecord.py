@@ -44,6 +44,7 @@ class SmsRecord(_SmsMode, total=False):
 class _Related(TypedDict, total=False):
     """What StepProtocol.relate sets of a BlockList: BlockList's fields of those names."""
 
+    sustained_gbps: float
     handoff: HandoffRecord
     share_of_ceiling: float
     contiguous_gbps: float
@@ -66,6 +67,7 @@ class _Posted(TypedDict, total=False):
     cpu_us_per_descriptor: float
     armed_lists: int
     arm_bound: int
+    host_us_per_descriptor: float
 
 
 @dataclass(frozen=True)
@@ -114,10 +116,11 @@ class BlockList:
     arm_us: float | None = None
     armed_lists: int | None = None
     arm_bound: int | None = None
-    # Issue 54 (/work/coord/interface54.md): the list's bytes over a step kept going back to back from one
-    # posting thread, and that thread's CPU microseconds per descriptor; read back where a file has them.
-    sustained_gbps: float | None = None
+    # Every path: the posting thread's microseconds a descriptor submitting and arming a step (median step),
+    # and the list's bytes over the longer of a step and that thread's time on it (what one posting thread
+    # keeps up back to back; GB/s, the entry's own figure the burst: StepProtocol.relate sets it).
     host_us_per_descriptor: float | None = None
+    sustained_gbps: float | None = None
 
     key = KEY  # StepFigure: the entry's field it is written under
 
@@ -148,6 +151,9 @@ class BlockList:
         """The record read against what it is a part of: the model's `handoff` it is (or None), its
         ceiling, and the fastest of its link's contiguous references (value, who posted it)."""
         found: _Related = {}
+        sustained = self.sustained(value)
+        if sustained is not None:
+            found["sustained_gbps"] = round(sustained, 6)
         if handoff is not None and self.count == handoff.count and self.block_bytes == handoff.block_bytes:
             found["handoff"] = handoff.record()
         if self.ceiling_gbps:
@@ -160,6 +166,19 @@ class BlockList:
                 "share_of_contiguous": value / best[0],
             }
         return replace(self, **found)
+
+    def sustained(self, burst: float) -> float | None:
+        """The list's GB/s kept up back to back from one posting thread: `burst` (a step's bytes over its
+        seconds, the entry's figure) where the step outlasts the thread's submitting and arming, else a
+        step's bytes over the thread's seconds (they do not overlap: the same thread does both). Read
+        from the record's own fields, for every path alike; None without a figure or the thread's time."""
+        host = self.host_us_per_descriptor
+        if host is None or not isinstance(burst, (int, float)) or not burst > 0:
+            return None
+        descriptors = self.count * self.batch
+        if host <= 0:  # nothing the host did a step took a clock's tick: the step alone bounds it
+            return float(burst)
+        return min(float(burst), gbps(self.transfer_bytes * self.batch, host * descriptors / 1e6))
 
 
 def _mapping(value: object) -> dict[str, Any] | None:
@@ -240,6 +259,9 @@ class BlockSteps:
         if self.ceiling_seconds:
             found["ceiling_gbps"] = round(gbps(step_bytes, median(self.ceiling_seconds)), 6)
             found["ceiling_runs_gbps"] = [round(gbps(step_bytes, s), 6) for s in self.ceiling_seconds]
+        host = self.host_seconds()
+        if host is not None:
+            found["host_us_per_descriptor"] = round(host / (self.shape.count * self.shape.batch) * 1e6, 6)
         record = posting(posted_by)
         if not (record is not None and record.device) and self.posted_descriptors is not None:
             found |= {"posted_descriptors": self.posted_descriptors, "merged": self.shape.merge}
@@ -249,3 +271,17 @@ class BlockSteps:
             found |= {"arm_us": _us(middle), "cpu_us_per_descriptor": round(middle / arming.copies * 1e6, 6)}
             found |= {"armed_lists": arming.lists, "arm_bound": arming.bound}
         return found
+
+    def host_seconds(self) -> float | None:
+        """The posting thread's seconds on one step, submitting and arming it: the median over the timed
+        steps of the step's transfers' posting (the host's calls inside the step: a kernel's launch, a
+        batch's submission, the CPU's requests, the armed copies submitted past the bound) and the median
+        arming (outside the step). Both are that thread's wall time in calls that do not wait for the
+        transfer. None where no transfer was timed."""
+        batch, posting_s = max(self.shape.batch, 1), self.post_seconds
+        steps = [sum(posting_s[at : at + batch]) for at in range(0, len(posting_s) - batch + 1, batch)]
+        if not steps:
+            return None
+        arming = self.arming
+        armed = median(arming.seconds) if arming is not None and arming.seconds else 0.0
+        return median(steps) + armed

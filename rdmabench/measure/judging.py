@@ -1,8 +1,10 @@
 """How a figure beside compute is judged from its pairs, the one place of it: which pairs count (a
-transfer in flight for at least DUTY_FLOOR of the shared half, the load alone not drifting past
-DRIFT_LIMIT), the worse GPU's slowdown pair by pair, why none was judged in words, and the entry's
-`beside` record made from a link's pairs (`beside_figure`, on the load's side: the entry passes it
-through). The pairs themselves are taken by measure/pairs.py; their records are measure/besiderecord.py.
+transfer in flight for at least DUTY_FLOOR of the shared half; a pair whose load alone drifted past
+DRIFT_LIMIT is marked and counts: the row's interval carries the load's swing, measure/slowdown.py),
+the worse GPU's slowdown pair by pair, why none was judged in words, and the entry's `beside` record made
+from a link's pairs (`beside_figure`, on the load's side: the entry passes it through): its slowdown,
+95% interval and noise floor from every pair judged (slowdown.row_estimate). The pairs themselves are
+taken by measure/pairs.py; their records are measure/besiderecord.py.
 """
 
 from __future__ import annotations
@@ -14,13 +16,14 @@ from typing import Protocol
 from ..stats import median
 from .beside import Beside
 from .besiderecord import BesideFigure, GpuFigure
+from .slowdown import row_estimate
 
-DRIFT_LIMIT = 0.03  # a pair whose alone windows differ more is taken again (pairs.RETAKES) ...
+DRIFT_LIMIT = 0.03  # a pair whose alone windows differ more is marked (and judged: its swing widens the interval)
 DUTY_FLOOR = 0.9  # a pair whose shared half had a transfer in flight for less of it is not judged
 
 
 def drifting(drift: float | None) -> bool:
-    """Whether a pair's alone windows drifted past DRIFT_LIMIT (the pair is then not judged)."""
+    """Whether a pair's alone windows drifted past DRIFT_LIMIT (the pair is then marked)."""
     return drift is not None and abs(drift) > DRIFT_LIMIT
 
 
@@ -56,8 +59,9 @@ class Said:
 
 def unjudged_words(beside: PairsSaid) -> str | None:
     """Why a figure beside compute has no slowdown, in words: its transfers in flight for too little of
-    the window (the duty, below DUTY_FLOOR), or the load alone drifting past DRIFT_LIMIT in every pair;
-    None where neither is on record."""
+    the window (the duty, below DUTY_FLOOR), or (in a file written before every drifting pair was
+    judged, 2026-11-28) the load alone drifting past DRIFT_LIMIT in every pair; None where neither is
+    on record."""
     duty, pairs, drifted = beside.duty, beside.slowdown_pairs, beside.drifting_pairs
     if duty is not None and math.isfinite(duty) and duty < DUTY_FLOOR:
         return f"in flight {duty:.0%} of the window"
@@ -72,15 +76,16 @@ class Judged:
 
     slowdowns: list[float | None] = field(default_factory=list)  # every pair's
     duties: list[float | None] = field(default_factory=list)  # every pair's (the higher GPU's that says)
-    judged: list[int] = field(default_factory=list)  # the pairs judged: duty at least DUTY_FLOOR, not drifting
+    judged: list[int] = field(default_factory=list)  # the pairs judged: duty at least DUTY_FLOOR
     lost_ms_per_gib: list[float] = field(default_factory=list)  # every pair's where known
 
 
 def judge_pairs(gpus: list[GpuFigure], moved: list[int]) -> Judged:
     """Pair by pair over the round's GPUs (Pairs.summary each; `moved`: the bytes each pair's shared
     half moved): the worse slowdown, the higher duty of the ends that say (a block list's initiator),
-    whether it is judged (its duty at least DUTY_FLOOR and no GPU's alone windows drifting), and the
-    model's time lost per GiB the window moved (the shared half's bytes prorated to the window's share)."""
+    whether it is judged (its duty at least DUTY_FLOOR; one whose alone windows drifted too: the row's
+    interval carries the load's swing), and the model's time lost per GiB the window moved (the shared
+    half's bytes prorated to the window's share)."""
     found = Judged()
     for index, nbytes in enumerate(moved):
         slowdowns = [s for gpu in gpus if (s := gpu.at("slowdown_pairs", index)) is not None]
@@ -94,8 +99,7 @@ def judge_pairs(gpus: list[GpuFigure], moved: list[int]) -> Judged:
         known = [cost for gpu in gpus if (cost := _per_gib(gpu, index, nbytes)) is not None]
         if known:
             found.lost_ms_per_gib.append(max(known))
-        drifted = any(index in gpu.drifting_pairs for gpu in gpus)
-        if slowdowns and _judged(found.duties[-1]) and not drifted:
+        if slowdowns and _judged(found.duties[-1]):
             found.judged.append(index)
     return found
 
@@ -130,10 +134,11 @@ def beside_figure(
     load: Beside, alone: list[float], values: list[float], moved: list[int], gpus: dict[int, GpuFigure]
 ) -> BesideFigure:
     """A link's figure beside compute, from its pairs: the transfer alone (`alone`: each pair's alone
-    half's figure; `values`: the shared halves'), the model's cost, the worse of the link's GPUs pair by
-    pair (`moved`: each shared half's bytes): its slowdown (median and range over the pairs judged), the
-    duty, the model's milliseconds lost per GiB moved, a carve-out's own cost (the carved GEMM alone over
-    the whole GPU's), and every GPU's own record."""
+    half's figure; `values`: the shared halves'), the model's cost from the pairs judged (`moved`: each
+    shared half's bytes): its slowdown, the worse GPU's mean with its 95% interval and the load's noise
+    floor (slowdown.row_estimate), the range over those pairs of the worse GPU pair by pair, the duty,
+    the model's milliseconds lost per GiB moved, a carve-out's own cost (the carved GEMM alone over the
+    whole GPU's), and every GPU's own record."""
     pairs = judge_pairs(list(gpus.values()), moved)
     judged = [s for index in pairs.judged if (s := pairs.slowdowns[index]) is not None]
     duties = [d for d in pairs.duties if d is not None]
@@ -142,15 +147,15 @@ def beside_figure(
     unjudged = len(pairs.slowdowns) - len(pairs.judged)
     note = (
         f"{unjudged} of {len(pairs.slowdowns)} pairs not judged: a transfer in flight for under {DUTY_FLOOR:.0%} "
-        f"of the shared half, its alone windows apart by more than {DRIFT_LIMIT:.0%} after every retake, or no "
-        "whole operation in its window"
+        "of the shared half, or no whole operation in its window"
     )
+    row = row_estimate(list(gpus.values()), pairs.judged)
     return BesideFigure(
         load=load,
         transfer_alone=round(median(alone), 6),
         transfer_alone_samples=[round(value, 6) for value in alone],
         transfer_share_of_alone=round(median(values) / median(alone), 4) if median(alone) else None,
-        slowdown=round(median(judged), 4) if judged else None,
+        slowdown=_round(row.slowdown, 4),
         slowdown_pairs=[_round(s, 4) for s in pairs.slowdowns],
         slowdown_range=[round(min(judged), 4), round(max(judged), 4)] if judged else None,
         duty=round(median(duties), 4) if duties else None,
@@ -160,6 +165,9 @@ def beside_figure(
         alone_drift=largest_drift(drifts),
         drifting_pairs=sorted({index for gpu in gpus.values() for index in gpu.drifting_pairs}),
         pairs=len(judged),
+        slowdown_interval=[round(row.interval[0], 4), round(row.interval[1], 4)] if row.interval else None,
+        noise_floor=_round(row.noise_floor, 4),
+        pairs_used=row.pairs_used,
         gpus={str(rank): gpu for rank, gpu in sorted(gpus.items())},
         note=note if unjudged else None,
     )

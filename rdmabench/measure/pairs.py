@@ -12,9 +12,11 @@ after SETTLE_SECONDS of the load (past the moment its power draw reaches the GPU
 are held down); after each shared half, alone windows again until two in a row agree (a GEMM the
 transfers stalled runs faster for a while after: its clocks rise under less power), the last of them
 also the next pair's window before. Between pairs the load keeps running, so its clocks never see an
-idle GPU. A pair whose alone windows before and after differ by more than judging.DRIFT_LIMIT is taken
-again, at most RETAKES times, and kept but not judged where it still drifts (`take_pair`, the round's
-ranks agreeing by MPI). The load alone is the mean of those two windows. Each pair records its duty
+idle GPU. A pair whose alone windows before and after differ by more than judging.DRIFT_LIMIT is marked
+and kept (RETAKES: none; its swing widens the row's interval, measure/slowdown.py). After the planned
+pairs (one a sample), more are taken while some GPU's 95% interval is wider than +-slowdown.TARGET, at
+most MAX_PAIRS (`pairs_in_a_row`, the round's ranks agreeing by MPI). The load alone is the mean of a
+pair's two windows. Each pair records its duty
 (the share of the shared half with a transfer in flight). The slowdown is always against the model
 alone on the whole GPU, also where a carve-out plans its GEMM for fewer SMs (whose own cost, the carved
 GEMM alone over the whole GPU's, is `carveout_cost`). How the pairs are judged: measure/judging.py.
@@ -39,7 +41,8 @@ from ..wire.gpuload import RING
 from ..wire.mpi import agree_max
 from .beside import CARVED, PART, WHOLE, Beside
 from .besiderecord import GpuFigure, Settle
-from .judging import drifting, judge_pairs, largest_drift
+from .judging import DUTY_FLOOR, drifting, judge_pairs, largest_drift
+from .slowdown import gpu_estimate, wants_more
 
 # The load alone, per window: at least this long (as long as the shared window: 8 GEMMs of 8192^3 alone,
 # about 11 ms, drifted 4-11% between the windows around one pair on 2 x H100, under a GEMM's power draw) ...
@@ -65,7 +68,16 @@ WINDOW_OPERATIONS = 8  # ... and at least this many
 SETTLE_SECONDS = 1.2
 SETTLE_AGREE = 0.02  # the clocks are settled when two alone windows in a row agree this well ...
 SETTLE_TRIES = 10  # ... within this many windows (else the record says they never did)
-RETAKES = 2  # a pair whose alone windows drift past judging.DRIFT_LIMIT is taken again at most this many times
+# A pair whose alone windows drift past judging.DRIFT_LIMIT is taken again at most this many times: none.
+# On H200s at their 700 W limit 124-144 pairs a run of the beside benchmark were taken again (about 0.4 s
+# each, 50-58 s of it), and half the pairs still drifted; the swing is noise the interval now carries.
+RETAKES = 0
+# Pairs past the planned ones while a GPU's interval is wider than +-slowdown.TARGET, up to this many in
+# all. The quiet 4 x H200 run's rows, replayed (devtools/besidereplay.py), would need 7-14 pairs each for
+# +-2 points from their own spread: at most 10, 12 of its 21 rows, about 77 pairs more (31 s at 0.4 s a
+# pair); at most 12, 14 rows for 89 (36 s). The retakes gone give back 50 s and the settle past the power
+# limit took 25 s more (21 rows x 1.2 s): 10 keeps the benchmark (164 s before both) under 180 s.
+MAX_PAIRS = 10
 STALLED_SECONDS = 60.0  # a load with no operation finished for this long has stopped (its thread failed)
 # The library keeps the latest RING operations of a run; a run holds one window (alone or shared) after
 # its first operations: a window is held to a fifth of it, the rest room for the polls' overshoot, so
@@ -374,6 +386,7 @@ _TAG_PAIR = 15  # MPI tag of the round's agreement on when a pair's shared half 
 _TAG_WINDOW = 16  # and on whether every GPU's shared window has ended (the transfers stop)
 _TAG_RETAKE = 17  # and on whether a pair is taken again (the worst drift of its GPUs' alone windows)
 _TAG_BESIDE = 14  # and of the exchange of what each GPU's load measured
+_TAG_MORE = 18  # and on whether another pair is taken (some GPU's interval still too wide)
 # The steps between the ranks' agreements that a window is on: about this long, sized from the shared
 # half's own steps (an agreement waits on MPI; at 2 ms a batch, taken from the steps alone, the posting
 # rank spent 7-17% of the shared half outside a step on 2 x H100).
@@ -419,14 +432,20 @@ def pairs_in_a_row(
     pairs: Pairs, steps: Stepping, round_: InStep, step_seconds: float
 ) -> tuple[list[list[list[float]]], list[list[list[float]]]]:
     """Every pair's transfer alone first, on an idle GPU, then the load settled and the pairs' shared
-    halves in a row, the load running on between them (its clocks never see an idle GPU). Returns the
-    alone halves' and the shared halves' step times, [sample][link]; `step_seconds`: a step's, timed
-    (what sizes the first batch of a shared half)."""
+    halves in a row, the load running on between them (its clocks never see an idle GPU): one a sample,
+    then more while some GPU's interval is wider than +-TARGET (`more_wanted`), at most MAX_PAIRS.
+    Returns the alone halves' and the shared halves' step times, [sample][link] (a pair past the samples
+    has no alone half); `step_seconds`: a step's, timed (what sizes the first batch of a shared half)."""
     batch = max(1, round(WINDOW_BATCH_SECONDS / step_seconds)) if step_seconds > 0 else 1
     alone = [steps.sample(round_.iterations, round_.links) for _ in range(round_.samples)]
+    duties: list[float | None] = []  # each pair's duty, the round's (the end that knows it)
+    shared: list[list[list[float]]] = []
     try:
         pairs.settle()  # the load's clocks, before the first pair
-        shared = [take_pair(pairs, steps, round_, batch) for _ in alone]
+        while len(shared) < round_.samples or (len(shared) < MAX_PAIRS and more_wanted(pairs, duties, round_)):
+            found, duty = take_pair(pairs, steps, round_, batch)
+            shared.append(found)
+            duties.append(duty)
     except BaseException:
         pairs.finish(quiet=True)  # the error on its way is the one to say
         raise
@@ -434,11 +453,21 @@ def pairs_in_a_row(
     return alone, shared
 
 
-def take_pair(pairs: Pairs, steps: Stepping, round_: InStep, batch: int) -> list[list[float]]:
+def more_wanted(pairs: Pairs, duties: list[float | None], round_: InStep) -> bool:
+    """Whether the round takes another pair: some rank's GPU, over the pairs whose duty (the round's)
+    is at least the floor, has its interval wider than +-TARGET (slowdown.wants_more), all ranks agreeing."""
+    used = [index for index, duty in enumerate(duties) if duty is None or duty >= DUTY_FLOOR]
+    wanted = wants_more([gpu_estimate(pairs.summary(), used)])
+    (anyone,) = agree_max(round_.comm, round_.ranks, (1.0 if wanted else 0.0,), _TAG_MORE)
+    return anyone > 0
+
+
+def take_pair(pairs: Pairs, steps: Stepping, round_: InStep, batch: int) -> tuple[list[list[float]], float | None]:
     """One pair's shared half, taken again (at most RETAKES times) while the worst of its GPUs' alone
     windows drift more than DRIFT_LIMIT, then kept (marked where it still drifts): the load alone,
     then the steps back to back through the load's shared window (every rank's: the transfers stop
-    when every GPU's window has ended), then the load alone again."""
+    when every GPU's window has ended), then the load alone again. Returns its step times and its duty
+    (the highest any rank said: the end whose steps span its transfers; None where none did)."""
     comm, ranks = round_.comm, round_.ranks
 
     def agree(over: bool, step_seconds: float) -> tuple[bool, int]:
@@ -453,11 +482,12 @@ def take_pair(pairs: Pairs, steps: Stepping, round_: InStep, batch: int) -> list
         agree_max(comm, ranks, (0.0,), _TAG_PAIR)  # every rank's load runs
         pairs.open()
         shared, duty = steps.shared(pairs.over, agree, round_.links, batch)  # on an error, the caller stops the load
-        drift = pairs.close(duty if round_.spans else None)  # None: the other end's duty is the pair's
-        (worst,) = agree_max(comm, ranks, (abs(drift or 0.0),), _TAG_RETAKE)
+        mine = duty if round_.spans else None  # None: the other end's duty is the pair's
+        drift = pairs.close(mine)
+        worst, said = agree_max(comm, ranks, (abs(drift or 0.0), -1.0 if mine is None else mine), _TAG_RETAKE)
         if not drifting(worst) or retake == RETAKES:
             pairs.keep(retake, drifting(worst))
-            return shared
+            return shared, None if said < 0 else said
         pairs.discard()
     raise AssertionError("unreachable: the last take is kept")
 
