@@ -116,9 +116,9 @@ def test_run_with_a_floor_gives_a_verdict(tmp_path: Path) -> None:
     assert share is not None and 0 < share < 0.1, entry
     assert proc.returncode == 1 and len(errors) == 1, proc.stderr
     assert "below their --expect floor" in errors[0] and "verdict: FAIL" in proc.stdout
-    passed = run_cli_here(["check", str(out), "--expect", "host memory copy=0.0001"])
+    passed = run_cli_here(["check", str(out), "--expect", "host memory copy=0.00001"])
     assert passed.returncode == 0 and "verdict: PASS" in passed.stdout, passed.stdout + passed.stderr
-    assert run_cli_here(["check", str(out), "--expect", "intra-node=0.001"]).returncode == 0
+    assert run_cli_here(["check", str(out), "--expect", "intra-node=0.00001"]).returncode == 0
     failed = run_cli_here(["check", str(out), "--expect", "host memory copy=1"])
     assert failed.returncode == 1 and "verdict: FAIL" in failed.stdout, failed.stdout + failed.stderr
     none = run_cli_here(["check", str(out), "--expect", "NVLink=0.5"])
