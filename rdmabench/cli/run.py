@@ -197,6 +197,14 @@ output_options = group(
 @memory_options
 @size_options
 @block_options
+@click.option(
+    "--pace",
+    default=None,
+    metavar="SMSxCTASxTHREADS[,...]",
+    help="With --test swap-out or swap-in and --posting kernel or all: the offload kernel's pace, a list each "
+    "(SMs' worth of CTAs, CTAs an SM, threads a CTA; a warp a block, 128 B of loads a thread in flight). "
+    "Sweep it: past a knee a faster pace costs the model more than it gains. [default: 4x1x32 out, 8x1x128 in]",
+)
 @step_options
 @output_options
 def run(np_: int | None, **options: Any) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from functools import cached_property
 from typing import Any, TypeVar
 
@@ -28,6 +28,7 @@ from ..modes import MemoryMode
 from ..units import DISPLAY_UNITS, check_seconds, parse_sizes
 from ..wire.native import RMA_GET
 from ..wire.staging import DEFAULT_BUFFERS, DEFAULT_CHUNK, Staging
+from .offloadconfig import Offload, Paces, check_offload, offload_modes, offload_postings
 from .schedule import LINK_CLASSES, Pattern, pattern_named
 from .sizes import DEFAULT_SIZES, sizes_of
 
@@ -167,7 +168,9 @@ class BlockLists:
     kv_layout: str = KV_LAYOUTS[0]
     prompt: int | None = None
 
-    def check(self, sizes: list[int], get: bool = False) -> None:
+    def check(
+        self, sizes: list[int], get: bool = False, postings: tuple[str, ...] | None = None, paces: Paces = (None,)
+    ) -> None:
         """The handoff's options go with --model, the shape's with --blocks; every size fits the shape."""
         found = self.handoff
         if found is None:
@@ -177,7 +180,7 @@ class BlockLists:
                 f"--model {found.model.name} posts {found.count} descriptors of {found.block_bytes} bytes: "
                 "leave out --blocks and --block-size"
             )
-        shapes = self.shapes(get)
+        shapes = self.shapes(get, postings, paces)
         if not shapes:
             if (self.layout, self.batch, self.pool, self.posting, self.posting_sms, self.merge) != (
                 "contiguous", 1, None, "auto", None, True,
@@ -192,7 +195,7 @@ class BlockLists:
             raise ConfigError(f"--blocks-from {table.source} sets the blocks, the transfers and the block size")
         for size in sizes:
             shapes[0].check_fits(size)
-        if shapes[0].budget is not None and not {"gpu", "auto"} & set(self.postings):
+        if shapes[0].budget is not None and not {"gpu", "auto", "kernel"} & set(postings or self.postings):
             raise ConfigError("--posting-sms holds the GPU's posting kernel: give --posting gpu, auto or all")
 
     @property
@@ -206,17 +209,23 @@ class BlockLists:
         """The posting paths this run measures, in order (all: every path)."""
         return parse_postings(self.posting)
 
-    def shapes(self, get: bool = False) -> list[BlockShape]:
-        """The block list, one shape a posting path (none: plain messages); `get`: the test reads the
-        peer's pool (a table's local end, the one that posts, is then the receiver)."""
+    def shapes(
+        self, get: bool = False, postings: tuple[str, ...] | None = None, paces: Paces = (None,)
+    ) -> list[BlockShape]:
+        """The block list, one shape a posting path (the offload kernel: one a pace) (none: plain
+        messages); `get`: the test reads the peer's pool (a table's local end, the one that posts, is
+        then the receiver). `postings`: the paths (default: --posting's to a peer); `paces`: the offload
+        kernel's (Offload.paces)."""
         if self.blocks is None:
             return []
+        postings = self.postings if postings is None else postings
         budget = SmBudget.parse(self.posting_sms) if self.posting_sms else None
         found = self.handoff
         if found is not None:
             return [
-                found.shape(self.layout, self.batch, self.pool, posting, self.merge, budget)
-                for posting in self.postings
+                replace(found.shape(self.layout, self.batch, self.pool, posting, self.merge, budget), pace=pace)
+                for posting in postings
+                for pace in (paces if posting == "kernel" else (None,))
             ]
         layout, table = self.layout, None
         if self.blocks_from is not None:
@@ -232,8 +241,10 @@ class BlockLists:
                 merge=self.merge,
                 table=table,
                 budget=budget,
+                pace=pace,
             ).check()
-            for posting in self.postings
+            for posting in postings
+            for pace in (paces if posting == "kernel" else (None,))
         ]
 
 
@@ -274,7 +285,7 @@ class Verdict:
                 )
 
 
-_Record = TypeVar("_Record", What, Memory, Steps, BlockLists, Output, Verdict)
+_Record = TypeVar("_Record", What, Memory, Steps, BlockLists, Offload, Output, Verdict)
 
 
 def _take(record: type[_Record], values: Mapping[str, Any]) -> _Record:
@@ -292,11 +303,11 @@ _RECORDED = (
 _RECORDED_WHEN_SET = {
     "posting_sms": None, "beside": "none", "merge": True, "blocks_from": None, "blocks_from_sha256": None,
     "remeasure_host_copy": False,
-    "model_budget": 1.05,
+    "model_budget": 1.05, "pace": None,
 }  # fmt: skip
 
 
-_RECORDS = ("what", "memory", "steps", "lists", "out", "verdict")  # RunConfig's records
+_RECORDS = ("what", "memory", "steps", "lists", "offload", "out", "verdict")  # RunConfig's records
 
 
 @dataclass
@@ -305,6 +316,7 @@ class RunConfig:
     memory: Memory = field(default_factory=Memory)
     steps: Steps = field(default_factory=Steps)
     lists: BlockLists = field(default_factory=BlockLists)
+    offload: Offload = field(default_factory=Offload)
     out: Output = field(default_factory=Output)
     verdict: Verdict = field(default_factory=Verdict)
     command_line: str = ""
@@ -318,6 +330,8 @@ class RunConfig:
         mode = options.get("mode") or MemoryMode.PAGEABLE
         given["src_mode"] = options.get("src_mode") or mode
         given["dst_mode"] = options.get("dst_mode") or mode
+        if not any(options.get(key) for key in ("mode", "src_mode", "dst_mode")):
+            given.update(offload_modes(str(options.get("test") or "")))
         handoff = _handoff(options)
         if handoff is not None:
             given["blocks"], given["model"] = handoff.count, handoff.model.to_dict()
@@ -335,6 +349,7 @@ class RunConfig:
             memory=_take(Memory, values),
             steps=_take(Steps, values),
             lists=_take(BlockLists, values),
+            offload=_take(Offload, values),
             out=_take(Output, values),
             verdict=_take(Verdict, values),
             command_line=command_line,
@@ -360,7 +375,12 @@ class RunConfig:
         self.what.check(self.pattern)
         for record in (self.memory, self.steps, self.out, self.verdict):
             record.check()
-        self.lists.check(self.steps.sizes, self._get)
+        self.lists.check(self.steps.sizes, self._get, self.postings, self.offload.paces)
+        self.offload.check(self.postings)
+        if kind.offload is not None:
+            check_offload(
+                self.what.test, kind.offload, (self.lists.blocks, self.lists.batch), self.modes, self.postings
+            )
         if not self.one_at_a_time and not kind.concurrent:
             raise ConfigError(
                 f"--test {self.what.test} measures one link at a time: use it with --pattern pair or all-pairs without --concurrent"
@@ -371,7 +391,8 @@ class RunConfig:
                 raise ConfigError(f"--test {self.what.test} cannot use {mode.value} memory: {reason}")
         if kind.one_sided and self.steps.engine == "python":
             raise ConfigError(f"--test {self.what.test} runs in the native loop only: use --engine auto or native")
-        self._check_blocks(kind)
+        if kind.offload is None:
+            self._check_blocks(kind)
         self._check_beside(kind)
         self._check_one_buffer(kind)
         if self.verdict.expect and not kind.higher_is_better:
@@ -427,7 +448,7 @@ class RunConfig:
         """A compute load beside the transfer: device memory at both ends, one link at a time, a bandwidth test."""
         if self.beside_load is None:
             return
-        if not all(mode.on_device for mode in self.modes):
+        if not all(mode.on_device for mode in self.modes) and not (kind.offload and self.needs_gpu):
             raise ConfigError("--beside runs a model's compute on each rank's GPU: use --mode device at both ends")
         if not kind.is_bandwidth:
             raise ConfigError(f"--beside slows a transfer's GB/s, not --test {self.what.test}'s {kind.unit}")
@@ -451,7 +472,10 @@ class RunConfig:
 
     @property
     def postings(self) -> tuple[str, ...]:
-        return self.lists.postings
+        """The posting paths this run measures, in order (an offload's: offload_postings)."""
+        if self.kind.offload is not None:
+            return offload_postings(self.lists.posting, self.needs_gpu)
+        return parse_postings(self.lists.posting)
 
     @property
     def _get(self) -> bool:
@@ -460,7 +484,8 @@ class RunConfig:
     @cached_property
     def shape(self) -> Shape:
         """What a step moves, resolved once: messages, or a block list (a model's handoff) a posting path."""
-        return Shape(tuple(self.lists.shapes(self._get)), self.lists.handoff, self.device_lists)
+        shapes = self.lists.shapes(self._get, self.postings, self.offload.paces)
+        return Shape(tuple(shapes), self.lists.handoff, self.device_lists)
 
     @property
     def device_lists(self) -> bool:

@@ -7,7 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..errors import ConfigError
-from ..measure.postings import REFERENCE_PATHS, problems
+from ..measure.offloadsteps import pool_problems
+from ..measure.postings import REFERENCE_PATHS, pool_reference, problems
 from ..wire.mpi import World
 from .config import RunConfig
 
@@ -23,6 +24,8 @@ def posting_problems(config: RunConfig) -> dict[str, str]:
         loaded = gpuload.load()
         if loaded.library is None:
             return {path: f"--beside: {loaded.note}" for path in (*config.postings, "beside")}
+    if config.kind.offload is not None:  # to this rank's own pool: its companion copies by the copy engines
+        return pool_problems({*config.postings, *((pool_reference(),) if config.needs_gpu else ())})
     if not config.shape.device:
         return found
     return problems({*config.postings, *REFERENCE_PATHS})

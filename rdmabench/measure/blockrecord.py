@@ -110,6 +110,12 @@ class BlockList:
     arm_us: float | None = None
     armed_lists: int | None = None
     arm_bound: int | None = None
+    # An offload (measure/offloadsteps.py): "out" (the rank's GPU pool into its own pinned pool) or "in";
+    # the link is then the rank with itself, and this is what says so. The copy kernel's pace
+    # (SMSxCTASxTHREADS) and its threads in flight.
+    offload: str | None = None
+    pace: str | None = None
+    pace_threads: int | None = None
 
     key = KEY  # StepFigure: the entry's field it is written under
 
@@ -152,6 +158,14 @@ class BlockList:
         return replace(self, **found)
 
 
+def _threads(pace: str | None) -> int | None:
+    """The threads in flight of a pace SMSxCTASxTHREADS (None: no pace)."""
+    if not pace:
+        return None
+    sms, ctas, threads = (int(part) for part in pace.split("x"))
+    return sms * ctas * threads
+
+
 @dataclass(frozen=True)
 class BlockSteps:
     """What the rank that timed a block list kept of its steps (the step protocol's record): every
@@ -170,6 +184,8 @@ class BlockSteps:
     sms: SmsRecord | None = None
     posted_descriptors: int | None = None
     arming: Arming | None = None  # a path that arms its list ahead of the data
+    offload: str | None = None  # an offload's direction (BlockList.offload)
+    pace: str | None = None  # the offload kernel's pace (SMSxCTASxTHREADS)
 
     def end_bytes(self, size: int) -> int:
         """What each end keeps in flight: its pool."""
@@ -193,7 +209,8 @@ class BlockSteps:
             post_share_p50=round(percentile([p / t for p, t in zip(posting_s, times, strict=True)], 50), 6),
             completion_us_p50=_us(percentile(completion, 50)),
             cold_s={key.removesuffix("_s"): round(value, 9) for key, value in self.cold.items()} or None,
-            table=shape.table.record() if shape.table is not None else None,
+            table=shape.table.record() if shape.table is not None else None, offload=self.offload, pace=self.pace,
+            pace_threads=_threads(self.pace),
         )  # fmt: skip
         return replace(record, **self._path(moved * shape.batch))
 

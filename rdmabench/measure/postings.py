@@ -22,7 +22,7 @@ import numpy as np
 
 from ..errors import ConfigError, TransportError
 from ..hardware.gpu import visible_gpu_count
-from ..wire import armed, devapi
+from ..wire import armed, devapi, offload
 from ..wire.native import RMA_GET, RMA_PUT
 
 
@@ -156,9 +156,13 @@ class ArmedSteps(DeviceSteps):
         return Arming(seconds, layout.armed_copies, layout.armed_lists, layout.bound)
 
 
+PEER, POOL = "peer", "pool"  # a list's far end: another rank's pool, or this process's own pinned pool (offload)
+
+
 @dataclass(frozen=True)
 class Posting:
-    """One posting path of a block list."""
+    """One posting path of a block list, and which far ends it applies to (`far`: PEER, a list to
+    another rank; POOL, an offload between this rank's GPU and its own pinned pool)."""
 
     name: str  # --posting's word, and the entry's `posted_by`
     meaning: str  # --posting's help
@@ -174,6 +178,13 @@ class Posting:
     problem: Callable[[], str | None] = field(default=lambda: None, compare=False, repr=False)
     in_all: bool = True  # one of the paths `all` runs
     posts_as: str | None = None  # the path the entry names where it posts (auto: gpu); None: its own name
+    far: tuple[str, ...] = (PEER,)  # the far ends it applies to
+    # To this process's own pool: the offload plan's path (wire/offload.py's KERNEL, CE_BATCH, DIRECT;
+    # None: the armed plan's, or the CPU's), and what the entry says ran it.
+    pool_code: int | None = None
+    pool_words: str = ""
+    # Why this rank cannot run it to its own pinned pool (None: it can), checked once before an offload.
+    pool_problem: Callable[[], str | None] = field(default=lambda: None, compare=False, repr=False)
 
     @property
     def posts(self) -> str:
@@ -188,6 +199,21 @@ def _library_problem() -> str | None:
 
 def _copy_engines_problem() -> str | None:
     return _library_problem() or devapi.copy_engines_problem(devapi.load().library)
+
+
+def _offload_problem() -> str | None:
+    """Why this rank's GPU cannot move a list to its own pinned pool (offload.cu), or None."""
+    if visible_gpu_count() < 1:
+        return "the offload paths move a list between this rank's GPU and its pinned pool: this rank sees no GPU"
+    return offload.why_not(0)
+
+
+def _offload_batch_problem() -> str | None:
+    return _offload_problem() or devapi.copy_engines_problem(offload.load().library)
+
+
+def _offload_armed_problem() -> str | None:
+    return _offload_problem() or armed.why_not()
 
 
 def _armed_problem() -> str | None:
@@ -227,7 +253,8 @@ _RECORDS = (
         "ce-batch", "the copy engines: one cudaMemcpyBatchAsync a transfer, posted by the CPU", "copy engines",
         ("device memory at both ends", "one-sided", "nvcc", "cudaMemcpyBatchAsync (CUDA 12.8)"), device=True,
         reference=True, said=", posted to the copy engines", words="the copy engines, one batched call a transfer",
-        steps=_COPY_ENGINES, problem=_copy_engines_problem,
+        steps=_COPY_ENGINES, problem=_copy_engines_problem, far=(PEER, POOL), pool_problem=_offload_batch_problem,
+        pool_code=offload.CE_BATCH, pool_words=offload.PATHS[offload.CE_BATCH],
     ),
     Posting(
         "ce-armed", "the copy engines armed ahead of the data: each transfer's cudaMemcpyBatchAsync held on the "
@@ -235,15 +262,28 @@ _RECORDS = (
         ("device memory at both ends", "one-sided", "nvcc", "UCX's device API (the peer's pool mapped)",
          "cudaMemcpyBatchAsync and stream memory operations"), device=True,
         said=", armed on the copy engines", words="the copy engines armed ahead, released in the step",
-        steps=_ARMED, problem=_armed_problem,
+        steps=_ARMED, problem=_armed_problem, far=(PEER, POOL), pool_problem=_offload_armed_problem,
+        pool_words=armed.ARMED_PATH,
     ),
     Posting(
-        "cpu", "one ucp_put_nbx/ucp_get_nbx a block from the CPU", "cpu",
+        "cpu", "one ucp_put_nbx/ucp_get_nbx a block from the CPU (an offload: the CPU copies each block)", "cpu",
         words="a request per block, blocks adjacent at both ends merged into one unless --no-merge",
+        far=(PEER, POOL), pool_words="the CPU copies each block (host memory at both ends)",
+    ),
+    Posting(
+        "kernel", "an offload's copy kernel through the pinned pool's mapped pointers, a warp a block, at --pace",
+        "gpu", ("a GPU", "nvcc", "pinned host memory the GPU maps"), said=", copied by the offload kernel",
+        words="rdmabench's copy kernel through mapped pinned memory, at a pace", far=(POOL,),
+        pool_problem=_offload_problem, pool_code=offload.KERNEL, pool_words=offload.PATHS[offload.KERNEL],
+    ),
+    Posting(
+        "direct", "an offload's one cudaMemcpyAsync a block, posted by the CPU (SGLang's direct)", "copy engines",
+        ("a GPU", "nvcc"), said=", one cudaMemcpyAsync a block", words="one cudaMemcpyAsync a block (direct)",
+        far=(POOL,), pool_problem=_offload_problem, pool_code=offload.DIRECT, pool_words=offload.PATHS[offload.DIRECT],
     ),
 )  # fmt: skip
 POSTINGS: dict[str, Posting] = {record.name: record for record in _RECORDS}
-PATHS = tuple(name for name, record in POSTINGS.items() if record.in_all)  # what `all` runs, in this order
+PATHS = tuple(name for name, record in POSTINGS.items() if record.in_all and PEER in record.far)  # `all`, in order
 DEVICE_PATHS = tuple(name for name, record in POSTINGS.items() if record.device)
 REFERENCE_PATHS = tuple(name for name, record in POSTINGS.items() if record.reference)
 CPU = "cpu"  # the path every list can take
@@ -254,15 +294,37 @@ def posting(name: str | None) -> Posting | None:
     return POSTINGS.get(name) if name else None
 
 
-def parse_postings(text: str) -> tuple[str, ...]:
-    """--posting's paths, in order: a path, a comma-separated list, `all` (every path, PATHS)."""
+def armed_ahead(name: str) -> bool:
+    """Whether path `name` arms its copies ahead of the data (its steps are ArmedSteps)."""
+    return isinstance(POSTINGS[name].steps, ArmedSteps)
+
+
+def pool_reference() -> str:
+    """The path an offload's contiguous reference takes: the first to a pool that is a reference."""
+    return next(name for name in pool_paths() if POSTINGS[name].reference)
+
+
+def pool_paths() -> tuple[str, ...]:
+    """The paths that move a list to this process's own pinned pool (an offload), in the order `all` runs them."""
+    return tuple(name for name, record in POSTINGS.items() if POOL in record.far)
+
+
+def parse_postings(text: str, far: str = PEER) -> tuple[str, ...]:
+    """--posting's paths, in order: a path, a comma-separated list, `all` (every path to `far`: PATHS
+    to a peer, pool_paths() to this process's pool)."""
     names = [name.strip() for name in text.split(",")]
     if not all(names):  # `,`, `cpu,` or nothing: a path left out, never the default in its place
         raise ConfigError(f"--posting {text!r} leaves a name empty: name each path, or all")
-    found = [path for name in names for path in (PATHS if name == "all" else (name,))]
+    everything = PATHS if far == PEER else pool_paths()
+    found = [path for name in names for path in (everything if name == "all" else (name,))]
     for name in found:
         if name not in POSTINGS:
-            raise ConfigError(f"unknown --posting {name!r}: choose {', '.join(POSTINGS)}, all, or a list of them")
+            named = ", ".join(known for known, record in POSTINGS.items() if far in record.far)
+            raise ConfigError(f"unknown --posting {name!r}: choose {named}, all, or a list of them")
+        if far not in POSTINGS[name].far:
+            where = "an offload to this rank's own pinned pool" if far == POOL else "a list to another rank"
+            fits = ", ".join(pool_paths() if far == POOL else PATHS)
+            raise ConfigError(f"--posting {name} does not apply to {where}: choose {fits}, all, or a list of them")
     found = list(dict.fromkeys(found))
     if "auto" in found and len(found) > 1:  # auto may choose a path the list names too: one entry for two
         raise ConfigError("--posting auto chooses a path itself: name the paths of a list (or all)")
