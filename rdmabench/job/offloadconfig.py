@@ -52,7 +52,11 @@ def offload_postings(posting: str, needs_gpu: bool) -> tuple[str, ...]:
     (all: every one); auto: the kernel where an end is the GPU's, else the CPU."""
     if posting == "auto":
         return ("kernel",) if needs_gpu else ("cpu",)
-    return parse_postings(posting, POOL)
+    found = parse_postings(posting, POOL)
+    if "all" in (name.strip() for name in posting.split(",")):  # the paths that apply to these ends
+        named = {name.strip() for name in posting.split(",")}
+        found = tuple(path for path in found if path in named or (path != "cpu") == needs_gpu)
+    return found
 
 
 def check_offload(

@@ -1,0 +1,145 @@
+"""KV offload in the engine (--test swap-out, swap-in: measure/offloadsteps.py): a block list between a
+rank's GPU pool and its own pinned pool, in the one process that owns both.
+
+Where no GPU is: the CPU's path runs end to end through real ranks (host memory at both ends, every
+block checked), its record says the link is the rank with itself, `report` reads it back; every
+refusal is one line; the pace sweep's bookkeeping (one list a pace, the pace and its threads in the
+record). On the GPU machine (`-m gpu`): every path both ways, every byte checked, and the kernel
+beside a carved GEMM.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rdmabench.errors import ConfigError
+from rdmabench.hardware.gpu import visible_gpu_count
+from rdmabench.job.config import RunConfig
+from rdmabench.measure.blockrecord import BlockSteps
+from rdmabench.measure.blocks import BlockShape
+from rdmabench.measure.postings import parse_postings, pool_paths
+from rdmabench.modes import MemoryMode
+from rdmabench.results.files.document import load as load_results
+
+from .conftest import QUICK, rdmabench_env, refused_in_one_line, run_cli
+
+
+def _run(path: Path, *args: str) -> list[dict[str, Any]]:
+    proc = run_cli(["run", "--np", "2", "-o", str(path), *QUICK, *args], env=rdmabench_env(), timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return load_results(str(path))["results"]  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize(
+    ("test", "src", "dst"), [("swap-out", "pageable", "pinned"), ("swap-in", "pinned", "pageable")]
+)
+def test_the_cpu_path_offloads_every_block_checked_and_says_the_link_is_the_rank_itself(
+    results_path: Path, test: str, src: str, dst: str
+) -> None:
+    args = ["--test", test, "--blocks", "32", "--layout", "random", "--block-size", "4KiB", "--posting", "cpu"]
+    reference, blocks = _run(results_path, *args, "--src-mode", src, "--dst-mode", dst)
+    assert reference["size_bytes"] == 32 * 4096 and reference["blocks"]["count"] == 1
+    for entry in (reference, blocks):
+        # Rank 0 with itself, its two pools of the modes asked, and the record that says so.
+        assert (entry["src_rank"], entry["dst_rank"], entry["src_mode"], entry["dst_mode"]) == (0, 0, src, dst)
+        assert entry["blocks"]["offload"] == test.removeprefix("swap-")
+        assert entry["validated"] and entry["wrong_bytes"] == 0
+        assert entry["ucx_locality"] == "this process" and not entry.get("warnings")
+    record = blocks["blocks"]
+    assert (record["count"], record["layout"], record["posted_by"], record["operation"]) == (32, "random", "cpu", test)
+    assert record["path"] == "the CPU copies each block (host memory at both ends)"
+    assert record["transfers"] == blocks["iterations"] * len(blocks["samples"]) and record["post_us_p50"] > 0
+    assert record["share_of_contiguous"] == pytest.approx(blocks["bandwidth_gbps"] / reference["bandwidth_gbps"], 1e-4)
+    proc = run_cli(["report", str(results_path)])
+    assert proc.returncode == 0, proc.stderr
+    assert f"{test}  {src}->{dst}" in proc.stdout and "rank0 -> " in proc.stdout
+
+
+def test_a_corrupted_block_of_an_offload_is_caught(results_path: Path) -> None:
+    args = ["run", "--np", "2", "-o", str(results_path), *QUICK, "--test", "swap-out", "--blocks", "8"]
+    args += ["--src-mode", "pageable", "--dst-mode", "pinned", "--posting", "cpu", "--block-size", "4KiB"]
+    proc = run_cli(args, env=rdmabench_env(RDMABENCH_FAULT="corrupt:1"))
+    assert proc.returncode != 0 and "wrong byte" in proc.stderr and "swap-out" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--mode", "device"], "not device to device: --src-mode device --dst-mode pinned"),
+        (["--src-mode", "pinned", "--dst-mode", "device"], "moves the other way: --src-mode device --dst-mode pinned"),
+        (["--mode", "pinned", "--posting", "kernel"], "--posting kernel moves a list between the rank's GPU"),
+        (["--mode", "pinned", "--posting", "ce-armed"], "--posting ce-armed moves a list between the rank's GPU"),
+        (["--posting", "cpu"], "with the GPU at one end, its request per block is direct"),
+        (["--src-mode", "device", "--dst-mode", "pageable"], "host pool is pinned memory the GPU maps"),
+        (["--posting", "gpu"], "--posting gpu does not apply to an offload to this rank's own pinned pool"),
+        (["--posting", "nope"], "unknown --posting 'nope': choose ce-batch, ce-armed, cpu, kernel, direct, all"),
+        (["--batch", "2"], "moves one list a step: leave out --batch"),
+        (["--posting", "direct", "--pace", "8x1x128"], "--pace sets the offload kernel's pace"),
+        (["--pace", "8x1"], "a pace is SMSxCTASxTHREADS"),
+        (["--pace", "8x1x100"], "threads a CTA are a multiple of 32"),
+        (["--mode", "pinned", "--posting", "cpu", "--beside", "gemm"], "--beside runs a model's compute"),
+    ],
+)
+def test_an_offload_that_cannot_run_is_refused_in_one_line(tmp_path: Path, args: list[str], message: str) -> None:
+    refused_in_one_line(tmp_path, ["--test", "swap-out", "--blocks", "16", *args], message)
+
+
+def test_offload_settings_elsewhere_are_refused_in_one_line(tmp_path: Path) -> None:
+    refused_in_one_line(tmp_path, ["--test", "swap-in"], "--test swap-in moves a block list: give --blocks N")
+    refused_in_one_line(
+        tmp_path, ["--test", "put", "--blocks", "4", "--posting", "kernel"], "--posting kernel does not apply to a list"
+    )
+    refused_in_one_line(tmp_path, ["--test", "put", "--pace", "8x1x128"], "--pace sets the offload kernel's pace")
+
+
+def test_without_a_gpu_the_gpu_paths_are_refused_in_one_line(tmp_path: Path) -> None:
+    if visible_gpu_count() > 0:
+        pytest.skip("a GPU is here")
+    refused_in_one_line(tmp_path, ["--test", "swap-out", "--blocks", "16"], "device memory needs a GPU", process=True)
+
+
+def _config(*args: str) -> RunConfig:
+    options: dict[str, Any] = {"test": "swap-out", "blocks": 64, "block_size": [4096]}
+    pairs = dict(zip(args[::2], args[1::2], strict=True))
+    options.update({key.removeprefix("--").replace("-", "_"): value for key, value in pairs.items()})
+    for end in ("src_mode", "dst_mode"):
+        if end in options:
+            options[end] = MemoryMode.parse(options[end])
+    return RunConfig.from_options(options)
+
+
+def test_a_pace_sweep_is_one_list_a_pace_in_order_and_each_path_once() -> None:
+    config = _config("--posting", "all", "--pace", "4x1x32,8x1x128,4x1x32,16x1x64")
+    assert config.modes == (MemoryMode.DEVICE, MemoryMode.PINNED)  # an offload's ends where none is given
+    shapes = [(shape.posting, shape.pace) for shape in config.shape.lists]
+    assert shapes == [
+        ("ce-batch", None), ("ce-armed", None), ("kernel", "4x1x32"), ("kernel", "8x1x128"), ("kernel", "16x1x64"),
+        ("direct", None),
+    ]  # fmt: skip
+    assert [shape.pace for shape in _config().shape.lists] == [None]  # auto: the kernel at its default pace
+    assert [shape.posting for shape in _config("--posting", "auto").shape.lists] == ["kernel"]
+    host = _config("--src-mode", "pageable", "--dst-mode", "pinned", "--posting", "all")
+    assert [shape.posting for shape in host.shape.lists] == ["cpu"]  # host memory at both ends: the CPU's only
+    again = RunConfig.from_json(config.to_json())  # what each rank reads: the same lists
+    assert [(s.posting, s.pace) for s in again.shape.lists] == shapes
+    assert config.summary()["pace"] == "4x1x32,8x1x128,4x1x32,16x1x64" and "pace" not in _config().summary()
+
+
+def test_the_record_keeps_the_pace_and_its_threads_in_flight() -> None:
+    shape = BlockShape(16, posting="kernel", pace="8x2x128")
+    steps = BlockSteps(shape, "swap-out", [1e-4, 2e-4], [1e-6, 1e-6], {}, "kernel words", "kernel", offload="out")
+    record = BlockSteps(**{**steps.__dict__, "pace": "8x2x128"}).figure(4096)
+    assert record is not None and (record.offload, record.pace, record.pace_threads) == ("out", "8x2x128", 2048)
+    assert {"offload", "pace", "pace_threads"} <= set(record.to_json())
+    plain = steps.figure(4096)
+    assert plain is not None and plain.pace is None and "pace_threads" not in plain.to_json()
+
+
+def test_the_registry_says_which_paths_apply_to_a_pool() -> None:
+    assert pool_paths() == ("ce-batch", "ce-armed", "cpu", "kernel", "direct")
+    assert parse_postings("all") == ("gpu", "ce-batch", "ce-armed", "cpu")  # to a peer: as before
+    with pytest.raises(ConfigError, match="--posting direct does not apply to a list to another rank"):
+        parse_postings("direct")
