@@ -41,7 +41,7 @@ def gemm_reference(rounds: int = 3, count: int = 40) -> list[float]:
     """TFLOP/s of `count` back-to-back bf16 GEMMs on GPU 0, each timed by CUDA events, `rounds` times,
     each after `SETTLE_SECONDS` of GEMMs left out (a GEMM started on an idle GPU runs faster until its
     power reaches the GPU's limit), as the beside rows' own load is settled."""
-    from rdmabench.measure.beside import SETTLE_SECONDS
+    from rdmabench.measure.pairs import SETTLE_SECONDS
     from rdmabench.wire.gpuload import GEMM, ComputeLoad
 
     load = ComputeLoad(0, GEMM, GEMM_M)

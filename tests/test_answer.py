@@ -314,9 +314,11 @@ def test_a_candidate_whose_cost_was_not_judged_is_named_with_why_and_not_drawn(f
 def test_records_read_back_malformed_are_judged_without_a_traceback() -> None:
     """A GPU record from a results file is untrusted: a missing list, a list that is not one and a
     value that is not a number leave that figure out instead of raising."""
-    from rdmabench.measure.beside import judge_pairs, worse_pairs
+    from rdmabench.measure.besiderecord import GpuFigure
+    from rdmabench.measure.judging import judge_pairs, worse_pairs
 
-    gpus = [{"duty_pairs": [0.95, 0.97]}, {"slowdown_pairs": [1.2, "x"], "drifting_pairs": 3, "lost_s_pairs": "y"}]
-    assert worse_pairs(gpus) == [1.2]  # type: ignore[arg-type]
-    found = judge_pairs(gpus, [1 << 30, 1 << 30])  # type: ignore[arg-type]
+    files = [{"duty_pairs": [0.95, 0.97]}, {"slowdown_pairs": [1.2, "x"], "drifting_pairs": 3, "lost_s_pairs": "y"}]
+    gpus = [found for data in files if (found := GpuFigure.from_json({"load": "gemm:8192", **data})) is not None]
+    assert len(gpus) == 2 and worse_pairs(gpus) == [1.2]
+    found = judge_pairs(gpus, [1 << 30, 1 << 30])
     assert found.slowdowns == [1.2, None] and found.judged == [0] and found.lost_ms_per_gib == []

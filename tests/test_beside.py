@@ -15,7 +15,7 @@ import pytest
 
 from rdmabench.errors import ConfigError
 from rdmabench.hardware.gpu import visible_gpu_count
-from rdmabench.measure.beside import Beside
+from rdmabench.measure.beside import Beside, asked
 from rdmabench.measure.blocks import SmBudget
 from rdmabench.results.files import document
 from rdmabench.results.files.rows import Row, aggregate
@@ -31,14 +31,14 @@ MEASURED = Path(__file__).resolve().parent.parent / "measurements" / "h200x2-202
     [("none", None), ("gemm", ("gemm", 8192)), ("gemm:4096", ("gemm", 4096)), ("decode:2GiB", ("decode", 2 << 30))],
 )
 def test_a_compute_load_is_read_from_its_option(text: str, expected: tuple[str, int] | None) -> None:
-    found = Beside.parse(text)
+    found = asked(text)
     assert (found.load, found.size) == expected if found else expected is None
 
 
 @pytest.mark.parametrize("text", ["gemm:12", "gemm:x", "prefill", "decode:1KiB", "none:3"])
 def test_a_bad_compute_load_is_refused(text: str) -> None:
     with pytest.raises(ConfigError, match="--beside"):
-        Beside.parse(text)
+        asked(text)
 
 
 @pytest.mark.parametrize(
@@ -55,7 +55,10 @@ def test_a_bad_compute_load_is_refused(text: str) -> None:
 def test_a_carve_out_is_read_as_one_load_each(text: str, expected: list[tuple[str, int]]) -> None:
     """`carveout=all` sweeps 0, 4, 8 and 16 SMs, each its own load with its own label (none: the
     whole GPU's label of old)."""
-    assert [(load.label, load.carveout) for load in Beside.parse_all(text)] == expected
+    found = asked(text)
+    assert [(load.label, load.carveout) for load in (found.each if found else [])] == expected
+    for load in found.each if found else []:  # a results file's label reads back as the load
+        assert Beside.from_label(load.label) == load
 
 
 @pytest.mark.parametrize(
@@ -76,7 +79,7 @@ def test_a_carve_out_is_read_as_one_load_each(text: str, expected: list[tuple[st
 )
 def test_a_bad_carve_out_is_refused(text: str, message: str) -> None:
     with pytest.raises(ConfigError, match="--beside") as raised:
-        Beside.parse_all(text)
+        asked(text)
     assert message in str(raised.value) and "\n" not in str(raised.value)
 
 
@@ -130,6 +133,9 @@ def test_beside_compute_without_a_gpu_is_one_line(tmp_path: Path) -> None:
     assert not (tmp_path / "r.json").exists()
 
 
+_LOAD = {"load": "gemm:8192"}  # what every entry's `beside` names
+
+
 def _row(path: str, size: int, gbps: float, beside: tuple[float, float] | None, load: str = "beside gemm:8192") -> Row:
     """A generated report row of a 1,024-block list (its settings as settings_of writes them, its posting
     as entries.posting_of reads it)."""
@@ -168,11 +174,11 @@ def test_no_path_within_the_budget_is_said() -> None:
 @pytest.mark.parametrize(
     ("beside", "said"),
     [
-        ({"slowdown": None, "duty": 0.25, "slowdown_pairs": [1.0] * 5}, "model not judged: in flight 25% of the window"),
-        ({"slowdown": None, "duty": 0.95, "slowdown_pairs": [1.0] * 2, "drifting_pairs": [0, 1]},
+        ({**_LOAD, "slowdown": None, "duty": 0.25, "slowdown_pairs": [1.0] * 5}, "model not judged: in flight 25% of the window"),
+        ({**_LOAD, "slowdown": None, "duty": 0.95, "slowdown_pairs": [1.0] * 2, "drifting_pairs": [0, 1]},
          "model not judged: the model alone drifted past 3% in every pair"),
-        ({"slowdown": None, "duty": None, "slowdown_pairs": []}, "model -"),
-        ({"slowdown": None, "duty": 0.95, "slowdown_pairs": [1.0], "drifting_pairs": 5}, "model -"),  # malformed
+        ({**_LOAD, "slowdown": None, "duty": None, "slowdown_pairs": []}, "model -"),
+        ({**_LOAD, "slowdown": None, "duty": 0.95, "slowdown_pairs": [1.0], "drifting_pairs": 5}, "model -"),  # malformed
     ],
 )  # fmt: skip
 def test_a_path_whose_model_figure_was_not_judged_says_why(beside: dict[str, Any], said: str) -> None:

@@ -1,28 +1,31 @@
-"""The model's cost beside compute, measured (measure/beside.py's Pairs, the engine's shared half in
-measure/round.py): the work lost over the whole window, the duty, settling and drift, the pairs judged,
+"""The model's cost beside compute, measured (measure/pairs.py's Pairs and pairs in a row, the engine's
+shared half in measure/steps.py): the work lost over the whole window, the duty, settling and drift, the pairs judged,
 and what the load library keeps. Stand-in loads of known speed (tests/conftest.py's StandInLoad) and
 the engine's own steps on a clock of the test's: no GPU."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from rdmabench.errors import TransportError
-from rdmabench.measure import beside
-from rdmabench.measure.beside import Beside, Pairs
+from rdmabench.measure import pairs as taking
+from rdmabench.measure.beside import Beside
+from rdmabench.measure.besiderecord import GpuFigure
+from rdmabench.measure.pairs import InStep, Pairs
 
 from .conftest import StandInLoad
 
-SETTLE_SECONDS = beside.SETTLE_SECONDS
+SETTLE_SECONDS = taking.SETTLE_SECONDS
 
 
 @pytest.fixture(autouse=True)
 def _no_power_limit(monkeypatch: pytest.MonkeyPatch) -> None:
     """A stand-in load has no power limit to reach: the settle's wait for one would only cost the test
     time (the test of that wait gives it back)."""
-    monkeypatch.setattr(beside, "SETTLE_SECONDS", 0.0)
+    monkeypatch.setattr(taking, "SETTLE_SECONDS", 0.0)
 
 
 def _one_pair(pairs: Pairs, load: StandInLoad, busy_share: float) -> None:
@@ -59,14 +62,16 @@ def test_the_slowdown_is_the_work_lost_over_the_whole_window(busy_share: float, 
     load = StandInLoad(step=1, ring=1 << 16)
     pairs = Pairs(Beside("gemm", 1024), load, partitioned=False)
     pairs.settle()
-    assert pairs.settled["settled"] and pairs.settled["windows"] == 2 and pairs.operations == 80  # 80 ms at 1 ms
+    assert (
+        pairs.settled is not None and pairs.settled.settled and pairs.settled.windows == 2 and pairs.operations == 80
+    )  # 80 ms at 1 ms
     for _ in range(3):
         _one_pair(pairs, load, busy_share)
     found = pairs.summary()
-    assert found["slowdown_pairs"] == [expected] * 3 and found["slowdown"] == expected
-    assert found["operations"] == [80] * 3 and found["duty_pairs"] == [1.0] * 3
-    assert found["lost_s_pairs"] == [pytest.approx(80 * busy_share * 1e-3)] * 3  # 1 ms lost a busy operation
-    assert found["alone_drift"] == 0.0 and found["drifting_pairs"] == [] and found["carveout_cost"] is None
+    assert found.slowdown_pairs == [expected] * 3 and found.slowdown == expected
+    assert found.operations == [80] * 3 and found.duty_pairs == [1.0] * 3
+    assert found.lost_s_pairs == [pytest.approx(80 * busy_share * 1e-3)] * 3  # 1 ms lost a busy operation
+    assert found.alone_drift == 0.0 and found.drifting_pairs == [] and found.carveout_cost is None
 
 
 @pytest.mark.parametrize("ring", [1 << 16, 1000])
@@ -80,8 +85,8 @@ def test_what_is_kept_of_the_window_stands_past_the_ring(ring: int) -> None:
     for _ in range(2):
         _one_pair(pairs, load, 1.0)
     found = pairs.summary()
-    assert found["slowdown_pairs"] == [2.0, 2.0] and found["alone_drift"] == 0.0
-    assert [count < 2000 for count in found["operations"]] == [ring == 1000] * 2
+    assert found.slowdown_pairs == [2.0, 2.0] and found.alone_drift == 0.0
+    assert [count < 2000 for count in found.operations] == [ring == 1000] * 2
 
 
 class _RecoveringLoad(StandInLoad):
@@ -117,8 +122,8 @@ def test_the_window_after_waits_until_the_load_has_settled_and_the_load_runs_on_
     pairs.finish()
     assert not load.running
     found = pairs.summary()
-    assert found["after_windows_pairs"] == [3, 3] and found["alone_drift"] == 0.0
-    assert found["slowdown_pairs"] == [2.0, 2.0] and found["drifting_pairs"] == []
+    assert found.after_windows_pairs == [3, 3] and found.alone_drift == 0.0
+    assert found.slowdown_pairs == [2.0, 2.0] and found.drifting_pairs == []
 
 
 class _SlowlyRecoveringLoad(StandInLoad):
@@ -150,7 +155,7 @@ def test_a_load_still_recovering_is_held_to_the_rows_settled_reference() -> None
     assert pairs.kept[1].after == pytest.approx(pairs.kept[1].before)  # the chained windows agree ...
     assert all(pair.drift is not None and pair.drift < -0.08 for pair in pairs.kept)  # ... the reference does not
     found = pairs.summary()
-    assert found["reference_s"] == pytest.approx(1e-3) and found["alone_s_pairs"][0][0] == pytest.approx(1e-3)
+    assert found.reference_s == pytest.approx(1e-3) and found.alone_s_pairs[0][0] == pytest.approx(1e-3)
 
 
 def test_pairs_in_a_row_start_the_load_once_a_window_and_never_warm_it_again() -> None:
@@ -170,7 +175,7 @@ def test_a_window_after_that_never_settles_stops_at_after_tries() -> None:
     """A load whose every alone window differs from the last by 5% is given AFTER_TRIES windows after
     the shared half, no more; the last is the window after, the pair says none agreed, and its drift
     (which the engine would retake and mark) is on record."""
-    from rdmabench.measure.beside import AFTER_TRIES
+    from rdmabench.measure.pairs import AFTER_TRIES
 
     load = StandInLoad(step=1, ring=1 << 16)
     pairs = Pairs(Beside("gemm", 1024), load, partitioned=False)
@@ -185,9 +190,9 @@ def test_a_window_after_that_never_settles_stops_at_after_tries() -> None:
     load.start = slower_each_run  # type: ignore[method-assign]
     _one_pair(pairs, load, 1.0)
     found = pairs.summary()
-    assert AFTER_TRIES == 4 and found["after_windows_pairs"] == [AFTER_TRIES]
-    assert found["after_settled_pairs"] == [False]
-    assert found["alone_drift"] is not None and found["alone_drift"] > 0.2
+    assert AFTER_TRIES == 4 and found.after_windows_pairs == [AFTER_TRIES]
+    assert found.after_settled_pairs == [False]
+    assert found.alone_drift is not None and found.alone_drift > 0.2
 
 
 def test_a_carve_out_costs_its_own_share_and_the_slowdown_stays_against_the_whole_gpu() -> None:
@@ -199,7 +204,7 @@ def test_a_carve_out_costs_its_own_share_and_the_slowdown_stays_against_the_whol
     assert load.carveout == 8 and pairs.carveout_cost == pytest.approx(1.1)
     _one_pair(pairs, load, 1.0)
     found = pairs.summary()
-    assert found["carveout"] == 8 and found["carveout_cost"] == 1.1 and found["slowdown_pairs"] == [2.2]
+    assert found.load.carveout == 8 and found.carveout_cost == 1.1 and found.slowdown_pairs == [2.2]
 
 
 class _End:
@@ -241,7 +246,8 @@ def test_the_duty_is_the_shared_halfs_time_in_steps(monkeypatch: pytest.MonkeyPa
     import functools
     import types
 
-    from rdmabench.measure import round as engine
+    from rdmabench.measure import steps as engine
+    from rdmabench.measure.steps import Steps
 
     clock = [0.0]
     monkeypatch.setattr(engine, "time", types.SimpleNamespace(perf_counter=lambda: clock[0], process_time=lambda: 0.0))
@@ -260,7 +266,7 @@ def test_the_duty_is_the_shared_halfs_time_in_steps(monkeypatch: pytest.MonkeyPa
             return not over, batch
 
         rounds = iter([False, False, True])
-        steps = engine._Steps(end, step)  # type: ignore[arg-type]
+        steps = Steps(end, step)  # type: ignore[arg-type]
         per_link, found = steps.shared(functools.partial(next, rounds), agree, 1, batch)
         assert found == pytest.approx(duty) and per_link == [[3.0] * 3 * batch] and end.checked == [0]
         assert seen == [3.0, 3.0, 3.0]
@@ -275,7 +281,8 @@ def test_the_duty_leaves_out_what_a_step_spent_ahead_with_nothing_in_flight(monk
     import functools
     import types
 
-    from rdmabench.measure import round as engine
+    from rdmabench.measure import steps as engine
+    from rdmabench.measure.steps import Steps
 
     clock = [0.0]
     monkeypatch.setattr(engine, "time", types.SimpleNamespace(perf_counter=lambda: clock[0], process_time=lambda: 0.0))
@@ -291,7 +298,7 @@ def test_the_duty_leaves_out_what_a_step_spent_ahead_with_nothing_in_flight(monk
 
         end = _End(clock)
         end.idle_seconds = idle
-        steps = engine._Steps(end, step)  # type: ignore[arg-type]
+        steps = Steps(end, step)  # type: ignore[arg-type]
         _, found = steps.shared(functools.partial(next, iter([False, False, True])), agree, 1, 1)
         assert found == pytest.approx(duty)
 
@@ -299,7 +306,7 @@ def test_the_duty_leaves_out_what_a_step_spent_ahead_with_nothing_in_flight(monk
 def test_the_shared_half_runs_the_batch_the_ranks_agree_on() -> None:
     """Each batch's steps are the fewest any rank asked for from its last batch's seconds a step
     (WINDOW_BATCH_SECONDS a batch), so every rank runs the same steps between agreements."""
-    from rdmabench.measure import round as engine
+    from rdmabench.measure.steps import Steps
 
     batches: list[int] = []
     end = _End([0.0])
@@ -312,7 +319,7 @@ def test_the_shared_half_runs_the_batch_the_ranks_agree_on() -> None:
         batches.append(index)
         return [1e-3]
 
-    per_link, _ = engine._Steps(end, step).shared(lambda: False, agree, 1, 3)  # type: ignore[arg-type]
+    per_link, _ = Steps(end, step).shared(lambda: False, agree, 1, 3)  # type: ignore[arg-type]
     assert len(per_link[0]) == 3 + 7 + 2
 
 
@@ -321,6 +328,18 @@ class _Comm:
 
     def Get_rank(self) -> int:
         return 0
+
+
+def _gpu(fields: dict[str, Any]) -> GpuFigure:
+    """A GPU's record of a gemm:1024 load, as a results file would hold `fields` (read back)."""
+    found = GpuFigure.from_json({"load": "gemm:1024", **fields})
+    assert found is not None
+    return found
+
+
+def _in_step(end: _End, samples: int = 1) -> InStep:
+    """A round of one rank (`end`'s), 2 steps a sample, one link."""
+    return InStep(_Comm(), [0], samples, 2, 1, end.spans)
 
 
 class _DriftingLoad(StandInLoad):
@@ -341,20 +360,20 @@ class _DriftingLoad(StandInLoad):
 def test_a_drifting_pair_is_taken_again_at_most_retakes_times(takes: int, kept_after: int, drifting: bool) -> None:
     """Alone windows 5% apart: the pair is taken again; it is kept once they agree, or after RETAKES
     more takes, marked as drifting (never silently)."""
-    from rdmabench.measure import round as engine
-    from rdmabench.measure.beside import RETAKES
+    from rdmabench.measure.pairs import RETAKES
+    from rdmabench.measure.steps import Steps
 
     load = _DriftingLoad(0.05, takes)
     end = _End([0.0])
     end.fill = lambda _end, _index: load.set_busy(True)  # type: ignore[method-assign]
     end.check = lambda _end, _index: load.set_busy(False)  # type: ignore[method-assign]
     pairs = Pairs(Beside("gemm", 1024), load, partitioned=False)
-    steps = engine._Steps(end, lambda _end, _index: [1e-3])  # type: ignore[arg-type]
-    engine._pair(end, _Comm(), steps, pairs, (2, 1, 1))  # type: ignore[arg-type]
+    steps = Steps(end, lambda _end, _index: [1e-3])  # type: ignore[arg-type]
+    taking.take_pair(pairs, steps, _in_step(end), 1)  # type: ignore[arg-type]
     assert RETAKES == 2 and pairs.retakes == kept_after and len(pairs.kept) == 1
     found = pairs.summary()
-    assert found["retakes"] == kept_after and found["drifting_pairs"] == ([0] if drifting else [])
-    assert found["alone_drift"] == (0.05 if drifting else 0.0)
+    assert found.retakes == kept_after and found.drifting_pairs == ([0] if drifting else [])
+    assert found.alone_drift == (0.05 if drifting else 0.0)
 
 
 @pytest.mark.parametrize("fails", [None, "step", "agreement"])
@@ -364,14 +383,11 @@ def test_every_transfer_alone_is_taken_first_on_an_idle_gpu_and_the_load_stops_a
     """Each pair's transfer alone is taken before the load starts (the load then runs on through the
     pairs, never stopping for a transfer alone); after the last pair, or a step that failed, the load
     has stopped, so the next round's transfers alone see an idle GPU."""
-    from types import SimpleNamespace
 
-    from rdmabench.measure import round as engine
+    from rdmabench.measure.steps import Steps
 
     load = _DriftingLoad(0.0, 0)
     end = _End([0.0])
-    end.plan = SimpleNamespace(samples=3)  # type: ignore[attr-defined]
-    end.alone_steps = []  # type: ignore[attr-defined]
     seen: list[tuple[bool, bool]] = []  # (in the shared half, the load running) at each step
 
     def step(_end: object, _index: int) -> list[float]:
@@ -381,27 +397,26 @@ def test_every_transfer_alone_is_taken_first_on_an_idle_gpu_and_the_load_stops_a
         return [1e-3]
 
     if fails == "agreement":  # the ranks' agreement on the drift, after the pair closed: the load runs on then
-        plain = engine.agree_max
+        plain = taking.agree_max
 
         def agree_max(comm: Any, ranks: Any, values: Any, tag: int) -> Any:
-            if tag == engine._TAG_RETAKE:
+            if tag == taking._TAG_RETAKE:
                 raise TransportError("a step failed")
             return plain(comm, ranks, values, tag)
 
-        monkeypatch.setattr(engine, "agree_max", agree_max)
+        monkeypatch.setattr(taking, "agree_max", agree_max)
 
     end.streak = lambda _end, on: load.set_busy(on)  # type: ignore[method-assign]  # the shared half's steps
     pairs = Pairs(Beside("gemm", 1024), load, partitioned=False)
-    steps = engine._Steps(end, step)  # type: ignore[arg-type]
+    steps = Steps(end, step)  # type: ignore[arg-type]
     if fails is not None:
         with pytest.raises(TransportError, match="a step failed"):
-            engine._pairs_in_a_row(end, _Comm(), steps, pairs, (2, 1, 1))  # type: ignore[arg-type]
+            taking.pairs_in_a_row(pairs, steps, _in_step(end, samples=3), 1.0)
     else:
-        found = engine._pairs_in_a_row(end, _Comm(), steps, pairs, (2, 1, 1))  # type: ignore[arg-type]
-        assert len(found) == 3 and len(pairs.kept) == 3
+        alone, found = taking.pairs_in_a_row(pairs, steps, _in_step(end, samples=3), 1.0)
+        assert len(found) == 3 and len(pairs.kept) == 3 and alone == [[[1e-3] * 2]] * 3
     assert seen[:6] == [(False, False)] * 6  # 3 samples x 2 steps alone, the load not started
     assert all(running for _, running in seen[6:]) and len(seen) > 6
-    assert end.alone_steps == [[[1e-3] * 2] * 3]  # type: ignore[attr-defined]
     assert not load.running
 
 
@@ -409,7 +424,7 @@ def test_every_transfer_alone_is_taken_first_on_an_idle_gpu_and_the_load_stops_a
 def test_only_an_end_whose_steps_span_its_transfers_says_the_duty(spans: bool) -> None:
     """The end that does not initiate a block list waits in its step while the initiator arms
     (ce-armed): its share of the shared half is not the duty, and it says none."""
-    from rdmabench.measure import round as engine
+    from rdmabench.measure.steps import Steps
 
     load = _DriftingLoad(0.0, 0)
     end = _End([0.0])
@@ -417,8 +432,8 @@ def test_only_an_end_whose_steps_span_its_transfers_says_the_duty(spans: bool) -
     end.fill = lambda _end, _index: load.set_busy(True)  # type: ignore[method-assign]
     end.check = lambda _end, _index: load.set_busy(False)  # type: ignore[method-assign]
     pairs = Pairs(Beside("gemm", 1024), load, partitioned=False)
-    steps = engine._Steps(end, lambda _end, _index: [1e-3])  # type: ignore[arg-type]
-    engine._pair(end, _Comm(), steps, pairs, (2, 1, 1))  # type: ignore[arg-type]
+    steps = Steps(end, lambda _end, _index: [1e-3])  # type: ignore[arg-type]
+    taking.take_pair(pairs, steps, _in_step(end), 1)  # type: ignore[arg-type]
     assert (pairs.kept[0].duty is None) == (not spans)
 
 
@@ -426,20 +441,20 @@ def test_a_pair_below_the_duty_floor_is_kept_but_not_judged() -> None:
     """Pair by pair over two GPUs: the worse slowdown, the higher duty (a transfer is in flight while
     either end is in a step: the posting end's share); a pair below 0.9 is left out of the judged
     figures; the model's time lost per GiB is prorated to the window's share of the half's bytes."""
-    from rdmabench.measure.beside import judge_pairs, worse_pairs
+    from rdmabench.measure.judging import judge_pairs, worse_pairs
 
     gpus = [
-        {"slowdown_pairs": [1.5, 3.0, None], "duty_pairs": [0.95, 0.5, 0.99], "lost_s_pairs": [0.04, 0.2, None],
-         "window_s_pairs": [0.12, 0.24, 0.1], "span_s_pairs": [0.15, 0.3, 0.1]},
-        {"slowdown_pairs": [1.2, 2.0, 1.1], "duty_pairs": [0.93, 0.6, None], "lost_s_pairs": [0.02, 0.1, 0.01],
-         "window_s_pairs": [0.1, 0.2, 0.1], "span_s_pairs": [0.1, 0.2, 0.1]},
+        _gpu({"slowdown_pairs": [1.5, 3.0, None], "duty_pairs": [0.95, 0.5, 0.99], "lost_s_pairs": [0.04, 0.2, None],
+              "window_s_pairs": [0.12, 0.24, 0.1], "span_s_pairs": [0.15, 0.3, 0.1]}),
+        _gpu({"slowdown_pairs": [1.2, 2.0, 1.1], "duty_pairs": [0.93, 0.6, None], "lost_s_pairs": [0.02, 0.1, 0.01],
+              "window_s_pairs": [0.1, 0.2, 0.1], "span_s_pairs": [0.1, 0.2, 0.1]}),
     ]  # fmt: skip
     found = judge_pairs(gpus, [1 << 30, 1 << 30, 1 << 29])
     assert found.slowdowns == [1.5, 3.0, 1.1] and found.duties == [0.95, 0.6, 0.99] and found.judged == [0, 2]
     # pair 0: GPU 0 lost 40 ms over 0.8 GiB in its window (50 ms/GiB), GPU 1 20 ms over 1 GiB: the worse;
     # the time lost per GiB is every pair's, judged or not (pair 1: 200 ms over 0.8 GiB)
     assert found.lost_ms_per_gib == [pytest.approx(50.0), pytest.approx(250.0), pytest.approx(20.0)]
-    drifting = [dict(gpus[0], drifting_pairs=[2]), gpus[1]]  # a pair still drifting after its retakes
+    drifting = [replace(gpus[0], drifting_pairs=[2]), gpus[1]]  # a pair still drifting after its retakes
     assert judge_pairs(drifting, [1 << 30, 1 << 30, 1 << 29]).judged == [0]
     assert worse_pairs(gpus) == [1.5, 1.1]
 
@@ -449,7 +464,7 @@ def test_a_load_that_failed_says_why_at_once_not_after_the_stall_limit() -> None
     right away (the stall limit, a minute, is for a load that stops without one)."""
     import time
 
-    from rdmabench.measure.beside import STALLED_SECONDS, Beside, Pairs
+    from rdmabench.measure.pairs import STALLED_SECONDS
 
     load = StandInLoad(step=1, ring=100)
     load.error = "waiting for a load operation: an illegal memory access was encountered"
@@ -461,16 +476,16 @@ def test_a_load_that_failed_says_why_at_once_not_after_the_stall_limit() -> None
 
 def test_the_worse_gpu_is_taken_pair_by_pair() -> None:
     """Each pair's slowdown is the worse of the GPUs that measured it; a pair no GPU measured is left out."""
-    from rdmabench.measure.beside import worse_pairs
+    from rdmabench.measure.judging import worse_pairs
 
-    gpus = [{"slowdown_pairs": [1.1, None, None, 0.9]}, {"slowdown_pairs": [1.0, 1.2, None, 1.3]}]  # no duty known
+    gpus = [_gpu({"slowdown_pairs": [1.1, None, None, 0.9]}), _gpu({"slowdown_pairs": [1.0, 1.2, None, 1.3]})]
     assert worse_pairs(gpus) == [1.1, 1.2, 1.3]
 
 
 @pytest.mark.parametrize(("drift", "expected"), [(None, False), (0.03, False), (-0.031, True), (0.2, True)])
 def test_a_drift_past_the_limit_either_way_marks_the_pair(drift: float | None, expected: bool) -> None:
     """What rdmabench's pairs and the NIXL anchor's both mark as drifting (and leave unjudged)."""
-    from rdmabench.measure.beside import DRIFT_LIMIT, drifting
+    from rdmabench.measure.judging import DRIFT_LIMIT, drifting
 
     assert DRIFT_LIMIT == 0.03 and drifting(drift) is expected
 
@@ -480,7 +495,7 @@ def test_a_fast_load_keeps_its_whole_pair_in_what_the_library_keeps() -> None:
     than the library keeps (RING) unless the window is held to a fifth of it: each run holds one window
     and its first operations, so the shared window keeps every one of its operations and the windows
     alone theirs."""
-    from rdmabench.measure.beside import RING, SEGMENT_OPERATIONS
+    from rdmabench.measure.pairs import RING, SEGMENT_OPERATIONS
 
     load = StandInLoad(step=2000, ring=RING, alone=4e-6, beside=8e-6)  # 2,000 operations a poll
     pairs = Pairs(Beside("gemm", 1024), load, partitioned=False)
@@ -489,8 +504,8 @@ def test_a_fast_load_keeps_its_whole_pair_in_what_the_library_keeps() -> None:
     _one_pair(pairs, load, 1.0)
     pairs.finish()
     found = pairs.summary()
-    assert found["slowdown_pairs"] == [2.0] and found["alone_drift"] == 0.0
-    assert found["operations"] == [SEGMENT_OPERATIONS]  # the whole shared window, none of it lost
+    assert found.slowdown_pairs == [2.0] and found.alone_drift == 0.0
+    assert found.operations == [SEGMENT_OPERATIONS]  # the whole shared window, none of it lost
 
 
 @pytest.mark.parametrize("operation", ["put", "get"])
@@ -506,34 +521,6 @@ def test_only_the_active_end_of_a_one_sided_round_says_the_duty(operation: str) 
     sender, receiver = SimpleNamespace(targets=["link"], sources=[]), SimpleNamespace(targets=[], sources=["link"])
     said = [protocol.spans_transfers(end) for end in (sender, receiver)]  # type: ignore[arg-type]
     assert said == ([True, False] if operation == "put" else [False, True])
-
-
-def test_an_entrys_beside_record_takes_the_worse_gpu_and_the_initiators_duty() -> None:
-    """What the entry writes beside compute (entry.beside_record), from two GPUs' records as the ranks
-    gather them: the worse GPU's slowdown pair by pair, the initiator's duty (the other end says None),
-    every pair's time lost per GiB, and a pair unjudged where a GPU's alone windows drifted."""
-    from types import SimpleNamespace
-
-    from rdmabench.measure.entry import beside_record
-    from rdmabench.measure.round import BesideDetails
-
-    initiator: Any = {
-        "slowdown_pairs": [1.1, 1.2, 1.3], "duty_pairs": [0.95, 0.96, 0.97], "lost_s_pairs": [0.01, 0.02, 0.03],
-        "window_s_pairs": [0.1] * 3, "span_s_pairs": [0.1] * 3, "alone_drift": 0.01, "drifting_pairs": [],
-        "carveout_cost": None, "alone": 600.0,
-    }  # fmt: skip
-    other = dict(
-        initiator, slowdown_pairs=[1.15, 1.1, 1.0], duty_pairs=[None] * 3, drifting_pairs=[2], alone_drift=0.05
-    )
-    kind = SimpleNamespace(figure=lambda size, per, times: size * per / (sum(times) / len(times)) / 1e9)
-    spec = SimpleNamespace(beside=Beside("gemm", 8192), kind=kind, size=1 << 20)
-    details = BesideDetails({0: initiator, 1: other}, [[1e-3], [1e-3], [1e-3]])
-    m = SimpleNamespace(beside=details, per_step=1, step_times=[[1e-3] * 100] * 3)
-    found = beside_record(spec, m, [1.0, 1.0, 1.0])  # type: ignore[arg-type]
-    assert found["slowdown_pairs"] == [1.15, 1.2, 1.3] and found["duty_pairs"] == [0.95, 0.96, 0.97]
-    assert found["pairs"] == 2 and found["slowdown"] == pytest.approx(1.175) and found["drifting_pairs"] == [2]
-    assert found["alone_drift"] == 0.05 and "1 of 3 pairs not judged" in found.get("note", "")
-    assert found["model_ms_per_gib"] is not None and found["transfer_alone"] == pytest.approx(1.048576)
 
 
 class _PowerLimitedLoad(StandInLoad):
@@ -563,10 +550,10 @@ def test_the_reference_is_settled_past_the_power_limit(monkeypatch: pytest.Monke
     """The load settles for SETTLE_SECONDS before its windows: the row's reference is the load under
     its power limit, which every later window reads, so no pair drifts from it. Settled in the load's
     first fraction of a second (as before), the reference was 4% fast and every pair drifted past 3%."""
-    monkeypatch.setattr(beside, "SETTLE_SECONDS", SETTLE_SECONDS)
+    monkeypatch.setattr(taking, "SETTLE_SECONDS", SETTLE_SECONDS)
     assert SETTLE_SECONDS >= 1.0  # past the limit's onset and its dip (0.6-1.0 s on H200)
     pairs = _row_of_pairs(_PowerLimitedLoad(), 3)
     found = pairs.summary()
-    assert found["reference_s"] == pytest.approx(1.04e-3)
+    assert found.reference_s == pytest.approx(1.04e-3)
     assert all(pair.drift is not None and abs(pair.drift) < 0.001 for pair in pairs.kept)
-    assert found["slowdown_pairs"] == [pytest.approx(2e-3 / 1.04e-3, rel=1e-3)] * 3
+    assert found.slowdown_pairs == [pytest.approx(2e-3 / 1.04e-3, rel=1e-3)] * 3

@@ -12,6 +12,7 @@ import pytest
 from rdmabench.errors import ConfigError
 from rdmabench.measure.blockrecord import BlockList
 from rdmabench.measure.blocks import BlockShape
+from rdmabench.measure.postings import POSTINGS
 from rdmabench.memory.buffers import allocate
 from rdmabench.memory.payload import BlockPayload, block_keys
 from rdmabench.modes import MemoryMode
@@ -111,7 +112,8 @@ def test_block_shapes() -> None:
     assert BlockShape(4, "strided").slots("src", 8).tolist() == [0, 2, 4, 6]
     assert BlockShape(8, "contiguous", 3).contiguous(4096) == (BlockShape(1, "contiguous", 3), 8 * 4096)
     # The reference is posted as its list is (--posting cpu: a contiguous message the CPU posts too).
-    assert BlockShape(8, "random", posting="cpu").contiguous(4096)[0].posting == "cpu"
+    cpu = POSTINGS["cpu"]
+    assert BlockShape(8, "random", posting=cpu).contiguous(4096)[0].posting == cpu
     with pytest.raises(ConfigError, match="needs 8 slots"):
         BlockShape(4, "strided", pool_bytes=7 * 4096).check().check_fits(4096)
 
@@ -234,16 +236,17 @@ def test_a_shape_gives_its_protocols_and_a_list_its_contiguous_references_as_com
     shape = config.shape
     assert shape is config.shape and shape.form == "block list" and shape.device
     steps = config.kind.protocols(shape)
-    assert [step.shape.posting for step in steps] == ["gpu", "ce-batch", "ce-armed", "cpu"]  # type: ignore[attr-defined]
-    assert [step.shape.posting for step in config.kind.protocols(shape, ("cpu",))] == ["cpu"]  # type: ignore[attr-defined]
+    assert [step.shape.posting.name for step in steps] == ["gpu", "ce-batch", "ce-armed", "cpu"]  # type: ignore[attr-defined]
+    only_cpu = config.kind.protocols(shape, (POSTINGS["cpu"],))
+    assert [step.shape.posting.name for step in only_cpu] == ["cpu"]  # type: ignore[attr-defined]
     posted = [
-        [(found.protocol.shape.posting, found.size) for found in steps[0].companions(4096, refused)]  # type: ignore[attr-defined]
+        [(found.protocol.shape.posting.name, found.size) for found in steps[0].companions(4096, refused)]  # type: ignore[attr-defined]
         for refused in ((), ("gpu",), ("gpu", "ce-batch"))
     ]
     assert posted == [[("gpu", 16384), ("ce-batch", 16384)], [("ce-batch", 16384)], [("cpu", 16384)]]
     host = RunConfig.from_options({"test": "get", "blocks": 4, "posting": "cpu"})
     (step,) = host.kind.protocols(host.shape)
-    assert [found.protocol.shape.posting for found in step.companions(4096, ())] == ["cpu"]  # type: ignore[attr-defined]
+    assert [found.protocol.shape.posting.name for found in step.companions(4096, ())] == ["cpu"]  # type: ignore[attr-defined]
 
     def entry(count: int, value: float, posted_by: str = "cpu") -> Any:
         layout = "contiguous" if count == 1 else "random"

@@ -17,6 +17,7 @@ import pytest
 from rdmabench.anchor import nixl, nixl_table
 from rdmabench.anchor.rounds import round_lines
 from rdmabench.hardware.gpu import visible_gpu_count
+from rdmabench.measure.beside import asked
 from rdmabench.measure.kvhandoff import handoff
 from rdmabench.wire import native
 
@@ -132,6 +133,17 @@ def test_the_nixl_anchors_options_need_it() -> None:
     assert "--beside is an option of the NIXL anchor" in _one_line(run_cli_here(["anchor", "--beside", "gemm"]))
 
 
+def test_the_nixl_anchor_reads_beside_as_run_does_and_runs_one_carve_out_or_refuses() -> None:
+    """--beside is resolved as run resolves it (measure.beside.asked): a carve-out list is refused in
+    one line, before NIXL is looked for (it measured carve-out 0 alone, silently); one carve-out is the
+    load both sides run beside, and rdmabench's own run is asked for it."""
+    line = _one_line(run_cli_here(["anchor", "--against", "nixl", "--mode", "device", "--beside", "gemm,carveout=all"]))
+    assert "carveout=0,4,8,16" in line and "give one carve-out" in line, line
+    plan = nixl.NixlPlan(beside=asked("gemm,carveout=8"))
+    assert plan.load is not None and plan.load.label == "gemm:8192,carveout=8" and plan.load.carveout == 8
+    assert nixl.NixlPlan().load is None
+
+
 @needs_nixl
 @pytest.mark.parametrize(
     "args, message",
@@ -222,10 +234,10 @@ def test_the_nixl_anchor_beside_a_gemm_gives_both_sides_slowdowns() -> None:
     """Both sides move the list while both GPUs run a GEMM: each row carries the list alone and beside,
     the GEMM's slowdown on both sides (sane: at least 0.9, a range around it) and the load's rate alone;
     every path rdmabench offers gets its rows, each validated in the checked run."""
-    from rdmabench.measure.beside import Beside
+    from rdmabench.measure.beside import asked
 
     plan = nixl.NixlPlan(
-        sizes=(65536,), counts=(64,), mode="device", posting="all", beside=Beside("gemm", 4096),
+        sizes=(65536,), counts=(64,), mode="device", posting="all", beside=asked("gemm:4096"),
         seconds=0.3, samples=3, sample_time=0.05,
     )  # fmt: skip
     rows = nixl.compare(plan)
@@ -317,7 +329,7 @@ def _lockstep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fail: bool) -> tu
         return loads[role]
 
     monkeypatch.setattr(nixl_beside, "load_on_this_gpu", load_here)
-    monkeypatch.setattr("rdmabench.measure.beside.SETTLE_SECONDS", 0.0)  # a stand-in has no power limit
+    monkeypatch.setattr("rdmabench.measure.pairs.SETTLE_SECONDS", 0.0)  # a stand-in has no power limit
     monkeypatch.setattr(nixl_beside, "release_loads", lambda: None)
     plan, beside, found = {"pairs": 3}, Beside("gemm", 1024), dict[str, Any]()
 
@@ -346,14 +358,16 @@ def test_nixls_two_ends_keep_their_pairs_in_step(tmp_path: Path, monkeypatch: py
     """Three pairs, both ends through the folder's files: the initiator's transfers run, back to back,
     until both ends' shared windows have ended, so each end's load ran its whole window beside them
     (slowdown 2 on both); the worse GPU is taken pair by pair."""
-    from rdmabench.measure.beside import worse_pairs
+    from rdmabench.measure.besiderecord import GpuFigure
+    from rdmabench.measure.judging import worse_pairs
 
     (runs, mine), theirs, loads = _lockstep(tmp_path, monkeypatch, fail=False)
     assert not any(load.running for load in loads.values())  # each end stopped the load it ran on between pairs
     assert len(runs) == 3 and all(run >= 1 for run in runs)  # each pair's transfers, added up
     assert mine["operations"] == [80] * 3 and theirs["operations"] == [80] * 3 and theirs["settle"]["settled"]
     assert mine["slowdown_pairs"] == [2.0, 2.0, 2.0] and theirs["slowdown_pairs"] == [2.0, 2.0, 2.0]
-    assert worse_pairs([mine, theirs]) == [2.0, 2.0, 2.0]
+    gpus = [GpuFigure.from_json(mine), GpuFigure.from_json(theirs)]  # each end's file, read back
+    assert worse_pairs([gpu for gpu in gpus if gpu is not None]) == [2.0, 2.0, 2.0]
 
 
 def test_an_end_that_fails_before_its_pair_leaves_the_other_a_reason(
@@ -430,10 +444,17 @@ def test_a_side_with_no_pair_judged_says_why() -> None:
     from rdmabench.anchor import nixl
     from rdmabench.measure.beside import Beside
 
-    gpu = {"slowdown_pairs": [1.01, 1.02], "duty_pairs": [0.2, 0.22], "drifting_pairs": [], "alone": 600.0}
+    gpu = {
+        "load": "gemm:4096",
+        "slowdown_pairs": [1.01, 1.02],
+        "duty_pairs": [0.2, 0.22],
+        "drifting_pairs": [],
+        "alone": 600.0,
+    }
     figures = {"transfer_gbps_mean": 100.0}
     run: Any = {"initiator": {"beside": figures | {"load": gpu}, "blocks": figures}, "target": {"beside_load": gpu}}
     record = {
+        "load": "gemm:4096",
         "slowdown": None,
         "duty": 0.95,
         "slowdown_pairs": [1.0, 1.1],

@@ -20,7 +20,7 @@ from rdmabench.hardware.gpu import visible_gpu_count
 from rdmabench.job.config import RunConfig
 from rdmabench.measure.blockrecord import BlockSteps
 from rdmabench.measure.blocks import BlockShape
-from rdmabench.measure.postings import parse_postings, pool_paths
+from rdmabench.measure.postings import POSTINGS, parse_postings, pool_paths
 from rdmabench.modes import MemoryMode
 from rdmabench.results.files.document import load as load_results
 
@@ -114,22 +114,22 @@ def _config(*args: str) -> RunConfig:
 def test_a_pace_sweep_is_one_list_a_pace_in_order_and_each_path_once() -> None:
     config = _config("--posting", "all", "--pace", "4x1x32,8x1x128,4x1x32,16x1x64")
     assert config.modes == (MemoryMode.DEVICE, MemoryMode.PINNED)  # an offload's ends where none is given
-    shapes = [(shape.posting, shape.pace) for shape in config.shape.lists]
+    shapes = [(shape.posting.name, shape.pace) for shape in config.shape.lists]
     assert shapes == [
         ("ce-batch", None), ("ce-armed", None), ("kernel", "4x1x32"), ("kernel", "8x1x128"), ("kernel", "16x1x64"),
         ("direct", None),
     ]  # fmt: skip
     assert [shape.pace for shape in _config().shape.lists] == [None]  # auto: the kernel at its default pace
-    assert [shape.posting for shape in _config("--posting", "auto").shape.lists] == ["kernel"]
+    assert [shape.posting.name for shape in _config("--posting", "auto").shape.lists] == ["kernel"]
     host = _config("--src-mode", "pageable", "--dst-mode", "pinned", "--posting", "all")
-    assert [shape.posting for shape in host.shape.lists] == ["cpu"]  # host memory at both ends: the CPU's only
+    assert [shape.posting.name for shape in host.shape.lists] == ["cpu"]  # host memory at both ends: the CPU's only
     again = RunConfig.from_json(config.to_json())  # what each rank reads: the same lists
-    assert [(s.posting, s.pace) for s in again.shape.lists] == shapes
+    assert [(s.posting.name, s.pace) for s in again.shape.lists] == shapes
     assert config.summary()["pace"] == "4x1x32,8x1x128,4x1x32,16x1x64" and "pace" not in _config().summary()
 
 
 def test_the_record_keeps_the_pace_and_its_threads_in_flight() -> None:
-    shape = BlockShape(16, posting="kernel", pace="8x2x128")
+    shape = BlockShape(16, posting=POSTINGS["kernel"], pace="8x2x128")
     steps = BlockSteps(shape, "swap-out", [1e-4, 2e-4], [1e-6, 1e-6], {}, "kernel words", "kernel", offload="out")
     record = BlockSteps(**{**steps.__dict__, "pace": "8x2x128"}).figure(4096)
     assert record is not None and (record.offload, record.pace, record.pace_threads) == ("out", "8x2x128", 2048)
@@ -139,7 +139,7 @@ def test_the_record_keeps_the_pace_and_its_threads_in_flight() -> None:
 
 
 def test_the_registry_says_which_paths_apply_to_a_pool() -> None:
-    assert pool_paths() == ("ce-batch", "ce-armed", "cpu", "kernel", "direct")
-    assert parse_postings("all") == ("gpu", "ce-batch", "ce-armed", "cpu")  # to a peer: as before
+    assert [path.name for path in pool_paths()] == ["ce-batch", "ce-armed", "cpu", "kernel", "direct"]
+    assert [path.name for path in parse_postings("all")] == ["gpu", "ce-batch", "ce-armed", "cpu"]  # to a peer
     with pytest.raises(ConfigError, match="--posting direct does not apply to a list to another rank"):
         parse_postings("direct")

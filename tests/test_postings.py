@@ -63,19 +63,23 @@ def test_a_new_path_is_its_record(monkeypatch: pytest.MonkeyPatch) -> None:
         steps=POSTINGS["ce-batch"].steps, problem=lambda: "no stream memory operations here",
     )  # fmt: skip
     monkeypatch.setitem(POSTINGS, armed.name, armed)
-    monkeypatch.setattr(postings, "PATHS", (*postings.PATHS, armed.name))
-    monkeypatch.setattr(postings, "DEVICE_PATHS", (*postings.DEVICE_PATHS, armed.name))
-    assert parse_postings("all")[-1] == "ce-test" and parse_postings("cpu,ce-test") == ("cpu", "ce-test")
+    assert parse_postings("all")[-1] == armed and _names(parse_postings("cpu,ce-test")) == ["cpu", "ce-test"]
     assert "ce-test: copy engines armed ahead" in postings.posting_help()
     assert "ce-test: copies armed ahead of the data" in postings.by_words()
-    assert postings.problems({"cpu", "ce-test"}) == {"ce-test": "no stream memory operations here"}  # the one check
+    found = postings.problems((POSTINGS["cpu"], armed))  # the one check
+    assert found == {"ce-test": "no stream memory operations here"}
     entry = {"test": "put", "blocks": dict(_RECORD, posted_by="ce-test", sms={"mode": "copy engines"})}
     assert dict(settings_of(entry, {}))["blocks"] == "8 x random, 1 in flight, armed on the copy engines"
     assert posting_of(entry) == ("ce-test", None, False)
 
 
+def _names(records: tuple[Posting, ...]) -> list[str]:
+    return [record.name for record in records]
+
+
 def test_parse_postings_keeps_its_words() -> None:
-    assert parse_postings("all") == ("gpu", "ce-batch", "ce-armed", "cpu") and parse_postings("auto") == ("auto",)
+    assert _names(parse_postings("all")) == ["gpu", "ce-batch", "ce-armed", "cpu"]
+    assert parse_postings("auto") == (POSTINGS["auto"],)
     with pytest.raises(ConfigError, match="leaves a name empty"):  # a list of nothing is never auto
         parse_postings("")
     with pytest.raises(ConfigError, match=r"unknown --posting 'nope': choose auto, gpu, ce-batch, ce-armed, cpu, all"):
@@ -84,7 +88,10 @@ def test_parse_postings_keeps_its_words() -> None:
         parse_postings("auto,gpu")
     assert POSTINGS["auto"].posts == "gpu" and POSTINGS["cpu"].steps is None
     assert [name for name, record in POSTINGS.items() if record.device] == ["gpu", "ce-batch", "ce-armed"]
-    assert postings.REFERENCE_PATHS == ("gpu", "ce-batch")  # an armed copy of one block is ce-batch's copy
+    # an armed copy of one block is ce-batch's copy
+    assert _names(postings.REFERENCE_PATHS) == ["gpu", "ce-batch"]
+    assert [name for name, record in POSTINGS.items() if record.takes_sms] == ["auto", "gpu", "kernel"]
+    assert [name for name, record in POSTINGS.items() if record.carvable] == ["auto", "gpu", "kernel"]
 
 
 def test_related_reads_the_fastest_reference_and_leaves_a_contiguous_message_alone() -> None:
@@ -113,7 +120,7 @@ def test_ce_armed_moves_and_validates_every_block_and_records_its_arming(test: s
     assert record is not None and record.posted_by == "ce-armed" and record.path == ARMED_PATH
     assert record.arm_us is not None and record.arm_us > 0 and record.cpu_us_per_descriptor is not None
     assert (record.armed_lists, record.arm_bound) == (1, ARM_BOUND)
-    assert record.contiguous_posted_by in postings.REFERENCE_PATHS
+    assert record.contiguous_posted_by in _names(postings.REFERENCE_PATHS)
 
 
 def test_ce_armed_is_skipped_with_its_reason_where_a_rank_sees_one_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -153,7 +160,7 @@ def test_a_step_is_filled_before_its_copies_are_armed(corrupt: bool, monkeypatch
     )
     monkeypatch.setattr(blocksteps, "_lists", lambda _end: lists)
     monkeypatch.setattr(blocksteps, "synchronize", lambda _mode: log.append("sync"))
-    protocol = blocksteps.BlocksProtocol(RMA_PUT, BlockShape(4, "random", posting="ce-armed"), device=True)
+    protocol = blocksteps.BlocksProtocol(RMA_PUT, BlockShape(4, "random", posting=POSTINGS["ce-armed"]), device=True)
     protocol.fill(end, 0)  # type: ignore[arg-type]
     assert log == ["fill", *(["corrupt"] if corrupt else []), "sync", "arm"] and lists.armed == [1e-3]
 
@@ -166,3 +173,34 @@ def test_each_gpu_side_path_is_named_in_at_most_three_code_files() -> None:
     for path in ("ce-batch", "ce-armed"):
         naming = sorted(str(p.relative_to(package)) for p in sources if path in p.read_text(errors="replace"))
         assert len(naming) <= 3, (path, naming)
+
+
+def test_a_new_kernel_posted_path_takes_posting_sms_and_every_carve_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A path whose kernel runs on the GPU's SMs is its record: registered with takes_sms and carvable,
+    --posting-sms holds it and --beside's carve-outs are each run beside it, no other file changed (the
+    names gpu and auto were the rule before)."""
+    from rdmabench.job.config import RunConfig
+    from rdmabench.modes import MemoryMode
+
+    kernel = Posting(
+        "gpu-test", "a posting kernel of its own", "gpu", ("device memory at both ends",), device=True,
+        steps=POSTINGS["gpu"].steps, takes_sms=True, carvable=True,
+    )  # fmt: skip
+    monkeypatch.setitem(POSTINGS, kernel.name, kernel)
+    options = {"test": "put", "mode": MemoryMode.DEVICE, "blocks": 8, "posting": "gpu-test", "posting_sms": "8"}
+    config = RunConfig.from_options(options | {"beside": "gemm,carveout=all"})
+    assert config.postings == (kernel,) and config.shape.lists[0].posting == kernel
+    budget = config.shape.lists[0].budget
+    assert budget is not None and budget.sms == 8
+    (step,) = config.kind.protocols(config.shape, config.postings)
+    assert config.beside is not None
+    assert [load.carveout for load in config.beside.for_transfer(step.carvable())] == [0, 4, 8, 16]
+    with pytest.raises(ConfigError, match="holds the GPU's posting kernel: give --posting gpu, gpu-test, auto or all"):
+        RunConfig.from_options(options | {"posting": "ce-batch"})
+    engines = RunConfig.from_options(
+        options | {"posting": "ce-batch", "posting_sms": None, "beside": "gemm,carveout=all"}
+    )
+    (copies,) = engines.kind.protocols(engines.shape, engines.postings)
+    assert engines.beside is not None and [
+        load.carveout for load in engines.beside.for_transfer(copies.carvable())
+    ] == [0]

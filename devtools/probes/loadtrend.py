@@ -81,7 +81,7 @@ def _buckets(label: str, began: float, seconds: list[float], bucket: float, base
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gpu", type=int, default=0)
-    parser.add_argument("--size", type=int, default=LOADS["gemm"][1])
+    parser.add_argument("--size", type=int, default=LOADS["gemm"].default)
     parser.add_argument("--seconds", type=float, default=4.0)
     parser.add_argument("--rest", type=float, default=1.5)
     parser.add_argument("--again", type=float, default=1.5)
@@ -91,7 +91,7 @@ def main() -> None:
     if cupy is None:
         raise SystemExit("loadtrend: needs a CUDA GPU and CuPy")
     cupy.cuda.runtime.setDevice(args.gpu)
-    load = ComputeLoad(args.gpu, LOADS["gemm"][0], args.size)
+    load = ComputeLoad(args.gpu, LOADS["gemm"].code, args.size)
     nvml: list[tuple[float, float, float, float]] = []
     stop = threading.Event()
     sampler = threading.Thread(target=_sampler, args=(args.gpu, stop, nvml), daemon=True)

@@ -32,7 +32,8 @@ import numpy as np
 
 from devtools.probes.offloadpaths import Lists, Mover, movers
 from rdmabench.hardware.gpu import import_cupy
-from rdmabench.measure.beside import LOADS, SETTLE_SECONDS
+from rdmabench.measure.beside import LOADS
+from rdmabench.measure.pairs import SETTLE_SECONDS
 from rdmabench.units import format_size, parse_size
 from rdmabench.wire import offload
 from rdmabench.wire.gpuload import CARVED, WHOLE, ComputeLoad
@@ -183,7 +184,7 @@ def main() -> None:
             sink.write(json.dumps(record) + "\n")
             sink.flush()
 
-    load = ComputeLoad(args.gpu, LOADS["gemm"][0], LOADS["gemm"][1])
+    load = ComputeLoad(args.gpu, LOADS["gemm"].code, LOADS["gemm"].default)
     try:
         for size in args.sizes.split(","):
             measure_size(cupy, load, parse_size(size), args, emit)

@@ -31,13 +31,14 @@ from typing import Any, Literal
 from .. import privatedirs
 from ..errors import ConfigError, LaunchError, RdmabenchError, ValidationError
 from ..hardware.gpu import gpu_unavailable_reason, visible_gpu_count
-from ..measure.beside import Beside, judge_pairs, pairs_of, unjudged_words, worse_pairs
-from ..measure.besiderecord import GpuRecord, PairsSaid
+from ..measure.beside import Beside, BesideLoads
+from ..measure.besiderecord import BesideFigure, GpuFigure
 from ..measure.blockrecord import KEY as BLOCKS
 from ..measure.blockrecord import BlockList
 from ..measure.blocks import BlockShape, parse_layout
+from ..measure.judging import Said, judge_pairs, pairs_of, unjudged_words, worse_pairs
 from ..measure.kvhandoff import Handoff
-from ..measure.postings import parse_postings
+from ..measure.postings import AUTO, parse_postings
 from ..pystart import python_module
 from ..stats import median
 from ..units import format_size
@@ -103,14 +104,24 @@ class NixlPlan:
     threads: int = 0  # NIXL's UCX backend threads (num_threads; vLLM's connector passes 4); 0: NIXL's default
     posting: str = "auto"  # who posts rdmabench's device lists (run's --posting: a path, a list, all)
     variants: tuple[str, ...] = tuple(NIXL_VARIANTS)  # how NIXL posts (NIXL_VARIANTS), a row each
-    beside: Beside | None = None  # a compute load on both GPUs while each side's transfers run
+    beside: BesideLoads | None = None  # a compute load on both GPUs while each side's transfers run (one carve-out)
     pairs: int = 5  # with beside: interleaved pairs (load alone, both at once) per NIXL run
     seconds: float = 1.0  # of NIXL's timed transfers per list (and as many of its contiguous reference)
     samples: int = 5  # rdmabench's: samples of sample_time seconds, about as many transfers' time
     sample_time: float = 0.2
     timeout: float = 600.0  # one NIXL pair, start to end (--nixl-timeout)
 
+    @property
+    def load(self) -> Beside | None:
+        """The load both GPUs run beside the transfers (its one carve-out), or None."""
+        return self.beside.first if self.beside is not None else None
+
     def check(self) -> NixlPlan:
+        if self.beside is not None and len(self.beside.carveouts) > 1:  # NIXL's side carves no SMs
+            raise ConfigError(
+                f"--beside carveout={','.join(map(str, self.beside.carveouts))}: the NIXL anchor runs one load beside "
+                "both sides (NIXL's posting takes no SMs to carve): give one carve-out, carveout=N"
+            )
         reason = missing()
         if reason:
             raise ConfigError(reason)
@@ -118,7 +129,7 @@ class NixlPlan:
             raise ConfigError(f"--nixl-threads must be 0 (NIXL's default) or more, not {self.threads}")
         if self.mode not in MEMORY:
             raise ConfigError(f"unknown anchor mode {self.mode!r}: choose host or device")
-        if parse_postings(self.posting) != ("auto",) and self.mode != "device":
+        if parse_postings(self.posting) != (AUTO,) and self.mode != "device":
             raise ConfigError("--posting chooses who posts lists of device memory: add --mode device")
         for variant in self.variants:
             if variant not in NIXL_VARIANTS:
@@ -210,7 +221,7 @@ def _round(plan: NixlPlan, folder: Path, progress: Callable[[str], None] | None)
     rows: list[dict[str, Any]] = []
     for case in _cases(plan, folder):
         if progress is not None:
-            beside = f" beside {plan.beside.label} on both GPUs" if plan.beside is not None else ""
+            beside = f" beside {plan.load.label} on both GPUs" if plan.load is not None else ""
             progress(f"  {case.test} {case.label}{beside}: NIXL, rdmabench unchecked and checked, NIXL")
         before = _nixl_runs(case, plan, folder)
         unchecked = run_blocks(case, plan, validate=False)
@@ -254,7 +265,7 @@ def run_pair(
         "shape": {"count": shape.count, "layout": shape.layout, "batch": 1, "pool_bytes": shape.pool_bytes,
                   "regions": shape.regions},
         "warmup": 2, "min_transfers": 5, "max_transfers": 100_000, "timeout": plan.timeout * _AGENT_SHARE, "threads": plan.threads,
-        "beside": None if plan.beside is None else {"load": plan.beside.load, "size": plan.beside.size},
+        "beside": None if plan.load is None else {"load": plan.load.load, "size": plan.load.size},
         "pairs": plan.pairs,
     }  # fmt: skip
     write_json(folder, PLAN, pair)
@@ -375,8 +386,8 @@ def run_blocks(case: _Case, plan: NixlPlan, validate: bool) -> dict[int, dict[st
         options.append("--no-validate")
     if plan.posting != "auto":
         options += ["--posting", plan.posting]
-    if plan.beside is not None:
-        options += ["--beside", plan.beside.label]
+    if plan.load is not None:
+        options += ["--beside", plan.load.label]
     found: dict[int, dict[str, Mapping[str, object]]] = {}
     ran = run_document(options, samples=plan.samples, sample_time=plan.sample_time)
     metadata = ran.get("metadata")
@@ -432,8 +443,8 @@ def _row(
     row["nixl_threads"] = plan.threads
     part: Literal["blocks", "beside"] = "blocks" if plan.beside is None else "beside"
     row |= _nixl_figures(before, after, part) | _rdmabench_figures(unchecked, case.test)
-    if plan.beside is not None:
-        row |= _beside_figures(plan.beside, before, after, dict(unchecked))
+    if plan.load is not None:
+        row |= _beside_figures(plan.load, before, after, dict(unchecked))
     record = _record(checked)
     row["checked_gbps"], row["checked_p99_us"] = record.transfer_gbps_p50, record.transfer_us["p99"]
     row["ratio_gbps"] = row["rdmabench_gbps"] / row["nixl_gbps"]
@@ -489,32 +500,33 @@ def _beside_figures(beside: Beside, before: PairRun, after: PairRun, unchecked: 
     its runs) with its range."""
     runs = (before, after)
     pairs = [slowdown for run in runs for slowdown in worse_pairs(_nixl_gpus(run))]
-    record = unchecked["beside"]
+    record = BesideFigure.from_json(unchecked["beside"])  # the rdmabench entry's, read back once
+    assert record is not None  # run_blocks kept entries with one
     out: dict[str, Any] = {
         "beside_load": beside.label, "beside_unit": beside.unit,
         "nixl_alone_gbps": _mean(_throughput(run["initiator"]["blocks"]) for run in runs),
         "nixl_beside_gbps": _mean(_throughput(run["initiator"]["beside"]) for run in runs),
-        "rdmabench_alone_gbps": record["transfer_alone"],  # its steps' figure in each pair's alone half
+        "rdmabench_alone_gbps": record.transfer_alone,  # its steps' figure in each pair's alone half
         "rdmabench_beside_gbps": unchecked["bandwidth_gbps"],  # its steps' figure beside the load
         "nixl_slowdown": median(pairs) if pairs else None,
         "nixl_slowdown_min": min(pairs) if pairs else None, "nixl_slowdown_max": max(pairs) if pairs else None,
-        "rdmabench_slowdown": record["slowdown"],
+        "rdmabench_slowdown": record.slowdown,
     }  # fmt: skip
     out["ratio_beside_gbps"] = out["rdmabench_beside_gbps"] / max(out["nixl_beside_gbps"], 1e-12)
-    low_high = record.get("slowdown_range") or [None, None]
-    out["rdmabench_slowdown_min"], out["rdmabench_slowdown_max"] = low_high
+    low_high = record.slowdown_range
+    out["rdmabench_slowdown_min"], out["rdmabench_slowdown_max"] = low_high if low_high else (None, None)
     for side, said in (
-        ("rdmabench", record if record["slowdown"] is None else None),
+        ("rdmabench", record if record.slowdown is None else None),
         ("nixl", _nixl_said(runs, pairs)),
     ):
         if said is not None:  # no pair judged: why, where the pairs say
             out[f"{side}_unjudged"] = unjudged_words(said) or "no pair judged"
     out["nixl_load_alone"] = _load_alone(_nixl_gpus(before))  # the load's own rate alone, the slower GPU's
-    out["rdmabench_load_alone"] = _load_alone(list((record.get("gpus") or {}).values()))
+    out["rdmabench_load_alone"] = _load_alone(list(record.gpus.values()))
     return out
 
 
-def _nixl_said(runs: tuple[PairRun, PairRun], judged: list[float]) -> PairsSaid | None:
+def _nixl_said(runs: tuple[PairRun, PairRun], judged: list[float]) -> Said | None:
     """Where no NIXL pair was judged, the pairs of both its runs as a beside record reads them (their
     duty and which drifted), for unjudged_words; None where some were."""
     if judged:
@@ -525,15 +537,17 @@ def _nixl_said(runs: tuple[PairRun, PairRun], judged: list[float]) -> PairsSaid 
     for run in runs:
         gpus = _nixl_gpus(run)
         found = judge_pairs(gpus, [0] * pairs_of(gpus))
-        drifting += [len(slowdowns) + i for i in sorted({i for gpu in gpus for i in gpu.get("drifting_pairs") or ()})]
+        drifting += [len(slowdowns) + i for i in sorted({i for gpu in gpus for i in gpu.drifting_pairs})]
         slowdowns += found.slowdowns
         duties += [d for d in found.duties if d is not None]
-    return {"duty": median(duties) if duties else None, "slowdown_pairs": slowdowns, "drifting_pairs": drifting}
+    return Said(median(duties) if duties else None, slowdowns, drifting)
 
 
-def _nixl_gpus(run: PairRun) -> list[GpuRecord]:
-    """What each of a NIXL run's GPUs measured of its load (Pairs.summary): the initiator's, the target's."""
-    return [run["initiator"]["beside"]["load"], run["target"]["beside_load"]]
+def _nixl_gpus(run: PairRun) -> list[GpuFigure]:
+    """What each of a NIXL run's GPUs measured of its load (Pairs.summary): the initiator's, the target's,
+    each read back from its end's file once."""
+    found = (GpuFigure.from_json(run["initiator"]["beside"]["load"]), GpuFigure.from_json(run["target"]["beside_load"]))
+    return [gpu for gpu in found if gpu is not None]
 
 
 def _throughput(figures: Figures) -> float:
@@ -541,9 +555,9 @@ def _throughput(figures: Figures) -> float:
     return float(figures.get("transfer_gbps_mean") or figures["transfer_gbps_p50"])
 
 
-def _load_alone(gpus: list[GpuRecord]) -> float | None:
+def _load_alone(gpus: list[GpuFigure]) -> float | None:
     """The compute's rate alone (TFLOP/s or GB/s) of the slower of `gpus` (Pairs.summary each)."""
-    rates = [gpu["alone"] for gpu in gpus if gpu.get("alone")]
+    rates = [gpu.alone for gpu in gpus if gpu.alone]
     return min(rates) if rates else None
 
 

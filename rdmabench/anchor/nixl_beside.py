@@ -1,6 +1,6 @@
 """NIXL's two ends beside a model's compute (`anchor --against nixl --beside`), in lockstep.
 
-Each end runs the compute load on its own GPU (measure.beside.Pairs, as rdmabench's ranks do: settled
+Each end runs the compute load on its own GPU (measure.pairs.Pairs, as rdmabench's ranks do: settled
 first, the model's cost as the work it loses over a shared window of its operations), and the pairs
 (load alone, then load and transfers at once, then the load alone again) are kept in step through
 files in the anchor's private folder: the initiator says `go`, both take their last window after as
@@ -22,8 +22,9 @@ from functools import reduce
 from pathlib import Path
 from typing import Protocol, TypeVar
 
-from ..measure.beside import Beside, Pairs, drifting, load_on_this_gpu, release_loads
-from ..measure.besiderecord import GpuRecord
+from ..measure.beside import Beside, load_on_this_gpu, release_loads
+from ..measure.judging import drifting
+from ..measure.pairs import Pairs
 from .nixl_files import AgentPlan, wait_for, write_file
 
 
@@ -51,10 +52,10 @@ def _marked(folder: Path, name: str) -> bool:
 
 def initiator_pairs(
     folder: Path, plan: AgentPlan, beside: Beside, timed: Callable[[], T], deadline: float
-) -> tuple[list[T], GpuRecord]:
+) -> tuple[list[T], dict[str, object]]:
     """Each pair's transfers, run while both GPUs compute: `timed()` again and again, back to back,
     until both GPUs' shared windows have ended (this one's, and the target's `over`); this GPU's load
-    summary. A pair's runs add up to one; the duty is the share of the shared half spent in `timed()`."""
+    summary (GpuFigure's JSON, for its result file). A pair's runs add up to one; the duty is the share of the shared half spent in `timed()`."""
     pairs = Pairs(beside, load_on_this_gpu(beside), partitioned=False)
     found: list[T] = []
     try:
@@ -78,13 +79,13 @@ def initiator_pairs(
             pairs.keep(0, drifting(drift))
             wait_for(folder, f"pair-{index}.stopped", deadline)
         pairs.finish()
-        return found, pairs.summary()
+        return found, pairs.summary().to_json()
     finally:
         pairs.finish(quiet=True)  # the load runs on between pairs; an error on its way is the one to say
         release_loads()
 
 
-def target_pairs(folder: Path, plan: AgentPlan, beside: Beside, deadline: float) -> GpuRecord:
+def target_pairs(folder: Path, plan: AgentPlan, beside: Beside, deadline: float) -> dict[str, object]:
     """This GPU's load through the initiator's pairs: its summary (rate alone and beside, slowdowns).
     It says `over` when its shared window has ended; the initiator's transfers run until then."""
     pairs = Pairs(beside, load_on_this_gpu(beside), partitioned=False)
@@ -104,7 +105,7 @@ def target_pairs(folder: Path, plan: AgentPlan, beside: Beside, deadline: float)
             pairs.keep(0, drifting(drift))
             _mark(folder, f"pair-{index}.stopped")
         pairs.finish()
-        return pairs.summary()
+        return pairs.summary().to_json()
     finally:
         pairs.finish(quiet=True)  # the load runs on between pairs; an error on its way is the one to say
         release_loads()

@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import TypedDict
 
 from .. import privatedirs
-from ..measure.besiderecord import GpuRecord
 
 PLAN = "plan.json"  # an AgentPlan: what the anchor asks of a NIXL pair
 DONE = "initiator.done"
@@ -82,7 +81,7 @@ class Figures(_Figures, total=False):
     nixl_telemetry: Telemetry
     first_transfer_s: float
     cpu_s_per_gb: float
-    load: GpuRecord
+    load: dict[str, object]  # besiderecord.GpuFigure's JSON
     pairs_gbps: list[float]
 
 
@@ -96,7 +95,7 @@ class TargetResult(_TargetCold, total=False):
     """The target's result file: what its set-up cost, its GPU's load beside the initiator's pairs, its
     CPU, and (a WRITE) the blocks that arrived wrong."""
 
-    beside_load: GpuRecord
+    beside_load: dict[str, object]  # besiderecord.GpuFigure's JSON
     cpu_s: float
     wrong_blocks: int
 

@@ -13,7 +13,7 @@ from ..anchor.nixl import NIXL_VARIANTS
 from ..errors import ConfigError, LaunchError, ResultsWriteError
 from ..escape import visible_lines
 from ..job.config import model_handoff
-from ..measure.beside import Beside
+from ..measure.beside import asked
 from ..measure.kvhandoff import KV_LAYOUTS
 from ..units import parse_sizes
 from .blocklists import blocks_option, files_read, layout_option, model_options, posting_option
@@ -204,7 +204,7 @@ def _nixl_anchor(
         timeout=options["nixl_timeout"],
         posting=options["posting"],
         variants=tuple(dict.fromkeys(names(options["variants"]))),
-        beside=Beside.parse(options["beside"]),
+        beside=asked(options["beside"]),  # read as run reads it; the plan runs one carve-out or refuses
     )
     rows = nixl.compare(plan, repeat, progress=progress)
     return rows, nixl_table.format_rows(rows), nixl_table.document(rows)

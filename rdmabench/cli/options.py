@@ -13,7 +13,7 @@ import click
 
 from ..errors import ConfigError
 from ..measure import registry
-from ..measure.beside import LOADS, Beside
+from ..measure.beside import LOADS
 from ..modes import MODE_HELP, MemoryMode
 from ..results.files.rows import LINK_CLASSES
 from ..results.verdicts.verdict import parse_expect
@@ -272,10 +272,7 @@ def beside_option(help_lead: str) -> Decorator:
         metavar="|".join(f"{name}[:SIZE]" for name in LOADS) + "|none",
         help=help_lead
         + " "
-        + "; ".join(
-            f"{name} = {what} (SIZE {Beside(name, size).label.partition(':')[2]})"
-            for name, (_, size, what, _) in LOADS.items()
-        )
+        + "; ".join(f"{name} = {load.meaning} (SIZE {load.size_text(load.default)})" for name, load in LOADS.items())
         + ".",
     )
 

@@ -19,10 +19,10 @@ from typing import Any, TypeVar
 
 from ..errors import ConfigError
 from ..measure import blocktable, kvhandoff, plan, registry
-from ..measure.beside import Beside
+from ..measure.beside import BesideLoads, asked
 from ..measure.blocks import TABLE, BlockShape, SmBudget
 from ..measure.kvhandoff import KV_LAYOUTS
-from ..measure.postings import DEVICE_PATHS, parse_postings
+from ..measure.postings import PEER, POSTINGS, Posting, parse_postings
 from ..measure.shape import Shape
 from ..modes import MemoryMode
 from ..units import DISPLAY_UNITS, check_seconds, parse_sizes
@@ -64,7 +64,7 @@ class What:
     nics: tuple[str, ...] = ()
     # screen: re-measure alone every link below this share of its link class's median (0: none).
     remeasure_below: float = 0.8
-    beside: str = "none"  # a model's compute on every rank's GPU beside the links: measure.beside.Beside
+    beside: str = "none"  # a model's compute on every rank's GPU beside the links: RunConfig.beside resolves it
 
     def check(self, pattern: Pattern) -> None:
         """`pattern`: the record of the pattern named (RunConfig.pattern)."""
@@ -169,7 +169,7 @@ class BlockLists:
     prompt: int | None = None
 
     def check(
-        self, sizes: list[int], get: bool = False, postings: tuple[str, ...] | None = None, paces: Paces = (None,)
+        self, sizes: list[int], get: bool = False, postings: tuple[Posting, ...] | None = None, paces: Paces = (None,)
     ) -> None:
         """The handoff's options go with --model, the shape's with --blocks; every size fits the shape."""
         found = self.handoff
@@ -195,8 +195,13 @@ class BlockLists:
             raise ConfigError(f"--blocks-from {table.source} sets the blocks, the transfers and the block size")
         for size in sizes:
             shapes[0].check_fits(size)
-        if shapes[0].budget is not None and not {"gpu", "auto", "kernel"} & set(postings or self.postings):
-            raise ConfigError("--posting-sms holds the GPU's posting kernel: give --posting gpu, auto or all")
+        postings = self.postings if postings is None else postings
+        if shapes[0].budget is not None and not any(posting.takes_sms for posting in postings):
+            held = sorted(
+                (p for p in POSTINGS.values() if p.takes_sms and PEER in p.far), key=lambda p: p.posts_as is not None
+            )
+            held_names = ", ".join(p.name for p in held)  # the paths themselves first, then auto
+            raise ConfigError(f"--posting-sms holds the GPU's posting kernel: give --posting {held_names} or all")
 
     @property
     def handoff(self) -> kvhandoff.Handoff | None:
@@ -205,12 +210,12 @@ class BlockLists:
         return kvhandoff.from_record(self.model, self.kv_layout, self.prompt)
 
     @property
-    def postings(self) -> tuple[str, ...]:
-        """The posting paths this run measures, in order (all: every path)."""
+    def postings(self) -> tuple[Posting, ...]:
+        """The posting paths this run measures, in order (all: every path), as their records."""
         return parse_postings(self.posting)
 
     def shapes(
-        self, get: bool = False, postings: tuple[str, ...] | None = None, paces: Paces = (None,)
+        self, get: bool = False, postings: tuple[Posting, ...] | None = None, paces: Paces = (None,)
     ) -> list[BlockShape]:
         """The block list, one shape a posting path (the offload kernel: one a pace) (none: plain
         messages); `get`: the test reads the peer's pool (a table's local end, the one that posts, is
@@ -225,7 +230,7 @@ class BlockLists:
             return [
                 replace(found.shape(self.layout, self.batch, self.pool, posting, self.merge, budget), pace=pace)
                 for posting in postings
-                for pace in (paces if posting == "kernel" else (None,))
+                for pace in (paces if posting.name == "kernel" else (None,))
             ]
         layout, table = self.layout, None
         if self.blocks_from is not None:
@@ -244,7 +249,7 @@ class BlockLists:
                 pace=pace,
             ).check()
             for posting in postings
-            for pace in (paces if posting == "kernel" else (None,))
+            for pace in (paces if posting.name == "kernel" else (None,))
         ]
 
 
@@ -433,20 +438,20 @@ class RunConfig:
                 f"--blocks cannot use {self.memory.staged.value} memory: its pinned chunks are not the pool's memory"
             )
         postings = self.lists.postings
-        if (set(DEVICE_PATHS) & set(postings) or len(postings) > 1) and not self.device_lists:
+        if (any(posting.device for posting in postings) or len(postings) > 1) and not self.device_lists:
             raise ConfigError(
                 f"--posting {self.lists.posting} posts puts and gets of device memory: use --test put or get, "
                 "--mode device"
             )
         budget = self.shape.lists[0].budget
-        if budget is not None and budget.green and self.beside_load is None:
+        if budget is not None and budget.green and self.beside is None:
             raise ConfigError(
                 "--posting-sms green:N splits the GPU between the transfer and --beside's load: give --beside"
             )
 
     def _check_beside(self, kind: registry.TestKind) -> None:
         """A compute load beside the transfer: device memory at both ends, one link at a time, a bandwidth test."""
-        if self.beside_load is None:
+        if self.beside is None:
             return
         if not all(mode.on_device for mode in self.modes) and not (kind.offload and self.needs_gpu):
             raise ConfigError("--beside runs a model's compute on each rank's GPU: use --mode device at both ends")
@@ -457,25 +462,21 @@ class RunConfig:
                 "--beside measures one link at a time: use --pattern pair or all-pairs without --concurrent"
             )
         budget = self.shape.lists[0].budget if self.shape.lists else None
-        if budget is not None and budget.green and any(load.carveout for load in self.beside_loads):
+        if budget is not None and budget.green and any(self.beside.carveouts):
             raise ConfigError("--posting-sms green:N and a --beside carve-out both set the transfer's SMs: give one")
 
-    @property
-    def beside_load(self) -> Beside | None:
-        """The compute load beside the links (--beside), or None: its first carve-out."""
-        return Beside.parse(self.what.beside)
+    @cached_property
+    def beside(self) -> BesideLoads | None:
+        """The compute loads beside the links (--beside: a load and size, every carve-out asked for), read
+        once (an unknown load or a bad size is refused here); None: none."""
+        return asked(self.what.beside)
 
-    @property
-    def beside_loads(self) -> list[Beside]:
-        """Every compute load beside the links: one a carve-out (--beside gemm,carveout=all), [] for none."""
-        return Beside.parse_all(self.what.beside)
-
-    @property
-    def postings(self) -> tuple[str, ...]:
-        """The posting paths this run measures, in order (an offload's: offload_postings)."""
+    @cached_property
+    def postings(self) -> tuple[Posting, ...]:
+        """The posting paths this run measures, each resolved to its record once (an offload's: offload_postings)."""
         if self.kind.offload is not None:
             return offload_postings(self.lists.posting, self.needs_gpu)
-        return parse_postings(self.lists.posting)
+        return self.lists.postings
 
     @property
     def _get(self) -> bool:

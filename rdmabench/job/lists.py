@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from ..errors import ConfigError
 from ..measure.offloadsteps import pool_problems
-from ..measure.postings import REFERENCE_PATHS, pool_reference, problems
+from ..measure.postings import REFERENCE_PATHS, Posting, pool_reference, problems
 from ..wire.mpi import World
 from .config import RunConfig
 
@@ -18,17 +18,17 @@ def posting_problems(config: RunConfig) -> dict[str, str]:
     Built here, before anything is measured, so no list's cold costs include the one-time build; the
     compute load beside them too."""
     found: dict[str, str] = {}
-    if config.beside_load is not None:
+    if config.beside is not None:
         from ..wire import gpuload
 
         loaded = gpuload.load()
         if loaded.library is None:
-            return {path: f"--beside: {loaded.note}" for path in (*config.postings, "beside")}
+            return {path: f"--beside: {loaded.note}" for path in (*(p.name for p in config.postings), "beside")}
     if config.kind.offload is not None:  # to this rank's own pool: its companion copies by the copy engines
-        return pool_problems({*config.postings, *((pool_reference(),) if config.needs_gpu else ())})
+        return pool_problems((*config.postings, *((pool_reference(),) if config.needs_gpu else ())))
     if not config.shape.device:
         return found
-    return problems({*config.postings, *REFERENCE_PATHS})
+    return problems((*config.postings, *REFERENCE_PATHS))
 
 
 @dataclass
@@ -36,7 +36,7 @@ class Lists:
     """The run's posting paths that every rank can run, those some rank cannot (`refused`, with why:
     what a protocol's companions leave out), and why a path asked for is left out."""
 
-    postings: tuple[str, ...] = ()
+    postings: tuple[Posting, ...] = ()
     refused: dict[str, str] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)
 
@@ -52,17 +52,18 @@ class Lists:
             for path, reason in found.items():
                 broken.setdefault(path, f"rank {rank} cannot: {reason}")
         wanted = config.postings
-        usable = tuple(path for path in wanted if path not in broken)
+        usable = tuple(path for path in wanted if path.name not in broken)
         if len(usable) < len(wanted) and (len(wanted) == 1 or not usable):
-            path = next(path for path in wanted if path in broken)
+            path = next(path.name for path in wanted if path.name in broken)
             raise ConfigError(f"--posting {path}: {broken[path]}")
-        return cls(usable, broken, {path: reason for path, reason in broken.items() if path in wanted})
+        names = {path.name for path in wanted}
+        return cls(usable, broken, {path: reason for path, reason in broken.items() if path in names})
 
 
 def beside_placement(config: RunConfig, world: World) -> None:
     """--beside runs a load on every rank's own GPU: two ranks on one GPU would time-slice it (the
     kernels of two processes do not share a GPU's SMs), so their figures would not be "beside"."""
-    if config.beside_load is None:
+    if config.beside is None:
         return
     lacking = next((info.rank for info in world.ranks if info.gpu is None), None)
     if lacking is not None:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from ..errors import ConfigError
 from ..measure import registry
-from ..measure.postings import POOL, parse_postings
+from ..measure.postings import CPU, POOL, POSTINGS, Posting, parse_postings
 from ..modes import MemoryMode
 
 Paces = tuple[str | None, ...]  # an offload kernel's paces, as labels (None: its direction's default)
@@ -20,8 +20,8 @@ class Offload:
 
     pace: str | None = None
 
-    def check(self, postings: tuple[str, ...]) -> None:
-        if self.pace is not None and "kernel" not in postings:
+    def check(self, postings: tuple[Posting, ...]) -> None:
+        if self.pace is not None and POSTINGS["kernel"] not in postings:
             raise ConfigError(
                 "--pace sets the offload kernel's pace: give --test swap-out or swap-in with --posting kernel or all"
             )
@@ -47,21 +47,21 @@ def offload_modes(test: str) -> dict[str, MemoryMode]:
     )
 
 
-def offload_postings(posting: str, needs_gpu: bool) -> tuple[str, ...]:
+def offload_postings(posting: str, needs_gpu: bool) -> tuple[Posting, ...]:
     """An offload's posting paths, in order: those --posting names that apply to this rank's own pool
     (all: every one); auto: the kernel where an end is the GPU's, else the CPU."""
     if posting == "auto":
-        return ("kernel",) if needs_gpu else ("cpu",)
+        return (POSTINGS["kernel"],) if needs_gpu else (CPU,)
     found = parse_postings(posting, POOL)
     if "all" in (name.strip() for name in posting.split(",")):  # the paths that apply to these ends
         named = {name.strip() for name in posting.split(",")}
-        found = tuple(path for path in found if path in named or (path != "cpu") == needs_gpu)
+        found = tuple(path for path in found if path.name in named or (path != CPU) == needs_gpu)
     return found
 
 
 def check_offload(
     test: str, direction: str, blocks: tuple[int | None, int], modes: tuple[MemoryMode, MemoryMode],
-    postings: tuple[str, ...],
+    postings: tuple[Posting, ...],
 ) -> None:  # fmt: skip
     """An offload: a block list (`blocks`: --blocks, --batch), one a step, between the rank's GPU and its
     pinned pool in its `direction`."""
@@ -73,7 +73,7 @@ def check_offload(
 
 
 def check_offload_modes(
-    test: str, direction: str, modes: tuple[MemoryMode, MemoryMode], postings: tuple[str, ...]
+    test: str, direction: str, modes: tuple[MemoryMode, MemoryMode], postings: tuple[Posting, ...]
 ) -> None:
     """An offload's ends: the GPU's pool and a pinned pool, in the test's direction (or host memory at
     both, which only the CPU copies); each mismatch one line."""
@@ -84,12 +84,12 @@ def check_offload_modes(
         raise ConfigError(f"--test {test} moves a list between the GPU and host memory, not device to device: {ask}")
     if way is not None and way != direction:
         raise ConfigError(f"--test {test} moves the other way: {ask} (or leave the modes out)")
-    gpu_paths = [path for path in postings if path != "cpu"]
+    gpu_paths = [path.name for path in postings if path != CPU]
     if way is None and gpu_paths:
         raise ConfigError(
             f"--posting {gpu_paths[0]} moves a list between the rank's GPU and its pinned pool: {ask}, or --posting cpu"
         )
-    if way is not None and "cpu" in postings:
+    if way is not None and CPU in postings:
         raise ConfigError(
             "--posting cpu copies host memory with the CPU: with the GPU at one end, its request per block is direct"
         )

@@ -93,7 +93,7 @@ def rank_need(config: RunConfig, rounds: list[list[Link]], rank: int, spans_host
         most = most.most(at_size)
     if config.memory.max_pinned is not None:  # the pool gives back smaller buffers to stay under the cap
         pinned_kept = max(most.pinned, min(pinned_kept, config.memory.max_pinned))
-    beside = config.beside_load  # the compute load's buffers stay on the rank's GPU for the whole run
+    beside = config.beside.first if config.beside else None  # its buffers stay on the rank's GPU all run
     load = beside.device_bytes() if beside is not None and mine else 0
     return RankNeed(Need(most.host - most.pinned + pinned_kept, pinned_kept, most.device + load), most_size)
 

@@ -82,8 +82,8 @@ class Recorder:
             self.stream.metadata["skipped_postings"] = opening.left_out
         config = self.config
         if config.out.output_format == "table":
-            beside = config.beside_load
-            self.table = ProgressTable(config.kind, self.out, config.out.units, beside.label if beside else None)
+            beside = config.beside.first.label if config.beside else None
+            self.table = ProgressTable(config.kind, self.out, config.out.units, beside)
             self._table_header(world.size, rounds, opening)
             for path, reason in opening.left_out.items():
                 self.table.note(f"--posting {path} is left out: {reason}")
@@ -213,7 +213,7 @@ class Recorder:
         if self.table and not config.pattern.one_pair:
             self.table.matrices(summary.get("matrices", []))
         # The CSV, the verdict and the answer read the same rows: the file is loaded and aggregated once.
-        choice = self.table is not None and (choices > 1 or config.beside_load is not None)
+        choice = self.table is not None and (choices > 1 or config.beside is not None)
         csv = config.out.output_format == "csv"
         rows = closing.rows_of(stream.path) if csv or config.verdict.expect or choice else []
         if choice:

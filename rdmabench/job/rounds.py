@@ -79,7 +79,8 @@ def round_spec(
     which of --beside's loads (a carve-out of it), else its first."""
     links = round_links(config, kind, scheduled)
     most, steps = fan(links), config.steps
-    beside = None if alone else load or config.beside_load
+    first = config.beside.first if config.beside else None
+    beside = None if alone else load or first
     return RoundSpec(
         kind, links, size, plan.shared(most, steps.window is not None), steps.validate, config.staging, protocol,
         steps.one_buffer, beside=beside,

@@ -16,7 +16,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..hardware import counters, limits, nics
-from ..measure.beside import Beside, besides_for
+from ..measure.beside import Beside
 from ..measure.contract import StepProtocol
 from ..measure.entry import Placement
 from ..measure.round import RoundSpec, fetch_rows, run_round
@@ -53,7 +53,8 @@ class Sweep:
         # its entries are read against, run alone just before them (the protocol's companions).
         steps = config.kind.protocols(config.shape, lists.postings)
         sizes, refused = config.steps.sizes, lists.refused
-        loads = {id(step): besides_for(config.beside_loads, step) for step in steps}  # a carve-out each
+        # Beside compute, a round a carve-out where the transfer runs on SMs a carve-out leaves it.
+        loads = {id(step): config.beside.for_transfer(step.carvable()) if config.beside else [None] for step in steps}
         each = sum(len(found) for found in loads.values())
         progress = Progress(len(rounds) * len(sizes) * (each + len(steps[0].companions(sizes[0], refused))))
         RECYCLER.enabled = True

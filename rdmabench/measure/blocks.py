@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError
-from .postings import POSTINGS
+from .postings import AUTO, Posting
 
 # The layouts --layout takes, with what each means (the option's help is built from these).
 LAYOUTS = {
@@ -123,7 +123,7 @@ class BlockShape:
     batch: int = 1  # transfers in flight per step
     pool_bytes: int | None = None  # each end's pool (default: enough for the layout; 4x for random)
     regions: int = 1  # the pool's regions (layers x K/V); count is a multiple of it
-    posting: str = "auto"  # postings.POSTINGS
+    posting: Posting = AUTO  # who posts it: its record (postings.POSTINGS), resolved from --posting once
     merge: bool = True  # CPU-posted: blocks adjacent at both ends in one request
     # A table read from a file (layout TABLE): each end's slots, a step's blocks transfer by transfer.
     table: Any = field(default=None, compare=False, repr=False)
@@ -147,8 +147,6 @@ class BlockShape:
             )
         if self.pool_bytes is not None and self.pool_bytes < 8:
             raise ConfigError(f"--pool must be at least 8 bytes, not {self.pool_bytes}")
-        if self.posting not in POSTINGS:
-            raise ConfigError(f"unknown --posting {self.posting!r}: choose one of {', '.join(POSTINGS)}, all")
         if self.regions < 1 or self.count % self.regions:
             raise ConfigError(f"{self.count} blocks do not split evenly into {self.regions} regions of the pool")
         return self
@@ -260,7 +258,7 @@ class BlockShape:
             + (f", kernel at pace {self.pace}" if self.pace else "")
         )
 
-    def contiguous(self, block: int, posting: str | None = None) -> tuple[BlockShape, int]:
+    def contiguous(self, block: int, posting: Posting | None = None) -> tuple[BlockShape, int]:
         """A reference of this shape at `block`: each transfer's bytes as one contiguous message, posted
         as `posting` (default: as this list), on the whole GPU."""
         return (

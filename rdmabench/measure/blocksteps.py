@@ -30,7 +30,7 @@ from .blocks import CTAS_PER_SM, BlockShape
 from .contract import ACK, DATA, READY, Companion, Figure, RoundEnd, RoundShape, Side, StepProtocol, state_of, tag
 from .need import PER_BLOCK_PYTHON, PER_MESSAGE, Need, beside, in_memory
 from .onesided import OPERATIONS, lend_and_borrow, native_loop
-from .postings import CPU, POSTINGS, REFERENCE_PATHS, DeviceList, DeviceSteps
+from .postings import CPU, REFERENCE_PATHS, DeviceList, DeviceSteps
 
 NAMES = {RMA_PUT: "put", RMA_GET: "get", TAGGED: "tagged"}
 _CEILINGS = {RMA_PUT: devapi.CEILING_PUT, RMA_GET: devapi.CEILING_GET}
@@ -54,7 +54,7 @@ class _Lists:
     keep: tuple[np.ndarray, ...] = ()  # the arrays the link points into
     posted: int = 0  # the requests the CPU posts a step
     path: str = devapi.HOST_POSTED
-    posted_by: str = CPU
+    posted_by: str = CPU.name  # the entry's `posted_by`: the path's name
     path_note: str | None = None  # why not the GPU, where auto fell back
     plan: devapi.DevicePlan | None = None  # the list as the GPU sees it (device memory at both ends)
     steps: DeviceSteps | None = None  # how the GPU's side posts the list; None: the CPU's native loop
@@ -91,7 +91,7 @@ class BlocksProtocol(StepProtocol):
         device list's posted by each of the GPU's paths every rank can run (else by the CPU), so that
         it is the fastest contiguous transfer of those bytes; another list's posted as the list."""
         if self.device:
-            paths = [path for path in REFERENCE_PATHS if path not in refused] or [CPU]
+            paths = [path for path in REFERENCE_PATHS if path.name not in refused] or [CPU]
         else:
             paths = [self.shape.posting]
         found = []
@@ -99,6 +99,9 @@ class BlocksProtocol(StepProtocol):
             whole, nbytes = self.shape.contiguous(size, path)
             found.append(Companion(BlocksProtocol(self.operation, whole, self.device), nbytes, CONTIGUOUS))
         return found
+
+    def carvable(self) -> bool:
+        return self.device and self.shape.posting.carvable
 
     def relate(self, entry: Figure, companions: Mapping[str, Sequence[Figure]]) -> None:
         """The model's handoff the list is; its share of its ceiling; and, but for a list that is itself
@@ -233,7 +236,7 @@ class BlocksProtocol(StepProtocol):
         for every posting. Where the GPU cannot, auto keeps the CPU's path and the reason; a device
         path fails with it. (Whether a path can run on this rank was checked once, before the run:
         job/lists.py.)"""
-        lists, wanted = _lists(end), POSTINGS[self.shape.posting]
+        lists, wanted = _lists(end), self.shape.posting
         if any(mode.ucx_memory != "cuda" for mode in (side.link.src_mode, side.link.dst_mode)):
             return
         available = devapi.load()
@@ -265,7 +268,7 @@ class BlocksProtocol(StepProtocol):
         if wanted.steps is not None:  # the GPU's side posts the list (auto: where it can)
             lists.steps, lists.device = wanted.steps, found
             lists.path, lists.posted_by = wanted.steps.path(self.operation), wanted.posts
-            lists.sms = self._budget(end, plan) if wanted.steps.budget else {"mode": wanted.who}
+            lists.sms = self._budget(end, plan) if wanted.takes_sms else {"mode": wanted.who}
 
     def _budget(self, end: RoundEnd, plan: devapi.DevicePlan) -> SmsRecord:
         """Hold the posting kernel to --posting-sms: a grid of N CUDA blocks, or a green context of N SMs

@@ -252,6 +252,12 @@ class StepProtocol(Protocol):
         also spans what the initiator does ahead, a path's arming of its copies, with no transfer in flight)."""
         return True
 
+    def carvable(self) -> bool:
+        """Whether a --beside carve-out leaves this protocol's transfer SMs of its own (a block list a
+        path posts by a kernel on the GPU's SMs: postings.Posting.carvable), so that every carve-out
+        asked for runs beside it; False by default (the copy engines and the CPU take no SMs)."""
+        return False
+
     def check(self, end: RoundEnd, index: int) -> None:
         """Check every byte this rank received in step `index` (untimed)."""
         ...

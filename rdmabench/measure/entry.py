@@ -6,20 +6,19 @@ from __future__ import annotations
 
 from ..hardware.pathcheck import path_warnings
 from ..modes import MemoryMode, pinned_method
-from ..stats import median, summarize
+from ..stats import summarize
 from ..units import gbps
 from ..wire.protoinfo import ProtoRow
 from ..wire.ucx import describe_path
-from .beside import DRIFT_LIMIT, DUTY_FLOOR, judge_pairs, largest_drift
-from .besiderecord import BesideRecord
 from .costs import cpu_cost, wire_check
 from .entryrecord import Entry, Placement, Steps, UcxPath
 from .judge import in_flight as in_flight_bytes
 from .judge import judge
 from .judge import pattern_limit as aggregate_limit
+from .judging import beside_figure
 from .round import LinkMeasurement, RoundSpec, staging_record
 
-__all__ = ["Entry", "Placement", "beside_record", "make_entries", "round_aggregate"]
+__all__ = ["Entry", "Placement", "make_entries", "round_aggregate"]
 
 
 def make_entries(
@@ -121,57 +120,14 @@ def _entry(
         path = describe_path(m.sender_rows, fetch)
         entry.path = UcxPath(path.transport, path.protocol, path.ucx_locality, path.ucx_report)
     entry.step = m.record.figure(spec.size) if m.record is not None else None
-    if m.beside is not None:
-        entry.beside = beside_record(spec, m, values)
+    if m.beside is not None and spec.beside is not None:  # made by the load's side, passed through
+        alone = [kind.figure(spec.size, m.per_step, times) for times in m.beside.alone_step_times]
+        moved = [spec.size * m.per_step * len(times) for times in m.step_times]  # each pair's shared half
+        entry.beside = beside_figure(spec.beside, alone, values, moved, m.beside.compute)
     _place(entry, placement)
     if kind.is_bandwidth:
         judge(entry, placement, in_flight.get(entry.ends.src_host))
     return entry
-
-
-def beside_record(spec: RoundSpec, m: LinkMeasurement, values: list[float]) -> BesideRecord:
-    """A figure beside compute: the transfer alone (each pair's alone half), both GPUs' load alone and
-    beside, and the model's cost, the worse of the link's two GPUs pair by pair: its slowdown (the lost
-    work over the shared window; median and range over the pairs judged: a transfer in flight for at
-    least DUTY_FLOOR of the shared half), the duty, the model's milliseconds lost per GiB moved, and a
-    carve-out's own cost (the carved GEMM alone over the whole GPU's)."""
-    assert spec.beside is not None and m.beside is not None
-    found = m.beside
-    alone = [spec.kind.figure(spec.size, m.per_step, times) for times in found.alone_step_times]
-    gpus = found.compute
-    moved = [spec.size * m.per_step * len(times) for times in m.step_times]  # each pair's shared half
-    pairs = judge_pairs(list(gpus.values()), moved)
-    judged = [s for index in pairs.judged if (s := pairs.slowdowns[index]) is not None]
-    duties = [d for d in pairs.duties if d is not None]
-    drifts = [drift for gpu in gpus.values() if (drift := gpu.get("alone_drift")) is not None]
-    costs = [cost for gpu in gpus.values() if (cost := gpu.get("carveout_cost")) is not None]
-    record: BesideRecord = {
-        "load": spec.beside.label,
-        "unit": spec.beside.unit,
-        "transfer_alone": round(median(alone), 6),
-        "transfer_alone_samples": [round(v, 6) for v in alone],
-        "transfer_share_of_alone": round(median(values) / median(alone), 4) if median(alone) else None,
-        "slowdown": round(median(judged), 4) if judged else None,
-        "slowdown_pairs": [None if s is None else round(s, 4) for s in pairs.slowdowns],
-        "slowdown_range": [round(min(judged), 4), round(max(judged), 4)] if judged else None,
-        "duty": round(median(duties), 4) if duties else None,
-        "duty_pairs": [None if d is None else round(d, 4) for d in pairs.duties],
-        "model_ms_per_gib": round(median(pairs.lost_ms_per_gib), 4) if pairs.lost_ms_per_gib else None,
-        "carveout": spec.beside.carveout,
-        "carveout_cost": round(max(costs), 4) if costs else None,
-        "alone_drift": largest_drift(drifts),
-        "drifting_pairs": sorted({i for gpu in gpus.values() for i in gpu.get("drifting_pairs", [])}),
-        "pairs": len(judged),
-        "gpus": {str(rank): gpu for rank, gpu in sorted(gpus.items())},
-    }
-    unjudged = len(pairs.slowdowns) - len(pairs.judged)
-    if unjudged:
-        record["note"] = (
-            f"{unjudged} of {len(pairs.slowdowns)} pairs not judged: a transfer in flight for under "
-            f"{DUTY_FLOOR:.0%} of the shared half, its alone windows apart by more than {DRIFT_LIMIT:.0%} "
-            "after every retake, or no whole operation in its window"
-        )
-    return record
 
 
 def _place(entry: Entry, placement: Placement) -> None:

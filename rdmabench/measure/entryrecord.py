@@ -11,7 +11,7 @@ from typing import TypedDict
 from ..hardware import limits
 from ..wire.staging import StagingRecord
 from ..wire.ucx import UcxReport
-from .besiderecord import BesideRecord
+from .besiderecord import BesideFigure
 from .contract import StepFigure
 
 # Fields written only where they apply (a round of several links, a known or unknown limit).
@@ -170,8 +170,8 @@ class Entry:
     # --one-buffer: every message of the window came from one buffer into one (a cache-resident figure).
     one_buffer: bool | None = None
     # --beside: the compute load that ran beside the sampled steps, the transfer alone, each GPU's load
-    # alone and beside, and the load's slowdown (the worse GPU's): beside_record.
-    beside: BesideRecord | None = None
+    # alone and beside, and the load's slowdown (the worse GPU's): judging.beside_figure.
+    beside: BesideFigure | None = None
 
     def to_dict(self) -> dict[str, object]:
         """The entry as a results file writes it (schema 1's shape; compact.py stores it in schema 2):
@@ -191,6 +191,8 @@ class Entry:
             elif name == _STEP:
                 if self.step is not None:
                     data[self.step.key] = self.step.to_json()
+            elif name == BesideFigure.key and self.beside is not None:
+                data[name] = self.beside.to_json()
             elif not (name in _OPTIONAL and value is None):
                 data[name] = value
         return data

@@ -32,6 +32,7 @@ from ..errors import ConfigError
 from ..units import is_digits
 from .blocks import BlockShape, SmBudget
 from .kvmodels import MODELS
+from .postings import AUTO, Posting
 
 KV_LAYOUTS = ("vllm", "layer-contiguous", "lmcache")
 DEFAULT_PROMPT = 4096  # tokens
@@ -186,7 +187,7 @@ class Handoff:
         layout: str = "contiguous",
         batch: int = 1,
         pool_bytes: int | None = None,
-        posting: str = "auto",
+        posting: Posting = AUTO,
         merge: bool = True,
         budget: SmBudget | None = None,
     ) -> BlockShape:

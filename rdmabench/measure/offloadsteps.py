@@ -30,7 +30,7 @@ from .blockrecord import BlockList, BlockSteps, SmsRecord
 from .blocks import BlockShape
 from .contract import Companion, Figure, RoundEnd, RoundShape, Side, StepProtocol, state_of
 from .need import PER_BLOCK_PYTHON, Need, beside, in_memory
-from .postings import CPU, POSTINGS, Arming, armed_ahead, pool_paths, pool_reference
+from .postings import CPU, Arming, Posting, armed_ahead, pool_paths, pool_reference
 
 OUT, IN = "out", "in"
 NAMES = {OUT: "swap-out", IN: "swap-in"}
@@ -96,9 +96,13 @@ class OffloadProtocol(StepProtocol):
     def companions(self, size: int, refused: Collection[str]) -> list[Companion]:
         """The list's bytes as one copy: the copy engines' (one descriptor), or the CPU's where they are refused."""
         path = pool_reference()
-        path = path if path not in refused and self.shape.posting != CPU else CPU
+        path = path if path.name not in refused and self.shape.posting != CPU else CPU
         whole, nbytes = self.shape.contiguous(size, path)
         return [Companion(OffloadProtocol(self.direction, whole), nbytes, CONTIGUOUS)]
+
+    def carvable(self) -> bool:
+        """The kernel's CTAs run on the SMs a --beside carve-out leaves: every carve-out runs beside it."""
+        return self.shape.posting.carvable
 
     def relate(self, entry: Figure, companions: Mapping[str, Sequence[Figure]]) -> None:
         if not isinstance(entry.step, BlockList):
@@ -124,7 +128,7 @@ class OffloadProtocol(StepProtocol):
 
     def rows(self, end: RoundEnd, side: Side) -> PathRows:
         """No UCX call ran: the row says what moved the list, over PCIe to this process's own pool."""
-        record = POSTINGS[self.shape.posting]
+        record = self.shape.posting
         return RmaRows(record.name, ProtoRow(0, float("inf"), record.pool_words, "own pool"), "this process")
 
     def record(self, end: RoundEnd, side: Side) -> BlockSteps:
@@ -148,7 +152,7 @@ class OffloadProtocol(StepProtocol):
         pool_bytes = shape.pool_slots(size) * size
         began = time.perf_counter()
         src, dst = end.pool(end.targets[0], pool_bytes), end.pool(end.sources[0], pool_bytes)
-        record = POSTINGS[shape.posting]
+        record = shape.posting
         pools = _Pools(
             src, dst, shape.slots("src", size), shape.slots("dst", size), record.pool_words, record.posts, {}
         )
@@ -181,7 +185,7 @@ class OffloadProtocol(StepProtocol):
             way = "put" if self.direction == OUT else "get"
             pools.armed = armed.ArmedPlan(*ends, sizes, 1, way, timeout=end.spec.plan.timeout, where=end.where)
             end.on_release(pools.armed.close)
-        if self.shape.posting == "kernel":
+        if self.shape.posting.name == "kernel":
             pools.pace, pools.sms = self._pace(end)
 
     def _pace(self, end: RoundEnd) -> tuple[offload.Pace, SmsRecord]:
@@ -261,7 +265,7 @@ class OffloadProtocol(StepProtocol):
             released = pools.armed.release()
             return max(released.list_seconds), released.late_seconds
         if pools.plan is not None:
-            code = POSTINGS[self.shape.posting].pool_code
+            code = self.shape.posting.pool_code
             assert code is not None  # a path with a plan has its code (postings.Posting.pool_code)
             found = pools.plan.step(code, offload.DIRECTIONS[self.direction], pace=pools.pace)
             return found.gpu_seconds, found.post_seconds
@@ -279,10 +283,10 @@ def _cpu_copy(pools: _Pools, size: int) -> tuple[float, float]:
     return seconds, seconds
 
 
-def pool_problems(names: Collection[str]) -> dict[str, str]:
-    """Why this rank cannot run each offload path of `names` (the GPU's: no GPU, no nvcc, ...)."""
+def pool_problems(records: Collection[Posting]) -> dict[str, str]:
+    """Why this rank cannot run each offload path of `records`, by name (the GPU's: no GPU, no nvcc, ...)."""
     found = {}
-    for name in names:
-        if name in pool_paths() and (why := POSTINGS[name].pool_problem()) is not None:
-            found[name] = why
+    for record in dict.fromkeys(records):
+        if record in pool_paths() and (why := record.pool_problem()) is not None:
+            found[record.name] = why
     return found

@@ -67,7 +67,6 @@ class DeviceSteps:
     operations: Mapping[int, int]  # RMA_PUT / RMA_GET -> the plan's operation
     how: str  # UCX's protocol report has no row for it: the row's words
     calls: Mapping[int, str]  # RMA_PUT / RMA_GET -> what the row names as the operation
-    budget: bool = False  # the posting kernel holds --posting-sms (a grid, or a green context's SMs)
 
     def path(self, operation: int) -> str:
         """What runs the list, for the results (the entry's `path`)."""
@@ -156,13 +155,19 @@ class ArmedSteps(DeviceSteps):
         return Arming(seconds, layout.armed_copies, layout.armed_lists, layout.bound)
 
 
+def _runs_anywhere() -> str | None:
+    """A path every rank can run: no reason (a module's function, so that a record travels by MPI)."""
+    return None
+
+
 PEER, POOL = "peer", "pool"  # a list's far end: another rank's pool, or this process's own pinned pool (offload)
 
 
 @dataclass(frozen=True)
 class Posting:
-    """One posting path of a block list, and which far ends it applies to (`far`: PEER, a list to
-    another rank; POOL, an offload between this rank's GPU and its own pinned pool)."""
+    """One posting path of a block list: resolved from its name once (the run's configuration), passed
+    as this record, and written by its name (an entry's `posted_by`); and which far ends it applies to
+    (`far`: PEER, a list to another rank; POOL, an offload between a rank's GPU and its own pinned pool)."""
 
     name: str  # --posting's word, and the entry's `posted_by`
     meaning: str  # --posting's help
@@ -175,16 +180,21 @@ class Posting:
     words: str = ""  # what tables say of it under "by"
     steps: DeviceSteps | None = None  # how the GPU's side posts it; None: the CPU's native loop
     # Why this rank cannot run it (None: it can), as a one-line reason; checked once, before a run.
-    problem: Callable[[], str | None] = field(default=lambda: None, compare=False, repr=False)
+    problem: Callable[[], str | None] = field(default=_runs_anywhere, compare=False, repr=False)
     in_all: bool = True  # one of the paths `all` runs
     posts_as: str | None = None  # the path the entry names where it posts (auto: gpu); None: its own name
+    # Its posting kernel runs on the GPU's SMs: --posting-sms holds it to a few (a grid, or a green context's).
+    takes_sms: bool = False
+    # A --beside carve-out leaves its kernel the SMs the model gives up: every carve-out asked for is run
+    # beside it (a path that takes no SMs gains nothing from one: the first carve-out only).
+    carvable: bool = False
     far: tuple[str, ...] = (PEER,)  # the far ends it applies to
+    # Why this rank cannot run it to its own pinned pool (None: it can), checked once before an offload.
+    pool_problem: Callable[[], str | None] = field(default=_runs_anywhere, compare=False, repr=False)
     # To this process's own pool: the offload plan's path (wire/offload.py's KERNEL, CE_BATCH, DIRECT;
     # None: the armed plan's, or the CPU's), and what the entry says ran it.
     pool_code: int | None = None
     pool_words: str = ""
-    # Why this rank cannot run it to its own pinned pool (None: it can), checked once before an offload.
-    pool_problem: Callable[[], str | None] = field(default=lambda: None, compare=False, repr=False)
 
     @property
     def posts(self) -> str:
@@ -226,7 +236,6 @@ _GPU = DeviceSteps(
     {RMA_PUT: devapi.PUT, RMA_GET: devapi.GET},
     "gpu-initiated (device API)",
     dict(zip((RMA_PUT, RMA_GET), devapi.API_CALLS, strict=True)),
-    budget=True,
 )
 _COPY_ENGINES = DeviceSteps(
     {RMA_PUT: devapi.CE_PUT, RMA_GET: devapi.CE_GET},
@@ -242,12 +251,13 @@ _ARMED = ArmedSteps(
 _RECORDS = (
     Posting(
         "auto", "the GPU where it can, else the CPU (the entry says why)", "gpu", steps=_GPU, in_all=False,
-        posts_as="gpu",
+        posts_as="gpu", takes_sms=True, carvable=True,
     ),
     Posting(
         "gpu", "one kernel a transfer posts every block (UCX's device API)", "gpu",
         ("device memory at both ends", "one-sided", "nvcc", "UCX's device API"), device=True, reference=True,
         said=", posted by the GPU", words="UCX's device API", steps=_GPU, problem=_library_problem,
+        takes_sms=True, carvable=True,
     ),
     Posting(
         "ce-batch", "the copy engines: one cudaMemcpyBatchAsync a transfer, posted by the CPU", "copy engines",
@@ -273,8 +283,8 @@ _RECORDS = (
     Posting(
         "kernel", "an offload's copy kernel through the pinned pool's mapped pointers, a warp a block, at --pace",
         "gpu", ("a GPU", "nvcc", "pinned host memory the GPU maps"), said=", copied by the offload kernel",
-        words="rdmabench's copy kernel through mapped pinned memory, at a pace", far=(POOL,),
-        pool_problem=_offload_problem, pool_code=offload.KERNEL, pool_words=offload.PATHS[offload.KERNEL],
+        words="rdmabench's copy kernel through mapped pinned memory, at a pace", takes_sms=True, carvable=True,
+        far=(POOL,), pool_problem=_offload_problem, pool_code=offload.KERNEL, pool_words=offload.PATHS[offload.KERNEL],
     ),
     Posting(
         "direct", "an offload's one cudaMemcpyAsync a block, posted by the CPU (SGLang's direct)", "copy engines",
@@ -283,10 +293,24 @@ _RECORDS = (
     ),
 )  # fmt: skip
 POSTINGS: dict[str, Posting] = {record.name: record for record in _RECORDS}
-PATHS = tuple(name for name, record in POSTINGS.items() if record.in_all and PEER in record.far)  # `all`, in order
-DEVICE_PATHS = tuple(name for name, record in POSTINGS.items() if record.device)
-REFERENCE_PATHS = tuple(name for name, record in POSTINGS.items() if record.reference)
-CPU = "cpu"  # the path every list can take
+REFERENCE_PATHS = tuple(record for record in POSTINGS.values() if record.reference)
+CPU = POSTINGS["cpu"]  # the path every list can take
+AUTO = POSTINGS["auto"]  # --posting's default
+
+
+def register(record: Posting) -> Posting:
+    """Add a posting path (a plugin's, or a test's): the option's help, the run's checks, the step
+    protocol and the reports read it from here on. A name taken already is refused."""
+    if record.name in POSTINGS:
+        raise ConfigError(f"a posting path named {record.name!r} exists already")
+    POSTINGS[record.name] = record
+    return record
+
+
+def unregister(name: str) -> None:
+    """Take a path `register` added away again (a test's, at its end); the built-in paths stay."""
+    if all(name != record.name for record in _RECORDS):
+        POSTINGS.pop(name, None)
 
 
 def posting(name: str | None) -> Posting | None:
@@ -294,28 +318,29 @@ def posting(name: str | None) -> Posting | None:
     return POSTINGS.get(name) if name else None
 
 
-def armed_ahead(name: str) -> bool:
-    """Whether path `name` arms its copies ahead of the data (its steps are ArmedSteps)."""
-    return isinstance(POSTINGS[name].steps, ArmedSteps)
+def armed_ahead(record: Posting) -> bool:
+    """Whether a path arms its copies ahead of the data (its steps are ArmedSteps)."""
+    return isinstance(record.steps, ArmedSteps)
 
 
-def pool_reference() -> str:
-    """The path an offload's contiguous reference takes: the first to a pool that is a reference."""
-    return next(name for name in pool_paths() if POSTINGS[name].reference)
-
-
-def pool_paths() -> tuple[str, ...]:
+def pool_paths() -> tuple[Posting, ...]:
     """The paths that move a list to this process's own pinned pool (an offload), in the order `all` runs them."""
-    return tuple(name for name, record in POSTINGS.items() if POOL in record.far)
+    return tuple(record for record in POSTINGS.values() if POOL in record.far)
 
 
-def parse_postings(text: str, far: str = PEER) -> tuple[str, ...]:
-    """--posting's paths, in order: a path, a comma-separated list, `all` (every path to `far`: PATHS
-    to a peer, pool_paths() to this process's pool)."""
+def pool_reference() -> Posting:
+    """The path an offload's contiguous reference takes: the first to a pool that is a reference."""
+    return next(record for record in pool_paths() if record.reference)
+
+
+def parse_postings(text: str, far: str = PEER) -> tuple[Posting, ...]:
+    """--posting's paths, in order, as records (resolved here once): a path, a comma-separated list,
+    `all` (every path `all` runs to `far`: another rank's pool, PEER, or this process's own, POOL)."""
     names = [name.strip() for name in text.split(",")]
     if not all(names):  # `,`, `cpu,` or nothing: a path left out, never the default in its place
         raise ConfigError(f"--posting {text!r} leaves a name empty: name each path, or all")
-    everything = PATHS if far == PEER else pool_paths()
+    # registered ones included
+    everything = [name for name, record in POSTINGS.items() if record.in_all and far in record.far]
     found = [path for name in names for path in (everything if name == "all" else (name,))]
     for name in found:
         if name not in POSTINGS:
@@ -323,12 +348,11 @@ def parse_postings(text: str, far: str = PEER) -> tuple[str, ...]:
             raise ConfigError(f"unknown --posting {name!r}: choose {named}, all, or a list of them")
         if far not in POSTINGS[name].far:
             where = "an offload to this rank's own pinned pool" if far == POOL else "a list to another rank"
-            fits = ", ".join(pool_paths() if far == POOL else PATHS)
-            raise ConfigError(f"--posting {name} does not apply to {where}: choose {fits}, all, or a list of them")
-    found = list(dict.fromkeys(found))
-    if "auto" in found and len(found) > 1:  # auto may choose a path the list names too: one entry for two
+            raise ConfigError(f"--posting {name} does not apply to {where}: choose {', '.join(everything)}, all")
+    records = [POSTINGS[name] for name in dict.fromkeys(found)]
+    if AUTO in records and len(records) > 1:  # auto may choose a path the list names too: one entry for two
         raise ConfigError("--posting auto chooses a path itself: name the paths of a list (or all)")
-    return tuple(found)
+    return tuple(records)
 
 
 def posting_help() -> str:
@@ -341,7 +365,9 @@ def by_words() -> str:
     return "; ".join(f"{name}: {record.words}" for name, record in POSTINGS.items() if record.words)
 
 
-def problems(names: Iterable[str]) -> dict[str, str]:
-    """Why this rank cannot run each device path of `names`, by path (the one check of availability:
-    a path's library is built here, before anything is measured)."""
-    return {name: why for name in DEVICE_PATHS if name in names and (why := POSTINGS[name].problem()) is not None}
+def problems(records: Iterable[Posting]) -> dict[str, str]:
+    """Why this rank cannot run each path of `records` the GPU's side posts, by name (the one check of
+    availability: a path's library is built here, before anything is measured)."""
+    names = {record.name for record in records}
+    found = {name: record.problem() for name, record in POSTINGS.items() if name in names and record.device}
+    return {name: why for name, why in found.items() if why is not None}

@@ -29,6 +29,7 @@ from .offloadsteps import OffloadProtocol
 
 if TYPE_CHECKING:
     from .contract import StepProtocol
+    from .postings import Posting
     from .shape import Shape
 
 PLUGINS_ENV = "RDMABENCH_PLUGINS"
@@ -69,7 +70,7 @@ class TestKind:
     # An offload (offloadsteps.OUT or IN): the list moves between a rank's GPU and its own pinned pool.
     offload: str | None = None
 
-    def protocols(self, shape: Shape, postings: Collection[str] | None = None) -> list[StepProtocol]:
+    def protocols(self, shape: Shape, postings: Collection[Posting] | None = None) -> list[StepProtocol]:
         """The step protocols that move this test's bytes in `shape`, in the order they run: its own
         for messages; for a block list, one a posting path (of `postings`, where given: those every rank
         can run), moved by `block_op`."""
@@ -80,7 +81,8 @@ class TestKind:
             return [OffloadProtocol(self.offload, found) for found in chosen]
         if self.block_op is None:
             raise ConfigError(f"--blocks moves the bytes of put, get or bw, not of --test {self.name}")
-        chosen = [found for found in shape.lists if postings is None or found.posting in postings]
+        names = None if postings is None else {posting.name for posting in postings}
+        chosen = [found for found in shape.lists if names is None or found.posting.name in names]
         return [BlocksProtocol(self.block_op, found, shape.device) for found in chosen]
 
     @property

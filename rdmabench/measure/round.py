@@ -13,7 +13,6 @@ through pinned buffers, else Python; every measurement says which.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,13 +31,14 @@ from ..wire.protoinfo import PathRows, ProtoRow, RmaRows, TagRows
 from ..wire.staging import Carrier, Staging, StagingRecord, make_carrier, pieces, staging_buffers, wire_chunk
 from ..wire.ucx import Transport
 from . import faults
-from .beside import RETAKES, Beside, Pairs, drifting, load_on_this_gpu
-from .besiderecord import GpuRecord
+from .beside import Beside, load_on_this_gpu
 from .contract import Link, Side, StepProtocol, StepRecord
 from .need import Need, message_end
+from .pairs import BesideDetails, InStep, Pairs, gathered, pairs_in_a_row
 from .plan import Plan, calibrated_iterations, passes_for
 from .registry import TestKind
-from .slow import SLOW_S, Slow
+from .slow import Slow
+from .steps import Steps
 
 
 @dataclass(frozen=True)
@@ -100,15 +100,6 @@ class RoundSpec:
         return f"a round of {len(self.links)} concurrent links ({self.kind.name}, {format_size(self.size)})"
 
 
-@dataclass(frozen=True)
-class BesideDetails:
-    """Beside compute, what a timed link's rank gathered: every GPU's record of its load, by rank, and
-    the link's step times in each pair's alone half."""
-
-    compute: dict[int, GpuRecord]
-    alone_step_times: list[list[float]]
-
-
 @dataclass
 class LinkMeasurement:
     """What the rank that timed a link measured: its step times, sample by sample, and how."""
@@ -126,7 +117,7 @@ class LinkMeasurement:
     # The timing rank's link counters read before and after the sampled steps (the wire check).
     wire: counters.Window = field(default_factory=lambda: counters.Window({}, {}))
     timer: int = -1  # the rank that timed the link (its src, or a get's dst)
-    # Beside compute: every GPU's load figures and the link's alone halves (round._beside_details).
+    # Beside compute: every GPU's load figures and the link's alone halves (pairs.gathered).
     beside: BesideDetails | None = None
 
     @property
@@ -163,7 +154,6 @@ class EngineEnd:
         self.state: object = None  # what the protocol keeps between steps (its own record: contract.state_of)
         self.load: Any = None  # the compute load on this rank's GPU (--beside)
         self.partitioned = False  # the protocol took a green context's SMs from the load
-        self.alone_steps: list[list[list[float]]] = []  # beside compute: per timed link, each pair's alone half
         self._allocated: list[Buffer] = []
         self._carriers: list[Carrier] = []
         self._signals: list[Any] = []
@@ -295,13 +285,7 @@ class EngineEnd:
 _TAG_CALIBRATE = 10  # MPI tag of the round's agreement on steps per sample
 _TAG_PASSES = 12  # and on passes per step
 _TAG_START = 13  # and on when a concurrent round's samples start
-_TAG_PAIR = 15  # and on when a pair's shared half starts (every GPU's load running)
-_TAG_WINDOW = 16  # and on whether every GPU's shared window has ended (the transfers stop)
-_TAG_RETAKE = 17  # and on whether a pair is taken again (the worst drift of its GPUs' alone windows)
-# Beside compute, the steps between the ranks' agreements that a window is on: about this long, sized
-# from the shared half's own steps (an agreement waits on MPI; at 2 ms a batch, taken from the steps
-# alone, the posting rank spent 7-17% of the shared half outside a step on 2 x H100).
-WINDOW_BATCH_SECONDS = 0.01
+# (Tags 14-17: a round's pairs beside compute, measure/pairs.py.)
 
 
 def run_round(
@@ -320,11 +304,15 @@ def run_round(
             protocol.setup(end)
         step = protocol.native_step if end.native is not None else protocol.python_step
         timed = protocol.timed(end)
-        pairs = _pairs(end) if spec.beside is not None else None
-        samples, iterations, cpu, wire = _sample(end, comm, step, len(timed), pairs)
+        # Beside compute, this rank's load through the round's pairs; in the partition's SMs where the
+        # protocol's posting kernel took a green context's (blocksteps: SmBudget.green).
+        pairs = Pairs(spec.beside, end.load, end.partitioned) if spec.beside is not None else None
+        samples, iterations, cpu, wire, alone = _sample(end, comm, step, len(timed), pairs)
         rows = [protocol.rows(end, side) for side in timed]
         kept = [protocol.record(end, side) for side in timed]
-        besides = _beside_details(end, comm, pairs, len(timed)) if pairs is not None else [None] * len(timed)
+        besides: list[BesideDetails | None] = [None] * len(timed)
+        if pairs is not None:
+            besides = list(gathered(pairs, _in_step(end, comm, iterations, len(timed)), end.rank, alone))
     finally:
         end.release()
     engine = "native" if end.native is not None else "python"
@@ -363,123 +351,22 @@ def fetch_rows(transport: Transport, spec: RoundSpec) -> dict[tuple[int, int], P
     }
 
 
-def _pairs(end: EngineEnd) -> Pairs:
-    """This rank's compute load through the round's pairs; in the partition's SMs where the
-    protocol's posting kernel took a green context's (blocksteps: SmBudget.green)."""
-    spec = end.spec
-    assert spec.beside is not None
-    return Pairs(spec.beside, end.load, end.partitioned)
-
-
-_TAG_BESIDE = 14  # MPI tag of the round's exchange of what each GPU's load measured
-
-
-def _beside_details(end: EngineEnd, comm: Any, pairs: Pairs, links: int) -> list[BesideDetails | None]:
-    """Each timed link's compute figures: this rank's GPU and the round's other ranks' (pair rounds)."""
-    mine = pairs.summary()
-    gpus = {end.rank: mine}
-    for peer in sorted(set(end.spec.ranks) - {end.rank}):
-        gpus[peer] = comm.sendrecv(mine, dest=peer, sendtag=_TAG_BESIDE, source=peer, recvtag=_TAG_BESIDE)
-    return [BesideDetails(gpus, end.alone_steps.pop(0)) for _ in range(links)]
-
-
-class _Steps:
-    """A round's steps on this rank, numbered as they run: each filled, timed and checked, with the
-    CPU seconds of the timed parts (fills and checks left out: the cost of moving the bytes)."""
-
-    def __init__(self, end: EngineEnd, step: Callable[[EngineEnd, int], list[float]]):
-        self.end, self.step = end, step
-        self.index = 0
-        self.cpu = 0.0
-        self.slow = Slow(end.where, end.rank == end.spec.links[0].src)  # a step of seconds is said
-
-    def one(self) -> list[float]:
-        end, protocol = self.end, self.end.spec.protocol
-        if end.stall_at == self.index:
-            faults.stall_forever()
-        wall = time.perf_counter()
-        protocol.fill(end, self.index)
-        began = time.process_time()
-        times = self.step(end, self.index)
-        self.cpu += time.process_time() - began
-        protocol.check(end, self.index)
-        self.index += 1
-        if (wall := time.perf_counter() - wall) >= SLOW_S:  # said on stderr: a long step is never silent
-            self.slow.after(f"step {self.index} (its fill, transfers and check)", wall)
-        return times
-
-    def warm_up(self, steps: int) -> tuple[float, float]:
-        """Untimed steps; the wall and timed seconds of the last."""
-        wall = timed = 0.0
-        for _ in range(steps):
-            began = time.perf_counter()
-            times = self.one()
-            wall, timed = time.perf_counter() - began, max(times, default=0.0)
-        return wall, timed
-
-    def shared(
-        self, over: Callable[[], bool], agree: Callable[[bool, float], tuple[bool, int]], links: int, batch: int
-    ) -> Any:
-        """A pair's shared half: steps back to back, `batch` at a time (then as many as the ranks agree from
-        the last batch's steps), until `agree(over(), seconds a step)` says every GPU's window has ended. Its payload is written before the first step and checked after the last
-        (the steps between move the same bytes: writing and checking each would leave the window
-        without a transfer for most of its time). Per link its step times, and the duty: the share of
-        the half's wall time spent in steps, less what a step spent ahead with no transfer in flight
-        (StepProtocol.idle: a path's arming of the next step, where it outlasts this one's copies)."""
-        end, protocol = self.end, self.end.spec.protocol
-        per_link: list[list[float]] = [[] for _ in range(links)]
-        protocol.fill(end, self.index)
-        protocol.streak(end, True)
-        busy, began, cpu = 0.0, time.perf_counter(), time.process_time()
-        first = True
-        while True:
-            batch_began = time.perf_counter()
-            for _ in range(batch):
-                if end.stall_at == self.index:
-                    faults.stall_forever()
-                if not first:  # what the step needs ahead (a path's arming of its copies): no transfer in flight
-                    protocol.ahead(end, self.index)
-                first = False
-                started = time.perf_counter()
-                times = self.step(end, self.index)
-                busy += time.perf_counter() - started - protocol.idle(end)
-                for position, seconds in enumerate(times):
-                    per_link[position].append(seconds)
-            on, batch = agree(over(), (time.perf_counter() - batch_began) / batch)
-            if not on:
-                break
-        span = time.perf_counter() - began
-        self.cpu += time.process_time() - cpu
-        protocol.streak(end, False)
-        protocol.check(end, self.index)
-        self.index += 1
-        return per_link, busy / span if span > 0 else None
-
-    def sample(self, iterations: int, links: int) -> list[list[float]]:
-        """`iterations` timed steps: per link, its step times."""
-        per_link: list[list[float]] = [[] for _ in range(links)]
-        for _ in range(iterations):
-            for position, seconds in enumerate(self.one()):
-                per_link[position].append(seconds)
-        return per_link
-
-
 def _sample(
     end: EngineEnd,
     comm: Any,
     step: Callable[[EngineEnd, int], list[float]],
     links: int,
     pairs: Pairs | None = None,
-) -> tuple[list[list[list[float]]], int, float, counters.Window]:
+) -> tuple[list[list[list[float]]], int, float, counters.Window, list[list[list[float]]]]:
     """Warm up, agree on the steps per sample, then time `samples` x `iterations` steps. Returns
     samples[sample][link] = that link's step times, the iterations per sample, this process's
     CPU seconds in the sampled steps (fills and checks left out: the cost of moving the bytes), and
     its link counters read around them (its GPU's NVLinks only where both ends of one of its links
     are in GPU memory: NVML's reads are not free). Beside compute (`pairs`), each sample is a pair
-    (_pairs_in_a_row): the steps alone, taken first, and as many as the load's shared window takes
-    (the alone halves go to end.alone_steps)."""
+    (pairs.pairs_in_a_row): the steps alone, taken first and returned last, and as many as the load's
+    shared window takes."""
     plan = end.spec.plan
-    steps = _Steps(end, step)
+    steps = Steps(end, step)
     if plan.auto_passes and end.passes > 1:
         # The warm-up makes one pass a step (the first steps pay for connections and caches); the
         # last one's transfer time (not its fills and checks, which passes do not repeat), the
@@ -496,60 +383,17 @@ def _sample(
     iterations = calibrated_iterations(wall, plan, timed)
     nvlink = any(side.link.src_mode.on_device and side.link.dst_mode.on_device for side in end.targets + end.sources)
     before = counters.read(nvlink)
+    alone: list[list[list[float]]] = []
     if pairs is None:
         samples = [steps.sample(iterations, links) for _ in range(plan.samples)]
     else:
-        batch = max(1, round(WINDOW_BATCH_SECONDS / timed)) if timed > 0 else 1
-        samples = _pairs_in_a_row(end, comm, steps, pairs, (iterations, links, batch))
-    return samples, iterations, steps.cpu, counters.Window(before, counters.read(nvlink))
+        alone, samples = pairs_in_a_row(pairs, steps, _in_step(end, comm, iterations, links), timed)
+    return samples, iterations, steps.cpu, counters.Window(before, counters.read(nvlink)), alone
 
 
-def _pairs_in_a_row(
-    end: EngineEnd, comm: Any, steps: _Steps, pairs: Pairs, sizes: tuple[int, int, int]
-) -> list[list[list[float]]]:
-    """Beside compute: every pair's transfer alone first, on an idle GPU (end.alone_steps, per timed
-    link, which run_round files), then the load settled and the pairs' shared halves in a row, the load
-    running on between them (its clocks never see an idle GPU); the shared halves' step times."""
-    iterations, links, _ = sizes
-    alone = [steps.sample(iterations, links) for _ in range(end.spec.plan.samples)]
-    end.alone_steps = [[per_link[position] for per_link in alone] for position in range(links)]
-    try:
-        pairs.settle()  # the load's clocks, before the first pair
-        shared = [_pair(end, comm, steps, pairs, sizes) for _ in alone]
-    except BaseException:
-        pairs.finish(quiet=True)  # the error on its way is the one to say
-        raise
-    pairs.finish()
-    return shared
-
-
-def _pair(end: EngineEnd, comm: Any, steps: _Steps, pairs: Pairs, sizes: tuple[int, int, int]) -> list[list[float]]:
-    """One pair's shared half, taken again (at most RETAKES times) while the worst of its GPUs' alone
-    windows drift more than DRIFT_LIMIT, then kept (marked where it still drifts): the load alone,
-    then the steps back to back through the load's shared window (every rank's: the transfers stop
-    when every GPU's window has ended), then the load alone again."""
-    _, links, batch = sizes
-    ranks = end.spec.ranks
-
-    def agree(over: bool, step_seconds: float) -> tuple[bool, int]:
-        """Whether some GPU's window is still on, and the next batch's steps: the fewest any rank asks
-        for (every rank runs the same steps: a step is collective)."""
-        wanted = max(1, round(WINDOW_BATCH_SECONDS / step_seconds)) if step_seconds > 0 else 1
-        on, fewest = agree_max(comm, ranks, (0.0 if over else 1.0, -float(wanted)), _TAG_WINDOW)
-        return on > 0, max(1, int(-fewest))
-
-    for retake in range(RETAKES + 1):
-        pairs.begin()  # the load alone on the whole GPU, then on (where the shared half runs it)
-        agree_max(comm, ranks, (0.0,), _TAG_PAIR)  # every rank's load runs
-        pairs.open()
-        shared, duty = steps.shared(pairs.over, agree, links, batch)  # on an error, the caller stops the load
-        drift = pairs.close(duty if end.spec.protocol.spans_transfers(end) else None)  # None: the other end's
-        (worst,) = agree_max(comm, ranks, (abs(drift or 0.0),), _TAG_RETAKE)
-        if not drifting(worst) or retake == RETAKES:
-            pairs.keep(retake, drifting(worst))
-            return shared
-        pairs.discard()
-    raise AssertionError("unreachable: the last take is kept")
+def _in_step(end: EngineEnd, comm: Any, iterations: int, links: int) -> InStep:
+    spec = end.spec
+    return InStep(comm, spec.ranks, spec.plan.samples, iterations, links, spec.protocol.spans_transfers(end))
 
 
 def _agree_to_start(end: EngineEnd, comm: Any, wall: float, timed: float) -> tuple[float, float]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from ...modes import MemoryMode
 from ..blocks import BlockShape
 from ..offloadsteps import IN, OUT, OffloadProtocol
+from ..postings import CPU
 from ..registry import TestKind, register
 from .bw import window_gbps
 
@@ -24,7 +25,7 @@ def _kind(name: str, direction: str, summary: str) -> TestKind:
         unit="GB/s",
         higher_is_better=True,
         scope="unidirectional",
-        protocol=OffloadProtocol(direction, BlockShape(1, posting="cpu")),  # what --blocks shapes replaces
+        protocol=OffloadProtocol(direction, BlockShape(1, posting=CPU)),  # what --blocks shapes replaces
         pair_links=lambda a, b: [(a, a)],  # the rank with itself: its GPU's pool and its own pinned pool
         figure=window_gbps,
         timing="timed on the GPU from the list's first post to its last block landed",

@@ -6,15 +6,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from operator import attrgetter
-from typing import TYPE_CHECKING, Any, TypedDict, cast
+from typing import Any, TypedDict
 
-from ...measure.beside import unjudged_words
+from ...measure.besiderecord import BesideFigure
 from ...measure.blockrecord import BlockList
+from ...measure.judging import unjudged_words
 from ...stats import median
 from .entries import block_list_of, carveout_of, finite_number, posting_of
-
-if TYPE_CHECKING:
-    from ...measure.besiderecord import PairsSaid
 
 _LINK_KEY = attrgetter("test", "src_mode", "dst_mode", "size_bytes", "link", "load")
 ROW_KEY = attrgetter("test", "src_mode", "dst_mode", "size_bytes", "link", "load", "settings")  # link_key and settings
@@ -231,10 +229,9 @@ class Row:
         contiguous = finite_number(record.contiguous_gbps) if record is not None else None
         if contiguous is not None:
             self.contiguous = [*(self.contiguous or ()), contiguous]
-        if isinstance(beside, dict) and beside.get("slowdown") is None and self.unjudged is None:
-            self.unjudged = unjudged_words(
-                cast("PairsSaid", beside)
-            )  # the first run's reason stands; read back: checked there
+        figure = BesideFigure.from_json(beside)
+        if figure is not None and figure.slowdown is None and self.unjudged is None:
+            self.unjudged = unjudged_words(figure)  # the first run's reason stands
         found = beside.get("slowdown_range") if isinstance(beside, dict) else None
         low, high = _pair(found)
         if low is not None and high is not None:

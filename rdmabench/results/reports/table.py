@@ -198,12 +198,12 @@ class ProgressTable:
         found = entry.beside
         if found is None:
             return f" {'-':>9} {'-':<20}"
-        alone, slowdown, spread = found.get("transfer_alone"), found.get("slowdown"), found.get("slowdown_range")
+        alone, slowdown, spread = found.transfer_alone, found.slowdown, found.slowdown_range
         model = "-" if slowdown is None else f"x{slowdown:.3f}"
         if slowdown is not None and spread:  # every beside figure with its range over the pairs
             model += f" [{spread[0]:.2f}-{spread[1]:.2f}]"
-        if found.get("carveout"):
-            model += f" carve {found['carveout']}"
+        if found.load.carveout:
+            model += f" carve {found.load.carveout}"
         return f" {'-' if alone is None else f'{self._figure(alone):.3f}':>9} {model:<20}"
 
     def pattern_header(
