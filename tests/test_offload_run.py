@@ -143,3 +143,44 @@ def test_the_registry_says_which_paths_apply_to_a_pool() -> None:
     assert [path.name for path in parse_postings("all")] == ["gpu", "ce-batch", "ce-armed", "cpu"]  # to a peer
     with pytest.raises(ConfigError, match="--posting direct does not apply to a list to another rank"):
         parse_postings("direct")
+
+
+needs_gpu = pytest.mark.skipif(visible_gpu_count() < 1, reason="needs a GPU")
+
+
+@pytest.mark.gpu
+@needs_gpu
+@pytest.mark.parametrize("test", ["swap-out", "swap-in"])
+def test_every_gpu_path_offloads_every_byte_checked(results_path: Path, test: str) -> None:
+    """Every path to the pool both ways (the kernel at two paces), random blocks of two sizes: every
+    byte checked each step, who posted it and at which pace in the record, read against its reference."""
+    args = ["--test", test, "--blocks", "256", "--layout", "random", "--block-size", "4KiB,64KiB"]
+    entries = _run(results_path, *args, "--posting", "all", "--pace", "2x1x32,8x1x128")
+    lists = [entry for entry in entries if entry["blocks"]["count"] == 256]
+    found = {(entry["blocks"]["posted_by"], entry["blocks"].get("pace")) for entry in lists}
+    paths = {("ce-batch", None), ("ce-armed", None), ("kernel", "2x1x32"), ("kernel", "8x1x128"), ("direct", None)}
+    assert found == paths and len(lists) == 2 * len(paths)
+    for entry in entries:
+        record = entry["blocks"]
+        assert entry["validated"] and entry["wrong_bytes"] == 0 and entry["bandwidth_gbps"] > 0
+        assert (entry["src_rank"], entry["dst_rank"], record["offload"]) == (0, 0, test.removeprefix("swap-"))
+    for entry in lists:
+        record = entry["blocks"]
+        assert record["ceiling_gbps"] > 0  # the kernel at a full pace over the same list
+        assert record["share_of_contiguous"] > 0 and record["contiguous_posted_by"] == "ce-batch"
+        if record["posted_by"] == "kernel":
+            assert record["pace_threads"] in (64, 1024) and record["sms"]["mode"] == "pace"
+        if record["posted_by"] == "ce-armed":
+            assert record["arm_us"] > 0 and record["cpu_us_per_descriptor"] > 0
+
+
+@pytest.mark.gpu
+@needs_gpu
+def test_the_kernel_offloads_beside_a_carved_gemm_and_the_model_cost_is_recorded(results_path: Path) -> None:
+    args = ["--test", "swap-out", "--blocks", "256", "--layout", "random", "--block-size", "4KiB"]
+    entries = _run(results_path, *args, "--posting", "kernel", "--pace", "8x1x32", "--beside", "gemm:2048,carveout=8")
+    (entry,) = [entry for entry in entries if entry["blocks"]["count"] == 256]
+    assert entry["validated"] and entry["wrong_bytes"] == 0
+    assert entry["blocks"]["sms"] == {"mode": "carveout", "transfer": 8, "ctas": 8}
+    beside = entry["beside"]
+    assert "carveout=8" in str(beside["load"]) and beside["transfer_alone"] > 0

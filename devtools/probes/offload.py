@@ -17,6 +17,7 @@ time included where it is the bottleneck: direct, batch; the armed path's arming
 
     python -m devtools.probes.offload [--gpu 0] [--blocks 1024] [--sizes 4KiB,64KiB]
         [--paces 8x1x128,8x2x128,...] [--window 0.25] [--pairs 2] [--json out.jsonl]
+        [--directions out,in] [--paths contig,kernel,...]
 """
 
 from __future__ import annotations
@@ -144,8 +145,10 @@ def measure_size(
     paces = [offload.Pace.parse(p) for p in args.paces.split(",") if p]
     with Lists(cupy, args.gpu, args.blocks, block, args.seed) as lists:
         sessions: dict[int, list[tuple[dict[str, Any], Mover]]] = {}
-        for direction in ("out", "in"):
+        for direction in args.directions.split(","):
             for name, pace, move in movers(lists, direction, paces):
+                if args.paths and name not in args.paths.split(","):
+                    continue
                 lists.check(name, direction, pace)
                 base = {"size": format_size(block), "block": block, "blocks": args.blocks, "direction": direction}
                 base.update(path=name, pace=pace.label if pace else "", in_flight=pace.in_flight if pace else 0)
@@ -168,6 +171,8 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=2)
     parser.add_argument("--seed", type=int, default=53)
     parser.add_argument("--json", default="")
+    parser.add_argument("--directions", default="out,in")
+    parser.add_argument("--paths", default="", help="only these paths (contig,kernel,ce-batch,ce-armed,direct)")
     args = parser.parse_args()
     cupy = import_cupy()
     if cupy is None:

@@ -38,8 +38,9 @@ CONTIGUOUS = "contiguous"  # the companion: the list's bytes as one copy
 # The kernel's pace where none is given, per direction (devtools/probes/offload.py on an H200 beside a
 # bf16 8192^3 GEMM, measurements/h200x2-20261128-session8/): reading host memory stalls nothing, so
 # swap-in takes 8 SMs' worth of one CTA of 128 (45-48 GB/s at 4 KiB, the model within 2%); writing it
-# backs up into the model past a few warps in flight, so swap-out starts at 4 warps.
-DEFAULT_PACES = {OUT: "4x1x32", IN: "8x1x128"}
+# backs up into the model past a few warps in flight (16 warps: 1.09x at 4 KiB, 1.3x at 64 KiB), so
+# swap-out takes 8 warps (32 KiB of stores in flight).
+DEFAULT_PACES = {OUT: "8x1x32", IN: "8x1x128"}
 _CEILING_STEPS = 5
 
 
@@ -160,7 +161,7 @@ class OffloadProtocol(StepProtocol):
         if shape.posting != CPU:
             self._plan(end, pools, size, pool_bytes)
         pools.cold["prepare_s"] = time.perf_counter() - began
-        if pools.plan is not None:  # the GPU's own time for the list: the kernel at full pace, alone
+        if pools.plan is not None and shape.count > 1:  # the GPU's own time for the list: the kernel at full pace
             pools.ceiling = self._ceiling(pools.plan)
         if end.spec.validate:
             pools.src_payload = BlockPayload(src, size, pools.src_slots, end.rank)
