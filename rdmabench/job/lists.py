@@ -65,11 +65,13 @@ def beside_placement(config: RunConfig, world: World) -> None:
     kernels of two processes do not share a GPU's SMs), so their figures would not be "beside"."""
     if config.beside is None:
         return
-    lacking = next((info.rank for info in world.ranks if info.gpu is None), None)
+    # An offload's link is rank 0 with itself: the other ranks idle, and run no load.
+    ranks = world.ranks[:1] if config.kind.offload is not None else world.ranks
+    lacking = next((info.rank for info in ranks if info.gpu is None), None)
     if lacking is not None:
         raise ConfigError(f"--beside runs a compute load on each rank's GPU: rank {lacking} has no GPU")
     seen: dict[tuple[str, str], int] = {}
-    for info in world.ranks:
+    for info in ranks:
         assert info.gpu is not None
         key = (info.host, info.gpu.pci_bus_id)
         if key in seen:
