@@ -20,6 +20,7 @@ from rdmabench.hardware.gpu import visible_gpu_count
 from rdmabench.job.config import RunConfig
 from rdmabench.measure.blockrecord import BlockSteps
 from rdmabench.measure.blocks import BlockShape
+from rdmabench.measure.offloadsteps import pool_problems
 from rdmabench.measure.postings import POSTINGS, parse_postings, pool_paths
 from rdmabench.modes import MemoryMode
 from rdmabench.results.files.document import load as load_results
@@ -136,6 +137,16 @@ def test_the_record_keeps_the_pace_and_its_threads_in_flight() -> None:
     assert {"offload", "pace", "pace_threads"} <= set(record.to_json())
     plain = steps.figure(4096)
     assert plain is not None and plain.pace is None and "pace_threads" not in plain.to_json()
+
+
+def test_without_a_gpu_each_gpu_path_to_a_pool_says_why_in_one_line() -> None:
+    """Every rank asks this before a run (job/lists.py): each path's record, the copy engines' too (a
+    record with mappings in it, no key of a dict: the first GPU run failed on it)."""
+    if visible_gpu_count() > 0:
+        pytest.skip("a GPU is here")
+    found = pool_problems((*pool_paths(), POSTINGS["kernel"]))
+    assert sorted(found) == ["ce-armed", "ce-batch", "direct", "kernel"]  # the CPU's path runs anywhere
+    assert all("no GPU" in why and "\n" not in why for why in found.values())
 
 
 def test_the_registry_says_which_paths_apply_to_a_pool() -> None:

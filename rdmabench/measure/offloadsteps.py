@@ -286,8 +286,8 @@ def _cpu_copy(pools: _Pools, size: int) -> tuple[float, float]:
 
 def pool_problems(records: Collection[Posting]) -> dict[str, str]:
     """Why this rank cannot run each offload path of `records`, by name (the GPU's: no GPU, no nvcc, ...)."""
-    found = {}
-    for record in dict.fromkeys(records):
-        if record in pool_paths() and (why := record.pool_problem()) is not None:
+    found: dict[str, str] = {}
+    for record in records:  # by name: a record holds mappings, so it is no key
+        if record.name not in found and record in pool_paths() and (why := record.pool_problem()) is not None:
             found[record.name] = why
     return found
