@@ -220,3 +220,14 @@ def test_a_step_the_plan_cannot_post_is_refused_in_one_line() -> None:
     finally:
         cupy.cuda.runtime.freeHost(pinned)
     assert offload.why_not(visible_gpu_count()) is not None
+
+
+def test_the_copy_engines_are_asked_through_the_offload_library_itself() -> None:
+    """The batch path's availability comes from offload.cu (the devlists library's call, asked of this
+    one, was an AttributeError on the first GPU that reached it)."""
+    if not _HAVE_NVCC:
+        pytest.skip("needs nvcc")
+    found = offload.copy_engines_problem()
+    assert found is None or ("\n" not in found and found)
+    if visible_gpu_count() == 0:
+        assert found is not None and "driver" in found

@@ -203,7 +203,7 @@ output_options = group(
     metavar="SMSxCTASxTHREADS[,...]",
     help="With --test swap-out or swap-in and --posting kernel or all: the offload kernel's pace, a list each "
     "(SMs' worth of CTAs, CTAs an SM, threads a CTA; a warp a block, 128 B of loads a thread in flight). "
-    "Sweep it: past a knee a faster pace costs the model more than it gains. [default: 8x1x32 out, 8x1x128 in]",
+    "Sweep it: past a knee a faster pace costs the model more than it gains. [default: 2x1x128 out, 8x1x128 in]",
 )
 @step_options
 @output_options

@@ -383,9 +383,8 @@ class RunConfig:
         self.lists.check(self.steps.sizes, self._get, self.postings, self.offload.paces)
         self.offload.check(self.postings)
         if kind.offload is not None:
-            check_offload(
-                self.what.test, kind.offload, (self.lists.blocks, self.lists.batch), self.modes, self.postings
-            )
+            lists = (self.lists.blocks, self.lists.batch)
+            check_offload(self.what.test, kind.offload, lists, self.modes, self.postings, self.steps.sizes)
         if not self.one_at_a_time and not kind.concurrent:
             raise ConfigError(
                 f"--test {self.what.test} measures one link at a time: use it with --pattern pair or all-pairs without --concurrent"

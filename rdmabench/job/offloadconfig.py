@@ -61,14 +61,17 @@ def offload_postings(posting: str, needs_gpu: bool) -> tuple[Posting, ...]:
 
 def check_offload(
     test: str, direction: str, blocks: tuple[int | None, int], modes: tuple[MemoryMode, MemoryMode],
-    postings: tuple[Posting, ...],
+    postings: tuple[Posting, ...], sizes: list[int],
 ) -> None:  # fmt: skip
     """An offload: a block list (`blocks`: --blocks, --batch), one a step, between the rank's GPU and its
-    pinned pool in its `direction`."""
+    pinned pool in its `direction`; the kernel's blocks of 16-byte words (`sizes`: the block sizes)."""
     if blocks[0] is None:
         raise ConfigError(f"--test {test} moves a block list: give --blocks N (or --model, --blocks-from)")
     if blocks[1] != 1:
         raise ConfigError(f"--test {test} moves one list a step: leave out --batch")
+    if POSTINGS["kernel"] in postings and any(size % 16 for size in sizes):
+        odd = next(size for size in sizes if size % 16)
+        raise ConfigError(f"--posting kernel moves 16-byte words: --block-size {odd} is not a multiple of 16")
     check_offload_modes(test, direction, modes, postings)
 
 

@@ -35,12 +35,13 @@ from .postings import CPU, Arming, Posting, armed_ahead, pool_paths, pool_refere
 OUT, IN = "out", "in"
 NAMES = {OUT: "swap-out", IN: "swap-in"}
 CONTIGUOUS = "contiguous"  # the companion: the list's bytes as one copy
-# The kernel's pace where none is given, per direction (devtools/probes/offload.py on an H200 beside a
-# bf16 8192^3 GEMM, measurements/h200x2-20261128-session8/): reading host memory stalls nothing, so
-# swap-in takes 8 SMs' worth of one CTA of 128 (45-48 GB/s at 4 KiB, the model within 2%); writing it
-# backs up into the model past a few warps in flight (16 warps: 1.09x at 4 KiB, 1.3x at 64 KiB), so
-# swap-out takes 8 warps (32 KiB of stores in flight).
-DEFAULT_PACES = {OUT: "8x1x32", IN: "8x1x128"}
+# The kernel's pace where none is given, per direction (devtools/probes/offload.py, an H200 beside a bf16
+# 8192^3 GEMM carved the pace's SMs, 1,024 random blocks: measurements/h200x2-20261128-session8/): reading
+# host memory stalls nothing, so swap-in takes 8 SMs' worth of one CTA of 128 (45-48 GB/s at 4 KiB, the
+# model within 2%); storing to it backs up into the model past a few warps in flight (16 warps: 1.09x at
+# 4 KiB, 1.3x at 64 KiB), so swap-out takes 8 warps on 2 SMs, the one pace that held the model within 2%
+# at 4 and 64 KiB (27 and 41 GB/s). Faster can pay: 12 warps moved 48 GB/s at 4 KiB for about 3%. Sweep it.
+DEFAULT_PACES = {OUT: "2x1x128", IN: "8x1x128"}
 _CEILING_STEPS = 5
 
 

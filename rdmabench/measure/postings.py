@@ -219,7 +219,7 @@ def _offload_problem() -> str | None:
 
 
 def _offload_batch_problem() -> str | None:
-    return _offload_problem() or devapi.copy_engines_problem(offload.load().library)
+    return _offload_problem() or offload.copy_engines_problem()
 
 
 def _offload_armed_problem() -> str | None:

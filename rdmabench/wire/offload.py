@@ -81,6 +81,8 @@ def configure(library: Any) -> Any:
     library.rb_off_step.restype = integer
     library.rb_off_mapped.argtypes = [ptr]
     library.rb_off_mapped.restype = ptr
+    library.rb_off_ce_unsupported.argtypes = []
+    library.rb_off_ce_unsupported.restype = ctypes.c_char_p
     library.rb_off_release.argtypes = [ptr]
     library.rb_off_release.restype = None
     return library
@@ -95,6 +97,16 @@ def why_not(device: int = 0) -> str | None:
     if available.library.rb_off_unsupported(device, why, WHY_LEN) != 0:
         return why.value.decode(errors="replace")
     return None
+
+
+def copy_engines_problem() -> str | None:
+    """Why the copy engines' batch (cudaMemcpyBatchAsync: a CUDA 12.8 runtime and driver) cannot move
+    an offload's list here, in one line, or None."""
+    available = load()
+    if available.library is None:
+        return available.note
+    found = available.library.rb_off_ce_unsupported()
+    return found.decode(errors="replace") if found else None
 
 
 _PACE = re.compile(r"^(\d{1,5})x(\d{1,2})x(\d{2,4})$", re.ASCII)  # int() reads other scripts' digits

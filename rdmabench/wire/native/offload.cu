@@ -391,6 +391,9 @@ int rb_off_step(rb_off_plan *p, int path, int direction, size_t first, size_t co
     return RB_OFF_OK;
 }
 
+/* Why the copy engines' batch (cudaMemcpyBatchAsync) cannot run here, or NULL. */
+const char *rb_off_ce_unsupported(void) { return batch_copy_missing(); }
+
 /* The host pool as the GPU addresses it (the kernel's end). */
 void *rb_off_mapped(rb_off_plan *p) { return p->host_mapped; }
 
