@@ -78,6 +78,8 @@ def test_a_corrupted_block_of_an_offload_is_caught(results_path: Path) -> None:
         (["--posting", "gpu"], "--posting gpu does not apply to an offload to this rank's own pinned pool"),
         (["--posting", "nope"], "unknown --posting 'nope': choose ce-batch, ce-armed, cpu, kernel, direct, all"),
         (["--batch", "2"], "moves one list a step: leave out --batch"),
+        (["--src-mode", "managed", "--dst-mode", "pinned"], "cannot use managed memory: an offload's ends are"),
+        (["--src-mode", "device", "--dst-mode", "ucx"], "cannot use ucx memory"),
         (["--block-size", "4104"], "--posting kernel moves 16-byte words: --block-size 4104 is not a multiple of 16"),
         (["--posting", "direct", "--pace", "8x1x128"], "--pace sets the offload kernel's pace"),
         (["--pace", "8x1"], "a pace is SMSxCTASxTHREADS"),

@@ -382,9 +382,6 @@ class RunConfig:
             record.check()
         self.lists.check(self.steps.sizes, self._get, self.postings, self.offload.paces)
         self.offload.check(self.postings)
-        if kind.offload is not None:
-            lists = (self.lists.blocks, self.lists.batch)
-            check_offload(self.what.test, kind.offload, lists, self.modes, self.postings, self.steps.sizes)
         if not self.one_at_a_time and not kind.concurrent:
             raise ConfigError(
                 f"--test {self.what.test} measures one link at a time: use it with --pattern pair or all-pairs without --concurrent"
@@ -393,6 +390,9 @@ class RunConfig:
             reason = kind.refuse_mode(mode)
             if reason:
                 raise ConfigError(f"--test {self.what.test} cannot use {mode.value} memory: {reason}")
+        if kind.offload is not None:
+            lists = (self.lists.blocks, self.lists.batch)
+            check_offload(self.what.test, kind.offload, lists, self.modes, self.postings, self.steps.sizes)
         if kind.one_sided and self.steps.engine == "python":
             raise ConfigError(f"--test {self.what.test} runs in the native loop only: use --engine auto or native")
         if kind.offload is None:

@@ -12,7 +12,7 @@ from .bw import window_gbps
 
 
 def _refuse(mode: MemoryMode) -> str | None:
-    if mode.staged or mode.ucx_allocated:
+    if mode.staged or mode.ucx_allocated or mode is MemoryMode.MANAGED:
         return "an offload's ends are this rank's own pools: device memory and pinned (or other host) memory"
     return None
 
