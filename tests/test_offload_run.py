@@ -24,6 +24,9 @@ from rdmabench.measure.offloadsteps import pool_problems
 from rdmabench.measure.postings import POSTINGS, parse_postings, pool_paths
 from rdmabench.modes import MemoryMode
 from rdmabench.results.files.document import load as load_results
+from rdmabench.results.files.entries import posting_of, settings_of
+from rdmabench.results.files.row import Row
+from rdmabench.results.reports.paces import pace_lines
 
 from .conftest import QUICK, rdmabench_env, refused_in_one_line, run_cli
 
@@ -198,3 +201,30 @@ def test_the_kernel_offloads_beside_a_carved_gemm_and_the_model_cost_is_recorded
     assert entry["blocks"]["sms"] == {"mode": "carveout", "transfer": 8, "ctas": 8}
     beside = entry["beside"]
     assert "carveout=8" in str(beside["load"]) and beside["transfer_alone"] > 0
+
+
+def _row(pace: str, gbps: float, slowdown: float | None) -> Row:
+    """A generated row (made up figures, the report layer only): rank 0's swap-out at 4 KiB by the kernel."""
+    row = Row("swap-out", "device", "pinned", 4096, "vm:rank0 -> vm:rank0", "intra-node", "vm", "vm", "GB/s")
+    row.values, row.posting, row.block_list = [gbps], f"kernel at {pace}", "1024 x random, 1 in flight"
+    row.besides = [(50.0, slowdown)] if slowdown is not None else None
+    return row
+
+
+def test_a_faster_pace_that_cost_the_model_more_than_it_gained_is_said() -> None:
+    rows = [_row("4x1x128", 48.9, 1.086), _row("2x1x128", 27.5, 1.003), _row("12x1x32", 48.2, 1.030)]
+    rows += [_row("8x1x128", 49.0, 1.75), _row("16x2x128", 50.0, None)]  # the last: no judged slowdown
+    first, second = pace_lines(rows)  # 12 warps bought +75% for +2.7%: no line
+    assert first.startswith("swap-out 4KiB (1024 x random, 1 in flight): pace 4x1x128 moved +1.5% against 12x1x32")
+    assert "cost the model +5.4% (x1.086 against x1.030): it cost more than it gained" in first
+    assert "pace 8x1x128 moved +0.2% against 4x1x128" in second and "+61.1%" in second
+    assert pace_lines(rows[1:3]) == []
+
+
+def test_each_pace_is_a_row_and_a_candidate_of_its_own() -> None:
+    blocks = {"count": 1024, "layout": "random", "batch": 1, "posted_by": "kernel", "pace": "2x1x128"}
+    entry: dict[str, Any] = {"blocks": blocks, "engine": "native", "validated": True, "window": 1024}
+    other = {**entry, "blocks": {**blocks, "pace": "4x1x128"}}
+    assert posting_of(entry) == ("kernel at 2x1x128", None, False)
+    assert settings_of(entry, {}) != settings_of(other, {})
+    assert posting_of({**entry, "blocks": {**blocks, "pace": None}})[0] == "kernel"

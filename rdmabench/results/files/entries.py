@@ -129,6 +129,8 @@ def _posting_words(record: BlockList) -> str:
         words += f", {sms.get('transfer')} SMs" + (" (green context)" if sms["mode"] == "green" else "")
     if record.merged is False:  # --no-merge: a request per block, where merging would post fewer
         words += ", unmerged"
+    if isinstance(record.pace, str):  # an offload kernel's pace: each its own row
+        words += f", pace {record.pace}"
     return words
 
 
@@ -144,19 +146,21 @@ def record_key(blocks: Any, beside: Any) -> str | None:
 
 def posting_of(entry: Mapping[str, object]) -> tuple[str | None, int | None, bool]:
     """Who posted an entry's block list: the posting path's name (measure/postings.py; None: not a block
-    list; "cpu" where the entry names none, as before other paths existed), the SMs the posting kernel
-    was held to (None: no budget) and whether a green context held it there."""
+    list; "cpu" where the entry names none, as before other paths existed; an offload kernel's with its
+    pace, "kernel at 2x1x128"), the SMs the posting kernel was held to (None: no budget) and whether a
+    green context held it there."""
     record = BlockList.from_json(entry.get(BLOCKS))
     if record is None:
         return None, None, False
+    path = f"{record.posted} at {record.pace}" if isinstance(record.pace, str) else record.posted  # a pace a candidate
     sms = record.sms
     if (
         not isinstance(sms, dict)
         or sms.get("mode") not in ("budget", "green")
         or not isinstance(sms.get("transfer"), int)
     ):
-        return record.posted, None, False
-    return record.posted, int(sms["transfer"]), sms["mode"] == "green"
+        return path, None, False
+    return path, int(sms["transfer"]), sms["mode"] == "green"
 
 
 def block_list_of(entry: Mapping[str, object]) -> str | None:

@@ -17,6 +17,7 @@ from ..files.rows import Row, bulk, bulk_chunks, outliers
 from ..verdicts.attribution import Attribution, attribute
 from . import answer, distribution
 from .cells import COLUMNS, cell_columns, class_distributions, outlier_lines
+from .paces import pace_lines
 
 GROUPINGS = ("none", "host", "link-class", "mode", "size", "date")
 
@@ -64,6 +65,9 @@ def format_table(
     chosen = answer.lines(answer.answers(rows, budget), budget)
     if chosen:  # block lists measured by several paths, or beside compute
         lines += ["", *map(escape.visible, chosen)]
+    paced = pace_lines(rows)
+    if paced:  # an offload's kernel at several paces beside a model
+        lines += ["", *map(escape.visible, paced)]
     lines.append("")
     lines.append(
         "GB/s = 1e9 bytes/s; median/min/max over runs; spread = (max - min) / median; p99/p99.9 us = a block "
