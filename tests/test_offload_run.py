@@ -62,6 +62,16 @@ def test_the_cpu_path_offloads_every_block_checked_and_says_the_link_is_the_rank
     assert f"{test}  {src}->{dst}" in proc.stdout and "rank0 -> " in proc.stdout
 
 
+def test_every_rank_offloads_at_once_with_each_ranks_figure_and_the_hosts_total(results_path: Path) -> None:
+    args = ["--test", "swap-in", "--pattern", "each", "--blocks", "16", "--block-size", "4KiB", "--posting", "cpu"]
+    entries = _run(results_path, *args, "--src-mode", "pinned", "--dst-mode", "pageable")
+    lists = [entry for entry in entries if entry["blocks"]["count"] == 16]
+    assert sorted((entry["src_rank"], entry["dst_rank"]) for entry in lists) == [(0, 0), (1, 1)]
+    for entry in lists:
+        assert entry["blocks"]["offload"] == "in" and entry["validated"] and entry["wrong_bytes"] == 0
+        assert entry["concurrent_links"] == 2 and entry["pattern_aggregate_gbps"] > 0
+
+
 def test_a_corrupted_block_of_an_offload_is_caught(results_path: Path) -> None:
     args = ["run", "--np", "2", "-o", str(results_path), *QUICK, "--test", "swap-out", "--blocks", "8"]
     args += ["--src-mode", "pageable", "--dst-mode", "pinned", "--posting", "cpu", "--block-size", "4KiB"]
@@ -95,6 +105,10 @@ def test_an_offload_that_cannot_run_is_refused_in_one_line(tmp_path: Path, args:
 
 
 def test_offload_settings_elsewhere_are_refused_in_one_line(tmp_path: Path) -> None:
+    refused_in_one_line(
+        tmp_path, ["--test", "swap-out", "--blocks", "4", "--pattern", "ring"], "--pattern pair (rank 0) or each"
+    )
+    refused_in_one_line(tmp_path, ["--test", "put", "--pattern", "each"], "--pattern each runs every rank with itself")
     refused_in_one_line(tmp_path, ["--test", "swap-in"], "--test swap-in moves a block list: give --blocks N")
     refused_in_one_line(
         tmp_path, ["--test", "put", "--blocks", "4", "--posting", "kernel"], "--posting kernel does not apply to a list"

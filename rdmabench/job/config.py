@@ -28,7 +28,7 @@ from ..modes import MemoryMode
 from ..units import DISPLAY_UNITS, check_seconds, parse_sizes
 from ..wire.native import RMA_GET
 from ..wire.staging import DEFAULT_BUFFERS, DEFAULT_CHUNK, Staging
-from .offloadconfig import Offload, Paces, check_offload, offload_modes, offload_postings
+from .offloadconfig import Offload, Paces, check_offload, check_pattern, offload_modes, offload_postings
 from .schedule import LINK_CLASSES, Pattern, pattern_named
 from .sizes import DEFAULT_SIZES, sizes_of
 
@@ -382,6 +382,7 @@ class RunConfig:
             record.check()
         self.lists.check(self.steps.sizes, self._get, self.postings, self.offload.paces)
         self.offload.check(self.postings)
+        check_pattern(self.what.test, kind.offload, self.pattern.name, self.pattern.own)
         if not self.one_at_a_time and not kind.concurrent:
             raise ConfigError(
                 f"--test {self.what.test} measures one link at a time: use it with --pattern pair or all-pairs without --concurrent"

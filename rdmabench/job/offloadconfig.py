@@ -59,6 +59,14 @@ def offload_postings(posting: str, needs_gpu: bool) -> tuple[Posting, ...]:
     return found
 
 
+def check_pattern(test: str, offload: str | None, pattern: str, own: bool) -> None:
+    """An offload runs on rank 0 (pair) or on every rank at once (each); `each` is for offloads only."""
+    if offload is not None and not own and pattern != "pair":
+        raise ConfigError(f"--test {test} moves a rank's list to its own pool: --pattern pair (rank 0) or each")
+    if offload is None and own:
+        raise ConfigError(f"--pattern {pattern} runs every rank with itself: --test swap-out or swap-in")
+
+
 def check_offload(
     test: str, direction: str, blocks: tuple[int | None, int], modes: tuple[MemoryMode, MemoryMode],
     postings: tuple[Posting, ...], sizes: list[int],

@@ -29,7 +29,7 @@ def _kind(name: str, direction: str, summary: str) -> TestKind:
         pair_links=lambda a, b: [(a, a)],  # the rank with itself: its GPU's pool and its own pinned pool
         figure=window_gbps,
         timing="timed on the GPU from the list's first post to its last block landed",
-        concurrent=False,
+        concurrent=True,  # --pattern each: every rank with itself at once
         offload=direction,
         refuse_mode=_refuse,
     )
