@@ -72,6 +72,28 @@ def test_every_rank_offloads_at_once_with_each_ranks_figure_and_the_hosts_total(
         assert entry["concurrent_links"] == 2 and entry["pattern_aggregate_gbps"] > 0
 
 
+def test_one_rank_offloads_alone_with_pattern_each(results_path: Path) -> None:
+    args = ["run", "--np", "1", "-o", str(results_path), *QUICK, "--test", "swap-out", "--pattern", "each"]
+    args += [
+        "--blocks",
+        "8",
+        "--block-size",
+        "4KiB",
+        "--posting",
+        "cpu",
+        "--src-mode",
+        "pageable",
+        "--dst-mode",
+        "pinned",
+    ]
+    proc = run_cli(args, env=rdmabench_env())
+    assert proc.returncode == 0, proc.stderr
+    lists = [entry for entry in load_results(str(results_path))["results"] if entry["blocks"]["count"] == 8]
+    assert [(entry["src_rank"], entry["dst_rank"], entry["wrong_bytes"]) for entry in lists] == [(0, 0, 0)]
+    refused = run_cli(["run", "--np", "1", "--test", "swap-out", "--blocks", "8", "-o", str(results_path) + ".x"])
+    assert refused.returncode == 2 and "--np must be at least 2" in refused.stderr  # pair: two ranks
+
+
 def test_a_corrupted_block_of_an_offload_is_caught(results_path: Path) -> None:
     args = ["run", "--np", "2", "-o", str(results_path), *QUICK, "--test", "swap-out", "--blocks", "8"]
     args += ["--src-mode", "pageable", "--dst-mode", "pinned", "--posting", "cpu", "--block-size", "4KiB"]

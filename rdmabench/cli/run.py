@@ -232,7 +232,7 @@ def _run_local(np_: int, config: RunConfig) -> None:
     from ..hardware.gpu import gpu_unavailable_reason, visible_gpu_count
     from ..job.spawner import run_local
 
-    if np_ < 2:
+    if np_ < (1 if config.pattern.own else 2):  # --pattern each: every rank with itself, one rank a job
         raise ConfigError(f"--np must be at least 2 for a point-to-point test, not {np_}")
     if config.needs_gpu and visible_gpu_count() == 0:
         needing = "/".join(dict.fromkeys(m.value for m in config.modes if m.needs_gpu))

@@ -242,7 +242,7 @@ def schedule(
     record = pattern if isinstance(pattern, Pattern) else pattern_named(pattern)
     if link_class not in LINK_CLASSES:
         raise ConfigError(f"unknown link class {link_class!r}: choose one of {', '.join(LINK_CLASSES)}")
-    if n < 2:
+    if n < (1 if record.own else 2):  # every rank with itself: one rank is a job
         raise ConfigError("a transfer needs at least 2 ranks (use --np 2, or mpirun -n 2)")
     if not 0 <= root < n:
         raise ConfigError(f"--root {root} is not a rank of this {n}-rank job")
