@@ -18,6 +18,7 @@ from rdmabench.hardware.gpu import visible_gpu_count
 from rdmabench.measure.beside import Beside, asked
 from rdmabench.measure.besiderecord import BesideFigure
 from rdmabench.measure.blocks import SmBudget
+from rdmabench.measure.pairs import MAX_PAIRS
 from rdmabench.results.files import document
 from rdmabench.results.files.rowgroups import BesideCompute, BesideRun, ListFigures
 from rdmabench.results.files.rows import Row, aggregate
@@ -245,7 +246,9 @@ def test_every_path_validates_every_block_beside_a_gemm(results_path: Path) -> N
         beside = entry["beside"]
         assert entry["validated"] and beside["load"] == "gemm:2048" and beside["transfer_alone"] > 0
         assert beside["slowdown"] is None or beside["slowdown"] >= 0.9, beside
-        assert sorted(beside["gpus"]) == ["0", "1"] and len(beside["slowdown_pairs"]) == 2 and beside["duty"] > 0
+        # --samples 2 pairs, then more while an interval is wider than +-2 points (at most MAX_PAIRS)
+        assert sorted(beside["gpus"]) == ["0", "1"] and 2 <= len(beside["slowdown_pairs"]) <= MAX_PAIRS
+        assert beside["duty"] > 0
         assert all(gpu["alone"] > 0 and gpu["beside"] > 0 for gpu in beside["gpus"].values())
         assert entry["blocks"]["contiguous_posted_by"] in ("gpu", "ce-batch")
 

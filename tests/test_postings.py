@@ -95,8 +95,8 @@ def test_parse_postings_keeps_its_words() -> None:
     assert [name for name, record in POSTINGS.items() if record.device] == ["gpu", "ce-batch", "ce-armed"]
     # an armed copy of one block is ce-batch's copy
     assert _names(postings.REFERENCE_PATHS) == ["gpu", "ce-batch"]
-    assert [name for name, record in POSTINGS.items() if record.takes_sms] == ["auto", "gpu"]
-    assert [name for name, record in POSTINGS.items() if record.carvable] == ["auto", "gpu"]
+    assert [name for name, record in POSTINGS.items() if record.takes_sms] == ["auto", "gpu", "kernel"]
+    assert [name for name, record in POSTINGS.items() if record.carvable] == ["auto", "gpu", "kernel"]
 
 
 def test_related_reads_the_fastest_reference_and_leaves_a_contiguous_message_alone() -> None:

@@ -57,8 +57,9 @@ posting_option = click.option(
     "--posting",
     default="auto",
     metavar="PATH[,PATH...]|all",
-    help="With --blocks, put or get of device memory: who posts the list; a list (or all) measures each path "
-    "in turn. " + posting_help() + ". Results name the path "
+    help="With --blocks, put or get of device memory, or swap-out and swap-in (to the rank's own pinned pool): who "
+    "posts the list; a list (or all: every path that applies) measures each path in turn. " + posting_help() + ". "
+    "Results name the path "
     "that ran, and why where auto fell back or a path of a list could not run.",
 )
 

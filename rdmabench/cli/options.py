@@ -194,7 +194,12 @@ def format_option(names: tuple[str, ...], help_text: str) -> Decorator:
 # The memory of a run's ends, and how much of it may be pinned (run).
 memory_options = group(
     click.option(
-        "--mode", default="pageable", type=MODE, metavar=choices(MemoryMode), help=mode_help("Memory of both sides: ")
+        "--mode",
+        default=None,
+        type=MODE,
+        metavar=choices(MemoryMode),
+        help=mode_help("Memory of both sides: ")
+        + " [default: pageable; swap-out: device -> pinned, swap-in: the reverse]",
     ),
     click.option(
         "--src-mode",

@@ -199,6 +199,14 @@ output_options = group(
 @memory_options
 @size_options
 @block_options
+@click.option(
+    "--pace",
+    default=None,
+    metavar="SMSxCTASxTHREADS[,...]",
+    help="With --test swap-out or swap-in and --posting kernel or all: the offload kernel's pace, a list each "
+    "(SMs' worth of CTAs, CTAs an SM, threads a CTA; a warp a block, 128 B of loads a thread in flight). "
+    "Sweep it: past a knee a faster pace costs the model more than it gains. [default: 2x1x128 out, 8x1x128 in]",
+)
 @step_options
 @output_options
 def run(np_: int | None, **options: Any) -> None:
@@ -226,7 +234,7 @@ def _run_local(np_: int, config: RunConfig) -> None:
     from ..hardware.gpu import gpu_unavailable_reason, visible_gpu_count
     from ..job.spawner import run_local
 
-    if np_ < 2:
+    if np_ < (1 if config.pattern.own else 2):  # --pattern each: every rank with itself, one rank a job
         raise ConfigError(f"--np must be at least 2 for a point-to-point test, not {np_}")
     if config.needs_gpu and visible_gpu_count() == 0:
         needing = "/".join(dict.fromkeys(m.value for m in config.modes if m.needs_gpu))

@@ -14,6 +14,8 @@ NO_GPUDIRECT = "GPUDirect"  # every warning about a device path contains this wo
 
 def path_warnings(entry: dict[str, Any], same_host: bool) -> list[str]:
     transport = entry.get("transport")
+    if entry.get("ucx_locality") == "this process":  # an offload within one process: no UCX in its path
+        return []
     if transport is None:
         return ["UCX did not report the transport it used (UCX_PROTO_INFO disabled, or UCX_LOG_FILE set by the user)"]
     name = transport.split("/")[0]

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from functools import cached_property
 from typing import Any, TypeVar
 
@@ -22,12 +22,13 @@ from ..measure import blocktable, kvhandoff, plan, registry
 from ..measure.beside import BesideLoads, asked
 from ..measure.blocks import TABLE, BlockShape, SmBudget
 from ..measure.kvhandoff import KV_LAYOUTS
-from ..measure.postings import POSTINGS, Posting, parse_postings
+from ..measure.postings import PEER, POSTINGS, Posting, parse_postings
 from ..measure.shape import Shape
 from ..modes import MemoryMode
 from ..units import DISPLAY_UNITS, check_seconds, parse_sizes
 from ..wire.native import RMA_GET
 from ..wire.staging import DEFAULT_BUFFERS, DEFAULT_CHUNK, Staging
+from .offloadconfig import Offload, Paces, check_offload, check_pattern, offload_modes, offload_postings
 from .schedule import LINK_CLASSES, Pattern, pattern_named
 from .sizes import DEFAULT_SIZES, handoff_of, refuse_handoff_options, sizes_of, table_of
 
@@ -167,7 +168,9 @@ class BlockLists:
     kv_layout: str = KV_LAYOUTS[0]
     prompt: int | None = None
 
-    def check(self, sizes: list[int], get: bool = False) -> None:
+    def check(
+        self, sizes: list[int], get: bool = False, postings: tuple[Posting, ...] | None = None, paces: Paces = (None,)
+    ) -> None:
         """The handoff's options go with --model, the shape's with --blocks; every size fits the shape."""
         found = self.handoff
         if found is None:
@@ -177,7 +180,7 @@ class BlockLists:
                 f"--model {found.model.name} posts {found.count} descriptors of {found.block_bytes} bytes: "
                 "leave out --blocks and --block-size"
             )
-        shapes = self.shapes(get)
+        shapes = self.shapes(get, postings, paces)
         if not shapes:
             if (self.layout, self.batch, self.pool, self.posting, self.posting_sms, self.merge) != (
                 "contiguous", 1, None, "auto", None, True,
@@ -192,8 +195,11 @@ class BlockLists:
             raise ConfigError(f"--blocks-from {table.source} sets the blocks, the transfers and the block size")
         for size in sizes:
             shapes[0].check_fits(size)
-        if shapes[0].budget is not None and not any(posting.takes_sms for posting in self.postings):
-            held = sorted((p for p in POSTINGS.values() if p.takes_sms), key=lambda p: p.posts_as is not None)
+        postings = self.postings if postings is None else postings
+        if shapes[0].budget is not None and not any(posting.takes_sms for posting in postings):
+            held = sorted(
+                (p for p in POSTINGS.values() if p.takes_sms and PEER in p.far), key=lambda p: p.posts_as is not None
+            )
             held_names = ", ".join(p.name for p in held)  # the paths themselves first, then auto
             raise ConfigError(f"--posting-sms holds the GPU's posting kernel: give --posting {held_names} or all")
 
@@ -208,17 +214,23 @@ class BlockLists:
         """The posting paths this run measures, in order (all: every path), as their records."""
         return parse_postings(self.posting)
 
-    def shapes(self, get: bool = False) -> list[BlockShape]:
-        """The block list, one shape a posting path (none: plain messages); `get`: the test reads the
-        peer's pool (a table's local end, the one that posts, is then the receiver)."""
+    def shapes(
+        self, get: bool = False, postings: tuple[Posting, ...] | None = None, paces: Paces = (None,)
+    ) -> list[BlockShape]:
+        """The block list, one shape a posting path (the offload kernel: one a pace) (none: plain
+        messages); `get`: the test reads the peer's pool (a table's local end, the one that posts, is
+        then the receiver). `postings`: the paths (default: --posting's to a peer); `paces`: the offload
+        kernel's (Offload.paces)."""
         if self.blocks is None:
             return []
+        postings = self.postings if postings is None else postings
         budget = SmBudget.parse(self.posting_sms) if self.posting_sms else None
         found = self.handoff
         if found is not None:
             return [
-                found.shape(self.layout, self.batch, self.pool, posting, self.merge, budget)
-                for posting in self.postings
+                replace(found.shape(self.layout, self.batch, self.pool, posting, self.merge, budget), pace=pace)
+                for posting in postings
+                for pace in (paces if posting.name == "kernel" else (None,))
             ]
         layout, table = self.layout, None
         if self.blocks_from is not None:
@@ -234,8 +246,10 @@ class BlockLists:
                 merge=self.merge,
                 table=table,
                 budget=budget,
+                pace=pace,
             ).check()
-            for posting in self.postings
+            for posting in postings
+            for pace in (paces if posting.name == "kernel" else (None,))
         ]
 
 
@@ -276,7 +290,7 @@ class Verdict:
                 )
 
 
-_Record = TypeVar("_Record", What, Memory, Steps, BlockLists, Output, Verdict)
+_Record = TypeVar("_Record", What, Memory, Steps, BlockLists, Offload, Output, Verdict)
 
 
 def _take(record: type[_Record], values: Mapping[str, Any]) -> _Record:
@@ -294,11 +308,11 @@ _RECORDED = (
 _RECORDED_WHEN_SET = {
     "posting_sms": None, "beside": "none", "merge": True, "blocks_from": None, "blocks_from_sha256": None,
     "remeasure_host_copy": False,
-    "model_budget": 1.05,
+    "model_budget": 1.05, "pace": None,
 }  # fmt: skip
 
 
-_RECORDS = ("what", "memory", "steps", "lists", "out", "verdict")  # RunConfig's records
+_RECORDS = ("what", "memory", "steps", "lists", "offload", "out", "verdict")  # RunConfig's records
 
 
 @dataclass
@@ -307,6 +321,7 @@ class RunConfig:
     memory: Memory = field(default_factory=Memory)
     steps: Steps = field(default_factory=Steps)
     lists: BlockLists = field(default_factory=BlockLists)
+    offload: Offload = field(default_factory=Offload)
     out: Output = field(default_factory=Output)
     verdict: Verdict = field(default_factory=Verdict)
     command_line: str = ""
@@ -320,6 +335,8 @@ class RunConfig:
         mode = options.get("mode") or MemoryMode.PAGEABLE
         given["src_mode"] = options.get("src_mode") or mode
         given["dst_mode"] = options.get("dst_mode") or mode
+        if not any(options.get(key) for key in ("mode", "src_mode", "dst_mode")):
+            given.update(offload_modes(str(options.get("test") or "")))
         handoff = handoff_of(options)
         if handoff is not None:
             given["blocks"], given["model"] = handoff.count, handoff.model.to_dict()
@@ -337,6 +354,7 @@ class RunConfig:
             memory=_take(Memory, values),
             steps=_take(Steps, values),
             lists=_take(BlockLists, values),
+            offload=_take(Offload, values),
             out=_take(Output, values),
             verdict=_take(Verdict, values),
             command_line=command_line,
@@ -362,7 +380,9 @@ class RunConfig:
         self.what.check(self.pattern)
         for record in (self.memory, self.steps, self.out, self.verdict):
             record.check()
-        self.lists.check(self.steps.sizes, self._get)
+        self.lists.check(self.steps.sizes, self._get, self.postings, self.offload.paces)
+        self.offload.check(self.postings)
+        check_pattern(self.what.test, kind.offload, self.pattern.name, self.pattern.own)
         if not self.one_at_a_time and not kind.concurrent:
             raise ConfigError(
                 f"--test {self.what.test} measures one link at a time: use it with --pattern pair or all-pairs without --concurrent"
@@ -371,9 +391,13 @@ class RunConfig:
             reason = kind.refuse_mode(mode)
             if reason:
                 raise ConfigError(f"--test {self.what.test} cannot use {mode.value} memory: {reason}")
+        if kind.offload is not None:
+            lists = (self.lists.blocks, self.lists.batch)
+            check_offload(self.what.test, kind.offload, lists, self.modes, self.postings, self.steps.sizes)
         if kind.one_sided and self.steps.engine == "python":
             raise ConfigError(f"--test {self.what.test} runs in the native loop only: use --engine auto or native")
-        self._check_blocks(kind)
+        if kind.offload is None:
+            self._check_blocks(kind)
         self._check_beside(kind)
         self._check_one_buffer(kind)
         if self.verdict.expect and not kind.higher_is_better:
@@ -429,7 +453,7 @@ class RunConfig:
         """A compute load beside the transfer: device memory at both ends, one link at a time, a bandwidth test."""
         if self.beside is None:
             return
-        if not all(mode.on_device for mode in self.modes):
+        if not all(mode.on_device for mode in self.modes) and not (kind.offload and self.needs_gpu):
             raise ConfigError("--beside runs a model's compute on each rank's GPU: use --mode device at both ends")
         if not kind.is_bandwidth:
             raise ConfigError(f"--beside slows a transfer's GB/s, not --test {self.what.test}'s {kind.unit}")
@@ -449,7 +473,9 @@ class RunConfig:
 
     @cached_property
     def postings(self) -> tuple[Posting, ...]:
-        """The posting paths this run measures, each resolved to its record once."""
+        """The posting paths this run measures, each resolved to its record once (an offload's: offload_postings)."""
+        if self.kind.offload is not None:
+            return offload_postings(self.lists.posting, self.needs_gpu)
         return self.lists.postings
 
     @property
@@ -459,7 +485,8 @@ class RunConfig:
     @cached_property
     def shape(self) -> Shape:
         """What a step moves, resolved once: messages, or a block list (a model's handoff) a posting path."""
-        return Shape(tuple(self.lists.shapes(self._get)), self.lists.handoff, self.device_lists)
+        shapes = self.lists.shapes(self._get, self.postings, self.offload.paces)
+        return Shape(tuple(shapes), self.lists.handoff, self.device_lists)
 
     @property
     def device_lists(self) -> bool:

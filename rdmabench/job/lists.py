@@ -7,7 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..errors import ConfigError
-from ..measure.postings import REFERENCE_PATHS, Posting, problems
+from ..measure.offloadsteps import pool_problems
+from ..measure.postings import REFERENCE_PATHS, Posting, pool_reference, problems
 from ..wire.mpi import World
 from .config import RunConfig
 
@@ -23,6 +24,8 @@ def posting_problems(config: RunConfig) -> dict[str, str]:
         loaded = gpuload.load()
         if loaded.library is None:
             return {path: f"--beside: {loaded.note}" for path in (*(p.name for p in config.postings), "beside")}
+    if config.kind.offload is not None:  # to this rank's own pool: its companion copies by the copy engines
+        return pool_problems((*config.postings, *((pool_reference(),) if config.needs_gpu else ())))
     if not config.shape.device:
         return found
     return problems((*config.postings, *REFERENCE_PATHS))
@@ -62,11 +65,13 @@ def beside_placement(config: RunConfig, world: World) -> None:
     kernels of two processes do not share a GPU's SMs), so their figures would not be "beside"."""
     if config.beside is None:
         return
-    lacking = next((info.rank for info in world.ranks if info.gpu is None), None)
+    # An offload's link is rank 0 with itself: the other ranks idle, and run no load.
+    ranks = world.ranks[:1] if config.kind.offload is not None else world.ranks
+    lacking = next((info.rank for info in ranks if info.gpu is None), None)
     if lacking is not None:
         raise ConfigError(f"--beside runs a compute load on each rank's GPU: rank {lacking} has no GPU")
     seen: dict[tuple[str, str], int] = {}
-    for info in world.ranks:
+    for info in ranks:
         assert info.gpu is not None
         key = (info.host, info.gpu.pci_bus_id)
         if key in seen:

@@ -59,6 +59,8 @@ def round_links(config: RunConfig, kind: TestKind, scheduled: list[Pair]) -> tup
     if is_pattern_round(config):
         return tuple(Link(s, d, config.memory.src_mode, config.memory.dst_mode) for s, d in scheduled)
     ((a, b),) = scheduled
+    if kind.offload is not None:  # the rank with itself: its two pools, each of its own mode
+        return tuple(Link(s, d, config.memory.src_mode, config.memory.dst_mode) for s, d in kind.pair_links(a, b))
     mode = {a: config.memory.src_mode, b: config.memory.dst_mode}  # each rank of a pair keeps its own memory
     return tuple(Link(s, d, mode[s], mode[d]) for s, d in kind.pair_links(a, b))
 

@@ -174,6 +174,7 @@ class Pattern:
     one_pair: bool = False  # ranks 0 and 1 only: the pair's table, the others idle
     remeasures: bool = False  # links well below their class's median are measured again alone (--remeasure-below)
     halves: bool = False  # pairs the job's two halves: an odd count leaves the last rank idle
+    own: bool = False  # every rank with itself: an offload's (a rank's GPU and its own pinned pool) only
 
 
 PATTERNS: dict[str, Pattern] = {
@@ -195,6 +196,13 @@ PATTERNS: dict[str, Pattern] = {
             concurrent=True,
         ),
         Pattern("bisection", "the two halves of the job at once", _bisection, concurrent=True, halves=True),
+        Pattern(
+            "each",
+            "every rank with itself at once (swap-out, swap-in: every GPU offloading)",
+            lambda ranks: [[(r, r) for r in range(len(ranks.hosts))]],
+            concurrent=True,
+            own=True,
+        ),
         Pattern(
             "screen",
             "a cluster screen (a ring in every host, every pair of hosts rail-aligned, slow links re-measured alone)",
@@ -234,7 +242,7 @@ def schedule(
     record = pattern if isinstance(pattern, Pattern) else pattern_named(pattern)
     if link_class not in LINK_CLASSES:
         raise ConfigError(f"unknown link class {link_class!r}: choose one of {', '.join(LINK_CLASSES)}")
-    if n < 2:
+    if n < (1 if record.own else 2):  # every rank with itself: one rank is a job
         raise ConfigError("a transfer needs at least 2 ranks (use --np 2, or mpirun -n 2)")
     if not 0 <= root < n:
         raise ConfigError(f"--root {root} is not a rank of this {n}-rank job")

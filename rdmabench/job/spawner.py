@@ -118,7 +118,7 @@ def btl_in_param_files(mpiexec: str, env: dict[str, str]) -> bool:
 def run_local(np: int, config: RunConfig) -> int:
     """Run the job on `np` local ranks; return its exit status. Ctrl-C reaches the ranks and ends
     them; whatever happens, results measured before the end are kept in the results file."""
-    if np < 2:
+    if np < (1 if config.pattern.own else 2):  # --pattern each: every rank with itself, one rank a job
         raise LaunchError(f"--np must be at least 2 for a point-to-point test, not {np}")
     command, env = local_command(np, config)
     with job_dirs(env) as made:

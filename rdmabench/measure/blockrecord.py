@@ -19,6 +19,7 @@ from .postings import CPU, Arming, posting
 from .readback import flag, number, only, text, whole
 
 KEY = "blocks"  # the entry's field the record is written under
+OFFLOADS = ("out", "in")  # an offload's directions (`offload`): its GPU pool into its own pinned pool, or back
 CARVEOUT_SMS = CARVEOUT  # the `sms` mode where a --beside carve-out set the posting kernel's SMs
 
 
@@ -121,6 +122,12 @@ class BlockList:
     # keeps up back to back; GB/s, the entry's own figure the burst: StepProtocol.relate sets it).
     host_us_per_descriptor: float | None = None
     sustained_gbps: float | None = None
+    # An offload (measure/offloadsteps.py): "out" (the rank's GPU pool into its own pinned pool) or "in";
+    # the link is then the rank with itself, and this is what says so. The copy kernel's pace
+    # (SMSxCTASxTHREADS) and its threads in flight.
+    offload: str | None = None
+    pace: str | None = None
+    pace_threads: int | None = None
 
     key = KEY  # StepFigure: the entry's field it is written under
 
@@ -201,6 +208,14 @@ _READS: dict[str, Any] = {
 }  # fmt: skip
 
 
+def _threads(pace: str | None) -> int | None:
+    """The threads in flight of a pace SMSxCTASxTHREADS (None: no pace)."""
+    if not pace:
+        return None
+    sms, ctas, threads = (int(part) for part in pace.split("x"))
+    return sms * ctas * threads
+
+
 @dataclass(frozen=True)
 class BlockSteps:
     """What the rank that timed a block list kept of its steps (the step protocol's record): every
@@ -219,6 +234,8 @@ class BlockSteps:
     sms: SmsRecord | None = None
     posted_descriptors: int | None = None
     arming: Arming | None = None  # a path that arms its list ahead of the data
+    offload: str | None = None  # an offload's direction (BlockList.offload)
+    pace: str | None = None  # the offload kernel's pace (SMSxCTASxTHREADS)
 
     def end_bytes(self, size: int) -> int:
         """What each end keeps in flight: its pool."""
@@ -242,7 +259,8 @@ class BlockSteps:
             post_share_p50=round(percentile([p / t for p, t in zip(posting_s, times, strict=True)], 50), 6),
             completion_us_p50=_us(percentile(completion, 50)),
             cold_s={key.removesuffix("_s"): round(value, 9) for key, value in self.cold.items()} or None,
-            table=shape.table.record() if shape.table is not None else None,
+            table=shape.table.record() if shape.table is not None else None, offload=self.offload, pace=self.pace,
+            pace_threads=_threads(self.pace),
         )  # fmt: skip
         return replace(record, **self._path(moved * shape.batch))
 

@@ -131,6 +131,7 @@ class BlockShape:
     budget: SmBudget | None = None  # the SMs the GPU's posting kernel may take (None: all)
     # The model's KV-cache handoff these descriptors are (kvhandoff.Handoff; --model), None: none.
     handoff: Any = field(default=None, compare=False, repr=False)
+    pace: str | None = None  # an offload kernel's pace, SMSxCTASxTHREADS (--pace; None: its direction's default)
 
     def check(self) -> BlockShape:
         if self.count < 1:
@@ -255,6 +256,7 @@ class BlockShape:
             f"{self.count} blocks{regions}, {layout}"
             + (f", {self.batch} transfers in flight" if self.batch > 1 else "")
             + ("" if self.merge else ", a CPU request per block (--no-merge)")
+            + (f", kernel at pace {self.pace}" if self.pace else "")
         )
 
     def contiguous(self, block: int, posting: Posting | None = None) -> tuple[BlockShape, int]:

@@ -148,6 +148,7 @@ def _place(entry: Entry, placement: Placement) -> None:
             "transport": entry.path.transport,
             "protocol": entry.path.protocol,
             "ucx_report": entry.path.ucx_report,
+            "ucx_locality": entry.path.ucx_locality,
             "src_mode": entry.src_mode,
             "dst_mode": entry.dst_mode,
         },

@@ -22,7 +22,7 @@ import numpy as np
 
 from ..errors import ConfigError, TransportError
 from ..hardware.gpu import visible_gpu_count
-from ..wire import armed, devapi
+from ..wire import armed, devapi, offload
 from ..wire.native import RMA_GET, RMA_PUT
 
 
@@ -160,10 +160,14 @@ def _runs_anywhere() -> str | None:
     return None
 
 
+PEER, POOL = "peer", "pool"  # a list's far end: another rank's pool, or this process's own pinned pool (offload)
+
+
 @dataclass(frozen=True)
 class Posting:
     """One posting path of a block list: resolved from its name once (the run's configuration), passed
-    as this record, and written by its name (an entry's `posted_by`)."""
+    as this record, and written by its name (an entry's `posted_by`); and which far ends it applies to
+    (`far`: PEER, a list to another rank; POOL, an offload between a rank's GPU and its own pinned pool)."""
 
     name: str  # --posting's word, and the entry's `posted_by`
     meaning: str  # --posting's help
@@ -184,6 +188,13 @@ class Posting:
     # A --beside carve-out leaves its kernel the SMs the model gives up: every carve-out asked for is run
     # beside it (a path that takes no SMs gains nothing from one: the first carve-out only).
     carvable: bool = False
+    far: tuple[str, ...] = (PEER,)  # the far ends it applies to
+    # Why this rank cannot run it to its own pinned pool (None: it can), checked once before an offload.
+    pool_problem: Callable[[], str | None] = field(default=_runs_anywhere, compare=False, repr=False)
+    # To this process's own pool: the offload plan's path (wire/offload.py's KERNEL, CE_BATCH, DIRECT;
+    # None: the armed plan's, or the CPU's), and what the entry says ran it.
+    pool_code: int | None = None
+    pool_words: str = ""
 
     @property
     def posts(self) -> str:
@@ -198,6 +209,21 @@ def _library_problem() -> str | None:
 
 def _copy_engines_problem() -> str | None:
     return _library_problem() or devapi.copy_engines_problem(devapi.load().library)
+
+
+def _offload_problem() -> str | None:
+    """Why this rank's GPU cannot move a list to its own pinned pool (offload.cu), or None."""
+    if visible_gpu_count() < 1:
+        return "the offload paths move a list between this rank's GPU and its pinned pool: this rank sees no GPU"
+    return offload.why_not(0)
+
+
+def _offload_batch_problem() -> str | None:
+    return _offload_problem() or offload.copy_engines_problem()
+
+
+def _offload_armed_problem() -> str | None:
+    return _offload_problem() or armed.why_not()
 
 
 def _armed_problem() -> str | None:
@@ -237,7 +263,8 @@ _RECORDS = (
         "ce-batch", "the copy engines: one cudaMemcpyBatchAsync a transfer, posted by the CPU", "copy engines",
         ("device memory at both ends", "one-sided", "nvcc", "cudaMemcpyBatchAsync (CUDA 12.8)"), device=True,
         reference=True, said=", posted to the copy engines", words="the copy engines, one batched call a transfer",
-        steps=_COPY_ENGINES, problem=_copy_engines_problem,
+        steps=_COPY_ENGINES, problem=_copy_engines_problem, far=(PEER, POOL), pool_problem=_offload_batch_problem,
+        pool_code=offload.CE_BATCH, pool_words=offload.PATHS[offload.CE_BATCH],
     ),
     Posting(
         "ce-armed", "the copy engines armed ahead of the data: each transfer's cudaMemcpyBatchAsync held on the "
@@ -245,11 +272,24 @@ _RECORDS = (
         ("device memory at both ends", "one-sided", "nvcc", "UCX's device API (the peer's pool mapped)",
          "cudaMemcpyBatchAsync and stream memory operations"), device=True,
         said=", armed on the copy engines", words="the copy engines armed ahead, released in the step",
-        steps=_ARMED, problem=_armed_problem,
+        steps=_ARMED, problem=_armed_problem, far=(PEER, POOL), pool_problem=_offload_armed_problem,
+        pool_words=armed.ARMED_PATH,
     ),
     Posting(
-        "cpu", "one ucp_put_nbx/ucp_get_nbx a block from the CPU", "cpu",
+        "cpu", "one ucp_put_nbx/ucp_get_nbx a block from the CPU (an offload: the CPU copies each block)", "cpu",
         words="a request per block, blocks adjacent at both ends merged into one unless --no-merge",
+        far=(PEER, POOL), pool_words="the CPU copies each block (host memory at both ends)",
+    ),
+    Posting(
+        "kernel", "an offload's copy kernel through the pinned pool's mapped pointers, a warp a block, at --pace",
+        "gpu", ("a GPU", "nvcc", "pinned host memory the GPU maps"), said=", copied by the offload kernel",
+        words="rdmabench's copy kernel through mapped pinned memory, at a pace", takes_sms=True, carvable=True,
+        far=(POOL,), pool_problem=_offload_problem, pool_code=offload.KERNEL, pool_words=offload.PATHS[offload.KERNEL],
+    ),
+    Posting(
+        "direct", "an offload's one cudaMemcpyAsync a block, posted by the CPU (SGLang's direct)", "copy engines",
+        ("a GPU", "nvcc"), said=", one cudaMemcpyAsync a block", words="one cudaMemcpyAsync a block (direct)",
+        far=(POOL,), pool_problem=_offload_problem, pool_code=offload.DIRECT, pool_words=offload.PATHS[offload.DIRECT],
     ),
 )  # fmt: skip
 POSTINGS: dict[str, Posting] = {record.name: record for record in _RECORDS}
@@ -278,17 +318,37 @@ def posting(name: str | None) -> Posting | None:
     return POSTINGS.get(name) if name else None
 
 
-def parse_postings(text: str) -> tuple[Posting, ...]:
+def armed_ahead(record: Posting) -> bool:
+    """Whether a path arms its copies ahead of the data (its steps are ArmedSteps)."""
+    return isinstance(record.steps, ArmedSteps)
+
+
+def pool_paths() -> tuple[Posting, ...]:
+    """The paths that move a list to this process's own pinned pool (an offload), in the order `all` runs them."""
+    return tuple(record for record in POSTINGS.values() if POOL in record.far)
+
+
+def pool_reference() -> Posting:
+    """The path an offload's contiguous reference takes: the first to a pool that is a reference."""
+    return next(record for record in pool_paths() if record.reference)
+
+
+def parse_postings(text: str, far: str = PEER) -> tuple[Posting, ...]:
     """--posting's paths, in order, as records (resolved here once): a path, a comma-separated list,
-    `all` (every path `all` runs)."""
+    `all` (every path `all` runs to `far`: another rank's pool, PEER, or this process's own, POOL)."""
     names = [name.strip() for name in text.split(",")]
     if not all(names):  # `,`, `cpu,` or nothing: a path left out, never the default in its place
         raise ConfigError(f"--posting {text!r} leaves a name empty: name each path, or all")
-    everything = [name for name, record in POSTINGS.items() if record.in_all]  # registered ones included
+    # registered ones included
+    everything = [name for name, record in POSTINGS.items() if record.in_all and far in record.far]
     found = [path for name in names for path in (everything if name == "all" else (name,))]
     for name in found:
         if name not in POSTINGS:
-            raise ConfigError(f"unknown --posting {name!r}: choose {', '.join(POSTINGS)}, all, or a list of them")
+            named = ", ".join(known for known, record in POSTINGS.items() if far in record.far)
+            raise ConfigError(f"unknown --posting {name!r}: choose {named}, all, or a list of them")
+        if far not in POSTINGS[name].far:
+            where = "an offload to this rank's own pinned pool" if far == POOL else "a list to another rank"
+            raise ConfigError(f"--posting {name} does not apply to {where}: choose {', '.join(everything)}, all")
     records = [POSTINGS[name] for name in dict.fromkeys(found)]
     if AUTO in records and len(records) > 1:  # auto may choose a path the list names too: one entry for two
         raise ConfigError("--posting auto chooses a path itself: name the paths of a list (or all)")

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 from ..errors import ConfigError
 from ..modes import MemoryMode
 from .blocksteps import BlocksProtocol
+from .offloadsteps import OffloadProtocol
 
 if TYPE_CHECKING:
     from .contract import StepProtocol
@@ -66,6 +67,8 @@ class TestKind:
     block_op: int | None = None
     # Why the test cannot use a memory mode (None: it can); asked for both ends before a job starts.
     refuse_mode: Callable[[MemoryMode], str | None] = lambda mode: refuse_ucx_allocated(mode)
+    # An offload (offloadsteps.OUT or IN): the list moves between a rank's GPU and its own pinned pool.
+    offload: str | None = None
 
     def protocols(self, shape: Shape, postings: Collection[Posting] | None = None) -> list[StepProtocol]:
         """The step protocols that move this test's bytes in `shape`, in the order they run: its own
@@ -73,6 +76,9 @@ class TestKind:
         can run), moved by `block_op`."""
         if not shape.lists:
             return [self.protocol]
+        if self.offload is not None:
+            chosen = [found for found in shape.lists if postings is None or found.posting in postings]
+            return [OffloadProtocol(self.offload, found) for found in chosen]
         if self.block_op is None:
             raise ConfigError(f"--blocks moves the bytes of put, get or bw, not of --test {self.name}")
         names = None if postings is None else {posting.name for posting in postings}

@@ -29,6 +29,7 @@ from typing import Any, TypeVar
 
 from ... import userfiles
 from ...errors import FileRefusedError, ResultsFileError
+from ...measure.blockrecord import OFFLOADS
 from ...stats import summarize
 from ...units import MAX_BANDWIDTH_GBPS
 from . import schema
@@ -183,13 +184,17 @@ def not_run(config: object) -> dict[str, str]:
     return unrun
 
 
-def same_rank(src: object, dst: object) -> str | None:
+def same_rank(src: object, dst: object, blocks: object = None) -> str | None:
     """Why a link record from `src` to `dst` is none: both ends one rank (no protocol measures a rank
-    against itself; a link to a rank's own memory would need a field of its own saying so). Schema-1
-    documents of one process (`storage`, `copy`) name rank 0 at both ends and are no link records."""
-    if src == dst:
-        return f"src and dst are both rank {src}: a link record joins two ranks"
-    return None
+    against itself), but for an offload, a block list between a rank's GPU pool and its own pinned pool,
+    whose record's `offload` says which way ("out" or "in": measure/blockrecord.py): that field is what
+    makes a rank with itself a link. Schema-1 documents of one process (`storage`, `copy`) name rank 0
+    at both ends and are no link records."""
+    if src != dst:
+        return None
+    if isinstance(blocks, dict) and blocks.get("offload") in OFFLOADS:
+        return None
+    return f"src and dst are both rank {src}: a link record joins two ranks (or is an offload's, which says so)"
 
 
 def _object(value: object, what: str) -> dict[str, object]:
@@ -216,7 +221,7 @@ def expand(record: dict[str, Any], tables: Tables) -> dict[str, Any]:
     for short, why in tables.unrun.items():
         if short in record:
             raise ValueError(f"it holds {short}: {why}")
-    if (one := same_rank(record["src"], record["dst"])) is not None:
+    if (one := same_rank(record["src"], record["dst"], record.get("blocks", profile.get("blocks")))) is not None:
         raise ValueError(one)
     entry = {k: v for k, v in profile.items() if k not in (_FIGURE, _ENDS)}
     for name, short in RECORD_FIELDS.items():

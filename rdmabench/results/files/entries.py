@@ -154,6 +154,8 @@ def _posting_words(record: BlockList) -> str:
         words += f", {sms.get('transfer')} SMs" + (" (green context)" if sms["mode"] == "green" else "")
     if record.merged is False:  # --no-merge: a request per block, where merging would post fewer
         words += ", unmerged"
+    if isinstance(record.pace, str):  # an offload kernel's pace: each its own row
+        words += f", pace {record.pace}"
     return words
 
 
@@ -170,18 +172,19 @@ def record_key(records: Records) -> str | None:
 def posting_of(record: BlockList | None) -> tuple[str | None, int | None, bool]:
     """Who posted an entry's block list (its record): the posting path's name (measure/postings.py; None:
     not a block list; the CPU's where the entry names none, as before other paths existed: the record
-    reads so), the SMs the posting kernel was held to (None: no budget) and whether a green
-    context held it there."""
+    reads so; an offload kernel's with its pace, "kernel at 2x1x128"), the SMs the posting kernel was held
+    to (None: no budget) and whether a green context held it there."""
     if record is None:
         return None, None, False
+    path = f"{record.posted} at {record.pace}" if isinstance(record.pace, str) else record.posted  # a pace a candidate
     sms = record.sms
     if (
         not isinstance(sms, dict)
         or sms.get("mode") not in ("budget", "green")
         or not isinstance(sms.get("transfer"), int)
     ):
-        return record.posted, None, False
-    return record.posted, int(sms["transfer"]), sms["mode"] == "green"
+        return path, None, False
+    return path, int(sms["transfer"]), sms["mode"] == "green"
 
 
 def block_list_of(record: BlockList | None) -> str | None:

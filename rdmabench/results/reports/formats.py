@@ -19,6 +19,7 @@ from ..files.rows import Row, bulk, bulk_chunks, outliers
 from ..verdicts.attribution import Attribution, attribute
 from . import answer, distribution
 from .cells import WIDTH, class_distributions, fitted, markdown_width, outlier_lines, text_width
+from .paces import pace_lines
 
 GROUPINGS = ("none", "host", "link-class", "mode", "size", "date")
 
@@ -113,6 +114,9 @@ def format_table(
         above, header, columns = fitted(members, text_width, wide)
         lines += _fold([escape.visible(line) for line in above], wide)
         lines += escape.aligned(header, [escape.column(column, escape.visible) for column in columns])
+    paced = pace_lines(rows)
+    if paced:  # an offload's kernel at several paces beside a model
+        lines += ["", *_fold([escape.visible(line) for line in paced], wide)]
     lines.append("")
     lines += _fold([LEGEND], wide)
     return "\n".join(lines)

@@ -76,7 +76,10 @@ class ProgressTable:
         self, src: int, dst: int, src_mode: str, dst_mode: str, validate: bool, blocks: str | None = None
     ) -> None:
         check = "every byte of every message checked" if validate else "payload NOT validated (--no-validate)"
-        lines = [f"# rdmabench {self.kind.name}: rank {src} ({src_mode}) -> rank {dst} ({dst_mode}); {check}"]
+        ends = f"rank {src} ({src_mode}) -> rank {dst} ({dst_mode})"
+        if self.kind.offload is not None:  # the rank with itself: its two pools
+            ends = f"rank {src}'s {src_mode} pool -> its own {dst_mode} pool"
+        lines = [f"# rdmabench {self.kind.name}: {ends}; {check}"]
         u = self.units if self.bandwidth else self.kind.unit
         if blocks is not None:  # the block rows bring their own columns
             lines.append(f"# per transfer: {blocks}")

@@ -171,8 +171,8 @@ static int arm_wave(struct rb_arm_plan *p, int wave, uint32_t generation, char *
     return RB_ARM_OK;
 }
 
-/* Each copy's ends must be device memory (not managed, not host): this GPU's at its own end, and one
- * GPU's at the other. Sets the plan's two GPUs. */
+/* Each copy's ends must be device memory (not managed): this GPU's at its own end, and one GPU's or
+ * pinned host memory (peer -1: an offload's pool) at the other. Sets the plan's two GPUs. */
 static int check_pointers(struct rb_arm_plan *p, char *why, size_t len)
 {
     void **mine = p->direction == RB_ARM_PUT ? p->src : p->dst, **theirs = p->direction == RB_ARM_PUT ? p->dst : p->src;
@@ -181,9 +181,13 @@ static int check_pointers(struct rb_arm_plan *p, char *why, size_t len)
             void *at = end == 0 ? mine[i] : theirs[i];
             const char *name = (end == 0) == (p->direction == RB_ARM_PUT) ? "source" : "target";
             cudaPointerAttributes found;
-            if (cudaPointerGetAttributes(&found, at) != cudaSuccess || found.type != cudaMemoryTypeDevice) {
+            int ok = cudaPointerGetAttributes(&found, at) == cudaSuccess;
+            if (ok && end == 1 && found.type == cudaMemoryTypeHost)
+                found.device = -1; /* the far end in pinned host memory: an offload's pool */
+            else if (!ok || found.type != cudaMemoryTypeDevice) {
                 cudaGetLastError();
-                snprintf(why, len, "copy %zu's %s (%p) is not device memory", i, name, at);
+                snprintf(why, len, "copy %zu's %s (%p) is not %s", i, name, at,
+                         end == 0 ? "device memory" : "device memory or pinned host memory");
                 return RB_ARM_ARGUMENT;
             }
             int *device = end == 0 ? &p->device : &p->peer;

@@ -80,8 +80,8 @@ static inline const char *batch_copy_missing(void)
     return why;
 }
 
-/* `count` copies src[i] -> dst[i] of sizes[i] bytes, device memory of GPU `from` into GPU `to`, as one
- * cudaMemcpyBatchAsync on `stream`: the sources read in stream order (after what the stream waits
+/* `count` copies src[i] -> dst[i] of sizes[i] bytes, device memory of GPU `from` into GPU `to` (-1: pinned
+ * host memory, an offload's end), as one cudaMemcpyBatchAsync on `stream`: the sources read in stream order (after what the stream waits
  * for), the copy engines preferred over SMs. cudaErrorNotSupported from a runtime before 12.8. */
 static inline cudaError_t batch_copy(void **dst, void **src, size_t *sizes, size_t count, int from, int to,
                                      cudaStream_t stream)
@@ -91,10 +91,10 @@ static inline cudaError_t batch_copy(void **dst, void **src, size_t *sizes, size
     memset(&attr, 0, sizeof(attr));
     attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
     attr.flags = cudaMemcpyFlagPreferOverlapWithCompute;
-    attr.srcLocHint.type = cudaMemLocationTypeDevice;
-    attr.dstLocHint.type = cudaMemLocationTypeDevice;
-    attr.srcLocHint.id = from;
-    attr.dstLocHint.id = to;
+    attr.srcLocHint.type = from < 0 ? cudaMemLocationTypeHost : cudaMemLocationTypeDevice;
+    attr.dstLocHint.type = to < 0 ? cudaMemLocationTypeHost : cudaMemLocationTypeDevice;
+    attr.srcLocHint.id = from < 0 ? 0 : from;
+    attr.dstLocHint.id = to < 0 ? 0 : to;
     size_t index = 0;
 #if CUDART_VERSION >= 13000
     return cudaMemcpyBatchAsync((void *const *)dst, (const void *const *)src, sizes, count, &attr, &index, 1, stream);
