@@ -7,6 +7,7 @@ from __future__ import annotations
 import socket
 import time
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any, TypedDict
 
 from ..hardware import storage as disk
@@ -167,7 +168,7 @@ def row(result: StorageEntry) -> str:
 
 
 def results_document(
-    config: StorageConfig, entries: list[StorageEntry], fs: disk.FileSystemInfo, limits: Limits, cupy: Any
+    config: StorageConfig, entries: list[StorageEntry], fs: disk.FileSystemInfo, limits: Limits, cupy: ModuleType | None
 ) -> dict[str, Any]:
     from .. import __version__
     from ..results.files import document

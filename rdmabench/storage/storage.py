@@ -21,6 +21,7 @@ import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from .. import privatedirs
@@ -107,7 +108,7 @@ def _limits(config: StorageConfig, size: int, write_target: str) -> Limits:
 
 def _measure_all(
     config: StorageConfig,
-    cupy: Any,
+    cupy: ModuleType | None,
     paths: list[str],
     size: int,
     fs: disk.FileSystemInfo,
@@ -115,7 +116,7 @@ def _measure_all(
     write_target: str,
     say: Callable[[str], None],
 ) -> list[StorageEntry]:
-    region = destination(cupy, size, config.memory == "device")
+    region = destination(cupy, size)
     say(HEADER)
     entries = []
     filled = False
@@ -124,7 +125,7 @@ def _measure_all(
             region.array[:] = pattern(region.xp, 0, size)
             filled = True
         target = config.file if case.reading else write_target
-        measured = measure(config, cupy, case.path_name, case.reading, target, region, case.request, case.threads)
+        measured = measure(config, case.path_name, case.reading, target, region, case.request, case.threads)
         result = entry(config, case, measured, size, fs, limits)
         entries.append(result)
         say(row(result))
