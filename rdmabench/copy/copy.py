@@ -28,7 +28,7 @@ from ..hardware.gpu import gpu_unavailable_reason, import_cupy, visible_gpu_coun
 from ..results.files import document
 from ..stats import summarize
 from ..units import format_size, gbps
-from .records import AllGpusRead, CopyConfig, CopyEntry, CopyExtras, CopyMetadata, Overlap
+from .records import AllGpusRead, CopyConfig, CopyDocument, CopyEntry, CopyExtras, CopyMetadata, Overlap
 
 DIRECTIONS = ("h2d", "d2h", "d2d")
 HOST_KINDS = ("pageable", "pinned", "write-combined", "registered", "mapped", "managed")
@@ -441,7 +441,7 @@ def run(
     with_overlap: bool,
     samples: int,
     say: Callable[[str], None],
-) -> dict[str, Any]:
+) -> CopyDocument:
     """Every measurement `rdmabench copy` makes, as a results document; `say` prints table rows."""
     entries = _copies(cupy, sizes, directions, kinds, gpus, samples, say)
     extra: CopyExtras = {}
@@ -457,8 +457,7 @@ def run(
         "samples": samples,
     }
     doc = document.document(dict(_metadata(cupy, gpus, config)), [dict(e) for e in entries], complete=True)
-    doc.update(extra)
-    return doc
+    return {**doc, **extra}
 
 
 def _copies(

@@ -25,7 +25,7 @@ from typing import Any, TypedDict
 
 from .. import stats
 from ..errors import ConfigError, ValidationError
-from ..results.files.contents import EntryHead
+from ..results.files.contents import EntryHead, ResultsDocument
 from ..stats import summarize
 from ..units import format_size, gbps
 
@@ -113,6 +113,14 @@ def copy_once(torch: ModuleType, direction: str, kind: str, nbytes: int, non_blo
     if not torch.equal(host.cpu() if direction == "h2d" else host, device.cpu()):
         raise ValidationError(f"torch {direction} copy of {format_size(nbytes)} from {kind} memory landed wrong")
     return CopyTimes(speeds, stats.median(held))
+
+
+class TorchDocument(ResultsDocument):
+    """`rdmabench copy --framework torch`'s results document: its entries, and what it measured beside them."""
+
+    pin_memory_cost: dict[str, float]
+    overlap: list[Overlap]
+    dataloader: list[LoaderRate]
 
 
 def pin_cost(torch: ModuleType, nbytes: int, samples: int) -> dict[str, float]:
@@ -310,7 +318,7 @@ def copies(
     return entries
 
 
-def run(sizes: list[int], samples: int, gpu: int, say: Callable[[str], None]) -> dict[str, Any]:
+def run(sizes: list[int], samples: int, gpu: int, say: Callable[[str], None]) -> TorchDocument:
     """Every measurement of `rdmabench copy --framework torch`, as a results document."""
     from ..hardware.gpu import import_cupy
     from ..results.files import document
@@ -355,5 +363,4 @@ def run(sizes: list[int], samples: int, gpu: int, say: Callable[[str], None]) ->
         "config": {"test": "copy", "framework": "torch", "sizes": sizes, "samples": samples, "gpu": gpu},
     }
     doc = document.document(metadata, [dict(e) for e in entries], complete=True)
-    doc.update({"pin_memory_cost": pinning, "overlap": overlaps, "dataloader": loaders})
-    return doc
+    return {**doc, "pin_memory_cost": pinning, "overlap": overlaps, "dataloader": loaders}

@@ -8,10 +8,10 @@ import socket
 import time
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any, TypedDict
+from typing import TypedDict
 
 from ..hardware import storage as disk
-from ..results.files.contents import EntryHead
+from ..results.files.contents import EntryHead, ResultsDocument
 from ..stats import summarize
 from ..units import format_size
 from .config import StorageConfig
@@ -169,7 +169,7 @@ def row(result: StorageEntry) -> str:
 
 def results_document(
     config: StorageConfig, entries: list[StorageEntry], fs: disk.FileSystemInfo, limits: Limits, cupy: ModuleType | None
-) -> dict[str, Any]:
+) -> ResultsDocument:
     from .. import __version__
     from ..results.files import document
 

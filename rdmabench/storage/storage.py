@@ -22,11 +22,11 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
-from typing import Any
 
 from .. import privatedirs
 from ..errors import ResourceError
 from ..hardware import storage as disk
+from ..results.files.contents import ResultsDocument
 from ..units import format_size
 from .config import DEFAULT_SIZES, StorageConfig, check, chosen_paths, cupy_or_none
 from .datafile import pattern, reset, write_pattern
@@ -50,7 +50,7 @@ def cases(config: StorageConfig, paths: list[str]) -> list[Case]:
     ]
 
 
-def run(config: StorageConfig, say: Callable[[str], None]) -> dict[str, Any]:
+def run(config: StorageConfig, say: Callable[[str], None]) -> ResultsDocument:
     """Every storage measurement of `config`, as a results document; `say` prints progress and rows.
     Files rdmabench creates (with --size, and the write tests' file) are removed at the end unless
     `keep`, however the run ends."""
