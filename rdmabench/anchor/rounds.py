@@ -9,7 +9,7 @@ import os
 import subprocess
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, TypeVar, cast
+from typing import TYPE_CHECKING, TypedDict, TypeVar, cast
 
 from .. import stats
 from ..errors import LaunchError, RdmabenchError
@@ -21,6 +21,14 @@ if TYPE_CHECKING:
 # A row of an anchor's table: each anchor's own TypedDict (anchor.AnchorRow, nixl.NixlRow). What is
 # said here of every anchor's rows reads them by name, as the Mapping every TypedDict is.
 Row = TypeVar("Row", bound=Mapping[str, object])
+
+
+class AnchorName(TypedDict):
+    """The schema of an anchor's JSON document (`anchor -o`): its name and version."""
+
+    name: str
+    version: int
+
 
 # Beyond this difference between the anchor's run before rdmabench's and its run after (relative to
 # their mean), the machine did not hold still while the two programs ran and their ratio is not
