@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from rdmabench.measure.slowdown import TARGET
+from rdmabench.results.files.docrecord import ResultsDocument
 from rdmabench.results.files.document import load as load_results
 from rdmabench.stats import median
 from rdmabench.units import format_size, parse_size
@@ -117,7 +118,7 @@ def run_lists(args: argparse.Namespace, out: Path) -> float:
     return time.monotonic() - began
 
 
-def points(doc: dict[str, Any]) -> list[dict[str, Any]]:
+def points(doc: ResultsDocument) -> list[dict[str, Any]]:
     """One point per block-list entry beside compute: its size, path, carve-out and costs."""
     found = []
     for entry in doc.get("results", []):

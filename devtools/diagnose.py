@@ -44,6 +44,7 @@ import numpy as np
 
 from rdmabench.job.schedule import screen
 from rdmabench.results.files import document
+from rdmabench.results.files.docrecord import ResultsDocument
 from rdmabench.results.files.rows import aggregate
 from rdmabench.results.verdicts.attribution import Attribution, attribute
 from rdmabench.results.verdicts.drain import drained_hosts
@@ -270,7 +271,7 @@ def metadata(cluster: Cluster, shape: str, fault: Fault, seed: int) -> dict[str,
     }
 
 
-def generated(cluster: Cluster, shape: str, fault: Fault, seed: int = 1) -> dict[str, Any]:
+def generated(cluster: Cluster, shape: str, fault: Fault, seed: int = 1) -> ResultsDocument:
     """A generated run as a results document in memory (schema 1: a list of entries)."""
     entries = [entry for batch in batches(cluster, shape, fault, seed) for entry in batch]
     return {

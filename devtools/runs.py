@@ -23,4 +23,4 @@ def run_entries(args: list[str], timeout: float = 600) -> tuple[list[dict[str, A
         wall = time.monotonic() - began
         if proc.returncode != 0:
             raise SystemExit(f"rdmabench: error: {' '.join(command)} failed: {proc.stderr.strip()[-400:]}")
-        return document.load(out)["results"], wall
+        return list(document.load(out)["results"]), wall  # read whole (not lazy): a list

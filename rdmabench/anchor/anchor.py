@@ -17,7 +17,7 @@ from ..measure import registry
 from ..units import format_size
 from . import ceilings
 from .perftest import Bracket, perftests, same_ucx_settings
-from .rounds import DRIFT_LIMIT, figure, repeated, round_lines, rounds_median, run_entries, spread, text
+from .rounds import DRIFT_LIMIT, AnchorName, figure, repeated, round_lines, rounds_median, run_entries, spread, text
 
 
 class _AnchorKey(TypedDict):
@@ -62,6 +62,13 @@ class AnchorRow(_AnchorKey, total=False):
     steady_ratio_unvalidated: float
     steady_ratio_one_buffer: float
     incomplete: str
+
+
+class AnchorDocument(TypedDict):
+    """What `anchor -o` writes of the ucx_perftest anchor."""
+
+    schema: AnchorName
+    rows: list[AnchorRow]
 
 
 def run_rdmabench(

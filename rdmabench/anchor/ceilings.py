@@ -7,7 +7,7 @@ where the node has too few GPUs."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from types import ModuleType
 
 from ..hardware.gpu import import_cupy, visible_gpu_count
 
@@ -27,7 +27,7 @@ class PeerCopy:
     nbytes: int
 
 
-def _enable_peer_access(cupy: Any, device: int, peer: int) -> None:
+def _enable_peer_access(cupy: ModuleType, device: int, peer: int) -> None:
     """Let `device` reach `peer`'s memory directly (over NVLink or PCIe), where the node allows it."""
     runtime = cupy.cuda.runtime
     if runtime.deviceCanAccessPeer(device, peer):
@@ -38,7 +38,7 @@ def _enable_peer_access(cupy: Any, device: int, peer: int) -> None:
                 pass  # already enabled
 
 
-def copies_together_seconds(cupy: Any, copies: list[PeerCopy], repeats: int = 20, lead: int = 0) -> float:
+def copies_together_seconds(cupy: ModuleType, copies: list[PeerCopy], repeats: int = 20, lead: int = 0) -> float:
     """Seconds from one start until the last of `copies` has finished, the upper median of `repeats`
     after WARMUP. The start and end events are recorded on a stream of GPU `lead`; each copy runs on
     a stream of its own GPU's, started by the start event and joined into the end. The first copy

@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from .. import privatedirs
 from ..errors import ConfigError, LaunchError, RdmabenchError, ValidationError
@@ -43,8 +43,9 @@ from ..wire import protoinfo
 from .nixl_agent import NIXL_PACKAGES
 from .nixl_beside import beside_figures
 from .nixl_files import PLAN, AgentPlan, PairRun, mean, read_file, throughput, write_json
+from .nixl_row import NixlFigures, NixlRow, with_cold
 from .nixl_table import STEADY
-from .rounds import repeated, rounds_median, run_document
+from .rounds import figure, repeated, rounds_median, run_document
 
 OPERATIONS = {"put": "WRITE", "get": "READ"}  # rdmabench's test -> NIXL's operation
 MEMORY = {"host": ("DRAM", "pageable"), "device": ("VRAM", "device")}  # --mode -> (NIXL's, rdmabench's)
@@ -164,10 +165,10 @@ class _Case:
     handoff: Handoff | None = None
     model_file: str | None = None  # the handoff's model, written for rdmabench run's --model
     skipped: dict[str, str] = field(default_factory=dict)  # posting paths rdmabench's run left out, and why
-    rows: dict[int, dict[str, Any]] = field(default_factory=dict)
+    rows: dict[int, NixlRow] = field(default_factory=dict)
 
 
-def compare(plan: NixlPlan, repeat: int = 1, progress: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
+def compare(plan: NixlPlan, repeat: int = 1, progress: Callable[[str], None] | None = None) -> list[NixlRow]:
     """Rows of (test, mode, list, size): NIXL's and rdmabench's figures and their ratios, side by side;
     with `repeat` > 1 each row holds the rounds' medians (and `runs`, every round's figures)."""
     if repeat < 1:
@@ -183,7 +184,7 @@ def compare(plan: NixlPlan, repeat: int = 1, progress: Callable[[str], None] | N
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def median_rows(rounds: list[list[dict[str, Any]]], incomplete: str | None = None) -> list[dict[str, Any]]:
+def median_rows(rounds: list[list[NixlRow]], incomplete: str | None = None) -> list[NixlRow]:
     """The rounds' rows as one: each measured figure's median (rounds.rounds_median), the steady rounds'
     ratios beside them."""
     figures = sorted(
@@ -214,9 +215,9 @@ def _cases(plan: NixlPlan, folder: Path) -> list[_Case]:
     return cases
 
 
-def _round(plan: NixlPlan, folder: Path, progress: Callable[[str], None] | None) -> list[dict[str, Any]]:
+def _round(plan: NixlPlan, folder: Path, progress: Callable[[str], None] | None) -> list[NixlRow]:
     """One round of every list: NIXL, rdmabench unchecked, rdmabench checked, NIXL again."""
-    rows: list[dict[str, Any]] = []
+    rows: list[NixlRow] = []
     for case in _cases(plan, folder):
         if progress is not None:
             beside = f" beside {plan.load.label} on both GPUs" if plan.load is not None else ""
@@ -406,13 +407,8 @@ def run_blocks(case: _Case, plan: NixlPlan, validate: bool) -> dict[int, dict[st
 
 # --- the rows -------------------------------------------------------------------------------------
 
-# Per transfer, as both sides report them: the block record's field -> the row's suffix.
+# Per transfer, as both sides report them: the block record's fields the row has of each side.
 _PerTransfer = Literal["transfer_gbps_p50", "post_share_p50", "descriptors_per_second_p50", "transfers"]
-_PER_TRANSFER: dict[_PerTransfer, str] = {
-    "transfer_gbps_p50": "gbps", "post_share_p50": "post_share", "descriptors_per_second_p50": "descriptors_per_s",
-    "transfers": "transfers",
-}  # fmt: skip
-_PERCENTILES = {"p50": "p50_us", "p99": "p99_us", "p99.9": "p999_us"}
 
 
 def _row(
@@ -424,12 +420,12 @@ def _row(
     after: PairRun,
     unchecked: Mapping[str, object],
     checked: Mapping[str, object],
-) -> dict[str, Any]:
+) -> NixlRow:
     """One list at one size, one rdmabench path beside one NIXL variant: NIXL's figures (the mean of its
     runs before and after rdmabench's), rdmabench's unchecked and checked, and the ratios taken in this
     round. Beside compute, the main figures are both sides' beside it; alone and slowdowns join them."""
     shape = case.shape
-    row: dict[str, Any] = {
+    row: NixlRow = {
         "test": case.test, "nixl_operation": OPERATIONS[case.test], "mode": plan.mode, "case": case.label,
         "size_bytes": size, "count": shape.count, "layout": shape.layout, "regions": shape.regions,
         "transfer_bytes": shape.count * size, "nixl_variant": variant,
@@ -442,7 +438,7 @@ def _row(
     part: Literal["blocks", "beside"] = "blocks" if plan.beside is None else "beside"
     row |= _nixl_figures(before, after, part) | _rdmabench_figures(unchecked, case.test)
     if plan.load is not None:
-        row |= beside_figures(plan.load, before, after, dict(unchecked))
+        row |= beside_figures(plan.load, before, after, unchecked)
     record = _record(checked)
     row["checked_gbps"], row["checked_p99_us"] = record.transfer_gbps_p50, record.transfer_us["p99"]
     row["ratio_gbps"] = row["rdmabench_gbps"] / row["nixl_gbps"]
@@ -456,17 +452,24 @@ def _row(
     return row
 
 
-def _nixl_figures(before: PairRun, after: PairRun, part: Literal["blocks", "beside"] = "blocks") -> dict[str, Any]:
+def _nixl_figures(before: PairRun, after: PairRun, part: Literal["blocks", "beside"] = "blocks") -> NixlFigures:
     """NIXL's figures of `part` (its transfers alone, "blocks", or beside compute, "beside"), each the
     mean of its two runs; its GB/s of each run and their drift."""
     runs = (before, after)
-    out: dict[str, Any] = {}
-    for field_name, suffix in _PER_TRANSFER.items():
-        out[f"nixl_{suffix}"] = mean(run["initiator"][part][field_name] for run in runs)
-    for quantile, suffix in _PERCENTILES.items():
-        out[f"nixl_{suffix}"] = mean(run["initiator"][part]["transfer_us"][quantile] for run in runs)
-    out["nixl_make_us"] = mean(run["initiator"][part]["make_us_p50"] for run in runs)
-    out["nixl_cpu_s_per_gb"] = mean(run["initiator"][part]["cpu_s_per_gb"] for run in runs)
+
+    def each(name: _PerTransfer) -> float:
+        return mean(run["initiator"][part][name] for run in runs)
+
+    def tail(quantile: str) -> float:
+        return mean(run["initiator"][part]["transfer_us"][quantile] for run in runs)
+
+    out: NixlFigures = {
+        "nixl_gbps": each("transfer_gbps_p50"), "nixl_post_share": each("post_share_p50"),
+        "nixl_descriptors_per_s": each("descriptors_per_second_p50"), "nixl_transfers": each("transfers"),
+        "nixl_p50_us": tail("p50"), "nixl_p99_us": tail("p99"), "nixl_p999_us": tail("p99.9"),
+        "nixl_make_us": mean(run["initiator"][part]["make_us_p50"] for run in runs),
+        "nixl_cpu_s_per_gb": mean(run["initiator"][part]["cpu_s_per_gb"] for run in runs),
+    }  # fmt: skip
     if part == "blocks":  # the list's median transfer against one contiguous descriptor's
         out["nixl_vs_one"] = mean(
             run["initiator"]["blocks"]["transfer_gbps_p50"] / run["initiator"]["reference"]["transfer_gbps_p50"]
@@ -478,8 +481,8 @@ def _nixl_figures(before: PairRun, after: PairRun, part: Literal["blocks", "besi
         )
     out["nixl_before"], out["nixl_after"] = (run["initiator"][part]["transfer_gbps_p50"] for run in runs)
     out["nixl_drift"] = abs(out["nixl_after"] - out["nixl_before"]) / max(out["nixl_gbps"], 1e-12)
-    for name in before["initiator"]["cold_s"]:
-        out[f"nixl_cold_{name}_s"] = mean(run["initiator"]["cold_s"][name] for run in runs)
+    cold = before["initiator"]["cold_s"]
+    out = with_cold(out, "nixl", {name: mean(run["initiator"]["cold_s"][name] for run in runs) for name in cold})
     # the target's own: the memory the initiator moves into or out of
     out["nixl_cold_target_register_s"] = mean(run["target"]["register_s"] for run in runs)
     out["nixl_cold_target_metadata_s"] = mean(run["target"]["metadata_s"] for run in runs)
@@ -498,20 +501,22 @@ def _record(entry: Mapping[str, object]) -> BlockList:
     return record
 
 
-def _rdmabench_figures(entry: Mapping[str, object], test: str) -> dict[str, Any]:
+def _rdmabench_figures(entry: Mapping[str, object], test: str) -> NixlFigures:
     """rdmabench's figures of one run (validation off): its block record's, and the initiator's CPU."""
     record = _record(entry)
-    out: dict[str, Any] = {f"rdmabench_{suffix}": getattr(record, name) for name, suffix in _PER_TRANSFER.items()}
-    out |= {f"rdmabench_{suffix}": record.transfer_us[quantile] for quantile, suffix in _PERCENTILES.items()}
-    out["rdmabench_step_gbps"] = entry["bandwidth_gbps"]  # all bytes over the step's time, samples' median
     cpu = entry.get("cpu_s_per_gb")
-    out["rdmabench_cpu_s_per_gb"] = cpu.get("src" if test == "put" else "dst") if isinstance(cpu, Mapping) else None
-    out["rdmabench_vs_one"] = record.share_of_contiguous
-    out["rdmabench_posted_by"] = record.posted
+    ours = cpu.get("src" if test == "put" else "dst") if isinstance(cpu, Mapping) else None
+    out: NixlFigures = {
+        "rdmabench_gbps": record.transfer_gbps_p50, "rdmabench_post_share": record.post_share_p50,
+        "rdmabench_descriptors_per_s": record.descriptors_per_second_p50, "rdmabench_transfers": record.transfers,
+        "rdmabench_p50_us": record.transfer_us["p50"], "rdmabench_p99_us": record.transfer_us["p99"],
+        "rdmabench_p999_us": record.transfer_us["p99.9"],
+        "rdmabench_step_gbps": figure(entry, "bandwidth_gbps"),  # all bytes over the step's time, samples' median
+        "rdmabench_cpu_s_per_gb": ours if isinstance(ours, (int, float)) and not isinstance(ours, bool) else None,
+        "rdmabench_vs_one": record.share_of_contiguous, "rdmabench_posted_by": record.posted,
+    }  # fmt: skip
     if record.posted_descriptors is not None:  # a request per descriptor, adjacent blocks merged
         out["rdmabench_descriptors_posted"] = record.posted_descriptors
     if record.ceiling_gbps:  # the GPU's own copy of the list: each side's per-transfer GB/s against it
         out["ceiling_gbps"] = record.ceiling_gbps
-    for name, seconds in (record.cold_s or {}).items():
-        out[f"rdmabench_cold_{name}_s"] = seconds
-    return out
+    return with_cold(out, "rdmabench", record.cold_s or {})

@@ -46,6 +46,7 @@ from .nixl_files import (
     AgentPlan,
     Figures,
     InitiatorResult,
+    TargetAddress,
     TargetResult,
     read_file,
     wait_for,
@@ -275,7 +276,8 @@ def run_target(folder: Path, plan: AgentPlan) -> TargetResult:
     metadata = agent.get_agent_metadata()
     metadata_s = time.perf_counter() - began
     write_file(folder, "target.meta", metadata)
-    write_json(folder, "target.json", {"address": pool.address, "pid": os.getpid()})
+    address: TargetAddress = {"address": pool.address, "pid": os.getpid()}
+    write_json(folder, "target.json", address)
     cpu = time.process_time()
     result: TargetResult = {"agent_s": agent_s, "register_s": register_s, "metadata_s": metadata_s}
     beside = beside_of(plan)

@@ -18,17 +18,19 @@ A row's figures beside compute, both sides', are read here too (`beside_figures`
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import reduce
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
 from ..measure.beside import Beside, load_on_this_gpu, release_loads
-from ..measure.besiderecord import BesideFigure, GpuFigure
+from ..measure.besiderecord import BesideFigure, GpuFigure, GpuFigureJson
 from ..measure.judging import Said, drifting, judge_pairs, pairs_of, unjudged_words, worse_pairs
 from ..measure.pairs import Pairs
 from ..stats import median
 from .nixl_files import AgentPlan, PairRun, mean, throughput, wait_for, write_file
+from .nixl_row import NixlFigures
+from .rounds import figure
 
 
 class _Adds(Protocol):
@@ -55,7 +57,7 @@ def _marked(folder: Path, name: str) -> bool:
 
 def initiator_pairs(
     folder: Path, plan: AgentPlan, beside: Beside, timed: Callable[[], T], deadline: float
-) -> tuple[list[T], dict[str, object]]:
+) -> tuple[list[T], GpuFigureJson]:
     """Each pair's transfers, run while both GPUs compute: `timed()` again and again, back to back,
     until both GPUs' shared windows have ended (this one's, and the target's `over`); this GPU's load
     summary (GpuFigure's JSON, for its result file). A pair's runs add up to one; the duty is the share of the shared half spent in `timed()`."""
@@ -88,7 +90,7 @@ def initiator_pairs(
         release_loads()
 
 
-def target_pairs(folder: Path, plan: AgentPlan, beside: Beside, deadline: float) -> dict[str, object]:
+def target_pairs(folder: Path, plan: AgentPlan, beside: Beside, deadline: float) -> GpuFigureJson:
     """This GPU's load through the initiator's pairs: its summary (rate alone and beside, slowdowns).
     It says `over` when its shared window has ended; the initiator's transfers run until then."""
     pairs = Pairs(beside, load_on_this_gpu(beside), partitioned=False)
@@ -114,7 +116,7 @@ def target_pairs(folder: Path, plan: AgentPlan, beside: Beside, deadline: float)
         release_loads()
 
 
-def beside_figures(beside: Beside, before: PairRun, after: PairRun, unchecked: dict[str, Any]) -> dict[str, Any]:
+def beside_figures(beside: Beside, before: PairRun, after: PairRun, unchecked: Mapping[str, object]) -> NixlFigures:
     """Both sides beside compute: each one's list alone and beside as a throughput (all bytes over all
     transfers' time: beside a load the median transfer hides those that waited for SMs the load held),
     and the model's slowdown (the worse of the two GPUs, pair by pair; NIXL's over the pairs of both
@@ -123,12 +125,12 @@ def beside_figures(beside: Beside, before: PairRun, after: PairRun, unchecked: d
     pairs = [slowdown for run in runs for slowdown in worse_pairs(_nixl_gpus(run))]
     record = BesideFigure.from_json(unchecked["beside"])  # the rdmabench entry's, read back once
     assert record is not None  # run_blocks kept entries with one
-    out: dict[str, Any] = {
+    out: NixlFigures = {
         "beside_load": beside.label, "beside_unit": beside.unit,
         "nixl_alone_gbps": mean(throughput(run["initiator"]["blocks"]) for run in runs),
         "nixl_beside_gbps": mean(throughput(run["initiator"]["beside"]) for run in runs),
         "rdmabench_alone_gbps": record.transfer_alone,  # its steps' figure in each pair's alone half
-        "rdmabench_beside_gbps": unchecked["bandwidth_gbps"],  # its steps' figure beside the load
+        "rdmabench_beside_gbps": figure(unchecked, "bandwidth_gbps"),  # its steps' figure beside the load
         "nixl_slowdown": median(pairs) if pairs else None,
         "nixl_slowdown_min": min(pairs) if pairs else None, "nixl_slowdown_max": max(pairs) if pairs else None,
         "rdmabench_slowdown": record.slowdown,
@@ -136,12 +138,10 @@ def beside_figures(beside: Beside, before: PairRun, after: PairRun, unchecked: d
     out["ratio_beside_gbps"] = out["rdmabench_beside_gbps"] / max(out["nixl_beside_gbps"], 1e-12)
     low_high = record.slowdown_range
     out["rdmabench_slowdown_min"], out["rdmabench_slowdown_max"] = low_high if low_high else (None, None)
-    for side, said in (
-        ("rdmabench", record if record.slowdown is None else None),
-        ("nixl", _nixl_said(runs, pairs)),
-    ):
-        if said is not None:  # no pair judged: why, where the pairs say
-            out[f"{side}_unjudged"] = unjudged_words(said) or "no pair judged"
+    if record.slowdown is None:  # no pair judged: why, where the pairs say
+        out["rdmabench_unjudged"] = unjudged_words(record) or "no pair judged"
+    if (said := _nixl_said(runs, pairs)) is not None:
+        out["nixl_unjudged"] = unjudged_words(said) or "no pair judged"
     out["nixl_load_alone"] = _load_alone(_nixl_gpus(before))  # the load's own rate alone, the slower GPU's
     out["rdmabench_load_alone"] = _load_alone(list(record.gpus.values()))
     return out

@@ -7,11 +7,15 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from pathlib import Path
-from typing import TypedDict
+from typing import TYPE_CHECKING, TypedDict
 
 from .. import privatedirs
+
+if TYPE_CHECKING:
+    from ..measure.besiderecord import GpuFigureJson  # a GPU's load record, as the ends write it
+    from ..measure.kvhandoff import ModelRecord
 
 PLAN = "plan.json"  # an AgentPlan: what the anchor asks of a NIXL pair
 DONE = "initiator.done"
@@ -81,7 +85,7 @@ class Figures(_Figures, total=False):
     nixl_telemetry: Telemetry
     first_transfer_s: float
     cpu_s_per_gb: float
-    load: dict[str, object]  # besiderecord.GpuFigure's JSON
+    load: GpuFigureJson
     pairs_gbps: list[float]
 
 
@@ -95,7 +99,7 @@ class TargetResult(_TargetCold, total=False):
     """The target's result file: what its set-up cost, its GPU's load beside the initiator's pairs, its
     CPU, and (a WRITE) the blocks that arrived wrong."""
 
-    beside_load: dict[str, object]  # besiderecord.GpuFigure's JSON
+    beside_load: GpuFigureJson
     cpu_s: float
     wrong_blocks: int
 
@@ -122,6 +126,13 @@ class PairRun(TypedDict):
     target: TargetResult
     initiator: InitiatorResult
     transport: str | None
+
+
+class TargetAddress(TypedDict):
+    """target.json: where the target's pool is, and the target's process."""
+
+    address: int
+    pid: int
 
 
 class AgentError(Exception):
@@ -167,7 +178,9 @@ def check_parent() -> None:
         raise AgentError("the anchor that started this end is gone")
 
 
-def write_json(folder: Path, name: str, data: Mapping[str, object]) -> None:
+def write_json(
+    folder: Path, name: str, data: AgentPlan | ModelRecord | TargetAddress | TargetResult | InitiatorResult
+) -> None:
     write_file(folder, name, json.dumps(data).encode())
 
 

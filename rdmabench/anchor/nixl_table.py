@@ -3,10 +3,9 @@ NIXL's own telemetry, the figures beside compute, the rounds' spread, and the JS
 
 from __future__ import annotations
 
-from typing import Any
-
 from ..measure.postings import by_words
 from ..units import format_size
+from .nixl_row import NixlDocument, NixlRow
 from .rounds import DRIFT_LIMIT, round_lines, spread
 
 STEADY = (("GB/s", "ratio_gbps"), ("p99", "ratio_p99"))
@@ -15,7 +14,7 @@ STEADY = (("GB/s", "ratio_gbps"), ("p99", "ratio_p99"))
 # --- the table ------------------------------------------------------------------------------------
 
 
-def format_rows(rows: list[dict[str, Any]]) -> str:
+def format_rows(rows: list[NixlRow]) -> str:
     lines = [
         "# rdmabench against NIXL (UCX backend), the same block lists side by side in this run, payload validation "
         "off on both; per transfer: GB/s = its bytes / the median transfer's time, p99 = the 99th percentile of "
@@ -40,8 +39,11 @@ def format_rows(rows: list[dict[str, Any]]) -> str:
             f"{r['test']:<4} {r['mode']:<6} {r['case'][:26]:<26} {format_size(r['size_bytes']):>7} "
             f"{r.get('nixl_variant', 'default'):>7} {r['nixl_gbps']:>9.3f} {r['rdmabench_gbps']:>8.3f} {r['ratio_gbps']:>6.2f} {r['nixl_p99_us']:>9.1f} "
             f"{r['rdmabench_p99_us']:>9.1f} {r['ratio_p99']:>6.2f} {r['validation_share']:>7.2f} "
-            f"{_pair(r, 'post_share', '.2f'):>11} {_pair(r, 'descriptors_per_s', '.3g'):>15} "
-            f"{_pair(r, 'cpu_s_per_gb', '.2g'):>11} {_pair(r, 'vs_one', '.2f'):>11} {_pair(r, 'of_ceiling', '.3f'):>11} "
+            f"{_pair(r.get('nixl_post_share'), r.get('rdmabench_post_share'), '.2f'):>11} "
+            f"{_pair(r.get('nixl_descriptors_per_s'), r.get('rdmabench_descriptors_per_s'), '.3g'):>15} "
+            f"{_pair(r.get('nixl_cpu_s_per_gb'), r.get('rdmabench_cpu_s_per_gb'), '.2g'):>11} "
+            f"{_pair(r.get('nixl_vs_one'), r.get('rdmabench_vs_one'), '.2f'):>11} "
+            f"{_pair(r.get('nixl_of_ceiling'), r.get('rdmabench_of_ceiling'), '.3f'):>11} "
             f"{r.get('rdmabench_posted_by', '-'):>8} {_drift(r):>6}  "
             f"{r['transport']} | {r['nixl_transport']}"
         )
@@ -67,7 +69,7 @@ def format_rows(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def _skipped_lines(rows: list[dict[str, Any]]) -> list[str]:
+def _skipped_lines(rows: list[NixlRow]) -> list[str]:
     """Each posting path asked of rdmabench that its run left out, once, with why."""
     said: dict[str, str] = {}
     for row in rows:
@@ -75,7 +77,7 @@ def _skipped_lines(rows: list[dict[str, Any]]) -> list[str]:
     return [f"# rdmabench --posting {path}: left out, {why}" for path, why in said.items()]
 
 
-def _beside_heading(rows: list[dict[str, Any]]) -> list[str]:
+def _beside_heading(rows: list[NixlRow]) -> list[str]:
     beside = next((r["beside_load"] for r in rows if r.get("beside_load")), None)
     if beside is None:
         return []
@@ -86,7 +88,7 @@ def _beside_heading(rows: list[dict[str, Any]]) -> list[str]:
     ]
 
 
-def _beside_lines(rows: list[dict[str, Any]]) -> list[str]:
+def _beside_lines(rows: list[NixlRow]) -> list[str]:
     """Each row's list alone and beside compute, and the model's slowdown (the worse GPU's, pair by pair:
     median [min-max])."""
     found = [r for r in rows if r.get("beside_load")]
@@ -101,15 +103,17 @@ def _beside_lines(rows: list[dict[str, Any]]) -> list[str]:
     for r in found:
         where = f"#   {r['test']} {r['case'][:26]} {format_size(r['size_bytes'])}"
         lines.append(
-            f"{where}: rdmabench {r.get('rdmabench_posted_by', '-')} {_gbps(r, 'rdmabench')} slowdown "
-            f"{_slowdown(r, 'rdmabench')}; NIXL {r.get('nixl_variant', 'default')} {_gbps(r, 'nixl')} slowdown "
-            f"{_slowdown(r, 'nixl')}; ratio beside {_number(r.get('ratio_beside_gbps'))}"
+            f"{where}: rdmabench {r.get('rdmabench_posted_by', '-')} "
+            f"{_gbps(r.get('rdmabench_alone_gbps'), r.get('rdmabench_beside_gbps'))} slowdown "
+            f"{_slowdown(r.get('rdmabench_slowdown'), r.get('rdmabench_slowdown_min'), r.get('rdmabench_slowdown_max'), r.get('rdmabench_unjudged'))}; "
+            f"NIXL {r.get('nixl_variant', 'default')} {_gbps(r.get('nixl_alone_gbps'), r.get('nixl_beside_gbps'))} slowdown "
+            f"{_slowdown(r.get('nixl_slowdown'), r.get('nixl_slowdown_min'), r.get('nixl_slowdown_max'), r.get('nixl_unjudged'))}; "
+            f"ratio beside {_number(r.get('ratio_beside_gbps'))}"
         )
     return lines
 
 
-def _gbps(row: dict[str, Any], side: str) -> str:
-    alone, beside = row.get(f"{side}_alone_gbps"), row.get(f"{side}_beside_gbps")
+def _gbps(alone: float | None, beside: float | None) -> str:
     return f"{_number(alone)} -> {_number(beside)} GB/s"
 
 
@@ -117,29 +121,27 @@ def _number(value: float | None) -> str:
     return "-" if value is None else format(value, ".3g")
 
 
-def _slowdown(row: dict[str, Any], side: str) -> str:
-    value, low, high = (row.get(f"{side}_slowdown{suffix}") for suffix in ("", "_min", "_max"))
+def _slowdown(value: float | None, low: float | None, high: float | None, unjudged: str | None) -> str:
     if value is None:
-        return f"- (not judged: {row.get(f'{side}_unjudged') or 'no whole operation beside the transfers'})"
+        return f"- (not judged: {unjudged or 'no whole operation beside the transfers'})"
     return f"{value:.3f}" + (f" [{low:.2f}-{high:.2f}]" if low is not None and high is not None else "")
 
 
-def _ours_posted(row: dict[str, Any]) -> str:
+def _ours_posted(row: NixlRow) -> str:
     posted = row.get("rdmabench_descriptors_posted")
     return "" if posted is None else f" (rdmabench {row.get('rdmabench_posted_by', '-')}: {posted:.0f})"
 
 
-def _pair(row: dict[str, Any], name: str, spec: str) -> str:
-    values = [row.get(f"{side}_{name}") for side in ("nixl", "rdmabench")]
-    return "/".join("-" if value is None else format(value, spec) for value in values)
+def _pair(nixl: float | None, ours: float | None, spec: str) -> str:
+    return "/".join("-" if value is None else format(value, spec) for value in (nixl, ours))
 
 
-def _drift(row: dict[str, Any]) -> str:
+def _drift(row: NixlRow) -> str:
     text = f"{row['nixl_drift']:.0%}"
     return text + ("!" if (row.get("rounds") or 1) == 1 and row["nixl_drift"] > DRIFT_LIMIT else "")
 
 
-def _cold_line(row: dict[str, Any]) -> str:
+def _cold_line(row: NixlRow) -> str:
     def part(side: str) -> str:
         prefix = f"{side}_cold_"
         found = [(name[len(prefix) : -2], value) for name, value in row.items() if name.startswith(prefix)]
@@ -150,7 +152,7 @@ def _cold_line(row: dict[str, Any]) -> str:
     return f"#   {where}: NIXL {nixl} {part('nixl')}; rdmabench {ours} {part('rdmabench')}"
 
 
-def _round_heading(repeated: list[dict[str, Any]]) -> str:
+def _round_heading(repeated: list[NixlRow]) -> str:
     return (
         f"# every figure above is the median of {repeated[0]['rounds']} rounds, each ratio the median of the rounds' "
         "ratios (each taken within its round); min-max over the rounds (every round's figures: the JSON's `runs`); "
@@ -158,10 +160,9 @@ def _round_heading(repeated: list[dict[str, Any]]) -> str:
     )
 
 
-def _round_line(r: dict[str, Any]) -> str:
-    steady = ", ".join(
-        f"{name} {r[f'steady_{ratio}']:.2f}" for name, ratio in STEADY if r.get(f"steady_{ratio}") is not None
-    )
+def _round_line(r: NixlRow) -> str:
+    found = (("GB/s", r.get("steady_ratio_gbps")), ("p99", r.get("steady_ratio_p99")))  # STEADY's, in its order
+    steady = ", ".join(f"{name} {value:.2f}" for name, value in found if value is not None)
     return (
         f"{r['test']:<4} {r['case'][:26]:<26} {format_size(r['size_bytes']):>7} "
         f"{r.get('rdmabench_posted_by', '-')}/{r.get('nixl_variant', 'default')} GB/s ratio "
@@ -171,6 +172,6 @@ def _round_line(r: dict[str, Any]) -> str:
     )
 
 
-def document(rows: list[dict[str, Any]]) -> dict[str, Any]:
+def document(rows: list[NixlRow]) -> NixlDocument:
     """The rows as the JSON document `anchor --against nixl -o` writes."""
     return {"schema": {"name": "rdmabench-anchor", "version": 1}, "against": "nixl", "rows": rows}

@@ -9,15 +9,26 @@ import os
 import subprocess
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
-from typing import TypeVar, cast
+from typing import TYPE_CHECKING, TypedDict, TypeVar, cast
 
 from .. import stats
 from ..errors import LaunchError, RdmabenchError
 from ..pystart import python_module
 
+if TYPE_CHECKING:
+    from ..results.files.docrecord import ResultsDocument
+
 # A row of an anchor's table: each anchor's own TypedDict (anchor.AnchorRow, nixl.NixlRow). What is
 # said here of every anchor's rows reads them by name, as the Mapping every TypedDict is.
 Row = TypeVar("Row", bound=Mapping[str, object])
+
+
+class AnchorName(TypedDict):
+    """The schema of an anchor's JSON document (`anchor -o`): its name and version."""
+
+    name: str
+    version: int
+
 
 # Beyond this difference between the anchor's run before rdmabench's and its run after (relative to
 # their mean), the machine did not hold still while the two programs ran and their ratio is not
@@ -36,7 +47,7 @@ def run_entries(
     return [entry for entry in found if isinstance(entry, Mapping)]
 
 
-def run_document(options: list[str], ranks: int = 2, samples: int = 5, sample_time: float = 0.2) -> dict[str, object]:
+def run_document(options: list[str], ranks: int = 2, samples: int = 5, sample_time: float = 0.2) -> ResultsDocument:
     """The results document of one `rdmabench run --np ranks OPTIONS` (its metadata, its entries)."""
     from ..results.files import document
 
@@ -47,7 +58,7 @@ def run_document(options: list[str], ranks: int = 2, samples: int = 5, sample_ti
         proc = subprocess.run(command, capture_output=True, text=True, timeout=1800)
         if proc.returncode != 0:
             raise LaunchError(f"rdmabench run failed: {proc.stderr.strip()[-500:]}")
-        return dict(document.load(out))
+        return document.load(out)
 
 
 def figure(entry: Mapping[str, object], name: str) -> float:

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from .. import userfiles
 from ..anchor.nixl import NIXL_VARIANTS
+from ..anchor.nixl_row import NixlDocument, NixlRow
 from ..errors import ConfigError, LaunchError, ResultsWriteError
 from ..escape import visible_lines
 from ..job.sizes import model_handoff
@@ -19,6 +19,9 @@ from ..units import parse_sizes
 from .blocklists import blocks_option, files_read, layout_option, model_options, posting_option
 from .group import SETTINGS, Written, fail, main, names, say, seconds_within, writes
 from .options import beside_option, choices, group, renamed, sizes_option
+
+if TYPE_CHECKING:
+    from ..anchor.anchor import AnchorDocument, AnchorRow
 
 ANCHORS = ("perftest", "nixl")
 
@@ -144,6 +147,8 @@ def anchor(
     UCX protocol each used.
     """
     progress = lambda line: click.echo(visible_lines(line), err=True)  # noqa: E731
+    rows: list[NixlRow] | list[AnchorRow]
+    written: NixlDocument | AnchorDocument
     if against == "nixl":
         rows, text, written = _nixl_anchor(mode, sizes, tests, repeat, nixl_options, progress)
     else:
@@ -161,7 +166,7 @@ def anchor(
 
 def _perftest_anchor(
     against: str, mode: str, sizes: str | None, tests: str | None, repeat: int, options: dict[str, Any], progress: Any
-) -> tuple[Sequence[Mapping[str, object]], str, Mapping[str, object]]:
+) -> tuple[list[AnchorRow], str, AnchorDocument]:
     """The ucx_perftest anchor, which takes none of the NIXL anchor's options."""
     from ..anchor import anchor as anchor_module
 
@@ -174,7 +179,7 @@ def _perftest_anchor(
     rows = anchor_module.compare(
         mode, parse_sizes(_given(sizes, "8,1MiB,64MiB")), names(_given(tests, "bw,lat")), repeat, progress=progress
     )
-    written = {"schema": {"name": "rdmabench-anchor", "version": 1}, "rows": rows}
+    written: AnchorDocument = {"schema": {"name": "rdmabench-anchor", "version": 1}, "rows": rows}
     return rows, anchor_module.format_rows(rows), written
 
 
@@ -186,7 +191,7 @@ def _given(value: str | None, default: str) -> str:
 
 def _nixl_anchor(
     mode: str, sizes: str | None, tests: str | None, repeat: int, options: dict[str, Any], progress: Any
-) -> tuple[Sequence[Mapping[str, object]], str, Mapping[str, object]]:
+) -> tuple[list[NixlRow], str, NixlDocument]:
     """`anchor --against nixl`: the plan from the options, the rows, their table and their document."""
     from ..anchor import nixl, nixl_table
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import sys
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -14,6 +15,10 @@ from ..results.verdicts.verdict import DEFAULT_FLOORS
 from . import reading
 from .group import SETTINGS, Written, fail, main, writes
 from .options import expect_option, selection_options, tolerance_option
+
+if TYPE_CHECKING:
+    from ..results.files.filters import Filters
+    from ..results.verdicts.nodes import ClusterNodes
 
 FLOOR_HELP = (
     "A floor as a share of the physical limit, per limit kind (NVLink, PCIe, NIC, 'host memory copy') "
@@ -82,14 +87,17 @@ def check(
     from ..results.verdicts.drain import share
     from ..results.verdicts.hostlist import compress
 
-    files = {name: kwargs.pop(name) for name in ("json_path", "junit_path", "drain_path", "force")}
+    json_path, junit_path, drain_path, force = (
+        kwargs.pop(name) for name in ("json_path", "junit_path", "drain_path", "force")
+    )
     try:
-        files["nodes"] = _nodes(kwargs.pop("nodes_path"), kwargs.pop("nodes_from_slurm"), files["drain_path"])
+        nodes = _nodes(kwargs.pop("nodes_path"), kwargs.pop("nodes_from_slurm"), drain_path)
+        files = _Outputs(json_path, junit_path, drain_path, force, nodes)
         if not expect and baseline is None:
             raise ConfigError("give --expect (a floor per limit kind or link class) or --baseline, or both")
         if not 0 <= tolerance < 1:
             raise ConfigError(f"--tolerance must be at least 0 and below 1, not {tolerance}")
-        checked, drained = _check(paths, expect, baseline, tolerance, kwargs, files)
+        checked, drained = _check(paths, expect, baseline, tolerance, reading.filters(**kwargs), files)
     except RdmabenchError as exc:
         fail(exc)
     except OSError as exc:
@@ -98,11 +106,22 @@ def check(
     if drained is not None:
         drain, hosts, refused = drained
         named = compress(d.host for d in drain) if drain else "no host"
-        click.echo(f"drain list: {visible(files['drain_path'])} ({named}: {share(drain, hosts, refused)})")
+        click.echo(f"drain list: {visible(drain_path)} ({named}: {share(drain, hosts, refused)})")
     sys.exit(checked.exit_code)
 
 
-def _nodes(path: str | None, from_slurm: bool, drain_path: str | None) -> Any:
+@dataclass(frozen=True)
+class _Outputs:
+    """The files `check` writes beside its verdict, and the cluster's nodes a drain list is checked against."""
+
+    json_path: str | None
+    junit_path: str | None
+    drain_path: str | None
+    force: bool
+    nodes: ClusterNodes | None
+
+
+def _nodes(path: str | None, from_slurm: bool, drain_path: str | None) -> ClusterNodes | None:
     """The cluster's nodes the drain list is checked against (results.verdicts.nodes), or None."""
     from ..results.verdicts import nodes
 
@@ -120,15 +139,14 @@ def _check(
     floors: dict[str, float],
     baseline: str | None,
     tolerance: float,
-    selection: dict[str, Any],
-    files: dict[str, Any],
+    chosen: Filters,
+    files: _Outputs,
 ) -> tuple[Any, Any]:
     """The verdict and the drain list (None without --drain), their files written."""
     from ..results.verdicts.attribution import attribute
     from ..results.verdicts.drain import ran_on, refusals, write_drain_list
     from ..results.verdicts.outcome import conclude, no_verdict
 
-    chosen = reading.filters(**selection)
     loaded = reading.load(paths)
     rows = reading.aggregate(loaded, chosen)  # a run whose links file is damaged: left out, its hosts too
     base_loaded = reading.load((baseline,)) if baseline is not None else None
@@ -141,17 +159,17 @@ def _check(
     if checked.outcome == "INCONCLUSIVE":
         click.echo("\n".join(checked.suspect_lines()))
         raise no_verdict(checked)
-    if files["json_path"] is not None:
-        userfiles.write_chunks(files["json_path"], checked.json_chunks())  # a million passed links, a line each
-    if files["junit_path"] is not None:
-        userfiles.write_text(files["junit_path"], checked.junit())
-    drain_path = files["drain_path"]
+    if files.json_path is not None:
+        userfiles.write_chunks(files.json_path, checked.json_chunks())  # a million passed links, a line each
+    if files.junit_path is not None:
+        userfiles.write_text(files.junit_path, checked.junit())
+    drain_path = files.drain_path
     if drain_path is None:
         return checked, None
     hosts = ran_on(loaded.documents)  # a drain list names only hosts the results' own ranks ran on
-    drain = write_drain_list(drain_path, found, hosts, force=files["force"], nodes=files["nodes"])
+    drain = write_drain_list(drain_path, found, hosts, force=files.force, nodes=files.nodes)
     return checked, (
         drain,
         hosts,
-        refusals(found, hosts, nodes=files["nodes"]),
+        refusals(found, hosts, nodes=files.nodes),
     )  # a refused host costs only its own line

@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -14,6 +14,9 @@ from .. import userfiles
 from ..errors import ConfigError, ResultsWriteError
 from ..escape import visible
 from ..units import parse_sizes
+
+if TYPE_CHECKING:
+    from ..results.files.filters import Filters
 
 
 def filters(
@@ -24,7 +27,7 @@ def filters(
     link_classes: tuple[str, ...],
     since: str | None,
     until: str | None,
-) -> Any:
+) -> Filters:
     """The options of `selection_options` as the rows' Filters."""
     from ..results.files import dates
     from ..results.files.rows import LINK_CLASSES, Filters

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -12,6 +12,9 @@ from ..results.reports.formats import FORMATS, GROUPINGS
 from . import reading
 from .group import SETTINGS, Written, fail, main, writes
 from .options import choices, expect_option, format_option, model_budget_option, selection_options
+
+if TYPE_CHECKING:
+    from ..results.files.filters import Filters
 
 
 @main.command(context_settings=SETTINGS)
@@ -63,7 +66,8 @@ def report(
             raise ConfigError(f"unknown format {output_format!r}: choose {', '.join(FORMATS[:-1])} or {FORMATS[-1]}")
         if not 0 < outlier_fraction < 1:
             raise ConfigError(f"--outlier-fraction must be between 0 and 1, not {outlier_fraction}")
-        judged = _report(paths, output_format, output, by, outlier_fraction, expect, selection, model_budget, wide)
+        chosen = reading.filters(**selection)
+        judged = _report(paths, output_format, output, by, outlier_fraction, expect, chosen, model_budget, wide)
     except RdmabenchError as exc:
         fail(exc)
     if judged is not None:
@@ -78,7 +82,7 @@ def _report(
     by: str,
     outlier_fraction: float,
     floors: dict[str, float],
-    selection: dict[str, Any],
+    chosen: Filters,
     budget: float,
     wide: bool = False,
 ) -> Any:
@@ -87,7 +91,6 @@ def _report(
     from ..results.verdicts.attribution import attribute
     from ..results.verdicts.outcome import conclude, no_verdict
 
-    chosen = reading.filters(**selection)
     loaded = reading.load(paths)
     rows = reading.aggregate(loaded, chosen)  # a run whose links file is damaged: left out
     if not rows:

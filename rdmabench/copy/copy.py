@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -27,7 +28,7 @@ from ..hardware.gpu import gpu_unavailable_reason, import_cupy, visible_gpu_coun
 from ..results.files import document
 from ..stats import summarize
 from ..units import format_size, gbps
-from .records import AllGpusRead, CopyConfig, CopyEntry, CopyExtras, CopyMetadata, Overlap
+from .records import AllGpusRead, CopyConfig, CopyDocument, CopyEntry, CopyExtras, CopyMetadata, Overlap
 
 DIRECTIONS = ("h2d", "d2h", "d2d")
 HOST_KINDS = ("pageable", "pinned", "write-combined", "registered", "mapped", "managed")
@@ -43,7 +44,7 @@ _HOST_ALLOC_MAPPED = 2  # cudaHostAllocMapped
 _HOST_REGISTER_DEFAULT = 0
 
 
-def require_gpu() -> Any:
+def require_gpu() -> ModuleType:
     cupy = import_cupy()
     if cupy is None or visible_gpu_count() == 0:
         raise ConfigError(f"rdmabench copy needs a CUDA GPU: {gpu_unavailable_reason()}")
@@ -53,7 +54,7 @@ def require_gpu() -> Any:
 class HostBuffer:
     """Host memory of one kind, with the time it took to make it usable for DMA."""
 
-    def __init__(self, cupy: Any, kind: str, nbytes: int):
+    def __init__(self, cupy: ModuleType, kind: str, nbytes: int):
         self.kind = kind
         self._cupy = cupy
         self._registered: int | None = None
@@ -145,7 +146,7 @@ class CopyResult:
         }
 
 
-def _timed(cupy: Any, stream: Any, action: Callable[[], None], repeats: int) -> float:
+def _timed(cupy: ModuleType, stream: Any, action: Callable[[], None], repeats: int) -> float:
     start, end = cupy.cuda.Event(), cupy.cuda.Event()
     start.record(stream)
     for _ in range(repeats):
@@ -156,7 +157,7 @@ def _timed(cupy: Any, stream: Any, action: Callable[[], None], repeats: int) -> 
 
 
 def _sampled_rates(
-    cupy: Any, stream: Any, action: Callable[[], None], size: int, samples: int
+    cupy: ModuleType, stream: Any, action: Callable[[], None], size: int, samples: int
 ) -> tuple[list[float], int]:
     """GB/s of `samples` samples, each about 20 ms of `action` (moving `size` bytes) back to back on
     `stream`, and how many actions a sample ran."""
@@ -165,7 +166,7 @@ def _sampled_rates(
     return [gbps(size * repeats, _timed(cupy, stream, action, repeats)) for _ in range(samples)], repeats
 
 
-def measure(cupy: Any, gpu: int, direction: str, host_kind: str | None, size: int, samples: int) -> CopyResult:
+def measure(cupy: ModuleType, gpu: int, direction: str, host_kind: str | None, size: int, samples: int) -> CopyResult:
     """One (direction, host memory, size) on one GPU."""
     if host_kind in KERNEL_ACCESS_KINDS and direction != "d2d":
         return _measure_kernel_access(cupy, gpu, direction, host_kind, size, samples)
@@ -223,7 +224,7 @@ extern "C" __global__ void copy_bytes(const unsigned char *src, unsigned char *d
 class _KernelCopy:
     """A grid-stride copy kernel: 8-byte words, then the odd tail bytes."""
 
-    def __init__(self, cupy: Any, gpu: int):
+    def __init__(self, cupy: ModuleType, gpu: int):
         module = cupy.RawModule(code=_COPY_KERNELS)
         self._words, self._bytes = module.get_function("copy_words"), module.get_function("copy_bytes")
         sms = cupy.cuda.runtime.deviceGetAttribute(cupy.cuda.runtime.cudaDevAttrMultiProcessorCount, gpu)
@@ -240,7 +241,9 @@ class _KernelCopy:
             self._bytes((1,), (32,), (u64(src + tail), u64(dst + tail), u64(size % 8)), stream=stream)
 
 
-def _measure_kernel_access(cupy: Any, gpu: int, direction: str, host_kind: str, size: int, samples: int) -> CopyResult:
+def _measure_kernel_access(
+    cupy: ModuleType, gpu: int, direction: str, host_kind: str, size: int, samples: int
+) -> CopyResult:
     """A kernel moves the bytes between a device buffer and mapped or managed memory.
 
     mapped: the kernel's loads (h2d) or stores (d2h) cross PCIe to pinned host memory, timed with
@@ -293,7 +296,7 @@ def _measure_kernel_access(cupy: Any, gpu: int, direction: str, host_kind: str, 
 
 
 def _reference(
-    cupy: Any, direction: str, device: Any, other: Any, host: HostBuffer | None, size: int, repeats: int
+    cupy: ModuleType, direction: str, device: Any, other: Any, host: HostBuffer | None, size: int, repeats: int
 ) -> float:
     """The same copy as a plain CuPy user writes it, timed by the wall clock around the loop."""
     cupy.cuda.Device().synchronize()
@@ -311,7 +314,7 @@ def _reference(
     return gbps(size * repeats, time.perf_counter() - start)
 
 
-def all_gpus_h2d(cupy: Any, host_kind: str, size: int, samples: int) -> tuple[float, list[float]]:
+def all_gpus_h2d(cupy: ModuleType, host_kind: str, size: int, samples: int) -> tuple[float, list[float]]:
     """Every GPU reading host memory at once, one thread per GPU: the aggregate a node can pull,
     as total bytes over the time from the first start to the last finish; and each GPU's own rate."""
     count = visible_gpu_count()
@@ -376,7 +379,7 @@ extern "C" __global__ void spin(long long cycles, int *sink) {
 """
 
 
-def overlap(cupy: Any, gpu: int, host_kind: str, size: int, direction: str = "d2h") -> Overlap:
+def overlap(cupy: ModuleType, gpu: int, host_kind: str, size: int, direction: str = "d2h") -> Overlap:
     """How much of a copy (d2h or h2d) hides behind a kernel on another stream, in the order a
     pipeline issues them: the copy first, then the next kernel.
 
@@ -429,7 +432,7 @@ def overlap(cupy: Any, gpu: int, host_kind: str, size: int, direction: str = "d2
 
 
 def run(
-    cupy: Any,
+    cupy: ModuleType,
     sizes: list[int],
     directions: list[str],
     kinds: list[str],
@@ -438,7 +441,7 @@ def run(
     with_overlap: bool,
     samples: int,
     say: Callable[[str], None],
-) -> dict[str, Any]:
+) -> CopyDocument:
     """Every measurement `rdmabench copy` makes, as a results document; `say` prints table rows."""
     entries = _copies(cupy, sizes, directions, kinds, gpus, samples, say)
     extra: CopyExtras = {}
@@ -454,12 +457,11 @@ def run(
         "samples": samples,
     }
     doc = document.document(dict(_metadata(cupy, gpus, config)), [dict(e) for e in entries], complete=True)
-    doc.update(extra)
-    return doc
+    return {**doc, **extra}
 
 
 def _copies(
-    cupy: Any,
+    cupy: ModuleType,
     sizes: list[int],
     directions: list[str],
     kinds: list[str],
@@ -492,7 +494,7 @@ def _copies(
     return entries
 
 
-def _together(cupy: Any, count: int, size: int, samples: int, say: Callable[[str], None]) -> AllGpusRead:
+def _together(cupy: ModuleType, count: int, size: int, samples: int, say: Callable[[str], None]) -> AllGpusRead:
     aggregate, each = all_gpus_h2d(cupy, "pinned", size, samples)
     say(
         f"# all {count} GPUs reading pinned host memory at once, {format_size(size)}: {aggregate:.2f} GB/s aggregate ({', '.join(f'{v:.1f}' for v in each)} each)"
@@ -500,7 +502,7 @@ def _together(cupy: Any, count: int, size: int, samples: int, say: Callable[[str
     return {"host_memory": "pinned", "size_bytes": size, "aggregate_gbps": aggregate, "per_gpu_gbps": each}
 
 
-def _overlaps(cupy: Any, gpu: int, size: int, say: Callable[[str], None]) -> list[Overlap]:
+def _overlaps(cupy: ModuleType, gpu: int, size: int, say: Callable[[str], None]) -> list[Overlap]:
     rows = [
         overlap(cupy, gpu, kind, size, direction) for direction in ("d2h", "h2d") for kind in ("pageable", "pinned")
     ]
@@ -513,7 +515,7 @@ def _overlaps(cupy: Any, gpu: int, size: int, say: Callable[[str], None]) -> lis
     return rows
 
 
-def _metadata(cupy: Any, gpus: list[int], config: CopyConfig) -> CopyMetadata:
+def _metadata(cupy: ModuleType, gpus: list[int], config: CopyConfig) -> CopyMetadata:
     from .. import __version__
     from ..hardware.gpu import driver_version, select_gpu
 

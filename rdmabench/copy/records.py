@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TypedDict
 
 from ..hardware.gpu import GpuRecord
-from ..results.files.contents import EntryHead
+from ..results.files.contents import EntryHead, ResultsDocument
 
 
 class Overlap(TypedDict):
@@ -84,3 +84,7 @@ class CopyExtras(TypedDict, total=False):
 
     all_gpus_h2d: AllGpusRead
     overlap: list[Overlap]
+
+
+class CopyDocument(ResultsDocument, CopyExtras):
+    """`rdmabench copy`'s results document: its entries, and what it measured beside them."""

@@ -20,18 +20,19 @@ import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any, TypedDict
 
 from .. import stats
 from ..errors import ConfigError, ValidationError
-from ..results.files.contents import EntryHead
+from ..results.files.contents import EntryHead, ResultsDocument
 from ..stats import summarize
 from ..units import format_size, gbps
 
 HOST_KINDS = ("pageable", "pinned")
 
 
-def import_torch() -> Any:
+def import_torch() -> ModuleType:
     """torch, or one line saying what is missing."""
     try:
         import torch
@@ -42,7 +43,7 @@ def import_torch() -> Any:
     return torch
 
 
-def require_cuda(torch: Any) -> None:
+def require_cuda(torch: ModuleType) -> None:
     if torch.version.cuda is None:
         raise ConfigError(
             f"rdmabench copy --framework torch needs a CUDA GPU: PyTorch {torch.__version__} is built without CUDA"
@@ -51,7 +52,7 @@ def require_cuda(torch: Any) -> None:
         raise ConfigError("rdmabench copy --framework torch needs a CUDA GPU: PyTorch sees none")
 
 
-def _host(torch: Any, kind: str, nbytes: int) -> Any:
+def _host(torch: ModuleType, kind: str, nbytes: int) -> Any:
     tensor = torch.empty(nbytes, dtype=torch.uint8, pin_memory=kind == "pinned")
     tensor.copy_(torch.arange(nbytes, dtype=torch.int64).to(torch.uint8))
     return tensor
@@ -86,7 +87,7 @@ class LoaderRate(TypedDict):
     cpu_seconds_per_batch: float
 
 
-def copy_once(torch: Any, direction: str, kind: str, nbytes: int, non_blocking: bool, samples: int) -> CopyTimes:
+def copy_once(torch: ModuleType, direction: str, kind: str, nbytes: int, non_blocking: bool, samples: int) -> CopyTimes:
     """GB/s of `samples` copies (CUDA events on a side stream) and the CPU time each call held."""
     host = _host(torch, kind, nbytes)
     device = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
@@ -114,7 +115,15 @@ def copy_once(torch: Any, direction: str, kind: str, nbytes: int, non_blocking: 
     return CopyTimes(speeds, stats.median(held))
 
 
-def pin_cost(torch: Any, nbytes: int, samples: int) -> dict[str, float]:
+class TorchDocument(ResultsDocument):
+    """`rdmabench copy --framework torch`'s results document: its entries, and what it measured beside them."""
+
+    pin_memory_cost: dict[str, float]
+    overlap: list[Overlap]
+    dataloader: list[LoaderRate]
+
+
+def pin_cost(torch: ModuleType, nbytes: int, samples: int) -> dict[str, float]:
     """Seconds per call: tensor.pin_memory() (a fresh pinned copy every time) against copying into a
     pinned buffer kept from a pool."""
     pageable = _host(torch, "pageable", nbytes)
@@ -131,7 +140,7 @@ def pin_cost(torch: Any, nbytes: int, samples: int) -> dict[str, float]:
     return {"pin_memory_seconds": stats.median(fresh), "pooled_copy_seconds": stats.median(reused)}
 
 
-def _timed(torch: Any, work: Callable[[], None]) -> float:
+def _timed(torch: ModuleType, work: Callable[[], None]) -> float:
     torch.cuda.synchronize()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     start.record()
@@ -141,7 +150,7 @@ def _timed(torch: Any, work: Callable[[], None]) -> float:
     return float(start.elapsed_time(end)) / 1e3
 
 
-def overlap(torch: Any, kind: str, nbytes: int) -> Overlap:
+def overlap(torch: ModuleType, kind: str, nbytes: int) -> Overlap:
     """A host-to-device copy on a side stream beside matmuls on the default stream, issued in a
     training loop's order (copy for the next step, then this step's compute)."""
     host = _host(torch, kind, nbytes)
@@ -186,7 +195,7 @@ def overlap(torch: Any, kind: str, nbytes: int) -> Overlap:
     }
 
 
-def dataloader_rate(torch: Any, pin_memory: bool, batches: int, batch_bytes: int, to_gpu: bool) -> LoaderRate:
+def dataloader_rate(torch: ModuleType, pin_memory: bool, batches: int, batch_bytes: int, to_gpu: bool) -> LoaderRate:
     """Batches per second out of a DataLoader over an in-memory dataset (and onto the GPU with
     `.to("cuda", non_blocking=True)` when `to_gpu`), and the process's CPU seconds per batch (the
     pin-memory thread's work included). Pinning is refused without CUDA, not silently skipped as
@@ -237,7 +246,9 @@ class TorchEntry(EntryHead):
     link: str
 
 
-def _entry(torch: Any, direction: str, kind: str, size: int, nb: bool, got: CopyTimes, raw: float | None) -> TorchEntry:
+def _entry(
+    torch: ModuleType, direction: str, kind: str, size: int, nb: bool, got: CopyTimes, raw: float | None
+) -> TorchEntry:
     stats = summarize(got.samples)
     src, dst = (kind, "device") if direction == "h2d" else ("device", kind)
     host = socket.gethostname()
@@ -270,7 +281,7 @@ def _entry(torch: Any, direction: str, kind: str, size: int, nb: bool, got: Copy
     }
 
 
-def _raw(cupy: Any, gpu: int, direction: str, kind: str, size: int, samples: int) -> float | None:
+def _raw(cupy: ModuleType | None, gpu: int, direction: str, kind: str, size: int, samples: int) -> float | None:
     """The raw copy (copy/copy.py, cudaMemcpyAsync from the same kind of host memory), same run."""
     if cupy is None:
         return None
@@ -282,7 +293,9 @@ def _raw(cupy: Any, gpu: int, direction: str, kind: str, size: int, samples: int
 HEADER = f"{'dir':>4} {'host memory':>11} {'non_blocking':>12} {'size':>8} {'median':>9} {'raw CuPy':>9} {'ratio':>6} {'call held':>10}"
 
 
-def copies(torch: Any, cupy: Any, sizes: list[int], samples: int, say: Callable[[str], None]) -> list[TorchEntry]:
+def copies(
+    torch: ModuleType, cupy: ModuleType | None, sizes: list[int], samples: int, say: Callable[[str], None]
+) -> list[TorchEntry]:
     say("# rdmabench copy --framework torch: GB/s = 1e9 bytes/s, CUDA events, median of samples; raw = CuPy's")
     say("# cudaMemcpyAsync from the same memory in the same run; call held = how long the copy_ call kept the CPU")
     say(HEADER)
@@ -305,7 +318,7 @@ def copies(torch: Any, cupy: Any, sizes: list[int], samples: int, say: Callable[
     return entries
 
 
-def run(sizes: list[int], samples: int, gpu: int, say: Callable[[str], None]) -> dict[str, Any]:
+def run(sizes: list[int], samples: int, gpu: int, say: Callable[[str], None]) -> TorchDocument:
     """Every measurement of `rdmabench copy --framework torch`, as a results document."""
     from ..hardware.gpu import import_cupy
     from ..results.files import document
@@ -350,5 +363,4 @@ def run(sizes: list[int], samples: int, gpu: int, say: Callable[[str], None]) ->
         "config": {"test": "copy", "framework": "torch", "sizes": sizes, "samples": samples, "gpu": gpu},
     }
     doc = document.document(metadata, [dict(e) for e in entries], complete=True)
-    doc.update({"pin_memory_cost": pinning, "overlap": overlaps, "dataloader": loaders})
-    return doc
+    return {**doc, "pin_memory_cost": pinning, "overlap": overlaps, "dataloader": loaders}

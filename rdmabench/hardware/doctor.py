@@ -14,7 +14,7 @@ import shutil
 import subprocess
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from types import ModuleType
 
 from ..escape import visible
 from . import devstack, storage, topology
@@ -81,7 +81,7 @@ def check_gpus() -> list[Finding]:
     return findings
 
 
-def _gpu_pairs(cupy: Any, count: int) -> list[Finding]:
+def _gpu_pairs(cupy: ModuleType, count: int) -> list[Finding]:
     findings = []
     bus_ids = [cupy.cuda.runtime.deviceGetPCIBusId(i) for i in range(count)]
     for index in range(count):

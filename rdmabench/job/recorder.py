@@ -11,7 +11,7 @@ import json
 import sys
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO, TypedDict
 
 from ..errors import RdmabenchError, TransportError, error_line
 from ..escape import visible
@@ -47,6 +47,13 @@ class Progress:
         return (time.monotonic() - self.started) / self.done * (self.total - self.done)
 
 
+class RankEngine(TypedDict):
+    """Which loop a rank times its steps in: the native C loop or Python (`detail`: why, or the library)."""
+
+    native: bool
+    detail: str
+
+
 @dataclass(frozen=True)
 class Opening:
     """What the sweep's set-up learnt that rank 0 records: every rank's topology and engine, the hosts
@@ -54,7 +61,7 @@ class Opening:
     (with why)."""
 
     topologies: list[limits.RankTopology]
-    engines: list[dict[str, Any]]
+    engines: list[RankEngine]
     oversubscribed: list[Oversubscribed]
     left_out: dict[str, str]
 

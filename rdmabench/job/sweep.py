@@ -26,7 +26,7 @@ from . import schedule
 from .calibration import Calibration, round_key
 from .config import RunConfig
 from .lists import Lists, beside_placement, posting_problems
-from .recorder import Opening, Progress, Recorder
+from .recorder import Opening, Progress, RankEngine, Recorder
 from .rounds import round_spec, size_plan
 
 
@@ -90,7 +90,8 @@ class Sweep:
         transport = Transport(world.comm, self.log_dir, world.local_peer_pids(), hosts, one_sided, config.shape.device)
         transport.native, engine_detail = _hot_loop(config)
         self.transport = transport
-        engines = world.comm.allgather({"native": transport.native is not None, "detail": engine_detail})
+        engine: RankEngine = {"native": transport.native is not None, "detail": engine_detail}
+        engines: list[RankEngine] = world.comm.allgather(engine)
         lists = Lists.agreed(config, world.comm.allgather(posting_problems(config)))
         beside_placement(config, world)
         cpus = world.comm.allgather(metadata.cpu_report())
@@ -186,7 +187,7 @@ class Sweep:
         return code
 
 
-def _refuse_without_native(config: RunConfig, engines: list[dict[str, Any]]) -> None:
+def _refuse_without_native(config: RunConfig, engines: list[RankEngine]) -> None:
     """One-sided tests and block lists step in the native loop only: every rank must have it."""
     lacking = next((rank for rank, engine in enumerate(engines) if not engine["native"]), None)
     if (config.kind.one_sided or config.shape.lists) and lacking is not None:

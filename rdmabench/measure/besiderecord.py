@@ -2,7 +2,7 @@
 round's pairs (`GpuFigure`: Pairs.summary, an entry's `beside.gpus[rank]` and the NIXL anchor's ends),
 an entry's `beside` (`BesideFigure`: made by the load's side, pairs.beside_figure, passed through by
 the entry), and how the settle before the first pair went (`Settle`), each with its JSON both ways:
-`to_json` for the results file (docs/results-format.md; the keys and their order are the fields'),
+`to_json` for the results file (docs/results-format.md; the keys, their types and order: the JSON records'),
 `from_json` for what reads one back (rows, reports, the NIXL anchor).
 
 A record read back is untrusted input: `from_json` checks each value's type once (a value of the wrong
@@ -14,12 +14,79 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
-from typing import Any
+from typing import Any, TypedDict
 
 from .beside import CARVEOUT, Beside
 from .readback import each, flag, number, only, pair, text, whole
 
 KEY = "beside"  # the entry's field the record is written under
+
+
+class SettleJson(TypedDict, total=False):
+    """A settle's JSON (`{}` where it never ran)."""
+
+    settled: bool
+    windows: int
+    agree: float
+
+
+class _GpuJson(TypedDict):
+    load: str
+    unit: str
+    alone: float
+    beside: float
+    slowdown: float | None
+    slowdown_pairs: list[float | None]
+    duty_pairs: list[float | None]
+    lost_s_pairs: list[float | None]
+    window_s_pairs: list[float | None]
+    span_s_pairs: list[float | None]
+    alone_drift: float | None
+    drifting_pairs: list[int]
+    retakes: int
+    operations: list[int]
+    after_windows_pairs: list[int]
+    after_settled_pairs: list[bool]
+    alone_s_pairs: list[list[float | None]]
+    reference_s: float | None
+    settle: SettleJson
+    carveout: int
+    carveout_cost: float | None
+
+
+class GpuFigureJson(_GpuJson, total=False):
+    """A GPU's record as a file holds it, in its order (load_sms only where the protocol's kernel took SMs)."""
+
+    load_sms: int
+
+
+class _BesideJson(TypedDict):
+    load: str
+    unit: str
+    transfer_alone: float | None
+    transfer_alone_samples: list[float | None]
+    transfer_share_of_alone: float | None
+    slowdown: float | None
+    slowdown_interval: list[float] | None
+    noise_floor: float | None
+    pairs_used: int
+    slowdown_pairs: list[float | None]
+    slowdown_range: list[float] | None
+    duty: float | None
+    duty_pairs: list[float | None]
+    model_ms_per_gib: float | None
+    carveout: int
+    carveout_cost: float | None
+    alone_drift: float | None
+    drifting_pairs: list[int]
+    pairs: int
+    gpus: dict[str, GpuFigureJson]
+
+
+class BesideFigureJson(_BesideJson, total=False):
+    """An entry's `beside` as a file holds it, in its order (note only where some pairs were not judged)."""
+
+    note: str
 
 
 @dataclass(frozen=True)
@@ -31,7 +98,7 @@ class Settle:
     windows: int
     agree: float
 
-    def to_json(self) -> dict[str, object]:
+    def to_json(self) -> SettleJson:
         return {"settled": self.settled, "windows": self.windows, "agree": self.agree}
 
     @classmethod
@@ -68,12 +135,21 @@ class GpuFigure:
     carveout_cost: float | None
     load_sms: int | None = None  # the load's SMs, where the protocol's posting kernel took a partition of the rest
 
-    def to_json(self) -> dict[str, object]:
-        found = _written(self)
-        found["settle"] = self.settle.to_json() if self.settle is not None else {}
-        if self.load_sms is None:
-            del found["load_sms"]
-        return _ordered(found, _GPU_ORDER)
+    def to_json(self) -> GpuFigureJson:
+        load = self.load
+        found: GpuFigureJson = {
+            "load": load.label, "unit": load.unit, "alone": self.alone, "beside": self.beside,
+            "slowdown": self.slowdown, "slowdown_pairs": self.slowdown_pairs, "duty_pairs": self.duty_pairs,
+            "lost_s_pairs": self.lost_s_pairs, "window_s_pairs": self.window_s_pairs,
+            "span_s_pairs": self.span_s_pairs, "alone_drift": self.alone_drift, "drifting_pairs": self.drifting_pairs,
+            "retakes": self.retakes, "operations": self.operations, "after_windows_pairs": self.after_windows_pairs,
+            "after_settled_pairs": self.after_settled_pairs, "alone_s_pairs": self.alone_s_pairs,
+            "reference_s": self.reference_s, "settle": self.settle.to_json() if self.settle is not None else {},
+            "carveout": load.carveout, "carveout_cost": self.carveout_cost,
+        }  # fmt: skip
+        if self.load_sms is not None:
+            found["load_sms"] = self.load_sms
+        return found
 
     @classmethod
     def from_json(cls, data: object) -> GpuFigure | None:
@@ -88,14 +164,6 @@ class GpuFigure:
         """Pair `index`'s figure of the per-pair list `name` (slowdown_pairs, duty_pairs, ...), or None."""
         values = getattr(self, name)
         return values[index] if index < len(values) else None
-
-
-# The file's order (the load's unit and carve-out in their places).
-_GPU_ORDER = (
-    "load unit alone beside slowdown slowdown_pairs duty_pairs lost_s_pairs window_s_pairs span_s_pairs alone_drift "
-    "drifting_pairs retakes operations after_windows_pairs after_settled_pairs alone_s_pairs reference_s settle "
-    "carveout carveout_cost load_sms"
-).split()
 
 
 def _read(record: type[GpuFigure | BesideFigure], data: dict[str, Any]) -> dict[str, Any]:
@@ -132,17 +200,6 @@ def _load(data: object) -> Beside | None:
     return replace(load, carveout=carveout)
 
 
-def _written(record: GpuFigure | BesideFigure) -> dict[str, object]:
-    """A record's fields by name, its load written as its label, unit and carve-out."""
-    found: dict[str, object] = {item.name: getattr(record, item.name) for item in fields(record)}
-    found.update(load=record.load.label, unit=record.load.unit, carveout=record.load.carveout)
-    return found
-
-
-def _ordered(found: dict[str, object], order: list[str]) -> dict[str, object]:
-    return {name: found[name] for name in order if name in found}
-
-
 @dataclass(frozen=True)
 class BesideFigure:
     """An entry's `beside`: the load, the transfer alone (each pair's alone half), the model's cost (its
@@ -174,13 +231,22 @@ class BesideFigure:
 
     key = KEY  # the entry's field it is written under
 
-    def to_json(self) -> dict[str, object]:
-        found = _written(self)
-        found["gpus"] = {rank: gpu.to_json() for rank, gpu in self.gpus.items()}
-        for name in _WHEN_SET:
-            if found[name] is None:
-                del found[name]
-        return _ordered(found, _BESIDE_ORDER)
+    def to_json(self) -> BesideFigureJson:
+        load = self.load
+        found: BesideFigureJson = {
+            "load": load.label, "unit": load.unit, "transfer_alone": self.transfer_alone,
+            "transfer_alone_samples": self.transfer_alone_samples,
+            "transfer_share_of_alone": self.transfer_share_of_alone, "slowdown": self.slowdown,
+            "slowdown_interval": self.slowdown_interval, "noise_floor": self.noise_floor,
+            "pairs_used": self.pairs_used, "slowdown_pairs": self.slowdown_pairs,
+            "slowdown_range": self.slowdown_range, "duty": self.duty, "duty_pairs": self.duty_pairs,
+            "model_ms_per_gib": self.model_ms_per_gib, "carveout": load.carveout, "carveout_cost": self.carveout_cost,
+            "alone_drift": self.alone_drift, "drifting_pairs": self.drifting_pairs, "pairs": self.pairs,
+            "gpus": {rank: gpu.to_json() for rank, gpu in self.gpus.items()},
+        }  # fmt: skip
+        if self.note is not None:  # written only where some pairs were not judged
+            found["note"] = self.note
+        return found
 
     @classmethod
     def from_json(cls, data: object) -> BesideFigure | None:
@@ -190,11 +256,3 @@ class BesideFigure:
         if not isinstance(data, dict) or load is None:
             return None
         return cls(load, **_read(cls, data))
-
-
-_WHEN_SET = ("note",)  # written only where a figure has them
-_BESIDE_ORDER = (
-    "load unit transfer_alone transfer_alone_samples transfer_share_of_alone slowdown slowdown_interval noise_floor "
-    "pairs_used slowdown_pairs slowdown_range "
-    "duty duty_pairs model_ms_per_gib carveout carveout_cost alone_drift drifting_pairs pairs gpus note"
-).split()

@@ -15,9 +15,23 @@ values a token, shared by every head (so one "head" of 576, and no K/V split), i
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TypedDict
 
-MODELS: dict[str, dict[str, Any]] = {
+
+class _Shape(TypedDict):
+    layers: int
+    kv_heads: int
+    head_dim: int
+
+
+class ShippedModel(_Shape, total=False):
+    """A model's KV shape as shipped: its layers, KV heads and head size; MLA and its block size where it has them."""
+
+    mla: bool
+    tokens_per_block: int
+
+
+MODELS: dict[str, ShippedModel] = {
     "llama-3.1-8b": {"layers": 32, "kv_heads": 8, "head_dim": 128},
     "llama-3.1-70b": {"layers": 80, "kv_heads": 8, "head_dim": 128},
     "qwen2.5-7b": {"layers": 28, "kv_heads": 4, "head_dim": 128},

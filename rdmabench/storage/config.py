@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any
+from types import ModuleType
 
 from ..errors import ConfigError
 from ..hardware import storage as disk
@@ -32,7 +32,7 @@ class StorageConfig:
     gpu: int = 0
 
 
-def cupy_or_none(config: StorageConfig) -> Any:
+def cupy_or_none(config: StorageConfig) -> ModuleType | None:
     """CuPy where the run's memory is a GPU's (--mode settled here when it was left out), else None."""
     from ..hardware.gpu import gpu_unavailable_reason, import_cupy, visible_gpu_count
 

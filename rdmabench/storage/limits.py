@@ -73,5 +73,5 @@ def device_rate(config: StorageConfig, reading: bool, target: str, size: int) ->
         region.array[:] = pattern(np, 0, size)
     quiet = StorageConfig(file=target, samples=config.samples, validate=False)
     # Several requests in flight, as a device needs to show its rate (an NVMe drive wants a queue).
-    measured = measure(quiet, None, "pinned", reading, target, region, request, max(4, *config.threads))
+    measured = measure(quiet, "pinned", reading, target, region, request, max(4, *config.threads))
     return stats.median(measured.gbps)

@@ -22,6 +22,7 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -41,7 +42,7 @@ class Region:
     offset, in GPU memory (`xp` is CuPy) or page-aligned host memory (NumPy)."""
 
     array: Any
-    xp: Any
+    xp: ModuleType  # numpy or cupy
     on_gpu: bool
 
     @property
@@ -81,10 +82,8 @@ def _checked(done: int, nbytes: int, what: str, offset: int) -> None:
 class Worker:
     """One thread's share of a sample on one path; subclasses move the bytes."""
 
-    def __init__(
-        self, path: str, fd: int, region: Region, request: int, buffers: int, cupy: Any, reading: bool
-    ) -> None:
-        self.path, self.fd, self.region, self.request, self.cupy = path, fd, region, request, cupy
+    def __init__(self, path: str, fd: int, region: Region, request: int, buffers: int, reading: bool) -> None:
+        self.path, self.fd, self.region, self.request = path, fd, region, request
         self.buffers, self.reading = buffers, reading
 
     def run(self, requests: Requests, reading: bool, times: list[float]) -> None:
@@ -136,8 +135,8 @@ class PinnedWorker(Worker):
             self.staging: list[Buffer] = []
             return
         self.staging = [allocate(MemoryMode.PINNED, self.request, True) for _ in range(self.buffers)]
-        self.stream = self.cupy.cuda.Stream(non_blocking=True)
-        self.events = [self.cupy.cuda.Event(disable_timing=True) for _ in self.staging]
+        self.stream = self.region.xp.cuda.Stream(non_blocking=True)  # xp: CuPy, the region being on the GPU
+        self.events = [self.region.xp.cuda.Event(disable_timing=True) for _ in self.staging]
 
     def run(self, requests: Requests, reading: bool, times: list[float]) -> None:
         if not self.staging:
@@ -156,7 +155,7 @@ class PinnedWorker(Worker):
     def _copy(self, slot: int, offset: int, nbytes: int, kind: int) -> None:
         host, device = self.staging[slot].address, self.region.address + offset
         dst, src = (device, host) if kind == _H2D else (host, device)
-        self.cupy.cuda.runtime.memcpyAsync(dst, src, nbytes, kind, self.stream.ptr)
+        self.region.xp.cuda.runtime.memcpyAsync(dst, src, nbytes, kind, self.stream.ptr)
         self.events[slot].record(self.stream)
 
     def _read_pipeline(self, requests: Requests, times: list[float]) -> None:

@@ -7,10 +7,11 @@ from __future__ import annotations
 import socket
 import time
 from dataclasses import dataclass
-from typing import Any, TypedDict
+from types import ModuleType
+from typing import TypedDict
 
 from ..hardware import storage as disk
-from ..results.files.contents import EntryHead
+from ..results.files.contents import EntryHead, ResultsDocument
 from ..stats import summarize
 from ..units import format_size
 from .config import StorageConfig
@@ -167,8 +168,8 @@ def row(result: StorageEntry) -> str:
 
 
 def results_document(
-    config: StorageConfig, entries: list[StorageEntry], fs: disk.FileSystemInfo, limits: Limits, cupy: Any
-) -> dict[str, Any]:
+    config: StorageConfig, entries: list[StorageEntry], fs: disk.FileSystemInfo, limits: Limits, cupy: ModuleType | None
+) -> ResultsDocument:
     from .. import __version__
     from ..results.files import document
 

@@ -8,7 +8,7 @@ import os
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any
+from types import ModuleType
 
 import numpy as np
 
@@ -19,12 +19,13 @@ from .datafile import evict, file_first_wrong, first_wrong, opened, reset
 from .paths import WORKERS, Region, Worker, open_flags
 
 
-def destination(cupy: Any, size: int, on_gpu: bool) -> Region:
-    """The memory the file is read into and written from: a GPU's, or page-locked host memory."""
+def destination(cupy: ModuleType | None, size: int) -> Region:
+    """The memory the file is read into and written from: a GPU's (`cupy` given: the run's memory is the
+    GPU's, storage.config.cupy_or_none), or page-locked host memory."""
     from ..memory.buffers import allocate
     from ..modes import MemoryMode
 
-    if on_gpu:
+    if cupy is not None:
         try:
             return Region(cupy.zeros(size, dtype=cupy.uint8), cupy, True)
         except cupy.cuda.memory.OutOfMemoryError:
@@ -78,7 +79,6 @@ def _plan(size: int, request: int, threads: int) -> list[list[tuple[int, int]]]:
 
 def measure(
     config: StorageConfig,
-    cupy: Any,
     path_name: str,
     reading: bool,
     target: str,
@@ -93,9 +93,7 @@ def measure(
     request_times: list[float] = []
     cpu = 0.0
     with opened(target, open_flags(path_name, reading)) as fd:
-        workers = [
-            WORKERS[path_name](target, fd, region, request, config.buffers, cupy, reading) for _ in range(threads)
-        ]
+        workers = [WORKERS[path_name](target, fd, region, request, config.buffers, reading) for _ in range(threads)]
         try:
             plan = _plan(size, request, threads)
             for _ in range(config.samples):

@@ -21,11 +21,12 @@ import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from types import ModuleType
 
 from .. import privatedirs
 from ..errors import ResourceError
 from ..hardware import storage as disk
+from ..results.files.contents import ResultsDocument
 from ..units import format_size
 from .config import DEFAULT_SIZES, StorageConfig, check, chosen_paths, cupy_or_none
 from .datafile import pattern, reset, write_pattern
@@ -49,7 +50,7 @@ def cases(config: StorageConfig, paths: list[str]) -> list[Case]:
     ]
 
 
-def run(config: StorageConfig, say: Callable[[str], None]) -> dict[str, Any]:
+def run(config: StorageConfig, say: Callable[[str], None]) -> ResultsDocument:
     """Every storage measurement of `config`, as a results document; `say` prints progress and rows.
     Files rdmabench creates (with --size, and the write tests' file) are removed at the end unless
     `keep`, however the run ends."""
@@ -107,7 +108,7 @@ def _limits(config: StorageConfig, size: int, write_target: str) -> Limits:
 
 def _measure_all(
     config: StorageConfig,
-    cupy: Any,
+    cupy: ModuleType | None,
     paths: list[str],
     size: int,
     fs: disk.FileSystemInfo,
@@ -115,7 +116,7 @@ def _measure_all(
     write_target: str,
     say: Callable[[str], None],
 ) -> list[StorageEntry]:
-    region = destination(cupy, size, config.memory == "device")
+    region = destination(cupy, size)
     say(HEADER)
     entries = []
     filled = False
@@ -124,7 +125,7 @@ def _measure_all(
             region.array[:] = pattern(region.xp, 0, size)
             filled = True
         target = config.file if case.reading else write_target
-        measured = measure(config, cupy, case.path_name, case.reading, target, region, case.request, case.threads)
+        measured = measure(config, case.path_name, case.reading, target, region, case.request, case.threads)
         result = entry(config, case, measured, size, fs, limits)
         entries.append(result)
         say(row(result))

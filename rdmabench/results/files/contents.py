@@ -4,12 +4,13 @@ a schema-1 document with its matrices, the name of a run's stream; a document wr
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, TypedDict
 
 from ... import userfiles
 from ...measure import registry
 from . import identity, schema
+from .docrecord import MatrixRecord, ResultsDocument
 
 SCHEMA_NAME = "rdmabench-results"
 SCHEMA_VERSION = 2
@@ -37,20 +38,6 @@ class EntryHead(TypedDict):
     samples: list[float]
 
 
-class MatrixRecord(TypedDict):
-    """An N x N matrix of a results file: row = sender rank, column = receiver, the figure where the
-    link was measured, else null with the reason in `reasons`."""
-
-    test: str
-    src_mode: str
-    dst_mode: str
-    size_bytes: int
-    field: str
-    unit: str
-    values: list[list[float | None]]
-    reasons: list[list[str | None]]
-
-
 def figure_field(entry: Mapping[str, object]) -> tuple[str, str]:
     """The field holding an entry's figure, and its unit: the test's record says, or (a test this
     process does not know) the figure field the entry has, in that field's own unit."""
@@ -63,7 +50,7 @@ def figure_field(entry: Mapping[str, object]) -> tuple[str, str]:
     return KNOWN_FIGURES[0]
 
 
-def document(metadata: dict[str, Any], entries: list[dict[str, Any]], complete: bool) -> dict[str, Any]:
+def document(metadata: dict[str, Any], entries: list[dict[str, Any]], complete: bool) -> ResultsDocument:
     """A schema-1 document: every entry in one JSON file (`bench.copy`'s results, small files)."""
     metadata = identity.with_run_id(metadata)
     return {
@@ -75,7 +62,7 @@ def document(metadata: dict[str, Any], entries: list[dict[str, Any]], complete: 
     }
 
 
-def build_matrices(metadata: dict[str, Any], entries: list[dict[str, Any]], complete: bool) -> list[MatrixRecord]:
+def build_matrices(metadata: dict[str, Any], entries: Iterable[dict[str, Any]], complete: bool) -> list[MatrixRecord]:
     """One N x N matrix per (test, src_mode, dst_mode, size): row = sender rank, column = receiver,
     the entry's figure where the link was measured, else null with the reason in `reasons`."""
     ranks = metadata.get("ranks") or []
@@ -130,7 +117,7 @@ def build_matrices(metadata: dict[str, Any], entries: list[dict[str, Any]], comp
     return matrices
 
 
-def write(path: str, doc: Mapping[str, object]) -> None:
+def write(path: str, doc: ResultsDocument) -> None:
     """Replace `path` atomically with the JSON document `doc` (never through a link planted there)."""
     with userfiles.replacing(path) as handle:
         json.dump(doc, handle, indent=1)

@@ -42,6 +42,7 @@ from .contents import (
     SCHEMA_VERSION,
     SCHEMAS,
     STREAM_SUFFIX,
+    ResultsDocument,
     build_matrices,
     document,
     figure_field,
@@ -132,7 +133,7 @@ class ResultsStream:
         self.count += len(entries)
         self._sync(at_least_every=1.0)
 
-    def finish(self, complete: bool, stopped: str | None = None) -> dict[str, Any]:
+    def finish(self, complete: bool, stopped: str | None = None) -> ResultsDocument:
         """Write the results files from the stream, drop the stream, and return the summary."""
         try:
             self._handle.close()
@@ -169,7 +170,9 @@ def _reserved_stream(path: str, fd: int) -> TextIO:
     return open(fd, "w", encoding="utf-8")
 
 
-def _assemble(path: str, complete: bool, stopped: str | None, metadata: dict[str, Any] | None = None) -> dict[str, Any]:
+def _assemble(
+    path: str, complete: bool, stopped: str | None, metadata: dict[str, Any] | None = None
+) -> ResultsDocument:
     """The two files of a schema-2 result from the stream PATH.partial: the links file first, so the
     summary never names a file that is not there. Up to MATRICES_UP_TO ranks the entries are also
     expanded on the way, for the matrices."""
@@ -182,7 +185,7 @@ def _assemble(path: str, complete: bool, stopped: str | None, metadata: dict[str
         ) from None
 
 
-def _assemble_files(path: str, complete: bool, stopped: str | None, metadata: dict[str, Any] | None) -> dict[str, Any]:
+def _assemble_files(path: str, complete: bool, stopped: str | None, metadata: dict[str, Any] | None) -> ResultsDocument:
     partial, links = stream_path(path), compact.links_path(path)
     meta: dict[str, Any] = metadata or {}
     tables, entries = compact.Tables(), []
@@ -202,7 +205,7 @@ def _assemble_files(path: str, complete: bool, stopped: str | None, metadata: di
                 count += 1
                 if small:
                     entries.append(compact.expand(record, tables))
-    summary: dict[str, Any] = {
+    summary: ResultsDocument = {
         "schema": {"name": SCHEMA_NAME, "version": SCHEMA_VERSION},
         "complete": complete,
         "metadata": meta,
@@ -231,7 +234,7 @@ def _open_partial(partial: str) -> TextIO:
     return io.TextIOWrapper(userfiles.open_input(partial, limit, "results stream", follow_links=False), "utf-8")
 
 
-def salvage(path: str, stopped: str) -> dict[str, Any] | None:
+def salvage(path: str, stopped: str) -> ResultsDocument | None:
     """Turn the stream of a run that died into its results files, marked incomplete; None if there
     is no stream (the run never started measuring, or it finished)."""
     partial = stream_path(path)

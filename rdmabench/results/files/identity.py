@@ -13,14 +13,15 @@ import hashlib
 import json
 import os
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from . import compact
+from .docrecord import ResultsDocument
 
 RUN_ID = "run_id"  # the metadata field
-Doc = TypeVar("Doc", bound=Mapping[str, object])  # a results document, as read (reading.load)
+Doc = TypeVar("Doc", bound=ResultsDocument)  # a results document, as read (reading.load)
 _CHUNK = 1 << 20
 
 
@@ -28,24 +29,27 @@ def new_run_id() -> str:
     return uuid.uuid4().hex
 
 
-def run_id(doc: Mapping[str, object]) -> str | None:
+def run_id(doc: ResultsDocument) -> str | None:
     """The run id a document's metadata names, or None (a file from before run ids, or a bad value)."""
-    metadata = doc.get("metadata")
+    return _named_run_id(doc.get("metadata"))
+
+
+def _named_run_id(metadata: object) -> str | None:
     value = metadata.get(RUN_ID) if isinstance(metadata, dict) else None
     return value if isinstance(value, str) and value else None
 
 
 def with_run_id(metadata: dict[str, object]) -> dict[str, object]:
     """`metadata` with a run id: its own where it has one, else a new one (a new dict)."""
-    return metadata if run_id({"metadata": metadata}) else {**metadata, RUN_ID: new_run_id()}
+    return metadata if _named_run_id(metadata) else {**metadata, RUN_ID: new_run_id()}
 
 
-def _record_count(doc: Mapping[str, object]) -> int:
+def _record_count(doc: ResultsDocument) -> int:
     results = doc.get("results")
     return len(results) if isinstance(results, (list, compact.LazyResults)) else 0
 
 
-def records_digest(doc: Mapping[str, object]) -> str:
+def records_digest(doc: ResultsDocument) -> str:
     """A digest of a document's link records: the bytes of a schema-2 links file (with the profiles
     and ranks its lines refer to), or the entries of a schema-1 file or stream."""
     digest = hashlib.blake2b(digest_size=16)
@@ -114,17 +118,17 @@ class _Runs:
         self._health: dict[str, str | None] = {}
         self._digests: dict[str, str] = {}
 
-    def health(self, path: str, doc: Mapping[str, object]) -> str | None:
+    def health(self, path: str, doc: ResultsDocument) -> str | None:
         if path not in self._health:
             self._health[path] = self.broken(path, doc)
         return self._health[path]
 
-    def digest(self, path: str, doc: Mapping[str, object]) -> str:
+    def digest(self, path: str, doc: ResultsDocument) -> str:
         if path not in self._digests:
             self._digests[path] = records_digest(doc)
         return self._digests[path]
 
-    def add(self, path: str, doc: Mapping[str, object]) -> None:
+    def add(self, path: str, doc: ResultsDocument) -> None:
         identity = run_id(doc)
         if identity is not None and identity in self.conflicted:
             self._conflict(identity, path, doc)
@@ -156,7 +160,7 @@ class _Runs:
         else:
             self.duplicates.append(Duplicate(path, first, why))
 
-    def _conflict(self, identity: str, path: str, doc: Mapping[str, object]) -> None:
+    def _conflict(self, identity: str, path: str, doc: ResultsDocument) -> None:
         mine = self.health(path, doc)
         if mine is not None:  # a file that does not read is said as such, not as a side of the conflict
             self.problems.append(f"{mine} (a file of the run id {identity}: skipped)")

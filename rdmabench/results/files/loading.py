@@ -4,9 +4,8 @@ regular files only), a run counted once."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
 from ...errors import OtherDocumentError, ResultsFileError
 from . import compact, document, identity
@@ -14,7 +13,7 @@ from . import compact, document, identity
 
 @dataclass
 class Loaded:
-    documents: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    documents: list[tuple[str, document.ResultsDocument]] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)  # one line per file that could not be used
     duplicates: list[identity.Duplicate] = field(default_factory=list)  # files of a run counted already
     conflicts: list[identity.Conflict] = field(default_factory=list)  # one run id, other records: no pass
@@ -59,7 +58,7 @@ def load_all(paths: Iterable[str]) -> Loaded:
     return loaded
 
 
-def unreadable(path: str, doc: Mapping[str, object]) -> str | None:
+def unreadable(path: str, doc: document.ResultsDocument) -> str | None:
     """Why a loaded document's records do not read through (a bad line, a links file that disagrees
     with its summary), or None: what tells a good copy of a run from a corrupted one."""
     results = doc.get("results")

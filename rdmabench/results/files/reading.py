@@ -9,7 +9,7 @@ import math
 import os
 import stat
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from ... import userfiles
 from ...errors import OtherDocumentError, RdmabenchError, ResultsFileError
@@ -21,6 +21,7 @@ from .contents import (
     SCHEMA_NAME,
     SCHEMA_VERSION,
     STREAM_SUFFIX,
+    ResultsDocument,
     build_matrices,
     figure_field,
 )
@@ -28,7 +29,7 @@ from .contents import (
 _REQUIRED_ENTRY_FIELDS = {*ENTRY_KEY, "samples", "validated", "transport", "unit"}
 
 
-def load(path: str, lazy: bool = False) -> dict[str, Any]:
+def load(path: str, lazy: bool = False) -> ResultsDocument:
     """Read a results file (or the .partial stream of a run that did not finish) and check its
     shape; raise ResultsFileError naming the file otherwise. A schema-2 file comes back in the
     schema-1 shape, its entries under "results": a list, or (lazy) read from the links file each
@@ -48,8 +49,7 @@ def load(path: str, lazy: bool = False) -> dict[str, Any]:
     doc = _parse_stream(text, path, matrices=not lazy) if path.endswith(STREAM_SUFFIX) else _parse_json(text, path)
     if _version(doc) == 2 and not path.endswith(STREAM_SUFFIX):
         doc = _expand_summary(doc, path, lazy)
-    validate(doc, path)
-    return doc  # type: ignore[no-any-return]
+    return validate(doc, path)
 
 
 def other_document(path: str) -> bool:
@@ -220,7 +220,8 @@ def _stream_entries(lines: list[Any], path: str) -> list[dict[str, Any]]:
     return entries
 
 
-def validate(doc: Any, path: str = "<results>") -> None:
+def validate(doc: Any, path: str = "<results>") -> ResultsDocument:
+    """`doc` (parsed JSON), checked as a results document; ResultsFileError naming `path` where it is not."""
     if not isinstance(doc, dict) or not isinstance(doc.get("schema"), dict):
         raise ResultsFileError(f"{path}: not an rdmabench results file (no schema)")
     declared = doc["schema"]
@@ -244,6 +245,7 @@ def validate(doc: Any, path: str = "<results>") -> None:
     if isinstance(results, list):  # lazy results are checked as they are read
         for index, entry in enumerate(results):
             _checked_entry(entry, f"{path}: results[{index}]")
+    return cast(ResultsDocument, doc)  # what the checks above established
 
 
 def _checked_entry(entry: Any, where: str) -> None:

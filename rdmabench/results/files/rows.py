@@ -18,6 +18,7 @@ from ...modes import mode_named
 from ...stats import sorted_median
 from . import compact, dates, derived
 from .bulk import bulk, bulk_chunks
+from .docrecord import ResultsDocument
 from .entries import (
     LINK_CLASSES,
     NO_RECORDS,
@@ -110,7 +111,7 @@ def _on_device(entry: Mapping[str, object]) -> bool:
 
 @bulk
 def aggregate(
-    documents: list[tuple[str, dict[str, Any]]],
+    documents: list[tuple[str, ResultsDocument]],
     filters: Filters | None = None,
     notes: list[str] | None = None,
     dropped: list[tuple[str, str]] | None = None,
@@ -160,7 +161,7 @@ class _Folder:
         # the state of a row it changed (Row.state), to put the rows back as they were. None: not kept.
         self.undo: list[tuple[tuple[Any, ...], RowState | None]] | None = None
 
-    def whole_or_none(self, doc: dict[str, Any]) -> str | None:
+    def whole_or_none(self, doc: ResultsDocument) -> str | None:
         """Fold a document; if its records turn out damaged on the way (ResultsFileError), put the
         rows back as they were before it and say why. The rows of other runs it touched are kept as
         they were: a new row removed, a changed one restored."""
@@ -179,7 +180,7 @@ class _Folder:
             self.undo = None
         return None
 
-    def document(self, doc: dict[str, Any]) -> None:
+    def document(self, doc: ResultsDocument) -> None:
         metadata = doc["metadata"]
         if not self.filters.accept_run(dates.parse_created(metadata.get("created_utc"))):
             return  # a run outside --since/--until: none of its links

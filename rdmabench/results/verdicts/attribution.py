@@ -38,14 +38,17 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from ..files.rows import Row
-from .fleet import MAD_TO_SIGMA, LinkTable, grouped_median, student_quantile, table
+from .fleet import MAD_TO_SIGMA, Bools, Floats, Ints, LinkTable, grouped_median, student_quantile, table
 from .suspects import Attribution, Params, Suspect
 
 KINDS = ("link", "pair", "nic", "gpu", "rank", "host")  # smallest first: the order of a tie
 DIRECTIONS = ("send", "receive", "both")
 MEDIAN_ERROR = 1.2533  # the standard error of a median of n normal values is this x sigma / sqrt(n)
+# Link positions in the table (np.flatnonzero's), and a component's number for each.
+Positions = npt.NDArray[np.intp]
 WIRE_LOW = 0.9  # a wire ratio below: the counter the link claims saw under 90% of its bytes
 
 
@@ -55,28 +58,28 @@ class _Family:
 
     kind: str  # "end" (a GPU or rank), "nic", "host", "pair", "link"
     direction: str
-    positions: Any
-    groups: Any
+    positions: Positions
+    groups: Ints | Positions
     count: int
 
 
 @dataclass
 class _Candidate:
     family: _Family
-    members: Any  # positions of its links
-    slow: Any  # bool per member: slow at its level
+    members: Positions  # positions of its links
+    slow: Bools  # per member: slow at its level
     level: float
     z: float
     fraction: float
     key: tuple[str, str, str | None, str | None]  # kind, host, device, peer
 
-    def gain(self, weight: Any, explained: Any, penalty: float) -> float:
+    def gain(self, weight: Floats, explained: Bools, penalty: float) -> float:
         w = weight[self.members]
         new = self.slow & ~explained[self.members]
         return float(w[new].sum() - penalty * w[~self.slow].sum())
 
 
-def _weights(links: LinkTable, params: Params) -> Any:
+def _weights(links: LinkTable, params: Params) -> Floats:
     """Per link: 1, or the re-measured weights where a screen measured it again alone."""
     weight = np.ones(len(links))
     again = ~np.isnan(links.alone)
@@ -135,7 +138,7 @@ def _key(links: LinkTable, family: _Family, group: int, first: int) -> tuple[str
     return "pair", src, None, dst
 
 
-def _possible(links: LinkTable, family: _Family) -> tuple[Any, Any]:
+def _possible(links: LinkTable, family: _Family) -> tuple[Positions, Ints | Positions]:
     """The positions and groups of `family`'s components whose level can be below ln(1 - min_drop):
     at least half of their links are. A healthy run drops nearly all of them here, before any sort."""
     below = links.x[family.positions] < links.params.most
@@ -145,7 +148,7 @@ def _possible(links: LinkTable, family: _Family) -> tuple[Any, Any]:
     return family.positions[keep], family.groups[keep]
 
 
-def _candidates(links: LinkTable, family: _Family, weight: Any, z_crit: float, params: Params) -> list[_Candidate]:
+def _candidates(links: LinkTable, family: _Family, weight: Floats, z_crit: float, params: Params) -> list[_Candidate]:
     """The components of `family` that pass the three tests (see the module's text)."""
     if not family.count or not len(family.positions):
         return []
@@ -180,7 +183,7 @@ def _candidates(links: LinkTable, family: _Family, weight: Any, z_crit: float, p
     return found
 
 
-def _recovered(links: LinkTable, slow: Any) -> bool:
+def _recovered(links: LinkTable, slow: Positions) -> bool:
     """Whether these slow links, re-measured alone after the screen (at least half of them), ran
     there at least as fast as their class's median (theirs): the part was slow only under the
     screen's load (a stall of the machine, a neighbour's burst), not broken. Not merely near it: a
@@ -190,7 +193,7 @@ def _recovered(links: LinkTable, slow: Any) -> bool:
     return bool(again.size) and 2 * again.size >= alone.size and float(np.median(again)) >= 0.0
 
 
-def _cover(candidates: list[_Candidate], weight: Any, size: int, params: Params) -> list[_Candidate]:
+def _cover(candidates: list[_Candidate], weight: Floats, size: int, params: Params) -> list[_Candidate]:
     """Greedy set cover (lazy: a gain only falls as links are explained): the candidate of most
     gain next, ties to fewer links, then the smaller kind."""
     explained = np.zeros(size, bool)
@@ -282,7 +285,7 @@ class _Context:
     """What a suspect's evidence is weighed against: its links' classes (their usual limit,
     transport and warnings), counted once per class."""
 
-    def __init__(self, links: LinkTable, weight: Any, params: Params):
+    def __init__(self, links: LinkTable, weight: Floats, params: Params):
         self.links, self.weight, self.params = links, weight, params
         self._usual: dict[int, tuple[Counter[Any], Counter[Any], Counter[str], int]] = {}
 
@@ -328,7 +331,7 @@ def _name(candidate: _Candidate) -> str:
 CLOSE = 0.9  # another component whose slow links are this much the same as a suspect's is named beside it
 
 
-def _alternatives(candidate: _Candidate, candidates: list[_Candidate], bad: Any, size: int) -> list[str]:
+def _alternatives(candidate: _Candidate, candidates: list[_Candidate], bad: Positions, size: int) -> list[str]:
     """The other candidates whose slow links are (nearly) the suspect's: where a GPU sends through
     a NIC of its own, only its links within the node tell the two apart, and a run may not."""
     mine = np.zeros(size, bool)
@@ -344,7 +347,7 @@ def _alternatives(candidate: _Candidate, candidates: list[_Candidate], bad: Any,
     return found
 
 
-def _evidence(context: _Context, suspect: Suspect, bad: Any, fine: Any) -> None:
+def _evidence(context: _Context, suspect: Suspect, bad: Positions, fine: Positions) -> None:
     """The re-measures, wire counters, limits, warnings and transports of a suspect's slow links,
     for it or against it; and the NICs or GPUs it used."""
     links = context.links
@@ -358,7 +361,7 @@ def _evidence(context: _Context, suspect: Suspect, bad: Any, fine: Any) -> None:
     _placement(links, suspect, bad)
 
 
-def _remeasured(context: _Context, suspect: Suspect, bad: Any) -> None:
+def _remeasured(context: _Context, suspect: Suspect, bad: Positions) -> None:
     alone = context.links.alone[bad]
     again = alone[~np.isnan(alone)]
     if not again.size:
@@ -396,7 +399,7 @@ def _wire(suspect: Suspect, rows: list[Row]) -> None:
         suspect.supporting.append(f"wire: the bytes of {len(read)} slow link(s) were counted on {devices}, as claimed")
 
 
-def _against_class(context: _Context, suspect: Suspect, bad: Any, rows: list[Row]) -> None:
+def _against_class(context: _Context, suspect: Suspect, bad: Positions, rows: list[Row]) -> None:
     """The limits, transports and warnings its slow links have that their classes' links do not."""
     klass = int(Counter(context.links.klass[bad].tolist()).most_common(1)[0][0])
     limits, transports, warnings, count = context.usual(klass)
@@ -441,7 +444,7 @@ def _odd_transport(suspect: Suspect, transports: Counter[Any], rows: list[Row]) 
         )
 
 
-def _placement(links: LinkTable, suspect: Suspect, bad: Any) -> None:
+def _placement(links: LinkTable, suspect: Suspect, bad: Positions) -> None:
     """The NICs a GPU's (or rank's) slow links used; the GPUs a NIC's slow links came from."""
     sends = suspect.direction != "receive"
     if suspect.kind in ("gpu", "rank"):

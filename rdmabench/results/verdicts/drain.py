@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ... import userfiles
 from ...errors import ConfigError, FileRefusedError, OutputWriteError
 from ...escape import visible
+from ..files.docrecord import ResultsDocument
 from .attribution import Attribution, Suspect
 from .hostlist import check_hostname, compress
 from .nodes import ClusterNodes
@@ -49,7 +50,7 @@ class Drain:
     reason: str
 
 
-def ran_on(documents: Iterable[tuple[str, Mapping[str, object]]]) -> frozenset[str]:
+def ran_on(documents: Iterable[tuple[str, ResultsDocument]]) -> frozenset[str]:
     """The hosts the ranks of these results files ran on, as their metadata (`hosts`, `ranks`) and
     a schema-2 file's rank table record them."""
     found: set[str] = set()

@@ -32,9 +32,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from ..files.classes import class_fields, class_label
 from ..files.rows import Row, class_key, load_of
+
+# A column of the table: one value per link position, or per class.
+Ints = npt.NDArray[np.int32]
+Floats = npt.NDArray[np.float64]
+Bools = npt.NDArray[np.bool_]
 
 # The load of a link a screen measured again, alone (report.load_of of a re-measured entry).
 REMEASURED = load_of({"remeasured_from": 0.0})
@@ -79,7 +85,7 @@ class ClassFloor:
     median_share: float | None  # the class median's share of that limit
     over_limit: int  # links whose figure is above their physical limit (a broken figure, or a wrong limit)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return class_fields(self.key) | {
             "label": self.label,
             "links": self.links,
@@ -106,7 +112,7 @@ class ClassFloor:
         )
 
 
-def grouped_median(groups: Any, values: Any, count: int) -> Any:
+def grouped_median(groups: Ints | npt.NDArray[np.intp], values: Floats, count: int) -> Floats:
     """The median of `values` in each of `count` groups (group ids 0..count-1); NaN for an empty group."""
     order = np.lexsort((values, groups))
     ordered = values[order]
@@ -120,7 +126,7 @@ def grouped_median(groups: Any, values: Any, count: int) -> Any:
     return found
 
 
-def _k(params: FloorParams, sizes: Any, dof: Any) -> Any:
+def _k(params: FloorParams, sizes: npt.NDArray[np.intp], dof: Floats) -> Floats:
     """Per class of `sizes` links (its spread known to `dof` degrees of freedom): k, or more where
     the class is large (FloorParams.alpha)."""
     if params.alpha is None:
@@ -237,25 +243,25 @@ class LinkTable:
 
     rows: list[Row]
     params: FloorParams
-    klass: Any  # int: the position's class (index into `classes`)
-    x: Any  # float: log ratio to the class median, below 0 worse
-    z: Any  # float: x / the class's sigma
-    slow: Any  # bool: beyond the class floor (and in a judged class)
-    judged: Any  # bool: its class has enough links
-    alone: Any  # float: the log ratio of its re-measure alone after a screen (NaN: none)
-    src_end: Any  # int: the ends (`ends`: "node017:gpu3")
-    dst_end: Any
-    src_host: Any  # int: `hosts`
-    dst_host: Any
-    src_nic: Any  # int: `nics` ("node017/mlx5_3:1"), -1 where none is known
-    dst_nic: Any
-    link: Any  # int: the link (src end, dst end) whatever its class
+    klass: Ints  # the position's class (index into `classes`)
+    x: Floats  # log ratio to the class median, below 0 worse
+    z: Floats  # x / the class's sigma
+    slow: Bools  # beyond the class floor (and in a judged class)
+    judged: Bools  # its class has enough links
+    alone: Floats  # the log ratio of its re-measure alone after a screen (NaN: none)
+    src_end: Ints  # the ends (`ends`: "node017:gpu3")
+    dst_end: Ints
+    src_host: Ints  # `hosts`
+    dst_host: Ints
+    src_nic: Ints  # `nics` ("node017/mlx5_3:1"), -1 where none is known
+    dst_nic: Ints
+    link: Ints  # the link (src end, dst end) whatever its class
     ends: list[str] = field(default_factory=list)
     hosts: list[str] = field(default_factory=list)
     nics: list[str] = field(default_factory=list)
     again: list[Row | None] = field(default_factory=list)  # the re-measured row, per position
     classes: list[ClassFloor] = field(default_factory=list)
-    dof: Any = None  # per class: the degrees of freedom of its sigma
+    dof: Floats = field(default_factory=lambda: np.empty(0))  # per class: the degrees of freedom of its sigma
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -282,7 +288,30 @@ def _nics(row: Row, owners: dict[str, str]) -> tuple[str | None, str | None]:
     )
 
 
-def _columns(rows: list[Row], again: dict[tuple[Any, ...], Row]) -> dict[str, Any]:
+@dataclass
+class _Columns:
+    """What `_columns` finds: a column per link position, and the names its numbers stand for."""
+
+    src_end: Ints
+    dst_end: Ints
+    src_host: Ints
+    dst_host: Ints
+    src_nic: Ints
+    dst_nic: Ints
+    link: Ints
+    klass: Ints
+    figure: Floats
+    remeasured: Floats
+    share: Floats
+    again: list[Row | None]
+    limit: list[str | None]
+    ends: list[str]
+    hosts: list[str]
+    nics: list[str]
+    keys: list[tuple[Any, ...]]
+
+
+def _columns(rows: list[Row], again: dict[tuple[Any, ...], Row]) -> _Columns:
     """The columns of `rows`: names numbered as they come (a dict's insertion order keeps them)."""
     ends: dict[str, int] = {}
     hosts: dict[str, int] = {}
@@ -311,16 +340,14 @@ def _columns(rows: list[Row], again: dict[tuple[Any, ...], Row]) -> dict[str, An
         add(values)
     every = (*names, "figure", "remeasured", "again", "share", "limit")
     found = dict(zip(every, zip(*records, strict=True), strict=True)) if records else dict.fromkeys(every, ())
-    columns: dict[str, Any] = {name: np.array(found[name], np.int32) for name in names}
-    columns |= {name: np.array(found[name], float) for name in ("figure", "remeasured", "share")}
-    columns |= {"again": list(found["again"]), "limit": list(found["limit"])}
-    columns |= {
-        "ends": list(ends),
-        "hosts": list(hosts),
-        "nics": [n for n in nics if n is not None],
-        "keys": list(keys),
-    }
-    return columns
+    ints = {name: np.array(found[name], np.int32) for name in names}
+    floats = {name: np.array(found[name], np.float64) for name in ("figure", "remeasured", "share")}
+    return _Columns(
+        ints["src_end"], ints["dst_end"], ints["src_host"], ints["dst_host"], ints["src_nic"], ints["dst_nic"],
+        ints["link"], ints["klass"], floats["figure"], floats["remeasured"], floats["share"],
+        list(found["again"]), list(found["limit"]), list(ends), list(hosts), [n for n in nics if n is not None],
+        list(keys),
+    )  # fmt: skip
 
 
 def _figure(row: Row) -> float:
@@ -332,7 +359,7 @@ def _figure(row: Row) -> float:
 TRUNCATED_SD = 0.98658  # the standard deviation of a normal distribution cut at +-3 sigma, in sigmas
 
 
-def _spread(klass: Any, x: Any, count: int, params: FloorParams) -> tuple[Any, Any]:
+def _spread(klass: Ints, x: Floats, count: int, params: FloorParams) -> tuple[Floats, Floats]:
     """Per class: sigma and its degrees of freedom. The MAD finds the healthy links (within 3 of its
     sigmas); their root mean square, corrected for the cut, is the spread (the MAD alone, from a
     class of 16 links, is off by a third as often as not)."""
@@ -352,8 +379,8 @@ def table(rows: list[Row], params: FloorParams | None = None) -> LinkTable:
     params = params or FloorParams()
     chosen, again = largest(rows)
     columns = _columns(chosen, again)
-    klass, figure = columns["klass"], columns["figure"]
-    keys = columns["keys"]
+    klass, figure = columns.klass, columns.figure
+    keys = columns.keys
     count = len(keys)
     higher = np.ones(count, bool)
     first = dict(zip(klass.tolist()[::-1], chosen[::-1], strict=True))
@@ -370,32 +397,32 @@ def table(rows: list[Row], params: FloorParams | None = None) -> LinkTable:
         z = x / sigma[klass]
         cut = np.minimum(-_k(params, sizes, dof) * sigma, params.most)  # the floor as a log ratio, per class
         slow = judged & (x < cut[klass])
-        alone = sign * (np.log(columns["remeasured"]) - medians[klass])
+        alone = sign * (np.log(columns.remeasured) - medians[klass])
     classes = _class_floors(chosen, columns, np.exp(medians), sigma, cut, higher, slow, params)
     return LinkTable(
         chosen, params, klass, x, z, slow, judged, alone,
-        columns["src_end"], columns["dst_end"], columns["src_host"], columns["dst_host"],
-        columns["src_nic"], columns["dst_nic"], columns["link"],
-        columns["ends"], columns["hosts"], columns["nics"], columns["again"], classes, dof,
+        columns.src_end, columns.dst_end, columns.src_host, columns.dst_host,
+        columns.src_nic, columns.dst_nic, columns.link,
+        columns.ends, columns.hosts, columns.nics, columns.again, classes, dof,
     )  # fmt: skip
 
 
 def _class_floors(
     rows: list[Row],
-    columns: dict[str, Any],
-    medians: Any,
-    sigma: Any,
-    cut: Any,
-    higher: Any,
-    slow: Any,
+    columns: _Columns,
+    medians: Floats,
+    sigma: Floats,
+    cut: Floats,
+    higher: Bools,
+    slow: Bools,
     params: FloorParams,
 ) -> list[ClassFloor]:
     """A ClassFloor per class: its figures' median, spread and floor, and its shared physical limit."""
-    klass, keys, shares = columns["klass"], columns["keys"], columns["share"]
+    klass, keys, shares = columns.klass, columns.keys, columns.share
     count = len(keys)
     sizes = np.bincount(klass, minlength=count)
     limits: dict[int, set[str | None]] = {}
-    for index, limit in set(zip(klass.tolist(), columns["limit"], strict=True)):
+    for index, limit in set(zip(klass.tolist(), columns.limit, strict=True)):
         limits.setdefault(index, set()).add(limit)
     known = ~np.isnan(shares)
     shared = grouped_median(klass[known], shares[known], count)
