@@ -25,6 +25,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from rdmabench.hardware.gpu import import_cupy
 from rdmabench.measure.beside import LOADS, WHOLE
 from rdmabench.measure.pairs import SETTLE_SECONDS
@@ -77,7 +79,7 @@ class Copies:
 
     def __init__(self, cupy: Any, block: int, blocks: int):
         self.cupy, self.block, self.blocks = cupy, block, blocks
-        rng = cupy.random.default_rng(1)
+        rng = np.random.default_rng(1)  # CuPy's Generator has no permutation (the first GPU run failed on it)
         with cupy.cuda.Device(1):
             self.dst = cupy.zeros(4 * blocks * block, dtype=cupy.uint8)
         with cupy.cuda.Device(0):
@@ -86,8 +88,8 @@ class Copies:
             except cupy.cuda.runtime.CUDARuntimeError:
                 pass  # enabled already
             self.src = cupy.ones(4 * blocks * block, dtype=cupy.uint8)
-            self.src_offsets = (rng.permutation(4 * blocks)[:blocks] * block).astype(cupy.uint64)
-            self.dst_offsets = (rng.permutation(4 * blocks)[:blocks] * block).astype(cupy.uint64)
+            self.src_offsets = cupy.asarray((rng.permutation(4 * blocks)[:blocks] * block).astype(np.uint64))
+            self.dst_offsets = cupy.asarray((rng.permutation(4 * blocks)[:blocks] * block).astype(np.uint64))
             self.kernel = cupy.RawKernel(_SOURCE, "copy_blocks", options=(f"-DCHUNK={CHUNK}ULL",))
             sms = cupy.cuda.Device(0).attributes["MultiProcessorCount"]
             items = blocks * -(-block // CHUNK)
