@@ -250,7 +250,7 @@ class Row:
         (ListFigures.add; `first`: the row's first run names the path and the list), and its samples' range."""
         if first or self.lists is None:
             self.lists = ListFigures.of(record)
-        self.lists.add(record, samples)
+        self.lists.add(record)
         self.add_samples(samples)
 
     def add_beside(self, beside: BesideFigure, path: str | None, first: bool) -> None:
@@ -339,8 +339,8 @@ class Row:
 
     @property
     def host_bound_gbps(self) -> float | None:
-        """The median over runs of the rate the posting thread's host work alone allows, where it is below
-        the timed step's (the burst), or None."""
+        """The median over runs of the rate the posting thread's host work alone allows (whichever figure it
+        bounds: idle or beside a load), or None."""
         found = [p.host_gbps for p in self._paces if p.host_gbps is not None]
         return median(found) if found else None
 

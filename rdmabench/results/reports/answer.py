@@ -130,7 +130,7 @@ class Point:
     idle: bool = False  # a figure on an idle GPU: no model, no carve-out beside it
     burst: float | None = None  # the timed step's figure (idle: the alone halves); None: as gbps
     sustained: bool = False  # gbps is the sustained rate (the file's sustained_gbps)
-    host_gbps: float | None = None  # what one posting thread's host work allows, where below the burst
+    host_gbps: float | None = None  # what one posting thread's host work allows (below the burst: `!`)
     interval: tuple[float, float] | None = None  # the slowdown's 95% interval (slowdown_interval)
     noise: float | None = None  # the row's noise floor: the load's own swing
     post_us: float | None = None  # the posting call's time per descriptor (files without cpu_us)
@@ -220,6 +220,8 @@ def _idle_point(row: Row) -> Point | None:
     if burst is None:
         return None
     sustained, host = row.sustained_gbps, row.host_bound_gbps
+    # The thread's bound is the list's, not the beside figure's: the row's sustained rate beside a load
+    # says nothing of the alone burst (issue 54), so the idle figure is ranked by min(burst, bound).
     gbps = min(burst, host) if sustained is not None and host is not None else burst
     if sustained is not None and not beside:
         gbps = sustained
