@@ -142,6 +142,12 @@ class BlockList:
             return None
         found: dict[str, Any] = {item.name: _READS[str(item.type)](data.get(item.name)) for item in fields(cls)}
         found["posted_by"] = found["posted_by"] or CPU.name
+        # Figures no run can write read as missing: a rate of nothing or less, a thread's negative time.
+        # (A sustained rate above its own burst is the rows' to refuse: the burst is the entry's.)
+        if found["sustained_gbps"] is not None and not found["sustained_gbps"] > 0:
+            found["sustained_gbps"] = None
+        if found["host_us_per_descriptor"] is not None and found["host_us_per_descriptor"] < 0:
+            found["host_us_per_descriptor"] = None
         return cls(**found)
 
     @property

@@ -250,7 +250,7 @@ class Row:
         (ListFigures.add; `first`: the row's first run names the path and the list), and its samples' range."""
         if first or self.lists is None:
             self.lists = ListFigures.of(record)
-        self.lists.add(record)
+        self.lists.add(record, samples)
         self.add_samples(samples)
 
     def add_beside(self, beside: BesideFigure, path: str | None, first: bool) -> None:

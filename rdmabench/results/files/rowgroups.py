@@ -7,7 +7,7 @@ by the rows. A group's lists are replaced by a run, never grown in place: Row.st
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import NamedTuple, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from ...measure.beside import CARVEOUT, Beside
 from ...measure.besiderecord import BesideFigure
@@ -70,9 +70,9 @@ class ListFigures:
         path, sms, green = posting_of(record)
         return cls(path, sms, green, block_list_of(record))
 
-    def add(self, record: BlockList) -> None:
+    def add(self, record: BlockList, samples: Any) -> None:
         """A run's p99 and p99.9 of transfer times, ceiling, CPU cost per descriptor, pace and contiguous
-        reference, where it has them."""
+        reference, where it has them (`samples`: its GB/s, the burst its sustained rate cannot pass)."""
         us = record.transfer_us
         p99, p999 = (us.get("p99"), us.get("p99.9")) if isinstance(us, dict) else (None, None)
         if p99 is not None and p999 is not None:
@@ -80,7 +80,7 @@ class ListFigures:
         self.ceilings = _with(self.ceilings, record.ceiling_gbps)
         self.cpu_us = _with(self.cpu_us, host_us_of(record))
         self.contiguous = _with(self.contiguous, record.contiguous_gbps)
-        self.paces = _with(self.paces, list_pace(record))
+        self.paces = _with(self.paces, list_pace(record, samples))
 
 
 @dataclass(slots=True)
@@ -144,7 +144,7 @@ def host_us_of(record: BlockList) -> float | None:
     return found if found is not None else record.cpu_us_per_descriptor
 
 
-def list_pace(record: BlockList) -> ListPace | None:
+def list_pace(record: BlockList, samples: Any) -> ListPace | None:
     """A block-list run's ListPace, or None where its record says nothing of it. The host's bound: a
     descriptor's bytes over the posting thread's microseconds a descriptor where the file has them
     (BlockList.host_bound: the same bound for the idle figure and the one beside a load; issue 54: the
@@ -152,6 +152,9 @@ def list_pace(record: BlockList) -> ListPace | None:
     list's bytes over its arming's CPU time where the arming ran outside the clock (ce-armed: the one path
     whose host work the timed step leaves out)."""
     sustained = record.sustained_gbps
+    figures = sorted(v for v in map(finite_number, samples or ()) if v is not None)
+    if sustained is not None and (not figures or sustained > figures[len(figures) // 2] * 1.001):
+        sustained = None  # above its own burst (the run's median sample): damaged, read as missing
     host: float | None = None
     if record.host_us_per_descriptor is not None:  # the thread's own bound, whichever figure it is read against
         host = record.host_bound()
