@@ -438,8 +438,8 @@ def notes(found: list[Answer]) -> list[str]:
     ] = None
     if beside:
         said_once[
-            "slowdown [95%]: the model's slowdown with its 95% interval ((a-b): the range over the pairs, in files "
-            "without one), measured with the transfers running back to back beside it: a path used less often "
+            "slowdown [95%]: the model's slowdown with its 95% interval ((a-b): the range over the pairs, where the "
+            "row has no interval: a file before it, or a GPU with under two pairs), measured with the transfers running back to back beside it: a path used less often "
             "costs the model less. noise: the load's own swing in that row, the least slowdown it can tell."
         ] = None
     for answer in found:
