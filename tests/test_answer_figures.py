@@ -96,8 +96,11 @@ def test_idle_rows_carry_no_beside_words() -> None:
 
 def _issue54(entry: dict[str, Any], sustained: float, host_us: float, interval: list[float], noise: float) -> Any:
     """A GENERATED entry with issue 54's keys (interface54.md): its sustained rate and host time per
-    descriptor, its slowdown's interval and the row's noise floor."""
-    entry["blocks"] |= {"sustained_gbps": sustained, "host_us_per_descriptor": host_us}
+    descriptor (the list's bytes with them, as a run writes them), its slowdown's interval and the row's
+    noise floor."""
+    blocks = entry["blocks"]
+    blocks |= {"sustained_gbps": sustained, "host_us_per_descriptor": host_us}
+    blocks["transfer_bytes"] = blocks["count"] * blocks["block_bytes"]
     if "beside" in entry:
         entry["beside"] |= {"slowdown_interval": interval, "noise_floor": noise}
     return entry
@@ -105,9 +108,9 @@ def _issue54(entry: dict[str, Any], sustained: float, host_us: float, interval: 
 
 def _sustained_candidates() -> list[dict[str, Any]]:
     """At 4 KiB: ce-armed bursts at 170 GB/s alone and 160 beside, but one thread arming at 1 us a
-    descriptor keeps 4.1 going; the GPU's kernel on a carve-out sustains its burst."""
+    descriptor keeps 4.096 going (4 KiB a microsecond); the GPU's kernel on a carve-out sustains its burst."""
     return [
-        _issue54(_entry(4 * KIB, "ce-armed", 160.0, (170.0, 1.01, 0.01), cpu_us=1.0), 4.1, 1.0, [1.0, 1.02], 0.012),
+        _issue54(_entry(4 * KIB, "ce-armed", 160.0, (170.0, 1.01, 0.01), cpu_us=1.0), 4.096, 1.0, [1.0, 1.02], 0.012),
         _issue54(_entry(4 * KIB, "gpu", 90.0, (150.0, 1.03, 0.01), ("budget", 8), 8), 90.0, 0.01, [1.01, 1.05], 0.015),
         _issue54(_entry(4 * KIB, "cpu", 0.8, (0.9, 1.00, 0.01)), 0.8, 3.3, [0.99, 1.01], 0.01),
         _reference(4 * KIB),
@@ -119,22 +122,35 @@ def test_the_answer_ranks_a_path_by_what_it_sustains_and_says_where_its_burst_is
     assert found.idle is not None and found.idle.label == "gpu (8 SMs)" and found.idle.gbps == 150.0
     assert found.within is not None and (found.within.path, found.within.gbps) == ("gpu", 90.0)
     (armed,) = [point for point in found.points if point.path == "ce-armed"]
-    assert (armed.gbps, armed.burst_gbps, armed.sustained) == (4.1, 160.0, True)
+    assert (armed.gbps, armed.burst_gbps, armed.sustained) == (4.096, 160.0, True)
     said = notes([found])
     assert "ce-armed at 4KiB: its burst (160.0 GB/s) is more than one thread sustains" not in " ".join(said)
     ((_caption, cells),) = table(answers(_rows(_sustained_candidates()[:1] + _sustained_candidates()[3:])))
-    assert cells[0][2:5] == ["ce-armed", "4.100", "170.0"]  # idle: its sustained rate, its burst beside it
-    assert cells[1][2:5] == ["ce-armed", "4.100", "160.0"]
+    assert cells[0][2:5] == ["ce-armed", "4.096", "170.0"]  # idle: its sustained rate, its burst beside it
+    assert cells[1][2:5] == ["ce-armed", "4.096", "160.0"]
     cpu = [row for row in table([found])[0][1] if row[2] == "cpu"]
     assert not cpu  # the CPU's path wins nothing here; its CPU time is in the JSON's candidates
     assert {point.path: point.cpu_us for point in found.points} == {"ce-armed": 1.0, "gpu": 0.01, "cpu": 3.3}
+
+
+def test_the_idle_figure_of_a_row_beside_a_load_is_ranked_by_the_threads_bound_not_the_beside_one() -> None:
+    """The red team's case (review9): a 4 KiB list at 3.22 GB/s beside the load, 153.9 alone, its thread
+    bound at 78.6 (4 KiB over 0.0521 us). The sustained rate the run wrote is the beside figure's (3.22,
+    below the bound), so the idle answer once read the alone burst as sustained; the bound is the list's."""
+    host_us = 4096 / 78.6e3
+    entries = [_issue54(_entry(4 * KIB, "gpu", 3.22, (153.9, 1.01, 0.01)), 3.22, host_us, [1.0, 1.02], 0.01)]
+    (found,) = answers(_rows([*entries, _reference(4 * KIB)]))
+    assert found.idle is not None and found.idle.sustained and found.idle.burst_gbps == 153.9
+    assert found.idle.gbps == pytest.approx(78.6)  # min(alone burst, the thread's bound), never the burst
+    (beside,) = found.points
+    assert beside.gbps == 3.22 and beside.host_gbps == pytest.approx(78.6)
 
 
 def test_a_burst_above_what_one_thread_sustains_is_said_in_the_notes() -> None:
     (found,) = answers(_rows(_sustained_candidates()[:1] + _sustained_candidates()[3:]))
     said = " ".join(notes([found]))
     assert "ce-armed at 4KiB: its burst (170.0 GB/s) is more than one thread sustains" in said
-    assert "allows 4.100 GB/s back to back" in said
+    assert "allows 4.096 GB/s back to back" in said
 
 
 def test_every_slowdown_is_printed_with_its_interval_and_the_noise_floor() -> None:

@@ -25,7 +25,9 @@ from rdmabench.measure.slowdown import (
     wants_more,
     worse,
 )
+from rdmabench.results.reports.answer import answers, notes
 
+from .test_answer import _candidates, _rows
 from .test_beside_metric import _DriftingLoad, _End, _in_step
 
 TRUTH = 1.05
@@ -140,6 +142,31 @@ def test_the_row_is_the_worse_gpu():
     assert close == Estimate(1.06, (1.03, 1.12), 0.02, 4)  # holds the worse whichever it is
     assert worse([Estimate(1.05, None, None, 1), a]).interval is None
     assert worse([]).slowdown is None
+
+
+def test_pairs_that_agree_exactly_still_give_an_interval_as_wide_as_the_records_rounding():
+    """review9: [1.0, 1.0] with no swing read gave [1.0, 1.0], a "95%" interval of no width that precise()
+    stopped on. The records keep 4 decimals: the spread is never read below that rounding."""
+    found, resolution = estimate([1.0, 1.0], None), 1e-4  # the records' 4 decimals (measure/pairs.py)
+    assert found.interval is not None and found.interval[0] < 1.0 < found.interval[1]
+    assert found.half_width == pytest.approx(t975(1) * resolution / math.sqrt(12 * 2))
+    assert estimate([1.0, 1.0, float("nan"), float("inf")], None).pairs_used == 2  # non-finite: no figure
+
+
+def test_a_non_finite_gpu_estimate_is_none_whatever_the_gpus_order():
+    """review9: max() over a NaN slowdown depended on which GPU came first."""
+    a, lost = Estimate(1.30, (1.25, 1.35), 0.01, 5), Estimate(float("nan"), (0.0, 2.0), 0.01, 5)
+    assert worse([lost, a]) == worse([a, lost]) == a
+    assert worse([Estimate(float("inf"), None, None, 3)]).slowdown is None
+
+
+def test_a_gpu_of_one_pair_leaves_the_row_no_interval_and_says_one_pair():
+    """review9: the row lost its interval to a GPU of one pair but still said the other GPU's five pairs."""
+    a = Estimate(1.30, (1.25, 1.35), 0.01, 5)
+    for order in ([Estimate(1.05, None, None, 1), a], [a, Estimate(1.05, None, None, 1)]):
+        assert worse(order) == Estimate(1.30, None, 0.01, 1)
+    said = " ".join(notes(answers(_rows(_candidates()))))  # the answer's notes beside a load
+    assert "in files without one" not in said and "a GPU with under two pairs" in said
 
 
 def test_a_row_read_back_from_a_file_is_checked():

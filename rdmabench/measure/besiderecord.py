@@ -251,8 +251,23 @@ class BesideFigure:
     @classmethod
     def from_json(cls, data: object) -> BesideFigure | None:
         """An entry's `beside` as a file holds it, each value checked once (None where it is no record
-        or names no load)."""
+        or names no load); issue 54's figures no run writes read as missing (_issue54_checked)."""
         load = _load(data)
         if not isinstance(data, dict) or load is None:
             return None
-        return cls(load, **_read(cls, data))
+        return cls(load, **_issue54_checked(_read(cls, data)))
+
+
+def _issue54_checked(found: dict[str, Any]) -> dict[str, Any]:
+    """A beside figure's fields with the damaged ones read as missing (review9): a 95% interval not
+    positive, not low first or not holding its own slowdown ([-1e308, 1e308] broke the page's plot), a
+    noise floor below none, a negative count of pairs."""
+    low_high, slowdown = found["slowdown_interval"], found["slowdown"]
+    if low_high is not None:
+        low, high = low_high
+        if not 0 < low <= high or (slowdown is not None and not low <= slowdown <= high):
+            found["slowdown_interval"] = None
+    if found["noise_floor"] is not None and found["noise_floor"] < 0:
+        found["noise_floor"] = None
+    found["pairs_used"] = max(found["pairs_used"], 0)
+    return found

@@ -142,6 +142,12 @@ class BlockList:
             return None
         found: dict[str, Any] = {item.name: _READS[str(item.type)](data.get(item.name)) for item in fields(cls)}
         found["posted_by"] = found["posted_by"] or CPU.name
+        # Figures no run can write read as missing: a rate of nothing or less, a thread's negative time.
+        # (A sustained rate above its own burst is the rows' to refuse: the burst is the entry's.)
+        if found["sustained_gbps"] is not None and not found["sustained_gbps"] > 0:
+            found["sustained_gbps"] = None
+        if found["host_us_per_descriptor"] is not None and found["host_us_per_descriptor"] < 0:
+            found["host_us_per_descriptor"] = None
         return cls(**found)
 
     @property
@@ -182,10 +188,17 @@ class BlockList:
         host = self.host_us_per_descriptor
         if host is None or not isinstance(burst, (int, float)) or not burst > 0:
             return None
-        descriptors = self.count * self.batch
-        if host <= 0:  # nothing the host did a step took a clock's tick: the step alone bounds it
-            return float(burst)
-        return min(float(burst), gbps(self.transfer_bytes * self.batch, host * descriptors / 1e6))
+        bound = self.host_bound()
+        return float(burst) if bound is None else min(float(burst), bound)
+
+    def host_bound(self) -> float | None:
+        """The GB/s one posting thread's host work alone allows: a descriptor's bytes over the thread's
+        microseconds a descriptor. A property of the list and its thread, whichever figure (idle or beside
+        a load) it is read against; None without the thread's time, or where it took no clock's tick."""
+        host, count, moved = self.host_us_per_descriptor, self.count, self.transfer_bytes
+        if host is None or host <= 0 or not isinstance(count, int) or count <= 0 or not isinstance(moved, int):
+            return None  # a record read back may lack a field its type promises
+        return gbps(moved, host * count / 1e6)
 
 
 def _mapping(value: object) -> dict[str, Any] | None:

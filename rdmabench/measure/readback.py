@@ -5,21 +5,30 @@ blockrecord)."""
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Callable
 from typing import TypeVar
 
 _T = TypeVar("_T")
 
 
+# A whole number a run writes fits a C int64; JSON's integers do not stop there (10**400 parses).
+_WHOLE = 2**63
+
+
 def number(value: object) -> float | None:
-    """A finite number of a file (a bool is no number), else None."""
+    """A finite number of a file (a bool is no number), else None: an integer past a float's range too
+    (math.isfinite and every division would raise OverflowError on it)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
+    if isinstance(value, int):  # compared exactly: no conversion that could overflow
+        return value if -sys.float_info.max <= value <= sys.float_info.max else None
     return value if math.isfinite(value) else None
 
 
 def whole(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    """A whole number of a file a run could have written (within an int64), else None."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and -_WHOLE <= value < _WHOLE else None
 
 
 def text(value: object) -> str | None:

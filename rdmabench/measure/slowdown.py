@@ -62,6 +62,10 @@ _T975 = (
     2.0796, 2.0739, 2.0687, 2.0639, 2.0595, 2.0555, 2.0518, 2.0484, 2.0452, 2.0423,
 )  # fmt: skip
 _Z975 = 1.959964
+# The records keep a pair's ratio to 4 decimals (pairs.py): ratios that agree there may differ by up to
+# 1e-4, so no ratio is read as more exact than a uniform error over that step, variance RESOLUTION^2 / 12.
+# Zero spread and no swing then still give an interval of honest, nonzero width (review9).
+RESOLUTION = 1e-4
 
 
 def t975(df: int) -> float:
@@ -126,15 +130,17 @@ def shared_windows(alone: Sequence[Window], used: Sequence[int]) -> int:
 
 
 def estimate(ratios: Sequence[float], noise: float | None, shared: int = 0) -> Estimate:
-    """One GPU's estimate from its used pairs' `ratios`, the load's swing `noise` (swing(); None: unknown,
-    the pairs' spread alone) and the number of `shared` windows between them (shared_windows())."""
+    """One GPU's estimate from its used pairs' `ratios` (a non-finite one is no figure), the load's swing
+    `noise` (swing(); None: unknown, the pairs' spread alone) and the number of `shared` windows between
+    them (shared_windows()). The pairs' spread is never read below the records' RESOLUTION."""
+    ratios = [r for r in ratios if math.isfinite(r)]
     n = len(ratios)
     if not n:
         return NONE
     mean = sum(ratios) / n
     if n < 2:
         return Estimate(mean, None, None, n)
-    spread = sum((r - mean) ** 2 for r in ratios) / (n - 1)
+    spread = max(sum((r - mean) ** 2 for r in ratios) / (n - 1), RESOLUTION * RESOLUTION / 12)
     swing2 = noise * noise if noise is not None else 0.0
     own = spread / n + shared * swing2 / (2 * n * (n - 1))  # the pairs' spread, corrected for shared windows
     load = (1.5 * swing2) / n + shared * swing2 / (2 * n * n)  # the load's swing alone
@@ -146,17 +152,20 @@ def estimate(ratios: Sequence[float], noise: float | None, shared: int = 0) -> E
 
 def worse(estimates: Sequence[Estimate]) -> Estimate:
     """The row's estimate from its GPUs': the higher slowdown, with the interval [the higher low, the
-    higher high] (where every GPU has one) and the noise floor of the GPU it came from."""
-    found = [e for e in estimates if e.slowdown is not None]
+    higher high] (where every GPU has one) and the noise floor of the GPU it came from. A non-finite
+    estimate is no estimate (else the GPUs' order would decide). The pairs used are the fewest of any
+    GPU's: the row's interval rests on every GPU's, so a GPU of one pair leaves the row one, and none."""
+    found = [e for e in estimates if e.slowdown is not None and math.isfinite(e.slowdown)]
     if not found:
         return NONE
     top = max(found, key=lambda e: float(e.slowdown or 0.0))
+    pairs = min(e.pairs_used for e in found)
     intervals = [e.interval for e in found]
     if any(interval is None for interval in intervals):
-        return Estimate(top.slowdown, None, top.noise_floor, top.pairs_used)
+        return Estimate(top.slowdown, None, top.noise_floor, pairs)
     low = max(interval[0] for interval in intervals if interval is not None)
     high = max(interval[1] for interval in intervals if interval is not None)
-    return Estimate(top.slowdown, (low, high), top.noise_floor, top.pairs_used)
+    return Estimate(top.slowdown, (low, high), top.noise_floor, pairs)
 
 
 class PairFigures(Protocol):

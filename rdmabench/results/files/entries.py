@@ -5,7 +5,6 @@ as typed records."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -13,6 +12,7 @@ from typing import Any
 from ...measure.besiderecord import CARVEOUT, BesideFigure
 from ...measure.blockrecord import BlockList
 from ...measure.postings import posting
+from ...measure.readback import number
 from ...modes import mode_named
 from ...units import format_size
 from .contents import figure_field
@@ -86,13 +86,13 @@ def load_of(entry: Mapping[str, object], beside: BesideFigure | None = None) -> 
 
 
 def figure(entry: Mapping[str, object]) -> float | None:
-    value = entry.get(figure_field(entry)[0])
-    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
+    return finite_number(entry.get(figure_field(entry)[0]))
 
 
 def finite_number(value: Any) -> float | None:
-    """A finite number from a file, or None."""
-    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
+    """A finite number from a file, or None (readback.number: an integer past a float's range is none)."""
+    found = number(value)
+    return None if found is None else float(found)
 
 
 # UCX settings that only steer logging or error reports: they do not change a figure.

@@ -5,7 +5,9 @@ against itself a significant regression).
 A run is known by its run id (metadata.run_id, a uuid4 every results file written since has) and by
 its records: two files with the same id and the same records, or with the same records (an older
 file, or a copy whose metadata was edited), are one run. The first file of a run in the order given
-is kept. Two files with the same id and other records are no copies: a conflict, neither counted."""
+is kept. Two files with the same id and other records are no copies: a conflict, neither counted; nor
+is a file under another id that holds a side's records (which run they are is not known). The conflicts
+are found before any file is kept, so the order of the files never decides them."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import hashlib
 import json
 import os
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -114,7 +116,7 @@ class _Runs:
         self.problems: list[str] = []
         self.index: dict[str, int] = {}  # a run id or a digest: the index in `kept` of its file
         self.conflicted: dict[str, list[str]] = {}  # a run id: its files that disagree
-        self.dropped: dict[int, str] = {}  # an index in `kept` taken out by a conflict: its run id
+        self.sides: dict[str, tuple[str, str]] = {}  # a conflict's side's digest: its run id and file
         self._health: dict[str, str | None] = {}
         self._digests: dict[str, str] = {}
 
@@ -128,6 +130,22 @@ class _Runs:
             self._digests[path] = records_digest(doc)
         return self._digests[path]
 
+    def find_conflicts(self, documents: Sequence[tuple[str, ResultsDocument]]) -> None:
+        """The run ids whose files that read hold different records, found before any file is kept, so
+        that no order of the files decides (review9): each such id's files are added to its conflict as
+        they come, and the digest of each side is kept to tell its copies under another id."""
+        named: dict[str, list[tuple[str, ResultsDocument]]] = {}
+        for path, doc in documents:
+            if (identity := run_id(doc)) is not None:
+                named.setdefault(identity, []).append((path, doc))
+        for identity, files in named.items():
+            reading = [(path, doc) for path, doc in files if len(files) > 1 and self.health(path, doc) is None]
+            digests = {path: self.digest(path, doc) for path, doc in reading}
+            if len(set(digests.values())) > 1:
+                self.conflicted[identity] = []
+                for path, digest in digests.items():
+                    self.sides.setdefault(digest, (identity, path))
+
     def add(self, path: str, doc: ResultsDocument) -> None:
         identity = run_id(doc)
         if identity is not None and identity in self.conflicted:
@@ -136,6 +154,16 @@ class _Runs:
         count = _record_count(doc)
         # Runs without records (stopped before the first) have nothing to tell them apart, nor to count.
         digest = self.digest(path, doc) if count and self.counts[count] > 1 else None
+        if digest is not None and digest in self.sides:  # a side's records under another run id: no run
+            side_id, side = self.sides[digest]
+            mine = self.health(path, doc)
+            self.problems.append(
+                f"{mine} (a copy of {side}: skipped)"
+                if mine is not None
+                else f"{path}: the same records as {side}, a file of the run id {side_id} that files disagree "
+                "about: skipped (which run they are is not known)"
+            )
+            return
         keys = [(key, why) for key, why in ((identity, f"the same run id ({identity})"), (digest, "the same records"))]
         match = next(((key, why) for key, why in keys if key is not None and key in self.index), None)
         if match is None:
@@ -143,9 +171,6 @@ class _Runs:
             self.kept.append((path, doc))
             return
         index, why = self.index[match[0]], match[1]
-        if index in self.dropped:  # the records of a file of a conflict: a side of it
-            self._conflict(self.dropped[index], path, doc)
-            return
         first, first_doc = self.kept[index]
         mine = self.health(path, doc)
         if mine is not None:  # the copy already kept may be good or bad: this one is no use either way
@@ -154,10 +179,7 @@ class _Runs:
             self.problems.append(f"{theirs} (a copy of the run of {path}, which reads: skipped)")
             self.kept[index] = (path, doc)
             self.index.update({key: index for key, _why in keys if key is not None})
-        elif match[0] == identity and self.digest(path, doc) != self.digest(first, first_doc):
-            self.conflicted[identity], self.dropped[index] = [first], identity  # one run id, other records
-            self._conflict(identity, path, doc)
-        else:
+        else:  # one run id and the same records, or the same records: one run (find_conflicts: no other)
             self.duplicates.append(Duplicate(path, first, why))
 
     def _conflict(self, identity: str, path: str, doc: ResultsDocument) -> None:
@@ -184,8 +206,9 @@ def distinct(
         count = _record_count(doc)
         counts[count] = counts.get(count, 0) + 1
     runs = _Runs(broken, counts)
+    runs.find_conflicts(documents)
     for path, doc in documents:
         runs.add(path, doc)
-    kept = [pair for index, pair in enumerate(runs.kept) if index not in runs.dropped]
-    conflicts = [Conflict(identity, tuple(paths)) for identity, paths in runs.conflicted.items()]
+    kept = runs.kept
+    conflicts = [Conflict(identity, tuple(paths)) for identity, paths in runs.conflicted.items() if paths]
     return kept, runs.duplicates, runs.problems, conflicts

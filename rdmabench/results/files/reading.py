@@ -56,13 +56,10 @@ def other_document(path: str) -> bool:
     """Whether `path` is JSON that is no rdmabench results (a report, a verdict kept beside them), read
     bounded: what an output may replace among a folder's files. A results file, a run's stream and a
     file that cannot be read or parsed (a damaged result, perhaps) are not."""
-    if path.endswith(STREAM_SUFFIX):
+    doc = _peek(path)
+    if doc is None:
         return False
-    try:
-        doc = json.loads(userfiles.read_input(path, userfiles.max_input_bytes()), parse_constant=schema.not_json)
-    except (OSError, ValueError, RecursionError, RdmabenchError):  # unreadable, refused, not JSON
-        return False
-    found = doc.get("schema") if isinstance(doc, dict) else None
+    found = doc.get("schema")
     return not (isinstance(found, dict) and found.get("name") == SCHEMA_NAME)
 
 
@@ -70,17 +67,24 @@ def named_links_file(path: str) -> str | None:
     """The links file a summary's record names (`links.file`, beside the summary: what `load` reads,
     under any name), read bounded; None for a file that names none (schema 1, a stream, other JSON,
     a file that cannot be read or parsed)."""
+    doc = _peek(path)
+    links = doc.get("links") if doc is not None else None
+    name = links.get("file") if isinstance(links, dict) else None
+    if not isinstance(name, str) or os.path.basename(name) in ("", ".", ".."):
+        return None
+    return os.path.join(os.path.dirname(os.path.abspath(path)), os.path.basename(name))
+
+
+def _peek(path: str) -> dict[str, Any] | None:
+    """A file's JSON object, read bounded, for a look at one of its keys (other_document,
+    named_links_file); None for a run's stream, or a file that cannot be read or parsed, or no object."""
     if path.endswith(STREAM_SUFFIX):
         return None
     try:
         doc = json.loads(userfiles.read_input(path, userfiles.max_input_bytes()), parse_constant=schema.not_json)
     except (OSError, ValueError, RecursionError, RdmabenchError):  # unreadable, refused, not JSON
         return None
-    links = doc.get("links") if isinstance(doc, dict) else None
-    name = links.get("file") if isinstance(links, dict) else None
-    if not isinstance(name, str) or os.path.basename(name) in ("", ".", ".."):
-        return None
-    return os.path.join(os.path.dirname(os.path.abspath(path)), os.path.basename(name))
+    return doc if isinstance(doc, dict) else None
 
 
 def _version(doc: Any) -> Any:

@@ -339,8 +339,8 @@ class Row:
 
     @property
     def host_bound_gbps(self) -> float | None:
-        """The median over runs of the rate the posting thread's host work alone allows, where it is below
-        the timed step's (the burst), or None."""
+        """The median over runs of the rate the posting thread's host work alone allows (whichever figure it
+        bounds: idle or beside a load), or None."""
         found = [p.host_gbps for p in self._paces if p.host_gbps is not None]
         return median(found) if found else None
 

@@ -34,7 +34,8 @@ class BesideRun(NamedTuple):
 class ListPace(NamedTuple):
     """What one run of a block list sustains and what its posting costs: the rate kept going back to back
     from one posting thread (`sustained_gbps`, where the file has it), the rate the posting thread's host
-    work alone allows (None: the GPU's step is the longer, or nothing says), and a posting kernel's
+    work alone allows (None: nothing says, or the thread's time took no clock's tick; whether it is below a
+    figure is the reader's to ask), and a posting kernel's
     CTA-microseconds per descriptor (None: no kernel posts, or its grid was not recorded), and the posting
     call's time per descriptor (`post_us_p50` over the descriptors: where a file has no host figure)."""
 
@@ -71,7 +72,7 @@ class ListFigures:
 
     def add(self, record: BlockList, samples: Any) -> None:
         """A run's p99 and p99.9 of transfer times, ceiling, CPU cost per descriptor, pace and contiguous
-        reference, where it has them (`samples`: its GB/s, for its pace)."""
+        reference, where it has them (`samples`: its GB/s, the burst its sustained rate cannot pass)."""
         us = record.transfer_us
         p99, p999 = (us.get("p99"), us.get("p99.9")) if isinstance(us, dict) else (None, None)
         if p99 is not None and p999 is not None:
@@ -144,17 +145,20 @@ def host_us_of(record: BlockList) -> float | None:
 
 
 def list_pace(record: BlockList, samples: Any) -> ListPace | None:
-    """A block-list run's ListPace, or None where its record says nothing of it. The host's bound: the
-    sustained rate where the file has it and it is below the burst (the run's median sample); in older
-    files, the list's bytes over its arming's CPU time where the arming ran outside the clock (ce-armed:
-    the one path whose host work the timed step leaves out)."""
+    """A block-list run's ListPace, or None where its record says nothing of it. The host's bound: a
+    descriptor's bytes over the posting thread's microseconds a descriptor where the file has them
+    (BlockList.host_bound: the same bound for the idle figure and the one beside a load; issue 54: the
+    sustained rate, computed against the entry's own figure, bounds only that one); in older files, the
+    list's bytes over its arming's CPU time where the arming ran outside the clock (ce-armed: the one path
+    whose host work the timed step leaves out)."""
     sustained = record.sustained_gbps
     figures = sorted(v for v in map(finite_number, samples or ()) if v is not None)
-    burst = figures[len(figures) // 2] if figures else None
+    if sustained is not None and (not figures or sustained > figures[len(figures) // 2] * 1.001):
+        sustained = None  # above its own burst (the run's median sample): damaged, read as missing
     host: float | None = None
-    if sustained is not None:
-        host = sustained if burst is not None and sustained < burst * 0.999 else None
-    else:
+    if record.host_us_per_descriptor is not None:  # the thread's own bound, whichever figure it is read against
+        host = record.host_bound()
+    elif sustained is None:
         arming, moved = finite_number(record.arm_us), record.transfer_bytes
         host = moved / (arming * 1e3) if arming and isinstance(moved, int) else None  # bytes per us / 1e3: GB/s
     cta_us, post = _cta_us(record), record.post_us_p50

@@ -130,7 +130,7 @@ class Point:
     idle: bool = False  # a figure on an idle GPU: no model, no carve-out beside it
     burst: float | None = None  # the timed step's figure (idle: the alone halves); None: as gbps
     sustained: bool = False  # gbps is the sustained rate (the file's sustained_gbps)
-    host_gbps: float | None = None  # what one posting thread's host work allows, where below the burst
+    host_gbps: float | None = None  # what one posting thread's host work allows (below the burst: `!`)
     interval: tuple[float, float] | None = None  # the slowdown's 95% interval (slowdown_interval)
     noise: float | None = None  # the row's noise floor: the load's own swing
     post_us: float | None = None  # the posting call's time per descriptor (files without cpu_us)
@@ -220,6 +220,8 @@ def _idle_point(row: Row) -> Point | None:
     if burst is None:
         return None
     sustained, host = row.sustained_gbps, row.host_bound_gbps
+    # The thread's bound is the list's, not the beside figure's: the row's sustained rate beside a load
+    # says nothing of the alone burst (issue 54), so the idle figure is ranked by min(burst, bound).
     gbps = min(burst, host) if sustained is not None and host is not None else burst
     if sustained is not None and not beside:
         gbps = sustained
@@ -436,8 +438,8 @@ def notes(found: list[Answer]) -> list[str]:
     ] = None
     if beside:
         said_once[
-            "slowdown [95%]: the model's slowdown with its 95% interval ((a-b): the range over the pairs, in files "
-            "without one), measured with the transfers running back to back beside it: a path used less often "
+            "slowdown [95%]: the model's slowdown with its 95% interval ((a-b): the range over the pairs, where the "
+            "row has no interval: a file before it, or a GPU with under two pairs), measured with the transfers running back to back beside it: a path used less often "
             "costs the model less. noise: the load's own swing in that row, the least slowdown it can tell."
         ] = None
     for answer in found:
