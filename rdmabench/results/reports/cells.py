@@ -38,7 +38,15 @@ COLUMNS = (
 
 
 WIDTH = 120  # a report's lines by default (--wide: every column, as wide as it takes)
-LEFT_OUT = ("min", "max", "CPU s/GB", "wire", "transport")  # the first columns a narrow table leaves to --wide
+LEFT_OUT = (
+    "min",
+    "max",
+    "CPU s/GB",
+    "wire",
+    "transport",
+    "p99.9 us",
+    "share",
+)  # what a narrow table leaves to --wide, in order
 
 
 def fitted(
