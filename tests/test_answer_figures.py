@@ -101,7 +101,7 @@ def test_idle_rows_carry_no_beside_words() -> None:
 
 
 def _issue54(entry: dict[str, Any], sustained: float, host_us: float, interval: list[float], noise: float) -> Any:
-    """A GENERATED entry with issue 54's keys (interface54.md): its sustained rate and host time per
+    """A GENERATED entry with issue 54's keys: its sustained rate and host time per
     descriptor (the list's bytes with them, as a run writes them), its slowdown's interval and the row's
     noise floor."""
     blocks = entry["blocks"]
