@@ -267,3 +267,16 @@ def test_run_help_says_how_to_carve_the_model() -> None:
     """`run --help` never said `carveout=`, the option the answer's carve-outs come from."""
     shown = run_cli_here(["run", "--help"]).stdout
     assert "carveout=N" in shown and "carveout=all" in shown
+
+
+def test_an_offload_kernel_beside_a_carved_model_holds_the_carved_sms() -> None:
+    """The offload's kernel takes SMs as the GPU path does (Posting.takes_sms), though its path reads
+    "kernel at PACE": beside the model carved 8 SMs it holds 8, not "0" (the answer tested the name "gpu").
+    The committed swap-in run on one H200 (measurements/h200x2-20261128-session8/final/)."""
+    found = answers(_load(MEASUREMENTS / "h200x2-20261128-session8" / "final" / "in-kernel.json"))
+    assert {answer.size_bytes for answer in found} == {4096, 65536}
+    for answer in found:
+        assert answer.within is not None and answer.within.path.startswith("kernel at ")
+        assert answer.within.carveout == 8 and answer.within.sms_held == "8"
+    copies = answers(_load(MEASUREMENTS / "h200x2-20261128-session8" / "final" / "in-ce.json"))
+    assert all(point.sms_held == "0" for answer in copies for point in answer.points)

@@ -191,6 +191,11 @@ class Row:
         return self.lists.posting_green if self.lists is not None else False
 
     @property
+    def kernel_posted(self) -> bool:
+        """A kernel on the GPU's SMs posted the row's lists (whatever its path's name: an offload's pace in it)."""
+        return self.lists.kernel if self.lists is not None else False
+
+    @property
     def block_list(self) -> str | None:
         return self.lists.block_list if self.lists is not None else None
 

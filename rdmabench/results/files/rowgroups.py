@@ -63,12 +63,13 @@ class ListFigures:
     cpu_us: list[float] | None = None
     paces: list[ListPace] | None = None
     contiguous: list[float] | None = None
+    kernel: bool = False  # a kernel on the GPU's SMs posted it (its path's record: Posting.takes_sms)
 
     @classmethod
     def of(cls, record: BlockList) -> ListFigures:
         """The group of a row whose first run moved `record`'s list."""
         path, sms, green = posting_of(record)
-        return cls(path, sms, green, block_list_of(record))
+        return cls(path, sms, green, block_list_of(record), kernel=_kernel_posted(record))
 
     def add(self, record: BlockList, samples: Any) -> None:
         """A run's p99 and p99.9 of transfer times, ceiling, CPU cost per descriptor, pace and contiguous

@@ -135,6 +135,7 @@ class Point:
     noise: float | None = None  # the row's noise floor: the load's own swing
     post_us: float | None = None  # the posting call's time per descriptor (files without cpu_us)
     cta_us: float | None = None  # a posting kernel's CTA-microseconds per descriptor
+    kernel: bool = False  # a kernel on the GPU's SMs posts it (Posting.takes_sms), whatever the path's name
 
     @property
     def label(self) -> str:
@@ -151,7 +152,7 @@ class Point:
     def sms_held(self) -> str:
         """The SMs the path holds from the model: a carve-out's or a budget's, the whole GPU for an
         uncarved kernel, none for the copy engines and the CPU."""
-        if self.path != "gpu":
+        if not self.kernel:
             return "0"
         if self.carveout and not self.idle:
             return str(self.carveout)
@@ -229,6 +230,7 @@ def _idle_point(row: Row) -> Point | None:
         _path(row), gbps, None, row.posting_sms, row.posting_green, row.carveout or 0,
         row.cpu_us_per_descriptor, None, None if beside else row.gbps_range, None, True, burst,
         sustained is not None, host, None, None, row.post_us_per_descriptor, row.cta_us_per_descriptor,
+        row.kernel_posted,
     )  # fmt: skip
 
 
@@ -241,7 +243,7 @@ def _point(row: Row) -> Point:
         beside[1] if beside else None, row.posting_sms, row.posting_green, row.carveout or 0,
         row.cpu_us_per_descriptor, row.slowdown_range, row.gbps_range, row.unjudged, False, row.median,
         sustained is not None, row.host_bound_gbps, row.slowdown_interval, row.noise_floor,
-        row.post_us_per_descriptor, row.cta_us_per_descriptor,
+        row.post_us_per_descriptor, row.cta_us_per_descriptor, row.kernel_posted,
     )  # fmt: skip
 
 
@@ -517,4 +519,5 @@ def _from_dict(found: PointRecord | None) -> Point | None:
         found.get("burst_gbps"), bool(found.get("sustained")), found.get("host_bound_gbps"),
         (interval[0], interval[1]) if interval else None, found.get("noise_floor"),
         found.get("post_us_per_descriptor"), found.get("cta_us_per_descriptor"),
+        found.get("sms_held", "0") != "0",  # a kernel held SMs (records before it said: none)
     )  # fmt: skip
