@@ -6,8 +6,9 @@ results file, `from_json` for what reads one back (rows, reports, the NIXL ancho
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from ..stats import median, percentile
 from ..units import gbps
@@ -18,7 +19,12 @@ from .kvhandoff import HandoffRecord
 from .postings import CPU, Arming, posting
 from .readback import flag, number, only, text, whole
 
+if TYPE_CHECKING:
+    from .contract import Figure
+
 KEY = "blocks"  # the entry's field the record is written under
+# A block list's companion (blocksteps, offloadsteps): its bytes as one contiguous transfer, alone.
+CONTIGUOUS = "contiguous"
 OFFLOADS = ("out", "in")  # an offload's directions (`offload`): its GPU pool into its own pinned pool, or back
 CARVEOUT_SMS = CARVEOUT  # the `sms` mode where a --beside carve-out set the posting kernel's SMs
 
@@ -316,3 +322,14 @@ class BlockSteps:
         arming = self.arming
         armed = median(arming.seconds) if arming is not None and arming.seconds else 0.0
         return median(steps) + armed
+
+
+def relate_list(entry: Figure, handoff: Any, companions: Mapping[str, Sequence[Figure]]) -> None:
+    """A block list's entry read against what it is a part of (every block-list protocol's `relate`): the
+    model's `handoff` it is (or None), its ceiling, and the fastest of its link's contiguous references
+    (the CONTIGUOUS companions) and its share of it."""
+    if not isinstance(entry.step, BlockList):
+        return
+    whole = companions.get(CONTIGUOUS, [])
+    references = [(c.value, c.step.posted) for c in whole if isinstance(c.step, BlockList)]
+    entry.step = entry.step.related(entry.value, handoff, references)

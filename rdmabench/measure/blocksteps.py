@@ -25,7 +25,7 @@ from ..wire import devapi
 from ..wire.native import RMA_GET, RMA_PUT, TAGGED, BlocksLinkEnd, HotLoop, Registrations, memory_type
 from ..wire.protoinfo import PathRows, ProtoRow, RmaRows
 from . import faults
-from .blockrecord import CARVEOUT_SMS, BlockList, BlockSteps, SmsRecord
+from .blockrecord import CARVEOUT_SMS, CONTIGUOUS, BlockSteps, SmsRecord, relate_list
 from .blocks import CTAS_PER_SM, BlockShape
 from .contract import ACK, DATA, READY, Companion, Figure, RoundEnd, RoundShape, Side, StepProtocol, state_of, tag
 from .need import PER_BLOCK_PYTHON, PER_MESSAGE, Need, beside, in_memory
@@ -34,7 +34,6 @@ from .postings import CPU, REFERENCE_PATHS, DeviceList, DeviceSteps
 
 NAMES = {RMA_PUT: "put", RMA_GET: "get", TAGGED: "tagged"}
 _CEILINGS = {RMA_PUT: devapi.CEILING_PUT, RMA_GET: devapi.CEILING_GET}
-CONTIGUOUS = "contiguous"  # the companion: each transfer's bytes as one contiguous message
 _CEILING_STEPS = 7  # timed runs of the list's ceiling (after one to warm up): their median
 
 
@@ -106,11 +105,7 @@ class BlocksProtocol(StepProtocol):
     def relate(self, entry: Figure, companions: Mapping[str, Sequence[Figure]]) -> None:
         """The model's handoff the list is; its share of its ceiling; and, but for a list that is itself
         one contiguous message, the fastest of its link's contiguous references and its share of it."""
-        if not isinstance(entry.step, BlockList):
-            return
-        whole = companions.get(CONTIGUOUS, [])
-        references = [(c.value, c.step.posted) for c in whole if isinstance(c.step, BlockList)]
-        entry.step = entry.step.related(entry.value, self.shape.handoff, references)
+        relate_list(entry, self.shape.handoff, companions)
 
     def need(self, spec: RoundShape, rank: int) -> Need:
         """The pool; a step's blocks copied out and compared by a check (validated); each block's

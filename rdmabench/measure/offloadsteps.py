@@ -26,7 +26,7 @@ from ..memory.buffers import Buffer, synchronize, word_capacity
 from ..memory.payload import BlockPayload, block_keys
 from ..wire import armed, offload
 from ..wire.protoinfo import PathRows, ProtoRow, RmaRows
-from .blockrecord import OFFLOADS, BlockList, BlockSteps, SmsRecord
+from .blockrecord import CONTIGUOUS, OFFLOADS, BlockSteps, SmsRecord, relate_list
 from .blocks import BlockShape
 from .contract import Companion, Figure, RoundEnd, RoundShape, Side, StepProtocol, state_of
 from .need import PER_BLOCK_PYTHON, Need, beside, in_memory
@@ -34,7 +34,6 @@ from .postings import CPU, Arming, Posting, armed_ahead, pool_paths, pool_refere
 
 OUT, IN = OFFLOADS
 NAMES = {OUT: "swap-out", IN: "swap-in"}
-CONTIGUOUS = "contiguous"  # the companion: the list's bytes as one copy
 # The kernel's pace where none is given, per direction (devtools/probes/offload.py, an H200 beside a bf16
 # 8192^3 GEMM carved the pace's SMs, 1,024 random blocks: measurements/h200x2-20261128-session8/): reading
 # host memory stalls nothing, so swap-in takes 8 SMs' worth of one CTA of 128 (45-48 GB/s at 4 KiB, the
@@ -107,11 +106,7 @@ class OffloadProtocol(StepProtocol):
         return self.shape.posting.carvable
 
     def relate(self, entry: Figure, companions: Mapping[str, Sequence[Figure]]) -> None:
-        if not isinstance(entry.step, BlockList):
-            return
-        whole = companions.get(CONTIGUOUS, [])
-        references = [(c.value, c.step.posted) for c in whole if isinstance(c.step, BlockList)]
-        entry.step = entry.step.related(entry.value, self.shape.handoff, references)
+        relate_list(entry, self.shape.handoff, companions)
 
     def need(self, spec: RoundShape, rank: int) -> Need:
         """Both pools, a step's blocks copied out for the check (validated), each block's slots in Python."""
